@@ -1,0 +1,35 @@
+# Two commands on a fresh machine (Python 3.11, pip, a C compiler): `make run` and `make test`.
+# Both create or refresh .venv from pyproject.toml first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck pytest openapi clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/herald dev
+
+test: $(STAMP) lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+openapi: $(STAMP)
+	$(BIN)/herald openapi > openapi/openapi.json
+
+clean:
+	rm -rf $(VENV) .herald .mypy_cache .pytest_cache .ruff_cache

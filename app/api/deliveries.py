@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from app.api.deps import IdempotencyKeyDep, SessionDep, SettingsDep, TenantDep
+from app.api.pagination import (
+    Cursor,
+    Limit,
+    decode_id_cursor,
+    decode_number_cursor,
+    page_of,
+)
+from app.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    IdempotencyMismatch,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+    problem_responses,
+)
+from app.faults import crash_point
+from app.models import Delivery
+from app.repositories import attempts, deliveries
+from app.schemas.common import EVENT_TYPE_PATTERN, Page
+from app.schemas.deliveries import AttemptOut, DeliveryIntent, DeliveryOut
+from app.services import intake
+from app.states import DeliveryState
+
+router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
+_AUTH = (Unauthorized, Forbidden)
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=DeliveryOut,
+    responses={
+        200: {"model": DeliveryOut, "description": "Replay of an earlier request with this key"},
+        **problem_responses(
+            *_AUTH, BadRequest, NotFound, Conflict, PayloadTooLarge, IdempotencyMismatch
+        ),
+    },
+    summary="Accept a delivery intent",
+)
+async def create_delivery(
+    intent: DeliveryIntent,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    idempotency_key: IdempotencyKeyDep,
+    response: Response,
+) -> DeliveryOut:
+    async with session.begin():  # event, delivery and outbox row commit together or not at all
+        accepted = await intake.accept_delivery(
+            session, settings, tenant_id, intent, idempotency_key
+        )
+        crash_point("api.before_commit", settings.fault)
+    delivery = accepted.deliveries[0]
+    if accepted.replayed:
+        response.status_code = 200
+        response.headers[REPLAYED_HEADER] = "true"
+    else:
+        crash_point("api.after_commit_before_publish", settings.fault)
+    response.headers["Location"] = f"/v1/deliveries/{delivery.id}"
+    return DeliveryOut.model_validate(delivery)
+
+
+@router.get(
+    "",
+    response_model=Page[DeliveryOut],
+    responses=problem_responses(*_AUTH, BadRequest),
+    summary="List deliveries, newest first",
+)
+async def list_deliveries(
+    tenant_id: TenantDep,
+    session: SessionDep,
+    state: DeliveryState | None = None,
+    endpoint_id: Annotated[str | None, Query(max_length=64)] = None,
+    event_type: Annotated[str | None, Query(pattern=EVENT_TYPE_PATTERN)] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[DeliveryOut]:
+    async with session.begin():
+        rows = await deliveries.list_page(
+            session,
+            tenant_id,
+            limit=limit + 1,
+            before_id=decode_id_cursor(cursor),
+            state=state,
+            endpoint_id=endpoint_id,
+            event_type=event_type,
+        )
+    return page_of(rows, limit, DeliveryOut.model_validate, lambda item: item.id)
+
+
+async def _get_delivery(session: SessionDep, tenant_id: str, delivery_id: str) -> Delivery:
+    delivery = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
+    if delivery is None:
+        raise NotFound(f"delivery {delivery_id} not found")
+    return delivery
+
+
+@router.get(
+    "/{delivery_id}",
+    response_model=DeliveryOut,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="A delivery's state",
+)
+async def get_delivery(delivery_id: str, tenant_id: TenantDep, session: SessionDep) -> DeliveryOut:
+    async with session.begin():
+        delivery = await _get_delivery(session, tenant_id, delivery_id)
+    return DeliveryOut.model_validate(delivery)
+
+
+@router.get(
+    "/{delivery_id}/attempts",
+    response_model=Page[AttemptOut],
+    responses=problem_responses(*_AUTH, NotFound, BadRequest),
+    summary="A delivery's attempt log, oldest first",
+)
+async def list_attempts(
+    delivery_id: str,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[AttemptOut]:
+    after = decode_number_cursor(cursor)
+    async with session.begin():
+        await _get_delivery(session, tenant_id, delivery_id)
+        rows = await attempts.list_page(session, delivery_id, limit=limit + 1, after_number=after)
+    return page_of(rows, limit, AttemptOut.model_validate, lambda item: item.attempt_number)

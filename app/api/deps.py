@@ -1,0 +1,110 @@
+"""Request dependencies: the app's resources, the caller's identity, common headers."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.errors import BadRequest, Forbidden, Unauthorized
+from app.repositories import api_keys
+from app.repositories.api_keys import Principal
+from app.services.api_keys import hash_key
+
+
+@dataclass
+class Resources:
+    """Everything a request may use, built once in the lifespan and shared."""
+
+    settings: Settings
+    sessionmaker: async_sessionmaker[AsyncSession]
+    redis: Redis
+
+
+def get_resources(request: Request) -> Resources:
+    resources: Resources = request.app.state.resources
+    return resources
+
+
+ResourcesDep = Annotated[Resources, Depends(get_resources)]
+
+
+def get_settings(resources: ResourcesDep) -> Settings:
+    return resources.settings
+
+
+async def get_session(resources: ResourcesDep) -> AsyncIterator[AsyncSession]:
+    async with resources.sessionmaker() as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+SessionDep = Annotated[AsyncSession, Depends(get_session)]
+
+
+async def get_principal(
+    resources: ResourcesDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Principal:
+    scheme, _, key = (authorization or "").partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
+        raise Unauthorized("send Authorization: Bearer <api key>")
+    bootstrap = resources.settings.admin_api_key
+    if bootstrap is not None and hmac.compare_digest(
+        key.encode(), bootstrap.get_secret_value().encode()
+    ):
+        return Principal(tenant_id=None, is_admin=True)
+    async with resources.sessionmaker() as session:
+        principal = await api_keys.find_principal(session, hash_key(key))
+    if principal is None:
+        raise Unauthorized("unknown or revoked API key")
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def require_admin(principal: PrincipalDep) -> Principal:
+    if not principal.is_admin:
+        raise Forbidden("this route needs an admin key")
+    return principal
+
+
+def require_tenant(principal: PrincipalDep) -> str:
+    if principal.tenant_id is None:
+        raise Forbidden("this key is not bound to a tenant; use a tenant key")
+    return principal.tenant_id
+
+
+AdminDep = Annotated[Principal, Depends(require_admin)]
+TenantDep = Annotated[str, Depends(require_tenant)]
+
+
+def parse_idempotency_key(
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            description="1-255 printable ASCII characters, bare or as a quoted string. "
+            "Scoped to your tenant and kept for HERALD_IDEMPOTENCY_KEY_TTL_HOURS.",
+        ),
+    ] = None,
+) -> str | None:
+    if idempotency_key is None:
+        return None
+    key = idempotency_key.strip()
+    if len(key) >= 2 and key[0] == key[-1] == '"':
+        # An RFC 8941 sf-string: unescape \" and \\.
+        key = key[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    if not 1 <= len(key) <= 255 or any(not (0x20 <= ord(ch) <= 0x7E) for ch in key):
+        raise BadRequest("Idempotency-Key must be 1-255 printable ASCII characters")
+    return key
+
+
+IdempotencyKeyDep = Annotated[str | None, Depends(parse_idempotency_key)]

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.api.deps import SessionDep, SettingsDep, TenantDep
+from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.errors import (
+    BadRequest,
+    DestinationRefused,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    problem_responses,
+)
+from app.repositories import endpoints as endpoint_rows
+from app.schemas.common import Page
+from app.schemas.endpoints import (
+    EndpointCreate,
+    EndpointCreated,
+    EndpointOut,
+    EndpointSecret,
+    EndpointUpdate,
+)
+from app.services import endpoints
+
+router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
+_AUTH = (Unauthorized, Forbidden)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=EndpointCreated,
+    responses=problem_responses(*_AUTH, DestinationRefused),
+    summary="Register a destination",
+)
+async def create_endpoint(
+    body: EndpointCreate,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    response: Response,
+) -> EndpointCreated:
+    async with session.begin():
+        endpoint = await endpoints.create_endpoint(
+            session, tenant_id, body, settings.destination_allowlist
+        )
+    response.headers["Location"] = f"/v1/endpoints/{endpoint.id}"
+    return EndpointCreated.model_validate(endpoint)
+
+
+@router.get(
+    "",
+    response_model=Page[EndpointOut],
+    responses=problem_responses(*_AUTH, BadRequest),
+    summary="List endpoints, newest first",
+)
+async def list_endpoints(
+    tenant_id: TenantDep, session: SessionDep, limit: Limit = 50, cursor: Cursor = None
+) -> Page[EndpointOut]:
+    async with session.begin():
+        rows = await endpoint_rows.list_page(
+            session, tenant_id, limit=limit + 1, before_id=decode_id_cursor(cursor)
+        )
+    return page_of(rows, limit, EndpointOut.model_validate, lambda item: item.id)
+
+
+@router.get(
+    "/{endpoint_id}",
+    response_model=EndpointOut,
+    responses=problem_responses(*_AUTH, NotFound),
+)
+async def get_endpoint(endpoint_id: str, tenant_id: TenantDep, session: SessionDep) -> EndpointOut:
+    async with session.begin():
+        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
+    return EndpointOut.model_validate(endpoint)
+
+
+@router.get(
+    "/{endpoint_id}/secret",
+    response_model=EndpointSecret,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="The endpoint's current signing secret",
+)
+async def get_endpoint_secret(
+    endpoint_id: str, tenant_id: TenantDep, session: SessionDep
+) -> EndpointSecret:
+    async with session.begin():
+        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
+    return EndpointSecret(secret=endpoint.secret)
+
+
+@router.patch(
+    "/{endpoint_id}",
+    response_model=EndpointOut,
+    responses=problem_responses(*_AUTH, NotFound, DestinationRefused),
+)
+async def update_endpoint(
+    endpoint_id: str,
+    body: EndpointUpdate,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+) -> EndpointOut:
+    async with session.begin():
+        endpoint = await endpoints.update_endpoint(
+            session, tenant_id, endpoint_id, body, settings.destination_allowlist
+        )
+    return EndpointOut.model_validate(endpoint)
+
+
+@router.delete(
+    "/{endpoint_id}",
+    status_code=204,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="Delete an endpoint; its delivery history is kept",
+)
+async def delete_endpoint(endpoint_id: str, tenant_id: TenantDep, session: SessionDep) -> Response:
+    async with session.begin():
+        await endpoints.delete_endpoint(session, tenant_id, endpoint_id)
+    return Response(status_code=204)

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from app.api.deps import ResourcesDep
+from app.errors import problem_response, problem_response_doc
+
+router = APIRouter(tags=["health"])
+_CHECK_TIMEOUT_SECONDS = 2.0
+
+
+@router.get("/healthz", summary="The process is alive")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    summary="PostgreSQL and Redis are reachable",
+    responses={503: problem_response_doc("A dependency is unreachable")},
+)
+async def readyz(request: Request, resources: ResourcesDep) -> JSONResponse:
+    async def database() -> None:
+        async with resources.sessionmaker() as session:
+            await session.execute(text("SELECT 1"))
+
+    async def redis() -> None:
+        await resources.redis.ping()
+
+    checks = {"database": database, "redis": redis}
+    results: dict[str, str] = {}
+    for name, check in checks.items():
+        try:
+            await asyncio.wait_for(check(), _CHECK_TIMEOUT_SECONDS)
+            results[name] = "ok"
+        except Exception as exc:  # any failure means "not ready"; the kind is what operators need
+            results[name] = f"unavailable: {type(exc).__name__}"
+    if all(v == "ok" for v in results.values()):
+        return JSONResponse({"status": "ready", **results})
+    return problem_response(
+        request,
+        status=503,
+        title="Not ready",
+        slug="not-ready",
+        detail="; ".join(f"{name}: {state}" for name, state in results.items()),
+        headers={"Retry-After": "5"},
+    )

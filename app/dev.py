@@ -1,0 +1,198 @@
+"""`herald dev`: the whole service on one machine, embedded servers included, stopped cleanly.
+
+It is a supervisor: it starts (or reuses) the databases, migrates, makes sure a dev tenant and
+an admin key exist, then runs `herald api` as a child process, exactly as production would.
+Every exit path -- Ctrl-C, SIGTERM, a child dying, an error -- stops everything it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+import httpx
+
+from app.config import Settings
+from app.db import create_engine, create_sessionmaker
+from app.embedded import EmbeddedPostgres, EmbeddedRedis
+from app.migrate import upgrade_to_head
+from app.repositories import api_keys
+from app.services.api_keys import generate_key, hash_key, issue_key_for_tenant_name
+
+DEV_TENANT = "dev"
+# `herald dev` is for trying Herald against receivers on this machine, so loopback is allowed
+# unless HERALD_DESTINATION_ALLOWLIST says otherwise. `herald api` has no such default.
+DEV_ALLOWLIST = "127.0.0.0/8,::1/128"
+_CHILD_GRACE_SECONDS = 20
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class DevCredentials:
+    admin_api_key: str
+    tenant_api_key: str
+
+
+class DevError(Exception):
+    pass
+
+
+def _die_with_parent() -> None:
+    """Children get SIGTERM if the supervisor itself is killed (-9), so none is orphaned."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+async def _ensure_tenant_key(database_url: str, known: str | None) -> str:
+    """The dev tenant's key: ``known`` if the database still has it, else a newly issued one
+    (the database was reset, or this is the first run)."""
+    engine = create_engine(database_url, pool_size=1)
+    try:
+        async with create_sessionmaker(engine)() as session, session.begin():
+            if known is not None and await api_keys.find_principal(session, hash_key(known)):
+                return known
+            return await issue_key_for_tenant_name(session, DEV_TENANT, is_admin=False)
+    finally:
+        await engine.dispose()
+
+
+def _ensure_credentials(database_url: str, path: Path, settings: Settings) -> DevCredentials:
+    """Dev-only: keep the printed keys in ``DATA_DIR`` (mode 0600) so a second run shows the
+    same ones."""
+    stored: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+    admin = (
+        settings.admin_api_key.get_secret_value()
+        if settings.admin_api_key is not None
+        else stored.get("admin_api_key") or generate_key()
+    )
+    tenant_key = asyncio.run(_ensure_tenant_key(database_url, stored.get("tenant_api_key")))
+    path.touch(mode=0o600)
+    path.write_text(json.dumps({"admin_api_key": admin, "tenant_api_key": tenant_key}))
+    return DevCredentials(admin_api_key=admin, tenant_api_key=tenant_key)
+
+
+def _lock_data_dir(data_dir: Path) -> IO[str]:
+    lock = (data_dir / "dev.lock").open("w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise DevError(f"another `herald dev` is already using {data_dir}") from None
+    return lock
+
+
+def _wait_ready(base_url: str, api: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if api.poll() is not None:
+            raise DevError(f"the API process exited with status {api.returncode} at start-up")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise DevError(f"the API did not become ready at {base_url} within {timeout:.0f} s")
+
+
+def _stop_children(children: list[subprocess.Popen[bytes]]) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + _CHILD_GRACE_SECONDS
+    for child in children:
+        try:
+            child.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _banner(
+    base_url: str, credentials: DevCredentials, data_dir: Path, embedded: bool, allowlist: str
+) -> str:
+    where = f"{data_dir} (embedded PostgreSQL + Redis)" if embedded else "external servers"
+    return (
+        f"\nHerald is running at {base_url}\n"
+        f"  dev tenant API key: {credentials.tenant_api_key}\n"
+        f"  admin API key:      {credentials.admin_api_key}\n"
+        f"  data:               {where}\n"
+        f"  SSRF allowlist:     {allowlist or '(none)'}\n"
+        f"  API docs:           {base_url}/docs\n"
+        "Press Ctrl-C to stop.\n"
+    )
+
+
+def run_dev(settings: Settings) -> int:
+    data_dir = settings.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    children: list[subprocess.Popen[bytes]] = []
+    with ExitStack() as cleanup:
+        cleanup.enter_context(_lock_data_dir(data_dir))
+        try:
+            database_url = settings.database_url
+            if database_url is None:
+                postgres = EmbeddedPostgres(data_dir / "postgres")
+                cleanup.callback(postgres.stop)
+                database_url = postgres.start()
+            redis_url = settings.redis_url
+            if redis_url is None:
+                redis = EmbeddedRedis(data_dir / "redis")
+                cleanup.callback(redis.stop)
+                redis_url = redis.start()
+            cleanup.callback(_stop_children, children)
+            upgrade_to_head(database_url)
+            credentials = _ensure_credentials(
+                database_url, data_dir / "dev-credentials.json", settings
+            )
+            env = {
+                **os.environ,
+                "HERALD_DATABASE_URL": database_url,
+                "HERALD_REDIS_URL": redis_url,
+                "HERALD_ADMIN_API_KEY": credentials.admin_api_key,
+            }
+            env.setdefault("HERALD_DESTINATION_ALLOWLIST", DEV_ALLOWLIST)
+            base_url = f"http://{settings.host}:{settings.port}"
+            api = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "api"], env=env, preexec_fn=_die_with_parent
+            )
+            children.append(api)
+            _wait_ready(base_url, api)
+            embedded = settings.database_url is None or settings.redis_url is None
+            banner = _banner(
+                base_url, credentials, data_dir, embedded, env["HERALD_DESTINATION_ALLOWLIST"]
+            )
+            print(banner, flush=True)
+            while True:
+                for child in children:
+                    if child.poll() is not None:
+                        raise DevError(f"a Herald process exited with status {child.returncode}")
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("\nherald dev: stopping...", file=sys.stderr, flush=True)
+            return 0
+        except DevError as exc:
+            print(f"herald dev: {exc}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            # A second Ctrl-C must not abandon the servers half-stopped.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return 0

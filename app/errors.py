@@ -1,0 +1,218 @@
+"""Herald's error hierarchy and the one place that renders RFC 9457 problem details."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_BASE = "https://herald.dev/problems/"
+# How long a client should wait before retrying while the database is unreachable.
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+log = logging.getLogger("herald.api")
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, as every error response is shaped."""
+
+    type: str
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None
+
+
+class HeraldError(Exception):
+    status: ClassVar[int] = 500
+    title: ClassVar[str] = "Internal error"
+    slug: ClassVar[str] = "internal"
+
+    def __init__(self, detail: str | None = None, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail
+        self.headers = headers or {}
+
+
+class BadRequest(HeraldError):
+    status, title, slug = 400, "Bad request", "bad-request"
+
+
+class Unauthorized(HeraldError):
+    status, title, slug = 401, "Unauthorized", "unauthorized"
+
+    def __init__(self, detail: str | None = None) -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+class Forbidden(HeraldError):
+    status, title, slug = 403, "Forbidden", "forbidden"
+
+
+class NotFound(HeraldError):
+    status, title, slug = 404, "Not found", "not-found"
+
+
+class Conflict(HeraldError):
+    status, title, slug = 409, "Conflict", "conflict"
+
+
+class PayloadTooLarge(HeraldError):
+    status, title, slug = 413, "Payload too large", "payload-too-large"
+
+
+class Unprocessable(HeraldError):
+    status, title, slug = 422, "Unprocessable content", "unprocessable"
+
+
+class IdempotencyMismatch(Unprocessable):
+    title, slug = "Idempotency key reused with a different request", "idempotency-mismatch"
+
+
+class DestinationRefused(Unprocessable):
+    title, slug = "Destination refused", "destination-refused"
+
+
+class ServiceUnavailable(HeraldError):
+    status, title, slug = 503, "Service unavailable", "unavailable"
+
+
+def problem_response(
+    request: Request,
+    *,
+    status: int,
+    title: str,
+    slug: str,
+    detail: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    problem = Problem(
+        type=PROBLEM_BASE + slug,
+        title=title,
+        status=status,
+        detail=detail,
+        instance=request.url.path,
+        errors=errors,
+    )
+    return JSONResponse(
+        problem.model_dump(exclude_none=True),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
+
+
+async def _herald_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HeraldError)
+    return problem_response(
+        request,
+        status=exc.status,
+        title=exc.title,
+        slug=exc.slug,
+        detail=exc.detail,
+        headers=exc.headers,
+    )
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    # Never echo the offending input back: it may be a payload or a secret.
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+        for e in exc.errors()
+    ]
+    return problem_response(
+        request,
+        status=422,
+        title="Request validation failed",
+        slug="validation",
+        detail="; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors),
+        errors=jsonable_encoder(errors),
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http")
+    return problem_response(
+        request,
+        status=exc.status_code,
+        title=str(exc.detail),
+        slug=slug,
+        headers=dict(exc.headers or {}),
+    )
+
+
+def _is_database_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, PoolTimeoutError | OperationalError | InterfaceError):
+        return True
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated
+    # asyncpg raises OSError subclasses (ConnectionRefusedError, ...) when it cannot connect.
+    return isinstance(exc, OSError)
+
+
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    """Database trouble is the client's cue to retry, not a bug: 503 with ``Retry-After``.
+
+    Registered per exception type (not on ``Exception``) so Starlette handles it without
+    re-raising; anything else that is not a database outage is an ordinary 500.
+    """
+    if not _is_database_unavailable(exc):
+        return await _unexpected_error(request, exc)
+    log.warning("database.unavailable path=%s error=%s", request.url.path, type(exc).__name__)
+    return problem_response(
+        request,
+        status=503,
+        title="Database unavailable",
+        slug="database-unavailable",
+        detail="The database cannot be reached; nothing was changed. Retry shortly.",
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)},
+    )
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    # The traceback goes to the log; the client gets no internals.
+    log.error("request.failed path=%s", request.url.path, exc_info=exc)
+    return problem_response(request, status=500, title="Internal error", slug="internal")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(HeraldError, _herald_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    for database_error in (DBAPIError, PoolTimeoutError, OSError):
+        app.add_exception_handler(database_error, _database_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+
+
+def problem_response_doc(description: str) -> dict[str, Any]:
+    return {"model": Problem, "description": description, "content": {PROBLEM_JSON: {}}}
+
+
+def problem_responses(*errors: type[HeraldError]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for a route: each problem it can answer with, plus the validation
+    problem (422) and the database outage (503) that any route can meet."""
+    responses: dict[int | str, dict[str, Any]] = {
+        422: problem_response_doc("Request validation failed"),
+        503: problem_response_doc("Database unavailable; retry after Retry-After seconds"),
+    }
+    for error in errors:
+        if error.status in responses:
+            # Several problems share a status (422: validation, key reuse, refused URL).
+            described = responses[error.status]["description"]
+            responses[error.status] = problem_response_doc(f"{described}; {error.title}")
+        else:
+            responses[error.status] = problem_response_doc(error.title)
+    return responses

@@ -1,0 +1,48 @@
+"""Time-ordered, prefixed identifiers (``dlv_01JD...``): a ULID body after a type prefix.
+
+Sorting ids sorts by creation time, which is what keyset pagination and operators expect; the
+prefix says what an id names when it shows up in a log line or a support ticket.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_lock = threading.Lock()
+_last_ms = 0
+_last_random = 0
+
+PREFIXES = ("ten", "key", "ep", "evt", "dlv", "run")
+ID_PATTERN = re.compile(r"^(?:" + "|".join(PREFIXES) + r")_[0-9A-HJKMNP-TV-Z]{26}$")
+
+
+def _encode(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        value, index = divmod(value, 32)
+        chars.append(_CROCKFORD[index])
+    return "".join(reversed(chars))
+
+
+def new_id(prefix: str) -> str:
+    """A ULID: 48 bits of milliseconds then 80 random bits, monotonic within one process."""
+    global _last_ms, _last_random
+    with _lock:
+        now_ms = time.time_ns() // 1_000_000
+        if now_ms <= _last_ms:
+            # Same millisecond (or a clock step back): keep order by incrementing the random part.
+            now_ms = _last_ms
+            _last_random = (_last_random + 1) & ((1 << 80) - 1)
+        else:
+            _last_ms = now_ms
+            _last_random = int.from_bytes(os.urandom(10), "big")
+        body = (now_ms << 80) | _last_random
+    return f"{prefix}_{_encode(body, 26)}"
+
+
+def looks_like(prefix: str, value: str) -> bool:
+    return value.startswith(prefix + "_") and ID_PATTERN.match(value) is not None

@@ -1,0 +1,23 @@
+"""Tables, one module each. Importing this package registers them all on ``Base.metadata``."""
+
+from app.models.api_key import ApiKey
+from app.models.attempt import Attempt
+from app.models.delivery import Delivery
+from app.models.endpoint import Endpoint
+from app.models.event import Event
+from app.models.idempotency_key import IdempotencyKey
+from app.models.outbox import OutboxEntry
+from app.models.reconcile_run import ReconcileRun
+from app.models.tenant import Tenant
+
+__all__ = [
+    "ApiKey",
+    "Attempt",
+    "Delivery",
+    "Endpoint",
+    "Event",
+    "IdempotencyKey",
+    "OutboxEntry",
+    "ReconcileRun",
+    "Tenant",
+]

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, DateTime, ForeignKey, LargeBinary, Text, func
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+
+class ApiKey(Base):
+    """An API key, stored as the SHA-256 of its secret: keys are 256-bit random, so a fast hash
+    is enough and lets authentication be one indexed lookup."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    # NULL for an admin key that acts on no tenant's data.
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    key_hash: Mapped[bytes] = mapped_column(LargeBinary, unique=True)
+    # The first characters of the key, so an operator can tell keys apart without the secret.
+    display_prefix: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Integer,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+from app.states import OUTCOMES
+
+
+class Attempt(Base):
+    """The audit trail: one row per HTTP attempt, written with the state transition it caused."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        UniqueConstraint("delivery_id", "attempt_number", name="uq_attempts_delivery_number"),
+        CheckConstraint(
+            "outcome IN (" + ", ".join(repr(o) for o in OUTCOMES) + ")", name="outcome"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id", ondelete="CASCADE"))
+    attempt_number: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    # At most 4 KiB of the response, NUL bytes stripped (PostgreSQL text cannot hold them).
+    response_body: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import (
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    func,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+from app.states import DELIVERY_STATES, OUTCOMES
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Delivery(Base):
+    """One event to one endpoint: the unit of custody. Its id never changes from intent to the
+    last attempt and is sent as ``Idempotency-Key`` and ``webhook-id`` every time."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        UniqueConstraint("event_id", "endpoint_id", name="uq_deliveries_event_endpoint"),
+        CheckConstraint(_in("state", DELIVERY_STATES), name="state"),
+        CheckConstraint(f"last_outcome IS NULL OR {_in('last_outcome', OUTCOMES)}", name="outcome"),
+        CheckConstraint("attempt_count >= 0", name="attempt_count"),
+        Index("ix_deliveries_tenant_id", "tenant_id", "id"),
+        Index("ix_deliveries_tenant_state", "tenant_id", "state", "id"),
+        Index("ix_deliveries_endpoint", "endpoint_id", "id"),
+        # The reconciler's three scans, each a small partial index over live rows only.
+        Index(
+            "ix_deliveries_due",
+            "region",
+            "next_attempt_at",
+            postgresql_where=text("state = 'pending'"),
+        ),
+        Index(
+            "ix_deliveries_leased",
+            "region",
+            "lease_until",
+            postgresql_where=text("state = 'leased'"),
+        ),
+        Index(
+            "ix_deliveries_enqueued",
+            "region",
+            "enqueued_at",
+            postgresql_where=text("state = 'enqueued'"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    endpoint_id: Mapped[str] = mapped_column(ForeignKey("endpoints.id"))
+    event_id: Mapped[str] = mapped_column(ForeignKey("events.id"))
+    event_type: Mapped[str] = mapped_column(Text)
+    # The region that owns this delivery: only its relays, workers and reconcilers touch it.
+    region: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text)
+    attempt_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Fencing: a worker may record a result only while its token is the current one.
+    lease_token: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_outcome: Mapped[str | None] = mapped_column(Text)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    dead_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+
+class Endpoint(Base):
+    __tablename__ = "endpoints"
+    __table_args__ = (
+        Index(
+            "ix_endpoints_tenant_live",
+            "tenant_id",
+            "id",
+            postgresql_where=text("deleted_at IS NULL"),
+        ),
+        CheckConstraint(
+            "rate_limit_per_second IS NULL OR rate_limit_per_second > 0", name="rate_positive"
+        ),
+        CheckConstraint("max_in_flight IS NULL OR max_in_flight > 0", name="in_flight_positive"),
+    )
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    url: Mapped[str] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    # NULL subscribes to every event type.
+    event_types: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    rate_limit_per_second: Mapped[float | None] = mapped_column(Double)
+    max_in_flight: Mapped[int | None] = mapped_column(Integer)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    secret: Mapped[str] = mapped_column(Text)
+    # Rotation keeps the previous secret signing alongside the new one until it expires.
+    previous_secret: Mapped[str | None] = mapped_column(Text)
+    previous_secret_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Flow control owned by the delivery workers: backpressure pauses and the circuit breaker.
+    paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    pause_reason: Mapped[str | None] = mapped_column(Text)
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_success_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_failure_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Soft delete: deliveries keep their endpoint for the audit trail.
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import Delivery
+from app.states import DeliveryState
+
+
+async def insert_pending(
+    session: AsyncSession,
+    *,
+    tenant_id: str,
+    event_id: str,
+    event_type: str,
+    region: str,
+    targets: Sequence[tuple[str, str]],
+    deliver_after: datetime | None,
+) -> list[Delivery]:
+    """Insert one pending delivery per ``(delivery_id, endpoint_id)`` target, due at
+    ``deliver_after`` or now (the database clock)."""
+    if not targets:
+        return []
+    due: Any = deliver_after if deliver_after is not None else func.now()
+    rows = [
+        {
+            "id": delivery_id,
+            "tenant_id": tenant_id,
+            "endpoint_id": endpoint_id,
+            "event_id": event_id,
+            "event_type": event_type,
+            "region": region,
+            "state": DeliveryState.PENDING.value,
+            "next_attempt_at": due,
+        }
+        for delivery_id, endpoint_id in targets
+    ]
+    result = await session.execute(insert(Delivery).values(rows).returning(Delivery))
+    return list(result.scalars())
+
+
+async def get_for_tenant(
+    session: AsyncSession, tenant_id: str, delivery_id: str
+) -> Delivery | None:
+    return (
+        await session.execute(
+            select(Delivery).where(Delivery.id == delivery_id, Delivery.tenant_id == tenant_id)
+        )
+    ).scalar_one_or_none()
+
+
+async def list_for_event(session: AsyncSession, tenant_id: str, event_id: str) -> list[Delivery]:
+    query = (
+        select(Delivery)
+        .where(Delivery.tenant_id == tenant_id, Delivery.event_id == event_id)
+        .order_by(Delivery.endpoint_id)
+    )
+    return list((await session.execute(query)).scalars())
+
+
+async def list_page(
+    session: AsyncSession,
+    tenant_id: str,
+    *,
+    limit: int,
+    before_id: str | None,
+    state: DeliveryState | None,
+    endpoint_id: str | None,
+    event_type: str | None,
+) -> list[Delivery]:
+    """Newest first, keyset-paginated on the time-ordered id: stable while rows are inserted."""
+    query = select(Delivery).where(Delivery.tenant_id == tenant_id)
+    if state is not None:
+        query = query.where(Delivery.state == state.value)
+    if endpoint_id is not None:
+        query = query.where(Delivery.endpoint_id == endpoint_id)
+    if event_type is not None:
+        query = query.where(Delivery.event_type == event_type)
+    if before_id is not None:
+        query = query.where(Delivery.id < before_id)
+    return list((await session.execute(query.order_by(Delivery.id.desc()).limit(limit))).scalars())

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import IdempotencyKey
+
+
+@dataclass(frozen=True)
+class StoredKey:
+    request_hash: bytes
+    resource_id: str
+    response_status: int
+
+
+async def claim(
+    session: AsyncSession,
+    *,
+    tenant_id: str,
+    key: str,
+    request_hash: bytes,
+    resource_id: str,
+    response_status: int,
+    ttl: timedelta,
+) -> StoredKey | None:
+    """Claim ``key`` for a new resource in the caller's transaction; None if we now own it.
+
+    Otherwise the live claim that already holds it is returned. A concurrent request with the
+    same key blocks on the primary key until the first transaction ends, then sees its committed
+    claim, so one key never creates two resources. An expired claim is taken over.
+    """
+    statement = pg_insert(IdempotencyKey).values(
+        tenant_id=tenant_id,
+        key=key,
+        request_hash=request_hash,
+        resource_id=resource_id,
+        response_status=response_status,
+        expires_at=func.now() + ttl,
+    )
+    statement = statement.on_conflict_do_update(
+        index_elements=[IdempotencyKey.tenant_id, IdempotencyKey.key],
+        set_={
+            "request_hash": statement.excluded.request_hash,
+            "resource_id": statement.excluded.resource_id,
+            "response_status": statement.excluded.response_status,
+            "created_at": func.now(),
+            "expires_at": statement.excluded.expires_at,
+        },
+        where=IdempotencyKey.expires_at <= func.now(),
+    )
+    claimed = (await session.execute(statement.returning(IdempotencyKey.key))).first()
+    if claimed is not None:
+        return None
+    row = (
+        await session.execute(
+            select(
+                IdempotencyKey.request_hash,
+                IdempotencyKey.resource_id,
+                IdempotencyKey.response_status,
+            ).where(IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key == key)
+        )
+    ).one()
+    return StoredKey(row.request_hash, row.resource_id, row.response_status)

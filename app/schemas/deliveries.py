@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from app.schemas.common import EVENT_TYPE_PATTERN
+from app.states import DeliveryState, Outcome
+
+
+class DeliveryIntent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_id: str = Field(max_length=64)
+    event_type: str = Field(pattern=EVENT_TYPE_PATTERN)
+    payload: dict[str, Any] = Field(description="A JSON object, sent as the request body.")
+    deliver_after: AwareDatetime | None = Field(
+        default=None, description="RFC 3339 time with offset; no attempt starts before it."
+    )
+
+
+class EventIntent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    event_type: str = Field(pattern=EVENT_TYPE_PATTERN)
+    payload: dict[str, Any]
+    deliver_after: AwareDatetime | None = None
+
+
+class DeliveryOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    state: DeliveryState
+    attempt_count: int
+    next_attempt_at: datetime
+    lease_until: datetime | None
+    last_outcome: Outcome | None
+    last_status_code: int | None
+    dead_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+
+
+class FanoutDelivery(BaseModel):
+    id: str
+    endpoint_id: str
+
+
+class EventAccepted(BaseModel):
+    id: str
+    event_type: str
+    deliveries: list[FanoutDelivery]
+
+
+class AttemptOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    attempt_number: int
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None
+    outcome: Outcome
+    error: str | None
+    response_body: str | None

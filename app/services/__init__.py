@@ -1,0 +1,1 @@
+"""Domain decisions. Services take a session and flush; the caller owns the transaction."""

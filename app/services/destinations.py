@@ -1,0 +1,129 @@
+"""SSRF guard: which destinations Herald may connect to.
+
+Decisions are made on resolved addresses, never on the host string: ``getaddrinfo`` turns
+``2130706433``, ``0x7f.1`` and ``017700000001`` into 127.0.0.1, so checking the string would
+miss them. The same checks run when an endpoint is saved and again at every send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit
+
+from app.errors import DestinationRefused
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+MAX_URL_LENGTH = 2048
+
+# Ranges that `is_global` calls global but that reach, or can be steered to, internal hosts.
+_TRANSLATION_RANGES = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "64:ff9b::/96",  # NAT64 well-known prefix: 64:ff9b::7f00:1 is 127.0.0.1
+        "64:ff9b:1::/48",  # NAT64 local-use prefix
+        "2002::/16",  # 6to4: 2002:7f00:1:: embeds 127.0.0.1
+        "2001::/32",  # Teredo: embeds an IPv4 server and client
+        "::/96",  # IPv4-compatible IPv6 (deprecated), ::7f00:1
+    )
+)
+_SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")  # CGNAT: not is_private
+
+
+@dataclass(frozen=True)
+class Destination:
+    url: str
+    scheme: str
+    host: str
+    port: int
+
+
+def _normalise(address: IPAddress) -> IPAddress:
+    """Judge ``::ffff:127.0.0.1`` as the IPv4 address it is."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def refusal_reason(address: IPAddress, allowlist: Sequence[IPNetwork]) -> str | None:
+    """Why Herald must not connect to ``address``, or None when it may."""
+    effective = _normalise(address)
+    if any(effective in net or address in net for net in allowlist if net.version in (4, 6)):
+        return None
+    if isinstance(effective, ipaddress.IPv6Address) and any(
+        effective in net for net in _TRANSLATION_RANGES
+    ):
+        return f"{address} is an IPv6 translation address that can reach internal hosts"
+    if effective in _SHARED_ADDRESS_SPACE:
+        return f"{address} is in shared address space (100.64.0.0/10)"
+    if effective.is_multicast or effective.is_unspecified:
+        return f"{address} is not a unicast destination"
+    if not effective.is_global:
+        return f"{address} is not a public address"
+    return None
+
+
+def parse_destination(url: str) -> Destination:
+    """Structural rules for an endpoint URL; raises DestinationRefused with the broken rule."""
+    if len(url) > MAX_URL_LENGTH:
+        raise DestinationRefused(f"URL is longer than {MAX_URL_LENGTH} characters")
+    try:
+        parts: SplitResult = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise DestinationRefused(f"URL is malformed: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise DestinationRefused("URL scheme must be http or https")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise DestinationRefused("URL must not contain credentials (userinfo)")
+    host = parts.hostname
+    if not host:
+        raise DestinationRefused("URL has no host")
+    if any(ch.isspace() for ch in url):
+        raise DestinationRefused("URL must not contain whitespace")
+    return Destination(
+        url=url, scheme=scheme, host=host, port=port or (443 if scheme == "https" else 80)
+    )
+
+
+async def resolve(host: str, port: int) -> list[IPAddress]:
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise DestinationRefused(f"host {host!r} does not resolve: {exc}") from None
+    addresses: list[IPAddress] = []
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        # Drop an IPv6 zone id ("fe80::1%eth0") before parsing; the address alone is judged.
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise DestinationRefused(f"host {host!r} does not resolve")
+    return addresses
+
+
+async def vet(host: str, port: int, allowlist: Sequence[IPNetwork]) -> list[IPAddress]:
+    """Resolve ``host`` and return its addresses only if every one of them is allowed.
+
+    All must pass, not just one: a name that resolves to a public and a private address would
+    otherwise let the connection land on whichever the client happens to try.
+    """
+    addresses = await resolve(host, port)
+    for address in addresses:
+        reason = refusal_reason(address, allowlist)
+        if reason is not None:
+            raise DestinationRefused(f"destination {host!r} refused: {reason}")
+    return addresses
+
+
+async def check_endpoint_url(url: str, allowlist: Sequence[IPNetwork]) -> Destination:
+    destination = parse_destination(url)
+    await vet(destination.host, destination.port, allowlist)
+    return destination

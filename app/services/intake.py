@@ -1,0 +1,188 @@
+"""Accepting intents: event, deliveries and outbox rows, all in the caller's one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.errors import Conflict, IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
+from app.ids import new_id
+from app.models import Delivery
+from app.repositories import deliveries, endpoints, events, idempotency_keys, outbox
+from app.schemas.deliveries import DeliveryIntent, EventIntent
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What an accept call produced; ``replayed`` when an idempotency key matched an earlier
+    request and nothing new was written."""
+
+    event_id: str
+    event_type: str
+    deliveries: list[Delivery]
+    replayed: bool
+
+
+def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
+    """The bytes every attempt will send: compact JSON, encoded once, never re-serialised."""
+    try:
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise Unprocessable("payload must be JSON: NaN and Infinity are not allowed") from None
+    encoded = body.encode()
+    if len(encoded) > limit:
+        raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is {limit}")
+    return encoded
+
+
+def request_fingerprint(route: str, request: BaseModel) -> bytes:
+    canonical = json.dumps(
+        request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
+    return hashlib.sha256(f"{route}\n{canonical}".encode()).digest()
+
+
+async def _claim_key(
+    session: AsyncSession,
+    settings: Settings,
+    *,
+    tenant_id: str,
+    key: str | None,
+    fingerprint: bytes,
+    resource_id: str,
+) -> str | None:
+    """Claim the idempotency key for ``resource_id``; returns the earlier resource's id when
+    this request is a replay. Raises when the key was used for a different request."""
+    if key is None:
+        return None
+    stored = await idempotency_keys.claim(
+        session,
+        tenant_id=tenant_id,
+        key=key,
+        request_hash=fingerprint,
+        resource_id=resource_id,
+        response_status=202,
+        ttl=timedelta(hours=settings.idempotency_key_ttl_hours),
+    )
+    if stored is None:
+        return None
+    if stored.request_hash != fingerprint:
+        raise IdempotencyMismatch(
+            "this Idempotency-Key was already used with a different request body or route"
+        )
+    return stored.resource_id
+
+
+async def _insert(
+    session: AsyncSession,
+    settings: Settings,
+    *,
+    tenant_id: str,
+    event_id: str,
+    event_type: str,
+    payload: bytes,
+    endpoint_ids: list[str],
+    deliver_after: datetime | None,
+) -> list[Delivery]:
+    await events.insert_event(
+        session, event_id=event_id, tenant_id=tenant_id, event_type=event_type, payload=payload
+    )
+    rows = await deliveries.insert_pending(
+        session,
+        tenant_id=tenant_id,
+        event_id=event_id,
+        event_type=event_type,
+        region=settings.region,
+        targets=[(new_id("dlv"), e) for e in endpoint_ids],
+        deliver_after=deliver_after,
+    )
+    await outbox.insert_entries(session, [row.id for row in rows], settings.region)
+    return rows
+
+
+async def accept_delivery(
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    intent: DeliveryIntent,
+    idempotency_key: str | None,
+) -> Accepted:
+    payload = encode_payload(intent.payload, settings.max_payload_bytes)
+    event_id = new_id("evt")
+    earlier = await _claim_key(
+        session,
+        settings,
+        tenant_id=tenant_id,
+        key=idempotency_key,
+        fingerprint=request_fingerprint("POST /v1/deliveries", intent),
+        resource_id=event_id,
+    )
+    if earlier is not None:
+        return Accepted(
+            earlier,
+            intent.event_type,
+            await deliveries.list_for_event(session, tenant_id, earlier),
+            True,
+        )
+    endpoint = await endpoints.get_live(session, tenant_id, intent.endpoint_id)
+    if endpoint is None:
+        raise NotFound(f"endpoint {intent.endpoint_id} not found")
+    if not endpoint.enabled:
+        raise Conflict(f"endpoint {endpoint.id} is disabled ({endpoint.disabled_reason})")
+    rows = await _insert(
+        session,
+        settings,
+        tenant_id=tenant_id,
+        event_id=event_id,
+        event_type=intent.event_type,
+        payload=payload,
+        endpoint_ids=[endpoint.id],
+        deliver_after=intent.deliver_after,
+    )
+    return Accepted(event_id, intent.event_type, rows, False)
+
+
+async def accept_event(
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    intent: EventIntent,
+    idempotency_key: str | None,
+) -> Accepted:
+    """Fan out to every enabled endpoint subscribed to the event type: one delivery each."""
+    payload = encode_payload(intent.payload, settings.max_payload_bytes)
+    event_id = new_id("evt")
+    earlier = await _claim_key(
+        session,
+        settings,
+        tenant_id=tenant_id,
+        key=idempotency_key,
+        fingerprint=request_fingerprint("POST /v1/events", intent),
+        resource_id=event_id,
+    )
+    if earlier is not None:
+        return Accepted(
+            earlier,
+            intent.event_type,
+            await deliveries.list_for_event(session, tenant_id, earlier),
+            True,
+        )
+    endpoint_ids = await endpoints.subscribed_to(session, tenant_id, intent.event_type)
+    rows = await _insert(
+        session,
+        settings,
+        tenant_id=tenant_id,
+        event_id=event_id,
+        event_type=intent.event_type,
+        payload=payload,
+        endpoint_ids=endpoint_ids,
+        deliver_after=intent.deliver_after,
+    )
+    return Accepted(event_id, intent.event_type, rows, False)

@@ -1,0 +1,26 @@
+"""Delivery states and attempt outcome classes (see design.md, "States")."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class DeliveryState(StrEnum):
+    PENDING = "pending"  # waiting for next_attempt_at
+    ENQUEUED = "enqueued"  # an arq job should exist
+    LEASED = "leased"  # a worker holds it until lease_until
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"  # exhausted, permanent failure or endpoint gone; only redrive revives it
+
+
+class Outcome(StrEnum):
+    SUCCESS = "success"
+    RETRYABLE = "retryable"
+    UNKNOWN = "unknown"  # the request went out; the receiver may have acted
+    PERMANENT = "permanent"
+    BLOCKED = "blocked"  # refused by the SSRF guard; nothing was connected
+
+
+DELIVERY_STATES = tuple(s.value for s in DeliveryState)
+TERMINAL_STATES = (DeliveryState.SUCCEEDED.value, DeliveryState.DEAD.value)
+OUTCOMES = tuple(o.value for o in Outcome)

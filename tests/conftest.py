@@ -1,0 +1,125 @@
+"""Fixtures that build real things: PostgreSQL migrated from scratch, Redis, the app, tenants.
+
+With ``HERALD_DATABASE_URL`` set, the suite creates (and afterwards drops) a scratch database on
+that server instead of starting the embedded one; likewise ``HERALD_REDIS_URL`` for Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings, to_asyncpg_url
+from app.db import create_engine
+from app.embedded import EmbeddedPostgres, EmbeddedRedis
+from app.main import create_app
+from app.migrate import upgrade_to_head
+from tests.support import Stack, client_for, make_settings, new_endpoint, new_tenant
+
+TABLES = (
+    "attempts, outbox, deliveries, events, idempotency_keys, endpoints, api_keys, tenants, "
+    "reconcile_runs"
+)
+
+
+def _plain_dsn(url: str) -> str:
+    return to_asyncpg_url(url).replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+async def _speed_up_throwaway_cluster(database_url: str) -> None:
+    # A test cluster is thrown away: durability settings only cost time here.
+    connection = await asyncpg.connect(_plain_dsn(database_url))
+    try:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            await connection.execute(f"ALTER SYSTEM SET {setting} = off")
+        await connection.execute("SELECT pg_reload_conf()")
+    finally:
+        await connection.close()
+
+
+async def _scratch_database(server_url: str, create: bool) -> str:
+    """Create (or drop) ``herald_test_<pid>`` on an external server; returns its URL."""
+    name = f"herald_test_{os.getpid()}"
+    head, _, query = to_asyncpg_url(server_url).partition("?")
+    base = head.rsplit("/", 1)[0]
+    connection = await asyncpg.connect(_plain_dsn(server_url))
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+    return f"{base}/{name}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("stack")
+    with ExitStack() as cleanup:
+        external_db = os.environ.get("HERALD_DATABASE_URL")
+        if external_db:
+            database_url = asyncio.run(_scratch_database(external_db, create=True))
+            cleanup.callback(lambda: asyncio.run(_scratch_database(external_db, create=False)))
+        else:
+            postgres = EmbeddedPostgres(workdir / "pg")
+            cleanup.callback(postgres.stop)
+            database_url = postgres.start()
+            asyncio.run(_speed_up_throwaway_cluster(database_url))
+        redis_url = os.environ.get("HERALD_REDIS_URL")
+        if not redis_url:
+            redis = EmbeddedRedis(workdir / "redis")
+            cleanup.callback(redis.stop)
+            redis_url = redis.start()
+        upgrade_to_head(database_url)
+        yield Stack(database_url=database_url, redis_url=redis_url, workdir=workdir)
+
+
+@pytest.fixture(scope="session")
+def settings(stack: Stack) -> Settings:
+    return make_settings(stack)
+
+
+@pytest.fixture(scope="session")
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(app) as http:
+        yield http
+
+
+@pytest.fixture(scope="session")
+async def engine(stack: Stack) -> AsyncIterator[AsyncEngine]:
+    database = create_engine(stack.database_url, pool_size=5)
+    yield database
+    await database.dispose()
+
+
+@pytest.fixture(autouse=True)
+async def _empty_tables(engine: AsyncEngine) -> None:
+    async with engine.begin() as connection:
+        await connection.execute(text(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture
+async def tenant(client: httpx.AsyncClient) -> dict[str, str]:
+    return await new_tenant(client, "acme")
+
+
+@pytest.fixture
+async def endpoint(client: httpx.AsyncClient, tenant: dict[str, str]) -> dict[str, Any]:
+    return await new_endpoint(client, tenant)

@@ -1,0 +1,68 @@
+"""Helpers shared by tests: settings for the test stack, clients, tenants, row counts."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+
+ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+LOOPBACK_ALLOWLIST = "127.0.0.0/8,::1/128"
+
+
+@dataclass(frozen=True)
+class Stack:
+    database_url: str
+    redis_url: str
+    workdir: Path
+
+
+def make_settings(stack: Stack, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": stack.database_url,
+        "redis_url": stack.redis_url,
+        "admin_api_key": ADMIN_KEY,
+        "destination_allowlist": LOOPBACK_ALLOWLIST,
+        "db_pool_size": 30,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def client_for(application: FastAPI) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+    return httpx.AsyncClient(transport=transport, base_url="http://herald.test")
+
+
+async def count_rows(engine: AsyncEngine, table: str, where: str = "TRUE", **params: Any) -> int:
+    async with engine.connect() as connection:
+        result = await connection.execute(
+            text(f"SELECT count(*) FROM {table} WHERE {where}"),  # noqa: S608  (test-only SQL)
+            params,
+        )
+        return int(result.scalar_one())
+
+
+async def new_tenant(client: httpx.AsyncClient, name: str) -> dict[str, str]:
+    response = await client.post("/v1/tenants", json={"name": name}, headers=ADMIN)
+    assert response.status_code == 201, response.text
+    return {"Authorization": f"Bearer {response.json()['api_key']}"}
+
+
+async def new_endpoint(
+    client: httpx.AsyncClient, headers: dict[str, str], **fields: Any
+) -> dict[str, Any]:
+    body = {"url": "http://127.0.0.1:9/hook", **fields}
+    response = await client.post("/v1/endpoints", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    endpoint: dict[str, Any] = response.json()
+    return endpoint

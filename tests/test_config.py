@@ -1,0 +1,85 @@
+"""Settings: defaults from the issue, comma lists, and start-up errors that name the setting."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from app.config import DEFAULT_RETRY_SCHEDULE, SettingsError, load_settings
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("HERALD_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults() -> None:
+    settings = load_settings()
+    assert settings.host == "127.0.0.1" and settings.port == 8000
+    assert settings.max_payload_bytes == 262_144
+    assert settings.destination_allowlist == ()
+    assert settings.retry_schedule == DEFAULT_RETRY_SCHEDULE
+    assert settings.attempts_limit == len(DEFAULT_RETRY_SCHEDULE) + 1
+    assert settings.request_timeout_seconds == 15
+    assert settings.reconcile_interval_seconds == 60
+    assert settings.idempotency_key_ttl_hours == 24
+    assert str(settings.data_dir) == ".herald"
+
+
+def test_comma_separated_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERALD_RETRY_SCHEDULE", "0.5, 2,10")
+    monkeypatch.setenv("HERALD_DESTINATION_ALLOWLIST", "10.0.0.0/8, ::1")
+    settings = load_settings()
+    assert settings.retry_schedule == (0.5, 2.0, 10.0)
+    assert settings.attempts_limit == 4
+    assert settings.destination_allowlist == (
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_network("::1/128"),
+    )
+
+
+def test_explicit_max_attempts_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERALD_MAX_ATTEMPTS", "3")
+    assert load_settings().attempts_limit == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("HERALD_PORT", "0"),
+        ("HERALD_PORT", "http"),
+        ("HERALD_RETRY_SCHEDULE", "5,soon"),
+        ("HERALD_RETRY_SCHEDULE", "-1"),
+        ("HERALD_RETRY_SCHEDULE", ""),
+        ("HERALD_DESTINATION_ALLOWLIST", "10.0.0.0/33"),
+        ("HERALD_DESTINATION_ALLOWLIST", "intranet"),
+        ("HERALD_MAX_PAYLOAD_BYTES", "-5"),
+        ("HERALD_MAX_ATTEMPTS", "0"),
+        ("HERALD_REQUEST_TIMEOUT_SECONDS", "0"),
+        ("HERALD_RECONCILE_INTERVAL_SECONDS", "-1"),
+        ("HERALD_IDEMPOTENCY_KEY_TTL_HOURS", "0"),
+        ("HERALD_ADMIN_API_KEY", "short"),
+        ("HERALD_DATABASE_URL", "mysql://x"),
+        ("HERALD_REDIS_URL", "http://x"),
+        ("HERALD_FAULT", "api.somewhere"),
+    ],
+)
+def test_invalid_setting_fails_with_its_name(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=name):
+        load_settings()
+
+
+def test_secrets_stay_out_of_the_settings_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERALD_ADMIN_API_KEY", "super-secret-admin-key-123")
+    monkeypatch.setenv("HERALD_DATABASE_URL", "postgresql://u:pw-in-url@db/herald")
+    shown = repr(load_settings())
+    assert "super-secret-admin-key-123" not in shown
+    assert "pw-in-url" not in shown

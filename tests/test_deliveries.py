@@ -1,0 +1,305 @@
+"""Accepting delivery intents: one transaction, honest statuses, idempotency keys."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.ids import looks_like
+from tests.support import count_rows, new_endpoint
+
+PROBLEM = "application/problem+json"
+
+
+def intent(endpoint_id: str, **extra: Any) -> dict[str, Any]:
+    return {"endpoint_id": endpoint_id, "event_type": "invoice.paid", "payload": {"n": 1}, **extra}
+
+
+async def test_accepted_intent_is_pending_with_its_outbox_row(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    payload = {"invoice": "in_1", "amount": 4200, "note": "héllo", "nested": {"a": [1, 2]}}
+    response = await client.post(
+        "/v1/deliveries", json=intent(endpoint["id"], payload=payload), headers=tenant
+    )
+
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert looks_like("dlv", body["id"]) and looks_like("evt", body["event_id"])
+    assert response.headers["location"] == f"/v1/deliveries/{body['id']}"
+    assert body["state"] == "pending" and body["attempt_count"] == 0
+    assert body["endpoint_id"] == endpoint["id"]
+    assert await count_rows(engine, "outbox", "delivery_id = :d", d=body["id"]) == 1
+    async with engine.connect() as connection:
+        stored = (
+            await connection.execute(
+                text("SELECT payload FROM events WHERE id = :e"), {"e": body["event_id"]}
+            )
+        ).scalar_one()
+    # The bytes every attempt will send: the same JSON, encoded once.
+    assert json.loads(stored) == payload
+
+    fetched = await client.get(f"/v1/deliveries/{body['id']}", headers=tenant)
+    assert fetched.status_code == 200
+    assert fetched.json()["state"] == "pending"
+    assert set(fetched.json()) >= {
+        "id", "endpoint_id", "event_id", "event_type", "state", "attempt_count",
+        "next_attempt_at", "lease_until", "last_outcome", "created_at", "updated_at",
+        "completed_at",
+    }  # fmt: skip
+
+
+async def test_deliver_after_sets_the_first_attempt_time(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+) -> None:
+    later = datetime.now(UTC) + timedelta(hours=3)
+    response = await client.post(
+        "/v1/deliveries",
+        json=intent(endpoint["id"], deliver_after=later.isoformat()),
+        headers=tenant,
+    )
+    assert response.status_code == 202
+    due = datetime.fromisoformat(response.json()["next_attempt_at"])
+    assert abs((due - later).total_seconds()) < 0.001
+
+
+async def test_deliver_after_without_offset_is_422(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+) -> None:
+    response = await client.post(
+        "/v1/deliveries",
+        json=intent(endpoint["id"], deliver_after="2030-01-01T00:00:00"),
+        headers=tenant,
+    )
+    assert response.status_code == 422
+    assert response.headers["content-type"] == PROBLEM
+    assert response.json()["errors"][0]["loc"] == ["body", "deliver_after"]
+
+
+async def test_validation_errors_are_problem_json_and_write_nothing(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    cases: list[tuple[Any, str]] = [
+        ({"event_type": "x", "payload": {}}, "endpoint_id"),
+        (intent(endpoint["id"], payload=[1, 2]), "payload"),
+        (intent(endpoint["id"], payload="text"), "payload"),
+        (intent(endpoint["id"], event_type=""), "event_type"),
+        (intent(endpoint["id"], event_type="has space"), "event_type"),
+        (intent(endpoint["id"], surprise=True), "surprise"),
+        ("not an object", ""),
+    ]
+    for body, field in cases:
+        response = await client.post("/v1/deliveries", json=body, headers=tenant)
+        assert response.status_code == 422, (body, response.text)
+        assert response.headers["content-type"] == PROBLEM
+        problem = response.json()
+        assert problem["status"] == 422 and problem["title"] and problem["type"]
+        assert field in problem["detail"]
+
+    broken = await client.post(
+        "/v1/deliveries",
+        content=b'{"endpoint_id": ',
+        headers={**tenant, "Content-Type": "application/json"},
+    )
+    assert broken.status_code == 422
+    assert broken.headers["content-type"] == PROBLEM
+    assert await count_rows(engine, "deliveries") == 0
+    assert await count_rows(engine, "outbox") == 0
+
+
+async def test_payload_over_the_limit_is_413(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    big = {"blob": "x" * 262_144}
+    response = await client.post(
+        "/v1/deliveries", json=intent(endpoint["id"], payload=big), headers=tenant
+    )
+    assert response.status_code == 413
+    assert response.headers["content-type"] == PROBLEM
+
+    huge = json.dumps(intent(endpoint["id"], payload={"blob": "y" * 2_000_000})).encode()
+    streamed = await client.post(
+        "/v1/deliveries",
+        content=huge,
+        headers={**tenant, "Content-Type": "application/json"},
+    )
+    assert streamed.status_code == 413
+    assert await count_rows(engine, "events") == 0
+
+
+async def test_payload_just_under_the_limit_is_accepted(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+) -> None:
+    # {"blob":"..."} is 11 bytes of JSON around the string.
+    payload = {"blob": "x" * (262_144 - 11)}
+    response = await client.post(
+        "/v1/deliveries", json=intent(endpoint["id"], payload=payload), headers=tenant
+    )
+    assert response.status_code == 202
+
+
+async def test_unknown_endpoint_is_404_and_disabled_endpoint_is_409(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    missing = await client.post("/v1/deliveries", json=intent("ep_nope"), headers=tenant)
+    assert missing.status_code == 404
+    assert missing.headers["content-type"] == PROBLEM
+
+    disabled = await new_endpoint(client, tenant, enabled=False)
+    refused = await client.post("/v1/deliveries", json=intent(disabled["id"]), headers=tenant)
+    assert refused.status_code == 409
+    assert refused.headers["content-type"] == PROBLEM
+    assert await count_rows(engine, "deliveries") == 0
+
+
+async def test_same_key_same_body_replays_the_original(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    headers = {**tenant, "Idempotency-Key": "order-17"}
+    first = await client.post("/v1/deliveries", json=intent(endpoint["id"]), headers=headers)
+    again = await client.post("/v1/deliveries", json=intent(endpoint["id"]), headers=headers)
+
+    assert first.status_code == 202 and "idempotent-replayed" not in first.headers
+    assert again.status_code == 200
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json()["id"] == first.json()["id"]
+    assert again.headers["location"] == first.headers["location"]
+    assert await count_rows(engine, "deliveries") == 1
+    assert await count_rows(engine, "outbox") == 1
+
+
+async def test_quoted_key_is_the_same_key_as_bare(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+) -> None:
+    bare = await client.post(
+        "/v1/deliveries", json=intent(endpoint["id"]), headers={**tenant, "Idempotency-Key": "k1"}
+    )
+    quoted = await client.post(
+        "/v1/deliveries",
+        json=intent(endpoint["id"]),
+        headers={**tenant, "Idempotency-Key": '"k1"'},
+    )
+    assert quoted.status_code == 200
+    assert quoted.json()["id"] == bare.json()["id"]
+
+
+async def test_same_key_different_body_is_422(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    headers = {**tenant, "Idempotency-Key": "order-18"}
+    first = await client.post("/v1/deliveries", json=intent(endpoint["id"]), headers=headers)
+    changed = await client.post(
+        "/v1/deliveries", json=intent(endpoint["id"], payload={"n": 2}), headers=headers
+    )
+    assert first.status_code == 202
+    assert changed.status_code == 422
+    assert changed.headers["content-type"] == PROBLEM
+    assert changed.json()["type"].endswith("/idempotency-mismatch")
+    assert await count_rows(engine, "deliveries") == 1
+
+
+async def test_malformed_idempotency_key_is_400(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    for bad in (b"", b'""', b"x" * 256, b"tab\tinside", "naïve".encode()):
+        response = await client.post(
+            "/v1/deliveries",
+            json=intent(endpoint["id"]),
+            headers=[
+                *((k.encode(), v.encode()) for k, v in tenant.items()),
+                (b"Idempotency-Key", bad),
+            ],
+        )
+        assert response.status_code == 400, bad
+        assert response.headers["content-type"] == PROBLEM
+    assert await count_rows(engine, "deliveries") == 0
+
+
+async def test_twenty_concurrent_posts_with_one_key_make_one_delivery(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    headers = {**tenant, "Idempotency-Key": "burst-1"}
+    responses = await asyncio.gather(
+        *(
+            client.post("/v1/deliveries", json=intent(endpoint["id"]), headers=headers)
+            for _ in range(20)
+        )
+    )
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses.count(202) == 1
+    assert set(statuses) <= {200, 202, 409}
+    assert len({r.json()["id"] for r in responses if r.status_code in (200, 202)}) == 1
+    assert await count_rows(engine, "deliveries") == 1
+    assert await count_rows(engine, "events") == 1
+    assert await count_rows(engine, "outbox") == 1
+
+
+async def test_keys_are_scoped_per_tenant(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    from tests.support import new_tenant
+
+    other = await new_tenant(client, "other")
+    other_endpoint = await new_endpoint(client, other)
+    mine = await client.post(
+        "/v1/deliveries",
+        json=intent(endpoint["id"]),
+        headers={**tenant, "Idempotency-Key": "shared"},
+    )
+    theirs = await client.post(
+        "/v1/deliveries",
+        json=intent(other_endpoint["id"]),
+        headers={**other, "Idempotency-Key": "shared"},
+    )
+    assert mine.status_code == theirs.status_code == 202
+    assert mine.json()["id"] != theirs.json()["id"]
+
+
+async def test_an_expired_key_can_be_used_again(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    headers = {**tenant, "Idempotency-Key": "reused-later"}
+    first = await client.post("/v1/deliveries", json=intent(endpoint["id"]), headers=headers)
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE idempotency_keys SET expires_at = now() - interval '1 second'")
+        )
+    later = await client.post(
+        "/v1/deliveries", json=intent(endpoint["id"], payload={"n": 3}), headers=headers
+    )
+    assert later.status_code == 202
+    assert later.json()["id"] != first.json()["id"]
+    assert await count_rows(engine, "deliveries") == 2

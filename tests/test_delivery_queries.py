@@ -1,0 +1,110 @@
+"""Reading deliveries: filters, keyset pagination that holds still under inserts, attempts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.support import new_endpoint
+
+
+async def _deliver(
+    client: httpx.AsyncClient, headers: dict[str, str], endpoint_id: str, event_type: str = "a.b"
+) -> str:
+    response = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint_id, "event_type": event_type, "payload": {}},
+        headers=headers,
+    )
+    assert response.status_code == 202
+    delivery_id: str = response.json()["id"]
+    return delivery_id
+
+
+async def test_filters_by_state_endpoint_and_event_type(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    other = await new_endpoint(client, tenant)
+    a = await _deliver(client, tenant, endpoint["id"], "invoice.paid")
+    b = await _deliver(client, tenant, other["id"], "invoice.paid")
+    c = await _deliver(client, tenant, endpoint["id"], "user.created")
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE deliveries SET state = 'dead', dead_reason = 'test' WHERE id = :d"),
+            {"d": c},
+        )
+
+    async def ids(**params: str) -> list[str]:
+        response = await client.get("/v1/deliveries", params=params, headers=tenant)
+        assert response.status_code == 200
+        return [item["id"] for item in response.json()["items"]]
+
+    assert await ids() == [c, b, a]
+    assert await ids(state="dead") == [c]
+    assert await ids(state="pending") == [b, a]
+    assert await ids(endpoint_id=endpoint["id"]) == [c, a]
+    assert await ids(event_type="invoice.paid") == [b, a]
+    assert await ids(event_type="invoice.paid", endpoint_id=other["id"]) == [b]
+    bad = await client.get("/v1/deliveries", params={"state": "lost"}, headers=tenant)
+    assert bad.status_code == 422
+
+
+async def test_pagination_is_stable_while_new_deliveries_arrive(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+) -> None:
+    existing = [await _deliver(client, tenant, endpoint["id"]) for _ in range(7)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+        page = (await client.get("/v1/deliveries", params=params, headers=tenant)).json()
+        seen += [item["id"] for item in page["items"]]
+        # New work arriving between pages must neither shift nor repeat what is paged.
+        await _deliver(client, tenant, endpoint["id"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(existing))
+
+
+async def test_attempts_are_listed_oldest_first_and_paged(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    delivery_id = await _deliver(client, tenant, endpoint["id"])
+    empty = await client.get(f"/v1/deliveries/{delivery_id}/attempts", headers=tenant)
+    assert empty.json() == {"items": [], "next_cursor": None}
+
+    async with engine.begin() as connection:
+        for number, (code, outcome) in enumerate(
+            [(500, "retryable"), (None, "unknown"), (200, "success")], start=1
+        ):
+            await connection.execute(
+                text(
+                    "INSERT INTO attempts (delivery_id, attempt_number, started_at, duration_ms,"
+                    " status_code, outcome) VALUES (:d, :n, :t, 12, :c, :o)"
+                ),
+                {"d": delivery_id, "n": number, "t": datetime.now(UTC), "c": code, "o": outcome},
+            )
+    first = await client.get(
+        f"/v1/deliveries/{delivery_id}/attempts", params={"limit": 2}, headers=tenant
+    )
+    page = first.json()
+    assert [a["attempt_number"] for a in page["items"]] == [1, 2]
+    assert [a["outcome"] for a in page["items"]] == ["retryable", "unknown"]
+    rest = await client.get(
+        f"/v1/deliveries/{delivery_id}/attempts",
+        params={"cursor": page["next_cursor"]},
+        headers=tenant,
+    )
+    assert [a["status_code"] for a in rest.json()["items"]] == [200]
+    assert rest.json()["next_cursor"] is None

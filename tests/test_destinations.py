@@ -1,0 +1,131 @@
+"""The SSRF guard refuses every form of a non-public address, however it is spelled."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import httpx
+import pytest
+
+from app.errors import DestinationRefused
+from app.services.destinations import check_endpoint_url, refusal_reason
+
+REFUSED_URLS = [
+    "http://127.0.0.1/",
+    "http://localhost/",
+    "http://[::1]/",
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://10.1.2.3/",
+    "http://172.16.0.1/",
+    "http://192.168.1.1/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fe80::1]/",
+    "http://100.64.0.1/",
+    "http://100.127.255.254/",
+    "http://[fd00::1]/",
+    "http://[fc00::5]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:10.0.0.1]/",
+    "http://[::ffff:7f00:1]/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[2002:7f00:1::]/",
+    "http://[2002:c0a8:101::1]/",
+    "http://[::127.0.0.1]/",
+    "http://2130706433/",
+    "http://0x7f.1/",
+    "http://0x7f000001/",
+    "http://017700000001/",
+    "http://127.1/",
+    "http://0177.0.0.1/",
+    "http://224.0.0.1/",
+    "http://255.255.255.255/",
+    "https://127.0.0.1:8443/hook",
+]
+
+MALFORMED_URLS = [
+    "ftp://example.com/",
+    "file:///etc/passwd",
+    "gopher://example.com/",
+    "http://user:pass@example.com/",
+    "http://user@example.com/",
+    "http:///nohost",
+    "http://example.com:99999/",
+    "http://exa mple.com/",
+    "http://example.com/" + "a" * 2048,
+    "javascript:alert(1)",
+]
+
+
+@pytest.mark.parametrize("url", REFUSED_URLS)
+async def test_non_public_destination_is_refused(url: str) -> None:
+    with pytest.raises(DestinationRefused):
+        await check_endpoint_url(url, allowlist=())
+
+
+@pytest.mark.parametrize("url", MALFORMED_URLS)
+async def test_malformed_destination_is_refused(url: str) -> None:
+    with pytest.raises(DestinationRefused):
+        await check_endpoint_url(url, allowlist=())
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "93.184.215.14", "2a00:1450:4001:80b::200e"],
+)
+def test_public_addresses_are_allowed(address: str) -> None:
+    assert refusal_reason(ipaddress.ip_address(address), ()) is None
+
+
+async def test_public_ip_literal_is_allowed() -> None:
+    destination = await check_endpoint_url("https://8.8.8.8/hook", allowlist=())
+    assert destination.host == "8.8.8.8" and destination.port == 443
+
+
+async def test_allowlist_exempts_only_its_networks() -> None:
+    allow = (ipaddress.ip_network("127.0.0.0/8"),)
+    await check_endpoint_url("http://127.0.0.1:8080/", allow)
+    await check_endpoint_url("http://2130706433:8080/", allow)
+    await check_endpoint_url("http://[::ffff:127.0.0.1]/", allow)
+    with pytest.raises(DestinationRefused):
+        await check_endpoint_url("http://10.0.0.1/", allow)
+    with pytest.raises(DestinationRefused):
+        await check_endpoint_url("http://[::1]/", allow)
+
+
+async def test_unresolvable_host_is_refused() -> None:
+    with pytest.raises(DestinationRefused, match="does not resolve"):
+        await check_endpoint_url("https://no-such-host.invalid/", allowlist=())
+
+
+# The suite's app allowlists loopback (its receivers live there), so these are other ranges.
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/",
+        "http://0xa9.0xfe.0xa9.0xfe/",  # 169.254.169.254, hex-encoded
+        "http://2852039166/",  # 169.254.169.254 as one number
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://10.0.0.1/",
+    ],
+)
+async def test_api_refuses_internal_destinations_with_422(
+    client: httpx.AsyncClient, tenant: dict[str, str], url: str
+) -> None:
+    response = await client.post("/v1/endpoints", json={"url": url}, headers=tenant)
+    assert response.status_code == 422
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["type"].endswith("/destination-refused")
+
+
+async def test_patch_to_internal_url_is_refused_and_keeps_the_old_url(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+) -> None:
+    response = await client.patch(
+        f"/v1/endpoints/{endpoint['id']}", json={"url": "http://10.0.0.7/"}, headers=tenant
+    )
+    assert response.status_code == 422
+    current = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
+    assert current.json()["url"] == endpoint["url"]

@@ -1,0 +1,483 @@
+"""Real processes: `herald dev` starts and stops without orphans, a crash at a fault point loses
+the whole transaction, and the `herald` CLI does what it prints.
+
+Nothing here is mocked: each test runs ``python -m app.cli ...`` as a child process and looks at
+the operating system's process table and at the database afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.faults import FAULT_EXIT_CODE
+from tests.support import ADMIN, ADMIN_KEY, LOOPBACK_ALLOWLIST, Stack, count_rows
+
+REPO = Path(__file__).resolve().parents[1]
+BANNER_TIMEOUT = 90.0
+EXIT_TIMEOUT = 60.0
+BANNER_END = "Press Ctrl-C to stop."
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def herald_env(**values: str) -> dict[str, str]:
+    """This environment without any ``HERALD_*`` variable, plus ``values``."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("HERALD_")}
+    return {**env, **values}
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def tail(path: Path, chars: int = 3000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else "(no output)"
+
+
+def is_alive(process: Any) -> bool:
+    """``process`` (a psutil.Process) still exists as something other than a zombie."""
+    try:
+        return bool(process.is_running()) and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def describe(processes: list[Any]) -> str:
+    lines = []
+    for process in processes:
+        try:
+            lines.append(f"{process.pid}: {' '.join(process.cmdline())}")
+        except psutil.Error:
+            lines.append(f"{process.pid}: (gone)")
+    return "\n".join(lines) or "(none)"
+
+
+def processes_using(data_dir: Path) -> list[Any]:
+    """Live processes whose command line names ``data_dir`` or a path inside it."""
+    marker = str(data_dir)
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline: list[str] = process.info["cmdline"] or []
+        if any(arg == marker or marker + "/" in arg for arg in cmdline) and is_alive(process):
+            found.append(process)
+    return found
+
+
+def kill_all(processes: list[Any]) -> None:
+    """Terminate, wait, kill: the last line of defence against orphans."""
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, still_alive = psutil.wait_procs(processes, timeout=15)
+    for process in still_alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(still_alive, timeout=5)
+
+
+def stop_process(process: subprocess.Popen[bytes], grace: float = 20) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def is_postgres(process: Any) -> bool:
+    try:
+        return bool(process.name() == "postgres")
+    except psutil.Error:
+        return False
+
+
+def is_redis(process: Any) -> bool:
+    try:
+        return "redis-server" in process.name()
+    except psutil.Error:
+        return False
+
+
+def is_api(process: Any) -> bool:
+    try:
+        cmdline = process.cmdline()
+    except psutil.Error:
+        return False
+    return "app.cli" in cmdline and "api" in cmdline
+
+
+# --- herald dev ---------------------------------------------------------------------------------
+
+
+@dataclass
+class DevRun:
+    process: subprocess.Popen[bytes]
+    stdout: Path
+    stderr: Path
+    base_url: str = ""
+    tenant_key: str = ""
+    admin_key: str = ""
+    # Every process it started (API, redis-server) and the postmaster's own children, recorded
+    # while it ran: all of them must be gone once it has stopped.
+    started: list[Any] = field(default_factory=list)
+
+    def output(self) -> str:
+        return f"stdout:\n{tail(self.stdout)}\nstderr:\n{tail(self.stderr)}"
+
+
+class DevHarness:
+    """Runs `herald dev` on one data dir; ``close()`` leaves nothing running, whatever happened."""
+
+    def __init__(self, data_dir: Path, logs: Path) -> None:
+        self.data_dir = data_dir
+        self.logs = logs
+        self.runs: list[DevRun] = []
+
+    def start(self, label: str) -> DevRun:
+        port = free_port()
+        env = herald_env(HERALD_DATA_DIR=str(self.data_dir), HERALD_PORT=str(port))
+        stdout, stderr = self.logs / f"{label}.out", self.logs / f"{label}.err"
+        with stdout.open("wb") as out, stderr.open("wb") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "dev"],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+            )
+        run = DevRun(process=process, stdout=stdout, stderr=stderr)
+        self.runs.append(run)
+
+        deadline = time.monotonic() + BANNER_TIMEOUT
+        while BANNER_END not in (text := stdout.read_text(errors="replace")):
+            if process.poll() is not None:
+                pytest.fail(
+                    f"herald dev exited ({process.returncode}) before its banner\n{run.output()}"
+                )
+            if time.monotonic() > deadline:
+                pytest.fail(f"no banner within {BANNER_TIMEOUT:.0f} s\n{run.output()}")
+            time.sleep(0.1)
+
+        base = re.search(r"Herald is running at (\S+)", text)
+        tenant = re.search(r"dev tenant API key:\s*(\S+)", text)
+        admin = re.search(r"admin API key:\s*(\S+)", text)
+        assert base and tenant and admin, run.output()
+        assert base.group(1) == f"http://127.0.0.1:{port}"
+        run.base_url, run.tenant_key, run.admin_key = base.group(1), tenant.group(1), admin.group(1)
+        run.started = psutil.Process(process.pid).children(recursive=True)
+        for postmaster in filter(is_postgres, self.servers()):
+            run.started += postmaster.children(recursive=True)
+        return run
+
+    def servers(self) -> list[Any]:
+        return processes_using(self.data_dir)
+
+    def assert_servers_running(self, run: DevRun) -> tuple[Any, Any]:
+        """Exactly one PostgreSQL and one Redis on this data dir, and the API as a child."""
+        servers = self.servers()
+        postgres = [p for p in servers if is_postgres(p)]
+        redis = [p for p in servers if is_redis(p)]
+        assert len(postgres) == 1, describe(servers)
+        assert len(redis) == 1, describe(servers)
+        assert any(is_api(p) for p in run.started), describe(run.started)
+        return postgres[0], redis[0]
+
+    def stop(self, run: DevRun, signum: signal.Signals) -> int:
+        run.process.send_signal(signum)
+        try:
+            return run.process.wait(EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"herald dev still running {EXIT_TIMEOUT:.0f} s after {signum.name}")
+
+    def assert_nothing_left(self, *runs: DevRun) -> None:
+        left = self.servers()
+        assert left == [], f"still running on {self.data_dir}:\n{describe(left)}"
+        for run in runs:
+            assert run.process.poll() is not None
+            children = [p for p in run.started if is_alive(p)]
+            assert children == [], f"orphaned children:\n{describe(children)}"
+
+    def close(self) -> None:
+        for run in self.runs:
+            stop_process(run.process, grace=EXIT_TIMEOUT)
+        leftovers = self.servers() + [p for run in self.runs for p in run.started if is_alive(p)]
+        kill_all(leftovers)
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[DevHarness]:
+    # Short, so the unix sockets (and so the servers' command lines) live inside the data dir.
+    data_dir = Path(tempfile.mkdtemp(prefix="hd-")).resolve()
+    harness = DevHarness(data_dir, tmp_path)
+    try:
+        yield harness
+    finally:
+        harness.close()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def use_the_api(run: DevRun) -> str:
+    """Endpoint, delivery intent and admin call through the running service; the delivery id."""
+    tenant = bearer(run.tenant_key)
+    with httpx.Client(base_url=run.base_url, timeout=10) as http:
+        endpoint = http.post(
+            "/v1/endpoints", json={"url": "http://127.0.0.1:9/hook"}, headers=tenant
+        )
+        assert endpoint.status_code == 201, endpoint.text
+        intent = {
+            "endpoint_id": endpoint.json()["id"],
+            "event_type": "test.ping",
+            "payload": {"hello": "world"},
+        }
+        accepted = http.post("/v1/deliveries", json=intent, headers=tenant)
+        assert accepted.status_code == 202, accepted.text
+        delivery_id: str = accepted.json()["id"]
+        fetched = http.get(f"/v1/deliveries/{delivery_id}", headers=tenant)
+        assert fetched.status_code == 200, fetched.text
+        assert fetched.json()["state"] == "pending"
+        created = http.post(
+            "/v1/tenants", json={"name": "made-by-admin"}, headers=bearer(run.admin_key)
+        )
+        assert created.status_code == 201, created.text
+    return delivery_id
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_dev_serves_stops_everything_on_signal_and_restarts_on_its_data(
+    dev: DevHarness, stop_signal: signal.Signals
+) -> None:
+    first = dev.start("first")
+    dev.assert_servers_running(first)
+    delivery_id = use_the_api(first)
+
+    assert dev.stop(first, stop_signal) == 0, first.output()
+    dev.assert_nothing_left(first)
+
+    second = dev.start("second")
+    assert (second.tenant_key, second.admin_key) == (first.tenant_key, first.admin_key)
+    dev.assert_servers_running(second)
+    with httpx.Client(base_url=second.base_url, timeout=10) as http:
+        again = http.get(f"/v1/deliveries/{delivery_id}", headers=bearer(second.tenant_key))
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == delivery_id
+
+    assert dev.stop(second, stop_signal) == 0, second.output()
+    dev.assert_nothing_left(first, second)
+
+
+def test_dev_starts_over_the_servers_a_killed_supervisor_left_and_then_stops_them(
+    dev: DevHarness,
+) -> None:
+    first = dev.start("first")
+    dev.assert_servers_running(first)
+    first.process.kill()
+    assert first.process.wait(10) == -signal.SIGKILL
+
+    # Its API child is told to stop (PR_SET_PDEATHSIG); the embedded servers outlive it by design.
+    api = [p for p in first.started if is_api(p)]
+    _, still_alive = psutil.wait_procs(api, timeout=30)
+    assert still_alive == [], f"API orphaned by the killed supervisor:\n{describe(still_alive)}"
+    left = dev.servers()
+    assert any(map(is_postgres, left)) and any(map(is_redis, left)), describe(left)
+
+    second = dev.start("second")
+    assert (second.tenant_key, second.admin_key) == (first.tenant_key, first.admin_key)
+    dev.assert_servers_running(second)
+    use_the_api(second)
+
+    assert dev.stop(second, signal.SIGTERM) == 0, second.output()
+    dev.assert_nothing_left(first, second)
+
+
+# --- herald api with a fault injected ---------------------------------------------------------
+
+
+@dataclass
+class ApiRun:
+    process: subprocess.Popen[bytes]
+    base_url: str
+    stderr: Path
+
+    def output(self) -> str:
+        return tail(self.stderr)
+
+
+def start_api(stack: Stack, logs: Path, **extra: str) -> ApiRun:
+    port = free_port()
+    env = herald_env(
+        HERALD_DATABASE_URL=stack.database_url,
+        HERALD_REDIS_URL=stack.redis_url,
+        HERALD_ADMIN_API_KEY=ADMIN_KEY,
+        HERALD_DESTINATION_ALLOWLIST=LOOPBACK_ALLOWLIST,
+        HERALD_PORT=str(port),
+        **extra,
+    )
+    stderr = logs / f"api-{port}.err"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "api"],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+        )
+    return ApiRun(process=process, base_url=f"http://127.0.0.1:{port}", stderr=stderr)
+
+
+async def wait_healthy(api: ApiRun) -> None:
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient(base_url=api.base_url, timeout=1) as http:
+        while time.monotonic() < deadline:
+            if api.process.poll() is not None:
+                pytest.fail(f"herald api exited ({api.process.returncode})\n{api.output()}")
+            try:
+                if (await http.get("/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+    pytest.fail(f"herald api not healthy within 60 s\n{api.output()}")
+
+
+def wait_exit(process: subprocess.Popen[bytes], timeout: float) -> int | None:
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+async def test_crash_before_commit_drops_the_request_and_writes_nothing(
+    stack: Stack, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    crashing = start_api(stack, tmp_path, HERALD_FAULT="api.before_commit")
+    try:
+        await wait_healthy(crashing)
+        async with httpx.AsyncClient(base_url=crashing.base_url, timeout=30) as http:
+            created = await http.post("/v1/tenants", json={"name": "crashy"}, headers=ADMIN)
+            assert created.status_code == 201, created.text
+            tenant = bearer(created.json()["api_key"])
+            endpoint = await http.post(
+                "/v1/endpoints", json={"url": "http://127.0.0.1:9/hook"}, headers=tenant
+            )
+            assert endpoint.status_code == 201, endpoint.text
+            intent = {
+                "endpoint_id": endpoint.json()["id"],
+                "event_type": "test.ping",
+                "payload": {"hello": "world"},
+            }
+            # The connection closes with no response at all: no status code to misread.
+            with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+                await http.post("/v1/deliveries", json=intent, headers=tenant)
+        status = await asyncio.to_thread(wait_exit, crashing.process, 30)
+        assert status == FAULT_EXIT_CODE, crashing.output()
+        assert "fault injected at api.before_commit" in crashing.output()
+    finally:
+        await asyncio.to_thread(stop_process, crashing.process)
+
+    # The tenant and endpoint committed, so this is the database that process wrote to...
+    assert await count_rows(engine, "tenants") == 1
+    assert await count_rows(engine, "endpoints") == 1
+    # ...and of the intent's transaction nothing survived.
+    for table in ("deliveries", "outbox", "events"):
+        assert await count_rows(engine, table) == 0, table
+
+    # Control: the same request to the same API without the fault is accepted and is visible.
+    healthy = start_api(stack, tmp_path)
+    try:
+        await wait_healthy(healthy)
+        async with httpx.AsyncClient(base_url=healthy.base_url, timeout=30) as http:
+            accepted = await http.post("/v1/deliveries", json=intent, headers=tenant)
+        assert accepted.status_code == 202, accepted.text
+        assert await count_rows(engine, "deliveries") == 1
+        assert await count_rows(engine, "outbox") == 1
+        assert await count_rows(engine, "events") == 1
+        healthy.process.terminate()
+        assert await asyncio.to_thread(wait_exit, healthy.process, 30) == 0, healthy.output()
+    finally:
+        await asyncio.to_thread(stop_process, healthy.process)
+
+
+# --- the herald CLI ---------------------------------------------------------------------------
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def stack_env(stack: Stack, **extra: str) -> dict[str, str]:
+    return herald_env(
+        HERALD_DATABASE_URL=stack.database_url, HERALD_REDIS_URL=stack.redis_url, **extra
+    )
+
+
+async def printed_key(stack: Stack, *args: str) -> str:
+    result = await asyncio.to_thread(run_cli, stack_env(stack), "keys", "create", *args)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hrk_"), result.stdout
+    return lines[0]
+
+
+async def test_keys_create_for_a_tenant_prints_a_key_that_authenticates_tenant_routes(
+    stack: Stack, client: httpx.AsyncClient
+) -> None:
+    unknown = await client.get("/v1/endpoints", headers=bearer("hrk_not-a-real-key"))
+    assert unknown.status_code == 401
+
+    key = await printed_key(stack, "--tenant", "cli-tenant")
+
+    listed = await client.get("/v1/endpoints", headers=bearer(key))
+    assert listed.status_code == 200, listed.text
+    not_admin = await client.post("/v1/tenants", json={"name": "nope"}, headers=bearer(key))
+    assert not_admin.status_code == 403
+
+
+async def test_keys_create_admin_prints_a_key_that_can_create_tenants(
+    stack: Stack, client: httpx.AsyncClient
+) -> None:
+    key = await printed_key(stack, "--admin")
+
+    created = await client.post("/v1/tenants", json={"name": "by-cli-admin"}, headers=bearer(key))
+    assert created.status_code == 201, created.text
+
+
+async def test_api_with_a_non_numeric_port_exits_2_naming_the_variable(stack: Stack) -> None:
+    result = await asyncio.to_thread(run_cli, stack_env(stack, HERALD_PORT="abc"), "api")
+    assert result.returncode == 2, result.stderr
+    assert "HERALD_PORT" in result.stderr
