@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -55,6 +56,17 @@ def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    import uvloop
+
+    from workers.runner import run_worker
+
+    _require_urls(settings)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvloop.run(run_worker(settings))
+    return 0
+
+
 def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from app.migrate import upgrade_to_head
 
@@ -102,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("dev", help="run everything locally (embedded servers when URLs unset)")
     api = commands.add_parser("api", help="run the HTTP API (uvicorn)")
     api.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    commands.add_parser("worker", help="run a delivery worker (arq) with the outbox relay")
     commands.add_parser("migrate", help="apply database migrations")
     keys = commands.add_parser("keys", help="manage API keys").add_subparsers(
         dest="keys_command", required=True
@@ -116,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
 _COMMANDS = {
     "dev": _cmd_dev,
     "api": _cmd_api,
+    "worker": _cmd_worker,
     "migrate": _cmd_migrate,
     "keys": _cmd_keys_create,
     "openapi": _cmd_openapi,

@@ -35,6 +35,14 @@ class Settings(BaseSettings):
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     request_timeout_seconds: float = Field(default=15.0, gt=0, le=300)
+    # A lease must outlast one whole attempt plus recording it; default: request timeout + 30 s.
+    lease_seconds: float | None = Field(default=None, gt=0, le=3600)
+    retry_after_max_seconds: float = Field(default=86_400.0, ge=0)
+    worker_concurrency: int = Field(default=100, ge=1, le=10_000)
+    # On SIGTERM a worker stops taking jobs and lets in-flight attempts finish this long.
+    worker_shutdown_grace_seconds: float | None = Field(default=None, ge=0, le=3600)
+    relay_interval_seconds: float = Field(default=0.5, gt=0, le=60)
+    relay_page_size: int = Field(default=500, ge=1, le=10_000)
     reconcile_interval_seconds: float = Field(default=60.0, ge=0)
     idempotency_key_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 365)
     region: str = Field(default="local", pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -88,6 +96,15 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _check_lease(self) -> Settings:
+        if self.lease_seconds is not None and self.lease_seconds <= self.request_timeout_seconds:
+            raise ValueError(
+                "HERALD_LEASE_SECONDS must exceed HERALD_REQUEST_TIMEOUT_SECONDS, or a slow "
+                "attempt would lose its lease while still in flight"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _default_max_attempts(self) -> Settings:
         if self.max_attempts is None:
             # One first attempt plus one retry per scheduled delay.
@@ -99,6 +116,18 @@ class Settings(BaseSettings):
         """The configured URL with the asyncpg driver, however the operator spelled the scheme."""
         assert self.database_url is not None
         return to_asyncpg_url(self.database_url)
+
+    @property
+    def lease_duration(self) -> float:
+        if self.lease_seconds is not None:
+            return self.lease_seconds
+        return self.request_timeout_seconds + 30
+
+    @property
+    def shutdown_grace(self) -> float:
+        if self.worker_shutdown_grace_seconds is not None:
+            return self.worker_shutdown_grace_seconds
+        return self.request_timeout_seconds + 5
 
     @property
     def attempts_limit(self) -> int:
@@ -123,6 +152,8 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "?"
-            problems.append(f"HERALD_{field.upper()}: {error['msg']}")
+            if error["loc"]:
+                problems.append(f"HERALD_{str(error['loc'][0]).upper()}: {error['msg']}")
+            else:  # a rule across settings; its message names them
+                problems.append(str(error["msg"]).removeprefix("Value error, "))
         raise SettingsError("invalid configuration: " + "; ".join(problems)) from None

@@ -1,7 +1,8 @@
 """`herald dev`: the whole service on one machine, embedded servers included, stopped cleanly.
 
 It is a supervisor: it starts (or reuses) the databases, migrates, makes sure a dev tenant and
-an admin key exist, then runs `herald api` as a child process, exactly as production would.
+an admin key exist, then runs `herald api` and `herald worker` as child processes, exactly as
+production would.
 Every exit path -- Ctrl-C, SIGTERM, a child dying, an error -- stops everything it started.
 """
 
@@ -174,6 +175,10 @@ def run_dev(settings: Settings) -> int:
                 [sys.executable, "-m", "app.cli", "api"], env=env, preexec_fn=_die_with_parent
             )
             children.append(api)
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "worker"], env=env, preexec_fn=_die_with_parent
+            )
+            children.append(worker)
             _wait_ready(base_url, api)
             embedded = settings.database_url is None or settings.redis_url is None
             banner = _banner(

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from redis.asyncio import Redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
@@ -15,6 +14,8 @@ from app.api.deps import Resources
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
 from app.errors import PayloadTooLarge, install_error_handlers, problem_response
+from app.queue import create_queue_redis
+from app.services.publishing import FastPublisher
 
 # Room for the JSON envelope around the payload and for a client's pretty-printing; the payload
 # itself is measured exactly once it is encoded.
@@ -68,13 +69,17 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
-        redis = Redis.from_url(str(settings.redis_url), socket_timeout=5, socket_connect_timeout=2)
+        sessionmaker = create_sessionmaker(engine)
+        redis = create_queue_redis(str(settings.redis_url), region=settings.region)
+        publisher = FastPublisher(sessionmaker, redis, settings.region)
+        publisher.start()
         app.state.resources = Resources(
-            settings=settings, sessionmaker=create_sessionmaker(engine), redis=redis
+            settings=settings, sessionmaker=sessionmaker, redis=redis, publisher=publisher
         )
         try:
             yield
         finally:
+            await publisher.stop()
             await redis.aclose()
             await engine.dispose()
 

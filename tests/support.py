@@ -66,3 +66,14 @@ async def new_endpoint(
     assert response.status_code == 201, response.text
     endpoint: dict[str, Any] = response.json()
     return endpoint
+
+
+async def fast_path_settled(engine: AsyncEngine, timeout: float = 10.0) -> None:
+    """Wait until the API's fast path has published every outbox row (no worker consumes them
+    in API tests, so the deliveries then sit in `enqueued`)."""
+    import asyncio
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while await count_rows(engine, "outbox", "published_at IS NULL"):
+        assert asyncio.get_running_loop().time() < deadline, "fast path did not publish"
+        await asyncio.sleep(0.02)

@@ -28,6 +28,7 @@ TENANT_ROUTES = [
     ("GET", "/v1/deliveries"),
     ("GET", "/v1/deliveries/dlv_x"),
     ("GET", "/v1/deliveries/dlv_x/attempts"),
+    ("POST", "/v1/deliveries/dlv_x/redrive"),
     ("POST", "/v1/events"),
 ]
 ADMIN_ROUTES = [("POST", "/v1/tenants")]
@@ -129,6 +130,7 @@ async def test_other_tenants_resources_answer_404_on_every_route(
         ("DELETE", f"/v1/endpoints/{endpoint_id}", None),
         ("GET", f"/v1/deliveries/{delivery_id}", None),
         ("GET", f"/v1/deliveries/{delivery_id}/attempts", None),
+        ("POST", f"/v1/deliveries/{delivery_id}/redrive", None),
         ("POST", "/v1/deliveries", {"endpoint_id": endpoint_id, "event_type": "a", "payload": {}}),
     ]
     for method, path, body in probes:

@@ -50,7 +50,8 @@ async def test_accepted_intent_is_pending_with_its_outbox_row(
 
     fetched = await client.get(f"/v1/deliveries/{body['id']}", headers=tenant)
     assert fetched.status_code == 200
-    assert fetched.json()["state"] == "pending"
+    # The API's fast path may already have published it (no worker runs in this test).
+    assert fetched.json()["state"] in ("pending", "enqueued")
     assert set(fetched.json()) >= {
         "id", "endpoint_id", "event_id", "event_type", "state", "attempt_count",
         "next_attempt_at", "lease_until", "last_outcome", "created_at", "updated_at",

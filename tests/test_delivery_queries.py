@@ -9,7 +9,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support import new_endpoint
+from tests.support import fast_path_settled, new_endpoint
 
 
 async def _deliver(
@@ -35,7 +35,9 @@ async def test_filters_by_state_endpoint_and_event_type(
     a = await _deliver(client, tenant, endpoint["id"], "invoice.paid")
     b = await _deliver(client, tenant, other["id"], "invoice.paid")
     c = await _deliver(client, tenant, endpoint["id"], "user.created")
+    await fast_path_settled(engine)
     async with engine.begin() as connection:
+        await connection.execute(text("UPDATE deliveries SET state = 'pending'"))
         await connection.execute(
             text("UPDATE deliveries SET state = 'dead', dead_reason = 'test' WHERE id = :d"),
             {"d": c},

@@ -18,7 +18,7 @@ PROBLEM = "application/problem+json"
 async def test_healthz_and_readyz_when_everything_is_up(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")
-    assert ready.status_code == 200
+    assert ready.status_code == 200, ready.text
     assert ready.json() == {"status": "ready", "database": "ok", "redis": "ok"}
 
 

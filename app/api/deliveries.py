@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import IdempotencyKeyDep, SessionDep, SettingsDep, TenantDep
+from app.api.deps import IdempotencyKeyDep, PublisherDep, SessionDep, SettingsDep, TenantDep
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -27,7 +27,7 @@ from app.models import Delivery
 from app.repositories import attempts, deliveries
 from app.schemas.common import EVENT_TYPE_PATTERN, Page
 from app.schemas.deliveries import AttemptOut, DeliveryIntent, DeliveryOut
-from app.services import intake
+from app.services import intake, redrive
 from app.states import DeliveryState
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
@@ -53,6 +53,7 @@ async def create_delivery(
     session: SessionDep,
     settings: SettingsDep,
     idempotency_key: IdempotencyKeyDep,
+    publisher: PublisherDep,
     response: Response,
 ) -> DeliveryOut:
     async with session.begin():  # event, delivery and outbox row commit together or not at all
@@ -66,6 +67,7 @@ async def create_delivery(
         response.headers[REPLAYED_HEADER] = "true"
     else:
         crash_point("api.after_commit_before_publish", settings.fault)
+        publisher.submit(accepted.publications)
     response.headers["Location"] = f"/v1/deliveries/{delivery.id}"
     return DeliveryOut.model_validate(delivery)
 
@@ -114,6 +116,28 @@ async def _get_delivery(session: SessionDep, tenant_id: str, delivery_id: str) -
 async def get_delivery(delivery_id: str, tenant_id: TenantDep, session: SessionDep) -> DeliveryOut:
     async with session.begin():
         delivery = await _get_delivery(session, tenant_id, delivery_id)
+    return DeliveryOut.model_validate(delivery)
+
+
+@router.post(
+    "/{delivery_id}/redrive",
+    status_code=202,
+    response_model=DeliveryOut,
+    responses=problem_responses(*_AUTH, NotFound, Conflict),
+    summary="Send a dead delivery again (same id, attempt history kept)",
+)
+async def redrive_delivery(
+    delivery_id: str,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    publisher: PublisherDep,
+) -> DeliveryOut:
+    async with session.begin():
+        delivery, publications = await redrive.redrive_one(
+            session, tenant_id, delivery_id, settings.region
+        )
+    publisher.submit(publications)
     return DeliveryOut.model_validate(delivery)
 
 

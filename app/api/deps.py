@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
 
+from arq.connections import ArqRedis
 from fastapi import Depends, Header, Request
-from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
@@ -16,6 +16,7 @@ from app.errors import BadRequest, Forbidden, Unauthorized
 from app.repositories import api_keys
 from app.repositories.api_keys import Principal
 from app.services.api_keys import hash_key
+from app.services.publishing import FastPublisher
 
 
 @dataclass
@@ -24,7 +25,8 @@ class Resources:
 
     settings: Settings
     sessionmaker: async_sessionmaker[AsyncSession]
-    redis: Redis
+    redis: ArqRedis
+    publisher: FastPublisher
 
 
 def get_resources(request: Request) -> Resources:
@@ -44,7 +46,12 @@ async def get_session(resources: ResourcesDep) -> AsyncIterator[AsyncSession]:
         yield session
 
 
+def get_publisher(resources: ResourcesDep) -> FastPublisher:
+    return resources.publisher
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+PublisherDep = Annotated[FastPublisher, Depends(get_publisher)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 
 

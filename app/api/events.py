@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.api.deliveries import REPLAYED_HEADER
-from app.api.deps import IdempotencyKeyDep, SessionDep, SettingsDep, TenantDep
+from app.api.deps import IdempotencyKeyDep, PublisherDep, SessionDep, SettingsDep, TenantDep
 from app.errors import (
     BadRequest,
     Forbidden,
@@ -37,6 +37,7 @@ async def publish_event(
     session: SessionDep,
     settings: SettingsDep,
     idempotency_key: IdempotencyKeyDep,
+    publisher: PublisherDep,
     response: Response,
 ) -> EventAccepted:
     async with session.begin():  # the event and all its deliveries and outbox rows, atomically
@@ -47,6 +48,7 @@ async def publish_event(
         response.headers[REPLAYED_HEADER] = "true"
     else:
         crash_point("api.after_commit_before_publish", settings.fault)
+        publisher.submit(accepted.publications)
     return EventAccepted(
         id=accepted.event_id,
         event_type=accepted.event_type,

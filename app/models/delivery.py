@@ -67,7 +67,10 @@ class Delivery(Base):
     # The region that owns this delivery: only its relays, workers and reconcilers touch it.
     region: Mapped[str] = mapped_column(Text)
     state: Mapped[str] = mapped_column(Text)
+    # Claims so far (each claim numbers one attempt). A redrive keeps the count, so attempt
+    # numbers stay unique, and moves the floor: the budget is attempt_count - attempt_floor.
     attempt_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    attempt_floor: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # Fencing: a worker may record a result only while its token is the current one.
     lease_token: Mapped[uuid.UUID | None] = mapped_column(Uuid)

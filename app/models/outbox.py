@@ -35,3 +35,6 @@ class OutboxEntry(Base):
     region: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # A relay's short claim while it publishes, so that concurrent relays split the work;
+    # a relay that dies mid-publish loses its claim when this passes.
+    claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -74,3 +74,12 @@ async def subscribed_to(session: AsyncSession, tenant_id: str, event_type: str) 
         .order_by(Endpoint.id)
     )
     return list((await session.execute(query)).scalars())
+
+
+async def disable(session: AsyncSession, endpoint_id: str, reason: str) -> None:
+    """Workers disable an endpoint that told them to go away (410 Gone)."""
+    await session.execute(
+        update(Endpoint)
+        .where(Endpoint.id == endpoint_id, Endpoint.enabled.is_(True))
+        .values(enabled=False, disabled_reason=reason, updated_at=func.now())
+    )

@@ -1,23 +1,96 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import OutboxEntry
+from app.models import Delivery, OutboxEntry
 
 
-async def insert_entries(session: AsyncSession, delivery_ids: Sequence[str], region: str) -> None:
+@dataclass(frozen=True)
+class PendingPublication:
+    """An outbox row to publish, with what the job needs to be scheduled right."""
+
+    outbox_id: int
+    delivery_id: str
+    run_at: datetime
+    attempt_count: int
+
+
+async def insert_entries(
+    session: AsyncSession, deliveries: Sequence[Delivery], region: str
+) -> list[PendingPublication]:
     """Record the intent to publish, in the caller's transaction. A delivery that already has an
     unpublished entry keeps that one (the partial unique index makes this idempotent)."""
-    if not delivery_ids:
-        return
-    await session.execute(
+    if not deliveries:
+        return []
+    rows = await session.execute(
         pg_insert(OutboxEntry)
-        .values([{"delivery_id": d, "region": region} for d in delivery_ids])
+        .values([{"delivery_id": d.id, "region": region} for d in deliveries])
         .on_conflict_do_nothing(
             index_elements=[OutboxEntry.delivery_id],
             index_where=OutboxEntry.published_at.is_(None),
         )
+        .returning(OutboxEntry.id, OutboxEntry.delivery_id)
+    )
+    by_id = {d.id: d for d in deliveries}
+    return [
+        PendingPublication(
+            outbox_id=outbox_id,
+            delivery_id=delivery_id,
+            run_at=by_id[delivery_id].next_attempt_at,
+            attempt_count=by_id[delivery_id].attempt_count,
+        )
+        for outbox_id, delivery_id in rows
+    ]
+
+
+async def claim_unpublished(
+    session: AsyncSession,
+    *,
+    region: str,
+    limit: int,
+    min_age_seconds: float,
+    claim_seconds: float,
+) -> list[PendingPublication]:
+    """Claim a page of unpublished rows for this relay (SKIP LOCKED: concurrent relays take
+    different rows). Rows younger than ``min_age_seconds`` are left to the API's fast path."""
+    page = (
+        select(OutboxEntry.id)
+        .where(
+            OutboxEntry.region == region,
+            OutboxEntry.published_at.is_(None),
+            OutboxEntry.created_at <= func.now() - timedelta(seconds=min_age_seconds),
+            (OutboxEntry.claimed_until.is_(None)) | (OutboxEntry.claimed_until < func.now()),
+        )
+        .order_by(OutboxEntry.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    rows = await session.execute(
+        update(OutboxEntry)
+        .where(OutboxEntry.id.in_(page), Delivery.id == OutboxEntry.delivery_id)
+        .values(claimed_until=func.now() + timedelta(seconds=claim_seconds))
+        .returning(
+            OutboxEntry.id,
+            OutboxEntry.delivery_id,
+            Delivery.next_attempt_at,
+            Delivery.attempt_count,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return [PendingPublication(*row) for row in rows]
+
+
+async def mark_published(session: AsyncSession, outbox_ids: Sequence[int]) -> None:
+    await session.execute(
+        update(OutboxEntry)
+        .where(OutboxEntry.id.in_(outbox_ids), OutboxEntry.published_at.is_(None))
+        .values(published_at=func.now(), claimed_until=None)
+        .execution_options(synchronize_session=False)
     )

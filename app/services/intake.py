@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from app.errors import Conflict, IdempotencyMismatch, NotFound, PayloadTooLarge,
 from app.ids import new_id
 from app.models import Delivery
 from app.repositories import deliveries, endpoints, events, idempotency_keys, outbox
+from app.repositories.outbox import PendingPublication
 from app.schemas.deliveries import DeliveryIntent, EventIntent
 
 
@@ -28,6 +29,8 @@ class Accepted:
     event_type: str
     deliveries: list[Delivery]
     replayed: bool
+    # Outbox rows written with this accept, for the API's fast-path publish after commit.
+    publications: list[PendingPublication] = field(default_factory=list)
 
 
 def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
@@ -90,7 +93,7 @@ async def _insert(
     payload: bytes,
     endpoint_ids: list[str],
     deliver_after: datetime | None,
-) -> list[Delivery]:
+) -> tuple[list[Delivery], list[PendingPublication]]:
     await events.insert_event(
         session, event_id=event_id, tenant_id=tenant_id, event_type=event_type, payload=payload
     )
@@ -103,8 +106,8 @@ async def _insert(
         targets=[(new_id("dlv"), e) for e in endpoint_ids],
         deliver_after=deliver_after,
     )
-    await outbox.insert_entries(session, [row.id for row in rows], settings.region)
-    return rows
+    publications = await outbox.insert_entries(session, rows, settings.region)
+    return rows, publications
 
 
 async def accept_delivery(
@@ -136,7 +139,7 @@ async def accept_delivery(
         raise NotFound(f"endpoint {intent.endpoint_id} not found")
     if not endpoint.enabled:
         raise Conflict(f"endpoint {endpoint.id} is disabled ({endpoint.disabled_reason})")
-    rows = await _insert(
+    rows, publications = await _insert(
         session,
         settings,
         tenant_id=tenant_id,
@@ -146,7 +149,7 @@ async def accept_delivery(
         endpoint_ids=[endpoint.id],
         deliver_after=intent.deliver_after,
     )
-    return Accepted(event_id, intent.event_type, rows, False)
+    return Accepted(event_id, intent.event_type, rows, False, publications)
 
 
 async def accept_event(
@@ -175,7 +178,7 @@ async def accept_event(
             True,
         )
     endpoint_ids = await endpoints.subscribed_to(session, tenant_id, intent.event_type)
-    rows = await _insert(
+    rows, publications = await _insert(
         session,
         settings,
         tenant_id=tenant_id,
@@ -185,4 +188,4 @@ async def accept_event(
         endpoint_ids=endpoint_ids,
         deliver_after=intent.deliver_after,
     )
-    return Accepted(event_id, intent.event_type, rows, False)
+    return Accepted(event_id, intent.event_type, rows, False, publications)

@@ -1,0 +1,105 @@
+"""Pure decisions about one attempt: its outcome class, the next attempt time, Retry-After.
+
+No I/O here, so every rule is tested exhaustively and cheaply.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from app.states import DeliveryState, Outcome
+
+RETRYABLE_STATUSES = frozenset({408, 425, 429})
+# Only these answers carry a Retry-After that Herald honours (RFC 9110 §10.2.3).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+GONE = 410
+JITTER = 0.2
+
+
+def classify_status(status: int) -> Outcome:
+    if 200 <= status < 300:
+        return Outcome.SUCCESS
+    if status in RETRYABLE_STATUSES or 500 <= status < 600:
+        return Outcome.RETRYABLE
+    # 1xx never reaches here; 3xx is not followed (a redirect could point anywhere); other 4xx
+    # say that repeating the same request will not help.
+    return Outcome.PERMANENT
+
+
+def parse_retry_after(value: str | None, now: datetime, maximum: float) -> float | None:
+    """Seconds to wait from ``now``: delta-seconds or an HTTP-date, clamped to ``maximum``.
+
+    Garbage, negative values and dates in the past mean "no hint" (None).
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        seconds = float(int(value))
+    else:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - now).total_seconds()
+        if seconds <= 0:
+            return None
+    if not math.isfinite(seconds):
+        return None
+    return min(seconds, maximum)
+
+
+def backoff_seconds(
+    attempt_number: int, schedule: Sequence[float], rng: random.Random | None = None
+) -> float:
+    """Delay after the ``attempt_number``-th failed attempt (1-based): the schedule's entry,
+    the last one repeated beyond its end, with ±20% jitter so that a destination's failed
+    backlog does not come back as a thundering herd."""
+    base = schedule[min(attempt_number, len(schedule)) - 1]
+    return base * (rng or random).uniform(1 - JITTER, 1 + JITTER)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """What a finished attempt does to its delivery."""
+
+    state: DeliveryState
+    delay_seconds: float | None  # for a retry: seconds from now until the next attempt
+    dead_reason: str | None
+    disable_endpoint: bool
+
+
+def decide(
+    *,
+    outcome: Outcome,
+    status_code: int | None,
+    attempts_used: int,
+    max_attempts: int,
+    schedule: Sequence[float],
+    retry_after: float | None,
+    error: str | None = None,
+) -> Transition:
+    if outcome is Outcome.SUCCESS:
+        return Transition(DeliveryState.SUCCEEDED, None, None, disable_endpoint=False)
+    if outcome is Outcome.BLOCKED:
+        reason = f"destination_blocked: {error}" if error else "destination_blocked"
+        return Transition(DeliveryState.DEAD, None, reason, disable_endpoint=False)
+    if outcome is Outcome.PERMANENT:
+        gone = status_code == GONE
+        reason = f"permanent_failure: HTTP {status_code}" if status_code else "permanent_failure"
+        return Transition(DeliveryState.DEAD, None, reason, disable_endpoint=gone)
+    if attempts_used >= max_attempts:
+        return Transition(
+            DeliveryState.DEAD, None, f"max_attempts_exhausted ({max_attempts})", False
+        )
+    delay = backoff_seconds(attempts_used, schedule)
+    if retry_after is not None:
+        delay = max(delay, retry_after)  # never sooner than the receiver asked
+    return Transition(DeliveryState.PENDING, delay, None, disable_endpoint=False)

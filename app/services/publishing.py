@@ -1,0 +1,100 @@
+"""Outbox -> queue: publish jobs for committed outbox rows, then mark them published.
+
+The order is the invariant: Redis accepts the jobs first, the rows are marked after, in a short
+transaction of its own (never one held across the publish). A crash in between publishes again
+later; the duplicate job finds its delivery leased or finished and does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app import queue
+from app.faults import crash_point
+from app.repositories import deliveries, outbox
+from app.repositories.outbox import PendingPublication
+
+log = logging.getLogger("herald.publish")
+
+
+async def publish_and_mark(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    redis: ArqRedis,
+    region: str,
+    publications: Sequence[PendingPublication],
+    *,
+    fault: str | None = None,
+) -> None:
+    jobs = [
+        queue.QueuedJob(queue.outbox_job_id(p.delivery_id, p.outbox_id), p.delivery_id, p.run_at)
+        for p in publications
+    ]
+    await queue.publish(redis, region, jobs)
+    crash_point("relay.after_enqueue_before_mark", fault)
+    async with sessionmaker() as session, session.begin():
+        await outbox.mark_published(session, [p.outbox_id for p in publications])
+        await deliveries.mark_enqueued(
+            session, [(p.delivery_id, p.attempt_count) for p in publications]
+        )
+
+
+class FastPublisher:
+    """The API's fast path: publish right after commit, in the background, batching whatever
+    accumulated meanwhile. Best effort by design -- anything it fails to publish (Redis down,
+    process killed) is still an unpublished outbox row, which the relay picks up."""
+
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        redis: ArqRedis,
+        region: str,
+        *,
+        max_batch: int = 500,
+        max_backlog: int = 50_000,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._redis = redis
+        self._region = region
+        self._max_batch = max_batch
+        self._backlog: asyncio.Queue[PendingPublication] = asyncio.Queue(max_backlog)
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, publications: Sequence[PendingPublication]) -> None:
+        for publication in publications:
+            try:
+                self._backlog.put_nowait(publication)
+            except asyncio.QueueFull:
+                return  # the relay will publish it; memory stays bounded
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="herald-fast-publisher")
+
+    async def stop(self, drain_seconds: float = 5.0) -> None:
+        if self._task is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._backlog.join(), drain_seconds)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._backlog.get()]
+            while len(batch) < self._max_batch and not self._backlog.empty():
+                batch.append(self._backlog.get_nowait())
+            try:
+                await publish_and_mark(self._sessionmaker, self._redis, self._region, batch)
+            except Exception as exc:
+                log.warning(
+                    "publish.fast_path_failed count=%d error=%s", len(batch), type(exc).__name__
+                )
+            finally:
+                for _ in batch:
+                    self._backlog.task_done()

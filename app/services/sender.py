@@ -1,0 +1,180 @@
+"""One HTTP attempt with aiohttp: SSRF-vetted connection, bounded in time and in bytes read.
+
+aiohttp, not httpx: measured 25x faster at 200 requests in flight (design.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+from yarl import URL
+
+from app.errors import DestinationRefused
+from app.services.destinations import IPNetwork, refusal_reason
+from app.services.outcomes import classify_status
+from app.states import Outcome
+
+MAX_RESPONSE_BYTES = 64 * 1024
+STORED_RESPONSE_BYTES = 4 * 1024
+
+
+class DestinationBlocked(Exception):
+    """Raised from the resolver, deliberately not an OSError, so aiohttp does not wrap it into
+    an ordinary connection error: a refusal is its own outcome (``blocked``)."""
+
+
+class VettingResolver(AbstractResolver):
+    """Resolves, then returns addresses only if every one is allowed. aiohttp connects to what
+    this returns, so the address checked is the address used: no second lookup, no rebinding."""
+
+    def __init__(self, allowlist: Sequence[IPNetwork]) -> None:
+        self._inner = DefaultResolver()
+        self._allowlist = tuple(allowlist)
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        for result in results:
+            reason = refusal_reason(ipaddress.ip_address(result["host"]), self._allowlist)
+            if reason is not None:
+                raise DestinationBlocked(f"{host} resolves to a refused address: {reason}")
+        return results
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def _vet_literal(host: str, allowlist: Sequence[IPNetwork]) -> None:
+    """aiohttp skips the resolver for IP-literal hosts (verified), so check those here."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return
+    reason = refusal_reason(address, allowlist)
+    if reason is not None:
+        raise DestinationBlocked(reason)
+
+
+@dataclass
+class AttemptResult:
+    started_at: datetime
+    duration_ms: int
+    outcome: Outcome
+    status_code: int | None = None
+    error: str | None = None
+    response_body: str | None = None
+    retry_after_header: str | None = None
+    headers_sent: bool = field(default=False, repr=False)
+
+
+def _stored_body(raw: bytes) -> str:
+    # PostgreSQL text cannot hold NUL; 4 KiB is enough to explain a failure.
+    return raw[:STORED_RESPONSE_BYTES].decode("utf-8", errors="replace").replace("\x00", "")
+
+
+async def _on_headers_sent(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
+) -> None:
+    context.trace_request_ctx["sent"] = True
+
+
+def build_http_session(
+    allowlist: Sequence[IPNetwork], max_connections: int
+) -> aiohttp.ClientSession:
+    """One pooled session per worker process."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_on_headers_sent)
+    connector = aiohttp.TCPConnector(
+        resolver=VettingResolver(allowlist),
+        limit=max_connections,
+        limit_per_host=0,
+        ttl_dns_cache=10,
+        enable_cleanup_closed=True,
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        trace_configs=[trace],
+        trust_env=False,  # no proxy from the environment: it would bypass the SSRF guard
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    chunks: list[bytes] = []
+    remaining = MAX_RESPONSE_BYTES
+    while remaining > 0:
+        chunk = await response.content.read(remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+async def send(
+    http: aiohttp.ClientSession,
+    *,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: float,
+    allowlist: Sequence[IPNetwork],
+) -> AttemptResult:
+    """POST once. Never raises for anything the destination does; the result says what
+    happened and whether the request had been sent when it went wrong."""
+    started_at = datetime.now(UTC)
+    clock = time.monotonic()
+    progress: dict[str, bool] = {"sent": False}
+
+    def finish(outcome: Outcome, **fields: Any) -> AttemptResult:
+        duration_ms = int((time.monotonic() - clock) * 1000)
+        return AttemptResult(
+            started_at, duration_ms, outcome, headers_sent=progress["sent"], **fields
+        )
+
+    try:
+        _vet_literal(URL(url).host or "", allowlist)
+        # One deadline for the whole attempt: connect, send, and reading even a slow trickle.
+        async with (
+            asyncio.timeout(timeout),
+            http.post(
+                url,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                trace_request_ctx=progress,
+            ) as response,
+        ):
+            raw = await _read_capped(response)
+            return finish(
+                classify_status(response.status),
+                status_code=response.status,
+                response_body=_stored_body(raw),
+                retry_after_header=response.headers.get("Retry-After"),
+            )
+    except (DestinationBlocked, DestinationRefused) as exc:
+        return finish(Outcome.BLOCKED, error=str(exc))
+    except TimeoutError:
+        if progress["sent"]:
+            return finish(Outcome.UNKNOWN, error=f"timed out after {timeout:g} s, after sending")
+        return finish(Outcome.RETRYABLE, error=f"timed out after {timeout:g} s while connecting")
+    except aiohttp.InvalidURL as exc:
+        return finish(Outcome.PERMANENT, error=f"invalid URL: {exc}")
+    except (aiohttp.ClientError, OSError) as exc:
+        kind = type(exc).__name__
+        if progress["sent"]:
+            return finish(Outcome.UNKNOWN, error=f"connection lost after sending: {kind}: {exc}")
+        return finish(Outcome.RETRYABLE, error=f"{kind}: {exc}")

@@ -1,0 +1,23 @@
+"""The arq job: a thin shell around the dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from app.services.dispatch import Dispatcher
+
+log = logging.getLogger("herald.worker")
+
+
+async def deliver(ctx: dict[str, Any], delivery_id: str) -> None:
+    """Never ends in arq's failure states (design.md, invariant 8): the delivery row owns the
+    retry clock, and anything left half-done is visible there to the reconciler."""
+    dispatcher: Dispatcher = ctx["dispatcher"]
+    try:
+        await dispatcher.deliver(delivery_id)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("delivery.job_failed delivery_id=%s", delivery_id)

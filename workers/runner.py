@@ -1,0 +1,132 @@
+"""`herald worker`: the arq worker and the outbox relay in one process, supervised.
+
+arq's worker exits on any Redis connection error, so this wraps it: on loss it waits for Redis
+with capped backoff (one log line per outage, not one per try) and starts a fresh worker. On
+SIGTERM or SIGINT it stops taking jobs, lets in-flight attempts finish within the grace period,
+and gives back the leases of any it had to cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+from arq.connections import ArqRedis
+from arq.worker import Worker, func
+
+from app import queue
+from app.config import Settings
+from app.db import create_engine, create_sessionmaker
+from app.services.dispatch import Dispatcher
+from app.services.sender import build_http_session
+from workers.deliver import deliver
+from workers.relay import run_relay
+
+log = logging.getLogger("herald.worker")
+
+POLL_DELAY_SECONDS = 0.05
+HEALTH_CHECK_SECONDS = 30
+MAX_RECONNECT_DELAY_SECONDS = 10.0
+
+
+def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Worker:
+    # The job timeout sits above the request timeout, so arq never kills a live attempt.
+    job_timeout = settings.request_timeout_seconds + 20
+    return Worker(
+        functions=[func(deliver, name=queue.DELIVER_FUNCTION, keep_result=0, timeout=job_timeout)],
+        queue_name=queue.queue_name(settings.region),
+        redis_pool=redis,
+        handle_signals=False,  # shutdown is ours: finish in-flight attempts, release leases
+        max_jobs=settings.worker_concurrency,
+        job_timeout=job_timeout,
+        keep_result=0,  # arq refuses a job id while its result key exists
+        poll_delay=POLL_DELAY_SECONDS,
+        queue_read_limit=max(settings.worker_concurrency * 2, 100),
+        health_check_interval=HEALTH_CHECK_SECONDS,
+        job_serializer=queue.job_serializer,
+        job_deserializer=queue.job_deserializer,
+        ctx=ctx,
+        log_results=False,
+    )
+
+
+async def _drain(worker: Worker, grace: float) -> None:
+    """Stop taking jobs; give in-flight ones ``grace`` seconds, then cancel the rest (each
+    cancelled attempt releases its lease)."""
+    worker.allow_pick_jobs = False
+    running = [task for task in worker.tasks.values() if not task.done()]
+    if running:
+        log.info("worker.draining in_flight=%d grace_seconds=%g", len(running), grace)
+        _, pending = await asyncio.wait(running, timeout=grace)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+    if worker.main_task is not None:
+        worker.main_task.cancel()
+        await asyncio.gather(worker.main_task, return_exceptions=True)
+
+
+async def _wait_for_redis(redis: ArqRedis, stop: asyncio.Event) -> None:
+    delay = 0.25
+    while not stop.is_set():
+        try:
+            await redis.ping()
+            return
+        except Exception:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(MAX_RECONNECT_DELAY_SECONDS, delay * 2)
+
+
+async def supervise(
+    settings: Settings, redis: ArqRedis, ctx: dict[str, Any], stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        worker = build_worker(settings, redis, ctx)
+        run = asyncio.create_task(worker.async_run(), name="arq-worker")
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            await _drain(worker, settings.shutdown_grace)
+            await asyncio.gather(run, return_exceptions=True)
+            return
+        stopping.cancel()
+        error = run.exception() if not run.cancelled() else None
+        log.warning("worker.redis_lost error=%s; reconnecting", type(error).__name__)
+        # Attempts already running keep going (their results go to PostgreSQL); only arq's
+        # bookkeeping for them is lost with Redis.
+        leftovers = [t for t in worker.tasks.values() if not t.done()]
+        await _wait_for_redis(redis, stop)
+        await asyncio.gather(*leftovers, return_exceptions=True)
+        if not stop.is_set():
+            log.info("worker.redis_reconnected")
+
+
+async def run_worker(settings: Settings) -> None:
+    if settings.database_url is None or settings.redis_url is None:
+        raise ValueError("the worker needs HERALD_DATABASE_URL and HERALD_REDIS_URL")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
+    sessionmaker = create_sessionmaker(engine)
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    http = build_http_session(settings.destination_allowlist, settings.worker_concurrency)
+    dispatcher = Dispatcher(settings=settings, sessionmaker=sessionmaker, http=http, redis=redis)
+    relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
+    log.info(
+        "worker.started region=%s concurrency=%d", settings.region, settings.worker_concurrency
+    )
+    try:
+        await supervise(settings, redis, {"dispatcher": dispatcher}, stop)
+    finally:
+        stop.set()
+        await asyncio.gather(relay, return_exceptions=True)
+        await http.close()
+        await redis.aclose()
+        await engine.dispose()
+        log.info("worker.stopped")
