@@ -16,6 +16,7 @@ import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
+from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -110,9 +111,15 @@ async def engine(stack: Stack) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture(autouse=True)
-async def _empty_tables(engine: AsyncEngine) -> None:
+async def _clean_slate(engine: AsyncEngine, stack: Stack) -> None:
+    """Every test starts with empty tables and an empty queue (no stale jobs from others)."""
     async with engine.begin() as connection:
         await connection.execute(text(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE"))
+    redis = Redis.from_url(stack.redis_url)
+    try:
+        await redis.flushdb()
+    finally:
+        await redis.aclose()
 
 
 @pytest.fixture

@@ -291,6 +291,7 @@ async def redrive(session: AsyncSession, tenant_id: str, delivery_id: str) -> De
                 updated_at=func.now(),
             )
             .returning(Delivery)
-            .execution_options(synchronize_session=False)
+            # The caller loaded this row a moment ago: refresh it from what the UPDATE returned.
+            .execution_options(synchronize_session=False, populate_existing=True)
         )
     ).scalar_one_or_none()

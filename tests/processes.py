@@ -1,0 +1,98 @@
+"""Real Herald processes for tests: `herald worker` / `herald api` as subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support import ADMIN_KEY, LOOPBACK_ALLOWLIST, Stack
+
+# Short clocks so failure paths play out in seconds.
+FAST_WORKER_ENV = {
+    "HERALD_RETRY_SCHEDULE": "0.3,0.3,0.3,0.3",
+    "HERALD_REQUEST_TIMEOUT_SECONDS": "1.5",
+    "HERALD_LEASE_SECONDS": "4",
+    "HERALD_WORKER_CONCURRENCY": "20",
+    "HERALD_RELAY_INTERVAL_SECONDS": "0.2",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def herald_env(stack: Stack, **overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
+    env.update(
+        HERALD_DATABASE_URL=stack.database_url,
+        HERALD_REDIS_URL=stack.redis_url,
+        HERALD_ADMIN_API_KEY=ADMIN_KEY,
+        HERALD_DESTINATION_ALLOWLIST=LOOPBACK_ALLOWLIST,
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class HeraldProcess:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for_log(self, needle: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.output():
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"process exited ({self.process.returncode}):\n{self.output()}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} not logged within {timeout} s:\n{self.output()}")
+            time.sleep(0.05)
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def start(command: str, env: Mapping[str, str], log: Path) -> HeraldProcess:
+    handle = log.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", command],
+        env=dict(env),
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        cwd=Path(__file__).parent.parent,
+    )
+    handle.close()
+    return HeraldProcess(process, log)
+
+
+@contextmanager
+def running_worker(stack: Stack, log: Path, **overrides: str) -> Iterator[HeraldProcess]:
+    worker = start("worker", herald_env(stack, **{**FAST_WORKER_ENV, **overrides}), log)
+    try:
+        worker.wait_for_log("worker.started")
+        yield worker
+    finally:
+        worker.stop()

@@ -1,0 +1,190 @@
+"""The dispatcher in-process against real PostgreSQL, Redis and receivers: fencing and SSRF."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app import queue
+from app.config import Settings
+from app.db import create_sessionmaker
+from app.repositories import deliveries
+from app.services.dispatch import Dispatcher
+from app.services.sender import build_http_session
+from app.states import DeliveryState
+from tests.processes import running_worker
+from tests.receiver import Receiver, Reply, running_receiver
+from tests.support import Stack, count_rows, fast_path_settled, new_endpoint
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with running_receiver() as running:
+        yield running
+
+
+@asynccontextmanager
+async def dispatcher(
+    settings: Settings, engine: AsyncEngine, **overrides: Any
+) -> AsyncIterator[Dispatcher]:
+    configured = settings.model_copy(update=overrides)
+    http = build_http_session(configured.destination_allowlist, 10)
+    assert configured.redis_url is not None
+    redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
+    try:
+        yield Dispatcher(configured, create_sessionmaker(engine), http, redis)
+    finally:
+        await http.close()
+        await redis.aclose()
+
+
+async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str) -> str:
+    response = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint_id, "event_type": "a.b", "payload": {"k": "v"}},
+        headers=tenant,
+    )
+    assert response.status_code == 202
+    delivery_id: str = response.json()["id"]
+    return delivery_id
+
+
+async def state_of(engine: AsyncEngine, delivery_id: str) -> dict[str, Any]:
+    async with engine.connect() as connection:
+        row = (
+            (
+                await connection.execute(
+                    text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
+                )
+            )
+            .mappings()
+            .one()
+        )
+    return dict(row)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_send_time_guard_blocks_without_connecting(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+    host: str,
+) -> None:
+    # Saved while loopback was allowed; the worker's allowlist is empty (the default).
+    endpoint = await new_endpoint(client, tenant, url=f"http://{host}:{receiver.port}/guarded")
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    async with dispatcher(settings, engine, destination_allowlist=()) as worker:
+        await worker.deliver(delivery_id)
+
+    row = await state_of(engine, delivery_id)
+    assert row["state"] == "dead" and row["last_outcome"] == "blocked"
+    assert row["dead_reason"].startswith("destination_blocked")
+    assert receiver.requests == []
+    assert await count_rows(engine, "attempts", "outcome = 'blocked'") == 1
+
+
+async def test_stale_lease_holder_cannot_write(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    settings: Settings,
+) -> None:
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    sessionmaker = create_sessionmaker(engine)
+    stale, current = uuid.uuid4(), uuid.uuid4()
+    async with sessionmaker() as session, session.begin():
+        first = await deliveries.claim(
+            session, delivery_id, region=settings.region, token=stale, lease_seconds=0.2
+        )
+    assert first is not None
+    async with sessionmaker() as session, session.begin():
+        blocked = await deliveries.claim(
+            session, delivery_id, region=settings.region, token=current, lease_seconds=30
+        )
+    assert blocked is None  # the first lease is still live
+    await asyncio.sleep(0.3)
+    async with sessionmaker() as session, session.begin():
+        takeover = await deliveries.claim(
+            session, delivery_id, region=settings.region, token=current, lease_seconds=30
+        )
+    assert takeover is not None and takeover.attempt_number == 2
+
+    async with sessionmaker() as session, session.begin():
+        late = await deliveries.record_transition(
+            session, delivery_id, token=stale, state=DeliveryState.SUCCEEDED,
+            delay_seconds=None, outcome="success", status_code=200, error=None, dead_reason=None,
+        )  # fmt: skip
+    assert late is False
+    assert (await state_of(engine, delivery_id))["state"] == "leased"
+    async with sessionmaker() as session, session.begin():
+        owner = await deliveries.record_transition(
+            session, delivery_id, token=current, state=DeliveryState.SUCCEEDED,
+            delay_seconds=None, outcome="success", status_code=200, error=None, dead_reason=None,
+        )  # fmt: skip
+    assert owner is True
+    assert (await state_of(engine, delivery_id))["state"] == "succeeded"
+
+
+async def test_concurrent_runs_of_one_delivery_send_once(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    receiver.script("/once", Reply(200, delay=0.5))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/once"))
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    async with dispatcher(settings, engine) as worker:
+        await asyncio.gather(*(worker.deliver(delivery_id) for _ in range(10)))
+
+    assert len(receiver.on("/once")) == 1
+    assert (await state_of(engine, delivery_id))["state"] == "succeeded"
+    assert await count_rows(engine, "attempts") == 1
+
+
+async def test_the_same_job_in_two_worker_processes_sends_once(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Any,
+    settings: Settings,
+) -> None:
+    receiver.script("/twice-queued", Reply(200, delay=1.0))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/twice-queued"))
+    with running_worker(stack, tmp_path / "a.log"), running_worker(stack, tmp_path / "b.log"):
+        delivery_id = await accept(client, tenant, endpoint["id"])
+        # A duplicate publication, as a relay crash after enqueue would cause.
+        assert settings.redis_url is not None
+        redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+        try:
+            await queue.publish(
+                redis,
+                settings.region,
+                [queue.QueuedJob(f"{delivery_id}:dup{i}", delivery_id, None) for i in range(4)],
+            )
+        finally:
+            await redis.aclose()
+        await receiver.wait_for("/twice-queued", 1)
+        deadline = asyncio.get_running_loop().time() + 15
+        while (await state_of(engine, delivery_id))["state"] != "succeeded":
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # room for a duplicate to arrive if fencing were broken
+
+    assert len(receiver.on("/twice-queued")) == 1
+    assert await count_rows(engine, "attempts") == 1

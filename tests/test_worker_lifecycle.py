@@ -1,0 +1,146 @@
+"""The worker process under stress: Redis restarting under it, SIGTERM mid-attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.embedded import EmbeddedRedis
+from app.main import create_app
+from tests.processes import running_worker
+from tests.receiver import Receiver, Reply, running_receiver
+from tests.support import Stack, client_for, new_endpoint, new_tenant
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with running_receiver() as running:
+        yield running
+
+
+async def wait_state(
+    engine: AsyncEngine, delivery_id: str, state: str, timeout: float = 20.0
+) -> dict[str, Any]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        async with engine.connect() as connection:
+            row = (
+                (
+                    await connection.execute(
+                        text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
+                    )
+                )
+                .mappings()
+                .one()
+            )
+        if row["state"] == state:
+            return dict(row)
+        assert asyncio.get_running_loop().time() < deadline, dict(row)
+        await asyncio.sleep(0.05)
+
+
+async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str) -> str:
+    response = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint_id, "event_type": "a.b", "payload": {}},
+        headers=tenant,
+    )
+    assert response.status_code == 202
+    delivery_id: str = response.json()["id"]
+    return delivery_id
+
+
+async def test_worker_survives_a_redis_restart_and_delivery_resumes(
+    stack: Stack, settings: Settings, engine: AsyncEngine, receiver: Receiver, tmp_path: Path
+) -> None:
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis_url = redis.start()
+    try:
+        own_stack = Stack(stack.database_url, redis_url, stack.workdir)
+        app = create_app(settings.model_copy(update={"redis_url": redis_url}))
+        async with (
+            app.router.lifespan_context(app),
+            client_for(app) as client,
+        ):
+            with running_worker(own_stack, tmp_path / "worker.log") as worker:
+                tenant = await new_tenant(client, "restart")
+                endpoint = await new_endpoint(client, tenant, url=receiver.url("/r"))
+                before = await accept(client, tenant, endpoint["id"])
+                await wait_state(engine, before, "succeeded")
+
+                redis.stop()
+                await asyncio.to_thread(worker.wait_for_log, "worker.redis_lost")
+                # Accepting goes on without Redis: the outbox row is the record.
+                during = await accept(client, tenant, endpoint["id"])
+                await asyncio.sleep(2)
+                assert worker.process.poll() is None, worker.output()
+
+                assert redis.start() == redis_url
+                await asyncio.to_thread(worker.wait_for_log, "worker.redis_reconnected")
+                after = await accept(client, tenant, endpoint["id"])
+                await wait_state(engine, during, "succeeded")
+                await wait_state(engine, after, "succeeded")
+                log = worker.output()
+            assert worker.process.returncode == 0, log
+    finally:
+        redis.stop()
+    assert {r.headers["webhook-id"] for r in receiver.on("/r")} == {before, during, after}
+    # One line per outage, not a crash loop of reconnect attempts.
+    assert log.count("worker.redis_lost") == 1
+    assert "Traceback" not in log
+
+
+async def test_sigterm_lets_the_in_flight_attempt_finish(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    stack: Stack,
+    engine: AsyncEngine,
+    receiver: Receiver,
+    tmp_path: Path,
+) -> None:
+    receiver.script("/slow", Reply(200, delay=1.0))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/slow"))
+    with running_worker(stack, tmp_path / "worker.log") as worker:
+        delivery_id = await accept(client, tenant, endpoint["id"])
+        await receiver.wait_for("/slow", 1)
+        code = await asyncio.to_thread(worker.stop, signal.SIGTERM)
+    assert code == 0, worker.output()
+    assert "worker.draining in_flight=1" in worker.output()
+    row = await wait_state(engine, delivery_id, "succeeded", timeout=1)
+    assert row["lease_token"] is None
+
+
+async def test_sigterm_past_the_grace_period_releases_the_lease(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    stack: Stack,
+    engine: AsyncEngine,
+    receiver: Receiver,
+    tmp_path: Path,
+) -> None:
+    receiver.script("/stuck", Reply(200, delay=8.0))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/stuck"))
+    slow_attempts = {
+        "HERALD_REQUEST_TIMEOUT_SECONDS": "10",
+        "HERALD_LEASE_SECONDS": "30",
+        "HERALD_WORKER_SHUTDOWN_GRACE_SECONDS": "0.5",
+    }
+    with running_worker(stack, tmp_path / "worker.log", **slow_attempts) as worker:
+        delivery_id = await accept(client, tenant, endpoint["id"])
+        await receiver.wait_for("/stuck", 1)
+        await wait_state(engine, delivery_id, "leased")
+        code = await asyncio.to_thread(worker.stop, signal.SIGTERM)
+    assert code == 0, worker.output()
+    row = await wait_state(engine, delivery_id, "pending", timeout=1)
+    # Nothing stays leased by a worker that is gone; the unfinished claim is not counted.
+    assert row["lease_token"] is None and row["lease_until"] is None
+    assert row["attempt_count"] == 0
