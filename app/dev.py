@@ -143,7 +143,9 @@ def _banner(
 def run_dev(settings: Settings) -> int:
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    # SIGINT too: a shell may start a background `herald dev &` with SIGINT ignored.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
     children: list[subprocess.Popen[bytes]] = []
     with ExitStack() as cleanup:
         cleanup.enter_context(_lock_data_dir(data_dir))
@@ -152,7 +154,11 @@ def run_dev(settings: Settings) -> int:
             if database_url is None:
                 postgres = EmbeddedPostgres(data_dir / "postgres")
                 cleanup.callback(postgres.stop)
-                database_url = postgres.start()
+                try:
+                    database_url = postgres.start()
+                except Exception as exc:
+                    log = data_dir / "postgres" / "log"
+                    raise DevError(f"embedded PostgreSQL did not start ({exc}); see {log}") from exc
             redis_url = settings.redis_url
             if redis_url is None:
                 redis = EmbeddedRedis(data_dir / "redis")

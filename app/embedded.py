@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +23,8 @@ from pathlib import Path
 import psutil
 
 DATABASE_NAME = "herald"
+# Written once the cluster has started and has its database: proof that initdb completed.
+_READY_MARKER = "herald-ready"
 # sockaddr_un.sun_path is 108 bytes on Linux, including the terminating NUL.
 _MAX_SOCKET_PATH = 100
 
@@ -61,12 +64,29 @@ class EmbeddedPostgres:
     pid: int | None = field(default=None, init=False)
 
     def start(self) -> str:
+        """Start (or adopt) the server and make sure the ``herald`` database exists.
+
+        A cluster whose first start-up was interrupted (Ctrl-C during initdb) looks initialised
+        to pgserver but is not; it is rebuilt, which loses nothing since it never finished.
+        """
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._start()
+        except Exception:
+            if (self.data_dir / _READY_MARKER).exists():
+                raise
+            self._discard_unfinished_cluster()
+            return self._start()
+
+    def _start(self) -> str:
         with warnings.catch_warnings():
             # pgserver builds lock paths at import time and warns when XDG_RUNTIME_DIR is unset.
             warnings.simplefilter("ignore")
-            from pgserver.postgres_server import get_server
+            from pgserver.postgres_server import PostgresServer, get_server
 
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        # pgserver caches one handle per data dir and trusts it; a server we stopped ourselves
+        # would look alive to it. Always look afresh.
+        PostgresServer._instances.pop(self.data_dir.resolve(), None)
         server = get_server(self.data_dir.resolve(), cleanup_mode=None)
         info = server.get_postmaster_info()
         self.pid = int(info.pid)
@@ -74,8 +94,16 @@ class EmbeddedPostgres:
         exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")  # noqa: S608
         if "(1 row)" not in exists:
             server.psql(f"CREATE DATABASE {DATABASE_NAME};")
-        socket_dir = info.socket_dir
-        return f"postgresql+asyncpg://postgres@/{DATABASE_NAME}?host={socket_dir}"
+        (self.data_dir / _READY_MARKER).touch()
+        return f"postgresql+asyncpg://postgres@/{DATABASE_NAME}?host={info.socket_dir}"
+
+    def _discard_unfinished_cluster(self) -> None:
+        self.stop()
+        pid_file = self.data_dir / "postmaster.pid"
+        if pid_file.exists():
+            with contextlib.suppress(ValueError, OSError):
+                _terminate(int(pid_file.read_text().split()[0]), signal.SIGKILL, timeout=10)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def stop(self) -> None:
         if self.pid is not None:

@@ -32,8 +32,15 @@ def free_port() -> int:
         return port
 
 
+def clean_env(**values: str) -> dict[str, str]:
+    """This environment without any ``HERALD_*`` variable, plus ``values``."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("HERALD_")}
+    return {**env, **values}
+
+
 def herald_env(stack: Stack, **overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
+    """Settings for a Herald process on the test stack."""
+    env = clean_env()
     env.update(
         HERALD_DATABASE_URL=stack.database_url,
         HERALD_REDIS_URL=stack.redis_url,

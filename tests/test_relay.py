@@ -1,0 +1,105 @@
+"""The outbox relay: publishes what the fast path missed, pages concurrently without overlap."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app import queue
+from app.config import Settings
+from app.db import create_sessionmaker
+from app.main import create_app
+from tests.support import client_for, count_rows, fast_path_settled, new_endpoint, new_tenant
+from workers.relay import FAST_PATH_HEADSTART_SECONDS, relay_once
+
+
+async def _accept_without_fast_path(settings: Settings, tmp_path: Path, count: int) -> list[str]:
+    """Accept through an API whose Redis is unreachable: its fast path fails, as it would with
+    Redis down or the process killed right after commit."""
+    app = create_app(settings.model_copy(update={"redis_url": f"unix://{tmp_path}/no.sock"}))
+    async with app.router.lifespan_context(app), client_for(app) as client:
+        tenant = await new_tenant(client, "relay")
+        endpoint = await new_endpoint(client, tenant)
+        ids = []
+        for n in range(count):
+            response = await client.post(
+                "/v1/deliveries",
+                json={"endpoint_id": endpoint["id"], "event_type": "a.b", "payload": {"n": n}},
+                headers=tenant,
+            )
+            assert response.status_code == 202
+            ids.append(response.json()["id"])
+    return ids
+
+
+async def test_relay_publishes_what_the_fast_path_missed(
+    settings: Settings, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    [delivery_id] = await _accept_without_fast_path(settings, tmp_path, 1)
+    assert await count_rows(engine, "outbox", "published_at IS NULL") == 1
+    await asyncio.sleep(FAST_PATH_HEADSTART_SECONDS)
+
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        published = await relay_once(create_sessionmaker(engine), redis, settings)
+        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1)
+    finally:
+        await redis.aclose()
+
+    assert published == 1
+    assert [job.decode().split(":")[0] for job in queued] == [delivery_id]
+    assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
+    assert await count_rows(engine, "deliveries", "state = 'enqueued'") == 1
+
+
+async def test_concurrent_relays_publish_each_row_once(
+    settings: Settings, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    ids = await _accept_without_fast_path(settings, tmp_path, 60)
+    await asyncio.sleep(FAST_PATH_HEADSTART_SECONDS)
+    small_pages = settings.model_copy(update={"relay_page_size": 7})
+    sessionmaker = create_sessionmaker(engine)
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+
+    async def drain() -> int:
+        total = 0
+        while published := await relay_once(sessionmaker, redis, small_pages):
+            total += published
+        return total
+
+    try:
+        totals = await asyncio.gather(*(drain() for _ in range(4)))
+        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1)
+    finally:
+        await redis.aclose()
+
+    assert sum(totals) == len(ids)  # no row published by two relays
+    assert sorted(job.decode().split(":")[0] for job in queued) == sorted(ids)
+    assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
+
+
+async def test_fast_path_publishes_right_after_commit(
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
+) -> None:
+    endpoint = await new_endpoint(client, tenant)
+    response = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint["id"], "event_type": "a.b", "payload": {}},
+        headers=tenant,
+    )
+    delivery_id = response.json()["id"]
+    await fast_path_settled(engine)
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1)
+    finally:
+        await redis.aclose()
+    assert [job.decode().split(":")[0] for job in queued] == [delivery_id]
+    assert await count_rows(engine, "deliveries", "state = 'enqueued'") == 1
