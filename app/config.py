@@ -43,7 +43,16 @@ class Settings(BaseSettings):
     worker_shutdown_grace_seconds: float | None = Field(default=None, ge=0, le=3600)
     relay_interval_seconds: float = Field(default=0.5, gt=0, le=60)
     relay_page_size: int = Field(default=500, ge=1, le=10_000)
+    relay_claim_seconds: float = Field(default=10.0, gt=0, le=600)
     reconcile_interval_seconds: float = Field(default=60.0, ge=0)
+    reconcile_page_size: int = Field(default=500, ge=1, le=10_000)
+    # A run stops after touching this many rows; the next run carries on.
+    reconcile_max_rows: int = Field(default=200_000, ge=1)
+    # An `enqueued` delivery whose job should have run this long ago is re-published.
+    enqueued_stale_seconds: float = Field(default=300.0, gt=0)
+    # A due `pending` delivery (its retry job presumably lost) or an unpublished outbox row is
+    # picked up once it is this overdue; the normal paths get that long to handle it first.
+    reconcile_grace_seconds: float = Field(default=5.0, ge=0)
     idempotency_key_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 365)
     region: str = Field(default="local", pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     db_pool_size: int = Field(default=20, ge=1, le=500)

@@ -125,6 +125,26 @@ def _stop_children(children: list[subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
+class ReconcileTimer:
+    """`herald dev`'s stand-in for cron: POST /v1/reconcile every RECONCILE_INTERVAL_SECONDS,
+    exactly as the production crontab line does."""
+
+    def __init__(self, base_url: str, admin_key: str, settings: Settings) -> None:
+        self._url = f"{base_url}/v1/reconcile"
+        self._headers = {"Authorization": f"Bearer {admin_key}"}
+        self._interval = settings.reconcile_interval_seconds
+        self._next = time.monotonic() + self._interval
+
+    def tick(self) -> None:
+        if self._interval <= 0 or time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self._interval
+        try:
+            httpx.post(self._url, json={"trigger": "dev-timer"}, headers=self._headers, timeout=5)
+        except httpx.HTTPError as exc:
+            print(f"herald dev: reconcile trigger failed: {exc}", file=sys.stderr, flush=True)
+
+
 def _banner(
     base_url: str, credentials: DevCredentials, data_dir: Path, embedded: bool, allowlist: str
 ) -> str:
@@ -191,10 +211,12 @@ def run_dev(settings: Settings) -> int:
                 base_url, credentials, data_dir, embedded, env["HERALD_DESTINATION_ALLOWLIST"]
             )
             print(banner, flush=True)
+            timer = ReconcileTimer(base_url, credentials.admin_api_key, settings)
             while True:
                 for child in children:
                     if child.poll() is not None:
                         raise DevError(f"a Herald process exited with status {child.returncode}")
+                timer.tick()
                 time.sleep(0.5)
         except KeyboardInterrupt:
             print("\nherald dev: stopping...", file=sys.stderr, flush=True)

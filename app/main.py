@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import deliveries, endpoints, events, health, tenants
+from app.api import deliveries, endpoints, events, health, reconcile, tenants
 from app.api.deps import Resources
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
@@ -91,7 +91,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for module in (tenants, endpoints, deliveries, events, health):
+    for module in (tenants, endpoints, deliveries, events, reconcile, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=2 * settings.max_payload_bytes + _BODY_SLACK_BYTES)
     return app

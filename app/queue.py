@@ -13,13 +13,14 @@ from datetime import datetime
 from functools import partial
 
 import msgpack
-from arq.connections import ArqRedis, RedisSettings
+from arq.connections import ArqRedis
 from arq.constants import expires_extra_ms, job_key_prefix
 from arq.jobs import serialize_job
 from arq.utils import timestamp_ms, to_unix_ms
 from redis.asyncio import ConnectionPool
 
 DELIVER_FUNCTION = "deliver"
+RECONCILE_FUNCTION = "reconcile"
 
 # Never pickle: anyone who can write to Redis could otherwise run code in a worker.
 job_serializer = partial(msgpack.packb, use_bin_type=True)
@@ -47,8 +48,10 @@ def retry_job_id(delivery_id: str, attempt_number: int) -> str:
     return f"{delivery_id}:r{attempt_number}"
 
 
-def redis_settings(url: str) -> RedisSettings:
-    return RedisSettings.from_dsn(url)
+async def enqueue_reconcile(redis: ArqRedis, region: str, run_id: str) -> None:
+    await redis.enqueue_job(
+        RECONCILE_FUNCTION, run_id, _job_id=f"reconcile:{run_id}", _queue_name=queue_name(region)
+    )
 
 
 def create_queue_redis(url: str, *, region: str) -> ArqRedis:

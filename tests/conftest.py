@@ -25,7 +25,8 @@ from app.db import create_engine
 from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade_to_head
-from tests.support import Stack, client_for, make_settings, new_endpoint, new_tenant
+from tests.recovery import install_state_log
+from tests.support import Stack, client_for, make_settings, new_endpoint, new_tenant, plain_dsn
 
 TABLES = (
     "attempts, outbox, deliveries, events, idempotency_keys, endpoints, api_keys, tenants, "
@@ -33,13 +34,9 @@ TABLES = (
 )
 
 
-def _plain_dsn(url: str) -> str:
-    return to_asyncpg_url(url).replace("postgresql+asyncpg://", "postgresql://", 1)
-
-
 async def _speed_up_throwaway_cluster(database_url: str) -> None:
     # A test cluster is thrown away: durability settings only cost time here.
-    connection = await asyncpg.connect(_plain_dsn(database_url))
+    connection = await asyncpg.connect(plain_dsn(database_url))
     try:
         for setting in ("fsync", "synchronous_commit", "full_page_writes"):
             await connection.execute(f"ALTER SYSTEM SET {setting} = off")
@@ -53,7 +50,7 @@ async def _scratch_database(server_url: str, create: bool) -> str:
     name = f"herald_test_{os.getpid()}"
     head, _, query = to_asyncpg_url(server_url).partition("?")
     base = head.rsplit("/", 1)[0]
-    connection = await asyncpg.connect(_plain_dsn(server_url))
+    connection = await asyncpg.connect(plain_dsn(server_url))
     try:
         await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if create:
@@ -82,6 +79,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             cleanup.callback(redis.stop)
             redis_url = redis.start()
         upgrade_to_head(database_url)
+        asyncio.run(install_state_log(database_url))
         yield Stack(database_url=database_url, redis_url=redis_url, workdir=workdir)
 
 
@@ -114,7 +112,9 @@ async def engine(stack: Stack) -> AsyncIterator[AsyncEngine]:
 async def _clean_slate(engine: AsyncEngine, stack: Stack) -> None:
     """Every test starts with empty tables and an empty queue (no stale jobs from others)."""
     async with engine.begin() as connection:
-        await connection.execute(text(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE"))
+        await connection.execute(
+            text(f"TRUNCATE {TABLES}, test_state_log RESTART IDENTITY CASCADE")
+        )
     redis = Redis.from_url(stack.redis_url)
     try:
         await redis.flushdb()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -12,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 from tests.support import ADMIN_KEY, LOOPBACK_ALLOWLIST, Stack
 
@@ -83,7 +86,7 @@ class HeraldProcess:
 
 
 def start(command: str, env: Mapping[str, str], log: Path) -> HeraldProcess:
-    handle = log.open("wb")
+    handle = log.open("ab")
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", command],
         env=dict(env),
@@ -103,3 +106,33 @@ def running_worker(stack: Stack, log: Path, **overrides: str) -> Iterator[Herald
         yield worker
     finally:
         worker.stop()
+
+
+@dataclass
+class ApiProcess(HeraldProcess):
+    base_url: str
+
+
+def start_api(stack: Stack, logs: Path, **extra: str) -> ApiProcess:
+    port = free_port()
+    started = start(
+        "api", herald_env(stack, HERALD_PORT=str(port), **extra), logs / f"api-{port}.log"
+    )
+    return ApiProcess(started.process, started.log, base_url=f"http://127.0.0.1:{port}")
+
+
+async def wait_healthy(api: ApiProcess, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(base_url=api.base_url, timeout=1) as http:
+        while time.monotonic() < deadline:
+            if api.process.poll() is not None:
+                raise AssertionError(
+                    f"herald api exited ({api.process.returncode})\n{api.output()}"
+                )
+            try:
+                if (await http.get("/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"herald api not healthy within {timeout} s\n{api.output()}")

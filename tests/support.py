@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.config import Settings, to_asyncpg_url
 
 ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -24,6 +24,11 @@ class Stack:
     database_url: str
     redis_url: str
     workdir: Path
+
+
+def plain_dsn(url: str) -> str:
+    """The URL as asyncpg itself (not SQLAlchemy) wants it."""
+    return to_asyncpg_url(url).replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
 def make_settings(stack: Stack, **overrides: Any) -> Settings:

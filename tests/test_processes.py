@@ -27,7 +27,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.faults import FAULT_EXIT_CODE
-from tests.processes import clean_env, free_port, herald_env, start
+from tests.processes import clean_env, free_port, herald_env, start_api, wait_healthy
 from tests.support import ADMIN, Stack, count_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -311,38 +311,6 @@ def test_dev_starts_over_the_servers_a_killed_supervisor_left_and_then_stops_the
 
 
 # --- herald api with a fault injected ---------------------------------------------------------
-
-
-@dataclass
-class ApiRun:
-    process: subprocess.Popen[bytes]
-    base_url: str
-    log: Path
-
-    def output(self) -> str:
-        return tail(self.log)
-
-
-def start_api(stack: Stack, logs: Path, **extra: str) -> ApiRun:
-    port = free_port()
-    env = herald_env(stack, HERALD_PORT=str(port), **extra)
-    started = start("api", env, logs / f"api-{port}.log")
-    return ApiRun(process=started.process, base_url=f"http://127.0.0.1:{port}", log=started.log)
-
-
-async def wait_healthy(api: ApiRun) -> None:
-    deadline = time.monotonic() + 60
-    async with httpx.AsyncClient(base_url=api.base_url, timeout=1) as http:
-        while time.monotonic() < deadline:
-            if api.process.poll() is not None:
-                pytest.fail(f"herald api exited ({api.process.returncode})\n{api.output()}")
-            try:
-                if (await http.get("/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-    pytest.fail(f"herald api not healthy within 60 s\n{api.output()}")
 
 
 def wait_exit(process: subprocess.Popen[bytes], timeout: float) -> int | None:

@@ -20,7 +20,6 @@ log = logging.getLogger("herald.relay")
 
 # Younger rows are the API fast path's to publish; the relay is the safety net behind it.
 FAST_PATH_HEADSTART_SECONDS = 0.3
-CLAIM_SECONDS = 10.0
 
 
 async def relay_once(
@@ -33,7 +32,7 @@ async def relay_once(
             region=settings.region,
             limit=settings.relay_page_size,
             min_age_seconds=FAST_PATH_HEADSTART_SECONDS,
-            claim_seconds=CLAIM_SECONDS,
+            claim_seconds=settings.relay_claim_seconds,
         )
     if page:
         await publish_and_mark(sessionmaker, redis, settings.region, page, fault=settings.fault)

@@ -23,6 +23,7 @@ from app.db import create_engine, create_sessionmaker
 from app.services.dispatch import Dispatcher
 from app.services.sender import build_http_session
 from workers.deliver import deliver
+from workers.reconcile import reconcile
 from workers.relay import run_relay
 
 log = logging.getLogger("herald.worker")
@@ -36,7 +37,11 @@ def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Wo
     # The job timeout sits above the request timeout, so arq never kills a live attempt.
     job_timeout = settings.request_timeout_seconds + 20
     return Worker(
-        functions=[func(deliver, name=queue.DELIVER_FUNCTION, keep_result=0, timeout=job_timeout)],
+        functions=[
+            func(deliver, name=queue.DELIVER_FUNCTION, keep_result=0, timeout=job_timeout),
+            # Bounded by its row budget, not by time; arq's timeout is only a backstop.
+            func(reconcile, name=queue.RECONCILE_FUNCTION, keep_result=0, timeout=600, max_tries=1),
+        ],
         queue_name=queue.queue_name(settings.region),
         redis_pool=redis,
         handle_signals=False,  # shutdown is ours: finish in-flight attempts, release leases
@@ -122,7 +127,13 @@ async def run_worker(settings: Settings) -> None:
         "worker.started region=%s concurrency=%d", settings.region, settings.worker_concurrency
     )
     try:
-        await supervise(settings, redis, {"dispatcher": dispatcher}, stop)
+        ctx = {
+            "dispatcher": dispatcher,
+            "settings": settings,
+            "sessionmaker": sessionmaker,
+            "redis_queue": redis,
+        }
+        await supervise(settings, redis, ctx, stop)
     finally:
         stop.set()
         await asyncio.gather(relay, return_exceptions=True)

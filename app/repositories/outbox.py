@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -21,8 +22,26 @@ class PendingPublication:
     attempt_count: int
 
 
+class Publishable(Protocol):
+    """What publishing needs to know of a delivery (a Delivery row, or a reconciler's page)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def next_attempt_at(self) -> datetime: ...
+    @property
+    def attempt_count(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class DeliveryRef:
+    id: str
+    next_attempt_at: datetime
+    attempt_count: int
+
+
 async def insert_entries(
-    session: AsyncSession, deliveries: Sequence[Delivery], region: str
+    session: AsyncSession, deliveries: Sequence[Publishable], region: str
 ) -> list[PendingPublication]:
     """Record the intent to publish, in the caller's transaction. A delivery that already has an
     unpublished entry keeps that one (the partial unique index makes this idempotent)."""

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Body, Response
+
+from app import queue
+from app.api.deps import AdminDep, ResourcesDep, SessionDep
+from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.errors import (
+    BadRequest,
+    Forbidden,
+    NotFound,
+    ServiceUnavailable,
+    Unauthorized,
+    problem_responses,
+)
+from app.repositories import reconcile_runs
+from app.schemas.common import Page
+from app.schemas.reconcile import ReconcileAccepted, ReconcileRequest, ReconcileRunOut
+
+router = APIRouter(prefix="/v1/reconcile", tags=["reconcile"])
+_AUTH = (Unauthorized, Forbidden)
+QUEUE_RETRY_AFTER_SECONDS = 10
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=ReconcileAccepted,
+    responses=problem_responses(*_AUTH, ServiceUnavailable),
+    summary="Start a reconcile run (admin; for cron). Returns at once.",
+)
+async def start_reconcile(
+    _admin: AdminDep,
+    session: SessionDep,
+    resources: ResourcesDep,
+    response: Response,
+    body: ReconcileRequest | None = Body(default=None),  # noqa: B008
+) -> ReconcileAccepted:
+    settings = resources.settings
+    trigger = body.trigger if body else "api"
+    async with session.begin():
+        run = await reconcile_runs.insert_run(session, region=settings.region, trigger=trigger)
+    try:
+        await queue.enqueue_reconcile(resources.redis, settings.region, run.id)
+    except Exception as exc:
+        async with session.begin():
+            await reconcile_runs.mark_finished(
+                session, run.id, status="failed", counts={},
+                error=f"queue unavailable: {type(exc).__name__}",
+            )  # fmt: skip
+        raise ServiceUnavailable(
+            "the queue (Redis) is unreachable; the run was recorded as failed",
+            headers={"Retry-After": str(QUEUE_RETRY_AFTER_SECONDS)},
+        ) from None
+    response.headers["Location"] = f"/v1/reconcile/runs/{run.id}"
+    return ReconcileAccepted(run_id=run.id, status=run.status)
+
+
+@router.get(
+    "/runs",
+    response_model=Page[ReconcileRunOut],
+    responses=problem_responses(*_AUTH, BadRequest),
+    summary="Reconcile runs, newest first (admin)",
+)
+async def list_runs(
+    _admin: AdminDep, session: SessionDep, limit: Limit = 20, cursor: Cursor = None
+) -> Page[ReconcileRunOut]:
+    async with session.begin():
+        rows = await reconcile_runs.list_page(
+            session, limit=limit + 1, before_id=decode_id_cursor(cursor)
+        )
+    return page_of(rows, limit, ReconcileRunOut.model_validate, lambda item: item.run_id)
+
+
+@router.get(
+    "/runs/{run_id}",
+    response_model=ReconcileRunOut,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="One reconcile run: status, counts per category, error (admin)",
+)
+async def get_run(run_id: str, _admin: AdminDep, session: SessionDep) -> ReconcileRunOut:
+    async with session.begin():
+        run = await reconcile_runs.get(session, run_id)
+    if run is None:
+        raise NotFound(f"reconcile run {run_id} not found")
+    return ReconcileRunOut.model_validate(run)

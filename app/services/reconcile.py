@@ -1,0 +1,161 @@
+"""The reconciler: brings back everything that fell through, from PostgreSQL alone.
+
+Redis is a pressure buffer that may lose everything; every delivery that is not terminal stays
+findable by one of these scans. Each page is its own short transaction; publishing happens after
+it commits, never inside it. Any number of runs, relays and workers may overlap: pages are taken
+with SKIP LOCKED, and a duplicate job finds its delivery leased or finished and does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.repositories import outbox, reconcile_runs, reconcile_scans
+from app.repositories.outbox import DeliveryRef, PendingPublication
+from app.services.publishing import publish_and_mark
+
+log = logging.getLogger("herald.reconcile")
+
+CATEGORIES = ("lease_expirations", "stale_enqueued", "due_pending", "unpublished_outbox")
+# A scan takes one page of at most ``limit`` rows: (rows examined, rows published).
+Scan = Callable[[int], Awaitable[tuple[int, int]]]
+Take = Callable[[AsyncSession], Awaitable[list[DeliveryRef]]]
+
+
+@dataclass
+class Reconciler:
+    settings: Settings
+    sessionmaker: async_sessionmaker[AsyncSession]
+    redis: ArqRedis
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0))
+
+    @property
+    def _budget(self) -> int:
+        return self.settings.reconcile_max_rows - sum(self.counts.values())
+
+    @property
+    def _page_size(self) -> int:
+        return max(0, min(self.settings.reconcile_page_size, self._budget))
+
+    async def run(self, run_id: str) -> dict[str, int]:
+        """Work through every category in pages until nothing is left or the budget is spent."""
+        scans: list[tuple[str, Scan]] = [
+            ("lease_expirations", self._expired_leases),
+            ("stale_enqueued", self._stale_enqueued),
+            ("due_pending", self._due_pending()),
+            ("unpublished_outbox", self._unpublished_outbox),
+        ]
+        for category, scan in scans:
+            while (limit := self._page_size) > 0:
+                examined, published = await scan(limit)
+                self.counts[category] += published
+                await self._record_progress(run_id)
+                log.info(
+                    "reconcile.page run_id=%s category=%s rows=%d", run_id, category, published
+                )
+                if examined < limit:
+                    break
+        return self.counts
+
+    async def _republish(self, take: Take) -> tuple[int, int]:
+        """Take a page and write its outbox rows in one transaction, then publish them."""
+        async with self.sessionmaker() as session, session.begin():
+            taken = await take(session)
+            publications = await outbox.insert_entries(session, taken, self.settings.region)
+        await self._publish(publications)
+        return len(taken), len(publications)
+
+    async def _publish(self, publications: list[PendingPublication]) -> None:
+        if publications:
+            await publish_and_mark(
+                self.sessionmaker, self.redis, self.settings.region, publications
+            )
+
+    async def _expired_leases(self, limit: int) -> tuple[int, int]:
+        region = self.settings.region
+        return await self._republish(
+            lambda session: reconcile_scans.expire_leases(session, region=region, limit=limit)
+        )
+
+    async def _stale_enqueued(self, limit: int) -> tuple[int, int]:
+        region, stale = self.settings.region, self.settings.enqueued_stale_seconds
+        return await self._republish(
+            lambda session: reconcile_scans.restamp_stale_enqueued(
+                session, region=region, limit=limit, stale_seconds=stale
+            )
+        )
+
+    def _due_pending(self) -> Scan:
+        # Due rows whose outbox row is already waiting stay pending (the outbox scan publishes
+        # them), so this scan pages by a keyset cursor, not by rows leaving the candidate set.
+        last: list[DeliveryRef] = []
+
+        async def scan(limit: int) -> tuple[int, int]:
+            after = (last[0].next_attempt_at, last[0].id) if last else None
+
+            async def take(session: AsyncSession) -> list[DeliveryRef]:
+                page = await reconcile_scans.due_pending(
+                    session,
+                    region=self.settings.region,
+                    limit=limit,
+                    grace_seconds=self.settings.reconcile_grace_seconds,
+                    after=after,
+                )
+                last[:] = page[-1:]
+                return page
+
+            return await self._republish(take)
+
+        return scan
+
+    async def _unpublished_outbox(self, limit: int) -> tuple[int, int]:
+        async with self.sessionmaker() as session, session.begin():
+            publications = await outbox.claim_unpublished(
+                session,
+                region=self.settings.region,
+                limit=limit,
+                min_age_seconds=self.settings.reconcile_grace_seconds,
+                claim_seconds=self.settings.relay_claim_seconds,
+            )
+        await self._publish(publications)
+        return len(publications), len(publications)
+
+    async def _record_progress(self, run_id: str) -> None:
+        async with self.sessionmaker() as session, session.begin():
+            await reconcile_runs.update_run(session, run_id, counts=dict(self.counts))
+
+
+async def run_reconcile(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    redis: ArqRedis,
+    run_id: str,
+) -> None:
+    """The job: mark the run running, reconcile, record the outcome (never raises)."""
+    async with sessionmaker() as session, session.begin():
+        await reconcile_runs.update_run(session, run_id, status="running")
+    reconciler = Reconciler(settings, sessionmaker, redis)
+    try:
+        counts = await reconciler.run(run_id)
+    except Exception as exc:
+        log.warning("reconcile.failed run_id=%s error=%s", run_id, type(exc).__name__)
+        async with sessionmaker() as session, session.begin():
+            await reconcile_runs.mark_finished(
+                session,
+                run_id,
+                status="failed",
+                counts=reconciler.counts,
+                error=f"{type(exc).__name__}: {exc}"[:1000],
+            )
+        return
+    async with sessionmaker() as session, session.begin():
+        await reconcile_runs.mark_finished(
+            session, run_id, status="succeeded", counts=counts, error=None
+        )
+    log.info("reconcile.finished run_id=%s counts=%s", run_id, counts)

@@ -1,0 +1,210 @@
+"""Losing Redis, restarting PostgreSQL, pausing a worker past its lease: nothing is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.db import create_engine
+from app.embedded import EmbeddedPostgres, EmbeddedRedis
+from app.main import create_app
+from app.migrate import upgrade_to_head
+from tests.processes import running_worker, start_api, wait_healthy
+from tests.receiver import Receiver, Reply, running_receiver
+from tests.recovery import (
+    assert_recovered,
+    install_state_log,
+    reconcile_until_succeeded,
+    states,
+)
+from tests.support import ADMIN, Stack, client_for, new_endpoint, new_tenant
+
+RECOVERY_ENV = {
+    "HERALD_LEASE_SECONDS": "3",
+    "HERALD_ENQUEUED_STALE_SECONDS": "2",
+    "HERALD_RECONCILE_GRACE_SECONDS": "0.5",
+    "HERALD_RELAY_CLAIM_SECONDS": "2",
+}
+PATH = "/recover"
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with running_receiver() as running:
+        yield running
+
+
+async def accept(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, n: int
+) -> httpx.Response:
+    return await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint_id, "event_type": "recover", "payload": {"n": n}},
+        headers=tenant,
+    )
+
+
+async def test_redis_flushed_with_workers_stopped_loses_nothing(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
+    responses = [await accept(client, tenant, endpoint["id"], n) for n in range(500)]
+    assert {r.status_code for r in responses} == {202}
+    ids = [r.json()["id"] for r in responses]
+    redis = Redis.from_url(stack.redis_url)
+    try:
+        await redis.flushall()  # every job and every trace of them, gone
+    finally:
+        await redis.aclose()
+    await asyncio.sleep(2.5)  # older than ENQUEUED_STALE_SECONDS
+
+    with running_worker(stack, tmp_path / "worker.log", **RECOVERY_ENV):
+        await reconcile_until_succeeded(client, engine, ids, timeout=120)
+    await assert_recovered(engine, receiver, PATH, ids, crashes=0)
+
+
+async def test_redis_restarted_empty_mid_load_loses_nothing(
+    settings: Settings,
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis_url = redis.start()
+    own = Stack(stack.database_url, redis_url, stack.workdir)
+    app = create_app(settings.model_copy(update={"redis_url": redis_url}))
+    try:
+        async with app.router.lifespan_context(app), client_for(app) as client:
+            tenant = await new_tenant(client, "redis-restart")
+            endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
+            with running_worker(own, tmp_path / "worker.log", **RECOVERY_ENV):
+                ids = []
+                for n in range(150):
+                    if n == 50:
+                        await asyncio.to_thread(redis.stop)
+                        # Restart without its snapshot: everything queued is lost.
+                        (tmp_path / "redis" / "dump.rdb").unlink(missing_ok=True)
+                    if n == 100:
+                        await asyncio.to_thread(redis.start)
+                    response = await accept(client, tenant, endpoint["id"], n)
+                    assert response.status_code == 202  # accepting never needs Redis
+                    ids.append(response.json()["id"])
+                    await asyncio.sleep(0.01)
+                await reconcile_until_succeeded(client, engine, ids, timeout=90)
+    finally:
+        redis.stop()
+    await assert_recovered(engine, receiver, PATH, ids, crashes=1)
+
+
+async def test_postgres_restarted_mid_load_answers_503_then_recovers(
+    receiver: Receiver, stack: Stack, tmp_path: Path
+) -> None:
+    postgres = EmbeddedPostgres(tmp_path / "pg")
+    database_url = await asyncio.to_thread(postgres.start)
+    await asyncio.to_thread(upgrade_to_head, database_url)
+    await install_state_log(database_url)
+    own = Stack(database_url, stack.redis_url, stack.workdir)
+    engine = create_engine(database_url, pool_size=2)
+    api = start_api(own, tmp_path)
+    try:
+        await wait_healthy(api)
+        with running_worker(own, tmp_path / "worker.log", **RECOVERY_ENV):
+            async with httpx.AsyncClient(base_url=api.base_url, timeout=30) as http:
+                created = await http.post("/v1/tenants", json={"name": "pg"}, headers=ADMIN)
+                tenant = {"Authorization": f"Bearer {created.json()['api_key']}"}
+                endpoint = await new_endpoint(http, tenant, url=receiver.url(PATH))
+                accepted: list[str] = []
+                unavailable: list[httpx.Response] = []
+                for n in range(90):
+                    # Off the event loop: the receiver lives on it and must keep answering.
+                    if n == 30:
+                        await asyncio.to_thread(postgres.stop)
+                    if n == 60:
+                        assert await asyncio.to_thread(postgres.start) == database_url
+                    response = await accept(http, tenant, endpoint["id"], n)
+                    if response.status_code == 202:
+                        accepted.append(response.json()["id"])
+                    else:
+                        unavailable.append(response)
+                    await asyncio.sleep(0.02)
+                # Recovered without restarting the API: new work is accepted again.
+                after = await accept(http, tenant, endpoint["id"], 999)
+                assert after.status_code == 202, after.text
+                accepted.append(after.json()["id"])
+                await reconcile_until_succeeded(http, engine, accepted, timeout=90)
+        assert api.process.poll() is None, api.output()
+    finally:
+        api.stop()
+        await engine.dispose()
+        await asyncio.to_thread(postgres.stop)
+    assert len(unavailable) >= 25  # the outage was real and seen
+    for response in unavailable:
+        assert response.status_code == 503
+        assert response.headers["content-type"] == "application/problem+json"
+        assert int(response.headers["retry-after"]) > 0
+    assert len(accepted) >= 60
+    # A worker may have sent and then failed to record while PostgreSQL was down: one resend.
+    seen = {r.headers["webhook-id"] for r in receiver.on(PATH)}
+    assert seen == set(accepted)
+
+
+async def test_worker_paused_past_its_lease_cannot_record_its_late_result(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    receiver.script(PATH, Reply(200, delay=0.5))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
+    with running_worker(stack, tmp_path / "paused.log", **RECOVERY_ENV) as paused:
+        [delivery_id] = [(await accept(client, tenant, endpoint["id"], 0)).json()["id"]]
+        await receiver.wait_for(PATH, 1)
+        os.kill(paused.process.pid, signal.SIGSTOP)
+        try:
+            await asyncio.sleep(4)  # past the 3 s lease
+            with running_worker(stack, tmp_path / "rescuer.log", **RECOVERY_ENV):
+                await reconcile_until_succeeded(client, engine, [delivery_id])
+        finally:
+            os.kill(paused.process.pid, signal.SIGCONT)
+        await asyncio.to_thread(paused.wait_for_log, "delivery.lease_lost")
+
+    assert (await states(engine, [delivery_id])) == {delivery_id: "succeeded"}
+    async with engine.connect() as connection:
+        into_terminal = (
+            await connection.execute(
+                text(
+                    "SELECT count(*) FROM test_state_log WHERE delivery_id = :d"
+                    " AND new_state IN ('succeeded', 'dead')"
+                ),
+                {"d": delivery_id},
+            )
+        ).scalar_one()
+        attempts = (
+            await connection.execute(
+                text("SELECT count(*) FROM attempts WHERE delivery_id = :d"), {"d": delivery_id}
+            )
+        ).scalar_one()
+    assert into_terminal == 1
+    assert attempts == 1  # the rescuer's; the paused worker's late write was refused
+    requests = receiver.on(PATH)
+    assert len(requests) == 2
+    assert {r.headers["Idempotency-Key"] for r in requests} == {delivery_id}
