@@ -34,6 +34,8 @@ def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
         # A restarted PostgreSQL invalidates the pool on the first disconnect error; the request
         # that saw it answers 503 and the next one reconnects. No pre-ping round trip per checkout.
         pool_recycle=1800,
+        # Statement parameters hold payloads and signing secrets: keep them out of errors/logs.
+        hide_parameters=True,
         connect_args={"command_timeout": 30, "server_settings": {"application_name": "herald"}},
     )
 

@@ -17,7 +17,8 @@ _last_ms = 0
 _last_random = 0
 
 PREFIXES = ("ten", "key", "ep", "evt", "dlv", "run")
-ID_PATTERN = re.compile(r"^(?:" + "|".join(PREFIXES) + r")_[0-9A-HJKMNP-TV-Z]{26}$")
+ID_REGEX = r"^(?:" + "|".join(PREFIXES) + r")_[0-9A-HJKMNP-TV-Z]{26}$"
+ID_PATTERN = re.compile(ID_REGEX)
 
 
 def _encode(value: int, length: int) -> str:
@@ -42,6 +43,12 @@ def new_id(prefix: str) -> str:
             _last_random = int.from_bytes(os.urandom(10), "big")
         body = (now_ms << 80) | _last_random
     return f"{prefix}_{_encode(body, 26)}"
+
+
+def is_id(value: str) -> bool:
+    """Whether ``value`` could be a Herald id at all; anything else is looked up as nothing
+    (and never reaches SQL, where a NUL byte would be an error rather than "not found")."""
+    return ID_PATTERN.match(value) is not None
 
 
 def looks_like(prefix: str, value: str) -> bool:

@@ -23,7 +23,13 @@ _BODY_SLACK_BYTES = 64 * 1024
 
 
 class BodyLimit:
-    """Refuse oversized request bodies with 413 before they are buffered and parsed."""
+    """Refuse oversized request bodies with 413 before they are parsed.
+
+    A declared Content-Length is checked up front (the server enforces it). A chunked body has
+    no length, so it is read here, counting, and handed on only if it fits: the app would
+    buffer it whole anyway, and this way an oversized one is answered 413 rather than
+    surfacing as a body-parsing error.
+    """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -33,33 +39,49 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                # This runs outside the exception handlers, so it answers by itself.
-                response = problem_response(
-                    Request(scope),
-                    status=PayloadTooLarge.status,
-                    title=PayloadTooLarge.title,
-                    slug=PayloadTooLarge.slug,
-                    detail=f"request body exceeds {self.max_bytes} bytes",
-                )
-                await response(scope, receive, send)
-                return
-        seen = 0
-
-        # Chunked bodies carry no length: count as they arrive. Raised here, the error surfaces
-        # where the route reads the body, inside the exception handlers.
-
-        async def limited_receive() -> Message:
-            nonlocal seen
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes")
-            return message
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
 
-        await self.app(scope, limited_receive, send)
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem_response(
+            Request(scope),
+            status=PayloadTooLarge.status,
+            title=PayloadTooLarge.title,
+            slug=PayloadTooLarge.slug,
+            detail=f"request body exceeds {self.max_bytes} bytes",
+        )
+        await response(scope, receive, send)
 
 
 def create_app(settings: Settings) -> FastAPI:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 
 import msgpack
@@ -65,6 +65,10 @@ def create_queue_redis(url: str, *, region: str) -> ArqRedis:
         job_deserializer=job_deserializer,
         default_queue_name=queue_name(region),
     )
+
+
+def seconds_from_now(seconds: float) -> datetime:
+    return datetime.fromtimestamp(datetime.now(UTC).timestamp() + seconds, UTC)
 
 
 @dataclass(frozen=True)

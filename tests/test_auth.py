@@ -31,7 +31,12 @@ TENANT_ROUTES = [
     ("POST", "/v1/deliveries/dlv_x/redrive"),
     ("POST", "/v1/events"),
 ]
-ADMIN_ROUTES = [("POST", "/v1/tenants")]
+ADMIN_ROUTES = [
+    ("POST", "/v1/tenants"),
+    ("POST", "/v1/reconcile"),
+    ("GET", "/v1/reconcile/runs"),
+    ("GET", "/v1/reconcile/runs/run_x"),
+]
 
 
 def test_every_v1_route_is_covered_here() -> None:
@@ -43,7 +48,12 @@ def test_every_v1_route_is_covered_here() -> None:
         for method in operations
     }
     normalised = {
-        (m, p.replace("{endpoint_id}", "ep_x").replace("{delivery_id}", "dlv_x"))
+        (
+            m,
+            p.replace("{endpoint_id}", "ep_x")
+            .replace("{delivery_id}", "dlv_x")
+            .replace("{run_id}", "run_x"),
+        )
         for m, p in documented
     }
     assert normalised == set(TENANT_ROUTES) | set(ADMIN_ROUTES)
@@ -63,10 +73,11 @@ async def test_missing_or_unknown_key_is_401(
     assert response.headers["www-authenticate"] == "Bearer"
 
 
+@pytest.mark.parametrize(("method", "path"), ADMIN_ROUTES)
 async def test_tenant_key_on_admin_route_is_403(
-    client: httpx.AsyncClient, tenant: dict[str, str]
+    client: httpx.AsyncClient, tenant: dict[str, str], method: str, path: str
 ) -> None:
-    response = await client.post("/v1/tenants", json={"name": "sneaky"}, headers=tenant)
+    response = await client.request(method, path, json={"name": "sneaky"}, headers=tenant)
     assert response.status_code == 403
     assert response.headers["content-type"] == PROBLEM
 

@@ -8,12 +8,14 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook
 
 from app import __version__
 from tests.processes import HeraldProcess, running_worker
 from tests.receiver import Receiver, Reply, running_receiver
-from tests.support import Stack, new_endpoint
+from tests.support import ADMIN, Stack, new_endpoint
 
 TERMINAL = ("succeeded", "dead")
 
@@ -192,16 +194,18 @@ async def test_receiver_that_never_answers_is_unknown_then_retried_with_the_same
 async def test_slow_trickle_is_bounded_by_the_attempt_timeout(
     client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
 ) -> None:
-    # Headers at once, then one byte every 0.2 s for 40 s: a per-read timeout never fires.
-    receiver.script("/trickle", Reply(200, body=b"x" * 200, trickle=0.2))
+    # Status at once, then one body byte every 0.2 s for 40 s: a per-read timeout never fires.
+    receiver.script("/trickle", Reply(503, body=b"x" * 200, trickle=0.2))
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/trickle"))
     delivery_id = await deliver(client, tenant, endpoint["id"])
 
     final = await settled(client, tenant, delivery_id)
     log = await attempt_log(client, tenant, delivery_id)
 
-    assert log[0]["outcome"] == "unknown"
+    # Cut off at the 1.5 s attempt timeout; the status it had already answered decides.
     assert 1400 <= log[0]["duration_ms"] < 5000
+    assert log[0]["status_code"] == 503 and log[0]["outcome"] == "retryable"
+    assert "reading the response" in log[0]["error"]
     assert final["state"] == "succeeded" and len(log) == 2
 
 
@@ -281,3 +285,36 @@ async def test_redrive_of_a_live_delivery_is_409(
     response = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
     assert response.status_code == 409
     assert response.headers["content-type"] == "application/problem+json"
+
+
+@pytest.mark.usefixtures("worker")
+async def test_a_reconcile_run_is_carried_out_by_a_worker(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    async with engine.begin() as connection:
+        # A run whose worker died an hour ago, still saying "running".
+        await connection.execute(
+            text(
+                "INSERT INTO reconcile_runs (id, region, trigger, status, started_at)"
+                " VALUES ('run_01J00000000000000000000000', 'local', 'cron', 'running',"
+                " now() - interval '2 hours')"
+            )
+        )
+    started = await client.post("/v1/reconcile", json={"trigger": "cron"}, headers=ADMIN)
+    location = started.headers["location"]
+    deadline = asyncio.get_running_loop().time() + 20
+    while (run := (await client.get(location, headers=ADMIN)).json())["status"] in (
+        "queued",
+        "running",
+    ):
+        assert asyncio.get_running_loop().time() < deadline, run
+        await asyncio.sleep(0.05)
+    assert run["status"] == "succeeded" and run["trigger"] == "cron"
+    assert set(run["counts"]) == {
+        "lease_expirations",
+        "stale_enqueued",
+        "due_pending",
+        "unpublished_outbox",
+    }
+    abandoned = await client.get("/v1/reconcile/runs/run_01J00000000000000000000000", headers=ADMIN)
+    assert abandoned.json()["status"] == "failed" and "abandoned" in abandoned.json()["error"]

@@ -67,6 +67,13 @@ def test_status_classes(status: int, outcome: Outcome) -> None:
         ("1.5", None),
         ("Sun, 29 Nov 2026 11:00:00 GMT", None),  # in the past
         ("Mon, 99 Foo 2026 99:99:99 GMT", None),
+        # Hostile headers must not crash the attempt's record.
+        ("1" + "0" * 400, 86400.0),
+        ("9" * 5000, 86400.0),
+        ("\u00b2", None),  # superscript two: isdigit() but not a number
+        ("\u0663", None),  # Arabic-Indic three
+        ("Sun, 29 Nov 99999 12:00:30 GMT", None),
+        ("Sun, 29 Nov 2026 12:00:30 +9999", None),
     ],
 )
 def test_retry_after(header: str | None, expected: float | None) -> None:

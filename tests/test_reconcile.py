@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -246,7 +247,7 @@ async def test_a_deferred_delivery_is_not_stale_before_its_time(
             "endpoint_id": endpoint["id"],
             "event_type": "a.b",
             "payload": {},
-            "deliver_after": "2099-01-01T00:00:00Z",
+            "deliver_after": (datetime.now(UTC) + timedelta(days=300)).isoformat(),
         },
         headers=tenant,
     )

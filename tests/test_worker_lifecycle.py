@@ -119,7 +119,7 @@ async def test_sigterm_lets_the_in_flight_attempt_finish(
     assert row["lease_token"] is None
 
 
-async def test_sigterm_past_the_grace_period_releases_the_lease(
+async def test_sigterm_past_the_grace_period_records_the_attempt_it_cut_short(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     stack: Stack,
@@ -140,7 +140,25 @@ async def test_sigterm_past_the_grace_period_releases_the_lease(
         await wait_state(engine, delivery_id, "leased")
         code = await asyncio.to_thread(worker.stop, signal.SIGTERM)
     assert code == 0, worker.output()
-    row = await wait_state(engine, delivery_id, "pending", timeout=1)
-    # Nothing stays leased by a worker that is gone; the unfinished claim is not counted.
+    async with engine.connect() as connection:
+        row = (
+            (
+                await connection.execute(
+                    text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
+                )
+            )
+            .mappings()
+            .one()
+        )
+        attempt = (
+            await connection.execute(
+                text("SELECT outcome, error FROM attempts WHERE delivery_id = :d"),
+                {"d": delivery_id},
+            )
+        ).one()
+    # Nothing stays leased by a worker that is gone, and the request it had already sent is on
+    # record as `unknown` (to be retried with the same key), not silently forgotten.
+    assert row["state"] in ("pending", "enqueued")
     assert row["lease_token"] is None and row["lease_until"] is None
-    assert row["attempt_count"] == 0
+    assert row["attempt_count"] == 1
+    assert attempt.outcome == "unknown" and "shut down" in attempt.error

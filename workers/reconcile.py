@@ -1,11 +1,21 @@
-"""The arq job behind `POST /v1/reconcile`: a thin shell around the reconciler."""
+"""The arq job behind `POST /v1/reconcile`: starts the run and returns at once."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from app.services.reconcile import run_reconcile
 
 
 async def reconcile(ctx: dict[str, Any], run_id: str) -> None:
-    await run_reconcile(ctx["settings"], ctx["sessionmaker"], ctx["redis_queue"], run_id)
+    """The run goes on in the background. arq has one in-progress timeout for all functions
+    (the longest function timeout + 10 s), and it decides how soon a dead worker's delivery jobs
+    can run again; a run bounded by rows rather than seconds must not stretch it."""
+    background: set[asyncio.Task[None]] = ctx["background"]
+    task = asyncio.create_task(
+        run_reconcile(ctx["settings"], ctx["sessionmaker"], ctx["redis_queue"], run_id),
+        name=f"reconcile-{run_id}",
+    )
+    background.add(task)
+    task.add_done_callback(background.discard)

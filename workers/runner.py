@@ -39,8 +39,8 @@ def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Wo
     return Worker(
         functions=[
             func(deliver, name=queue.DELIVER_FUNCTION, keep_result=0, timeout=job_timeout),
-            # Bounded by its row budget, not by time; arq's timeout is only a backstop.
-            func(reconcile, name=queue.RECONCILE_FUNCTION, keep_result=0, timeout=600, max_tries=1),
+            # Never retried by arq: cron triggers the next run anyway.
+            func(reconcile, name=queue.RECONCILE_FUNCTION, keep_result=0, max_tries=1),
         ],
         queue_name=queue.queue_name(settings.region),
         redis_pool=redis,
@@ -110,6 +110,17 @@ async def supervise(
             log.info("worker.redis_reconnected")
 
 
+async def _finish_background(tasks: set[asyncio.Task[None]], grace: float) -> None:
+    """Reconcile runs get the same grace as attempts; a run cut short records itself failed."""
+    running = list(tasks)
+    if not running:
+        return
+    _, pending = await asyncio.wait(running, timeout=grace)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+
+
 async def run_worker(settings: Settings) -> None:
     if settings.database_url is None or settings.redis_url is None:
         raise ValueError("the worker needs HERALD_DATABASE_URL and HERALD_REDIS_URL")
@@ -123,20 +134,23 @@ async def run_worker(settings: Settings) -> None:
     http = build_http_session(settings.destination_allowlist, settings.worker_concurrency)
     dispatcher = Dispatcher(settings=settings, sessionmaker=sessionmaker, http=http, redis=redis)
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
+    background: set[asyncio.Task[None]] = set()  # reconcile runs
+    ctx = {
+        "dispatcher": dispatcher,
+        "settings": settings,
+        "sessionmaker": sessionmaker,
+        "redis_queue": redis,
+        "background": background,
+    }
     log.info(
         "worker.started region=%s concurrency=%d", settings.region, settings.worker_concurrency
     )
     try:
-        ctx = {
-            "dispatcher": dispatcher,
-            "settings": settings,
-            "sessionmaker": sessionmaker,
-            "redis_queue": redis,
-        }
         await supervise(settings, redis, ctx, stop)
     finally:
         stop.set()
         await asyncio.gather(relay, return_exceptions=True)
+        await _finish_background(background, settings.shutdown_grace)
         await http.close()
         await redis.aclose()
         await engine.dispose()

@@ -23,6 +23,7 @@ from app.errors import (
     problem_responses,
 )
 from app.faults import crash_point
+from app.ids import ID_REGEX
 from app.models import Delivery
 from app.repositories import attempts, deliveries
 from app.schemas.common import EVENT_TYPE_PATTERN, Page
@@ -82,7 +83,7 @@ async def list_deliveries(
     tenant_id: TenantDep,
     session: SessionDep,
     state: DeliveryState | None = None,
-    endpoint_id: Annotated[str | None, Query(max_length=64)] = None,
+    endpoint_id: Annotated[str | None, Query(pattern=ID_REGEX)] = None,
     event_type: Annotated[str | None, Query(pattern=EVENT_TYPE_PATTERN)] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
@@ -134,10 +135,9 @@ async def redrive_delivery(
     publisher: PublisherDep,
 ) -> DeliveryOut:
     async with session.begin():
-        delivery, publications = await redrive.redrive_one(
-            session, tenant_id, delivery_id, settings.region
-        )
-    publisher.submit(publications)
+        delivery, publications = await redrive.redrive_one(session, tenant_id, delivery_id)
+    if delivery.region == settings.region:
+        publisher.submit(publications)  # another region's relay publishes its own
     return DeliveryOut.model_validate(delivery)
 
 

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Integer, Text, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import Integer, Text, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.ids import is_id
 from app.models import Delivery, Endpoint, Event
 from app.states import DeliveryState
 
@@ -49,6 +50,8 @@ async def insert_pending(
 async def get_for_tenant(
     session: AsyncSession, tenant_id: str, delivery_id: str
 ) -> Delivery | None:
+    if not is_id(delivery_id):
+        return None
     return (
         await session.execute(
             select(Delivery).where(Delivery.id == delivery_id, Delivery.tenant_id == tenant_id)
@@ -88,9 +91,10 @@ async def list_page(
     return list((await session.execute(query.order_by(Delivery.id.desc()).limit(limit))).scalars())
 
 
+_WAITING = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
 _CLAIMABLE = or_(
     and_(
-        Delivery.state.in_((DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)),
+        Delivery.state.in_(_WAITING),
         Delivery.next_attempt_at <= func.now(),
     ),
     # A lease that ran out belongs to a worker that died or stalled: take it over.
@@ -202,6 +206,8 @@ async def record_transition(
             Delivery.id == delivery_id,
             Delivery.lease_token == token,
             Delivery.state == DeliveryState.LEASED.value,
+            # Fencing (design.md, invariant 4): an expired lease writes nothing, taken over or not.
+            Delivery.lease_until > func.now(),
         )
         .values(**values)
         .returning(Delivery.id)
@@ -210,14 +216,29 @@ async def record_transition(
     return result.first() is not None
 
 
-async def seconds_until_due(session: AsyncSession, delivery_id: str, region: str) -> float | None:
-    """For a waiting (pending/enqueued) delivery, seconds until it is due by the database
-    clock; None for any other state."""
-    waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
+# A lease this close to its end is taken as its holder being dead (a rerun of its job).
+_NEARLY_EXPIRED = timedelta(seconds=2)
+
+
+async def seconds_until_claimable(
+    session: AsyncSession, delivery_id: str, region: str
+) -> float | None:
+    """Seconds until a claim could succeed, by the database clock: until it is due (pending,
+    enqueued), or until a lease that is about to run out does. None for anything else."""
+    remaining = case(
+        (Delivery.state.in_(_WAITING), Delivery.next_attempt_at - func.now()),
+        (
+            and_(
+                Delivery.state == DeliveryState.LEASED.value,
+                Delivery.lease_until - func.now() < _NEARLY_EXPIRED,
+            ),
+            Delivery.lease_until - func.now(),
+        ),
+    )
     row = (
         await session.execute(
-            select(func.extract("epoch", Delivery.next_attempt_at - func.now())).where(
-                Delivery.id == delivery_id, Delivery.region == region, Delivery.state.in_(waiting)
+            select(func.extract("epoch", remaining)).where(
+                Delivery.id == delivery_id, Delivery.region == region
             )
         )
     ).scalar_one_or_none()

@@ -5,6 +5,7 @@ from typing import Any
 from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.ids import is_id
 from app.models import Endpoint
 
 _live = Endpoint.deleted_at.is_(None)
@@ -18,6 +19,8 @@ async def insert_endpoint(session: AsyncSession, **values: Any) -> Endpoint:
 
 async def get_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint | None:
     """The tenant's endpoint, unless deleted. Another tenant's id finds nothing."""
+    if not is_id(endpoint_id):
+        return None
     return (
         await session.execute(
             select(Endpoint).where(
@@ -39,6 +42,8 @@ async def list_page(
 async def update_fields(
     session: AsyncSession, tenant_id: str, endpoint_id: str, values: dict[str, Any]
 ) -> Endpoint | None:
+    if not is_id(endpoint_id):
+        return None
     return (
         await session.execute(
             update(Endpoint)
@@ -50,6 +55,8 @@ async def update_fields(
 
 
 async def soft_delete(session: AsyncSession, tenant_id: str, endpoint_id: str) -> bool:
+    if not is_id(endpoint_id):
+        return False
     result = await session.execute(
         update(Endpoint)
         .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import new_id
+from app.ids import is_id, new_id
 from app.models import ReconcileRun
 
 
@@ -20,6 +21,8 @@ async def insert_run(session: AsyncSession, *, region: str, trigger: str) -> Rec
 
 
 async def get(session: AsyncSession, run_id: str) -> ReconcileRun | None:
+    if not is_id(run_id):
+        return None
     return (
         await session.execute(select(ReconcileRun).where(ReconcileRun.id == run_id))
     ).scalar_one_or_none()
@@ -50,4 +53,16 @@ async def mark_finished(
 ) -> None:
     await update_run(
         session, run_id, status=status, counts=counts, error=error, finished_at=func.now()
+    )
+
+
+async def fail_abandoned(session: AsyncSession, *, older_than: timedelta) -> None:
+    await session.execute(
+        update(ReconcileRun)
+        .where(
+            ReconcileRun.status.in_(("queued", "running")),
+            ReconcileRun.started_at < func.now() - older_than,
+        )
+        .values(status="failed", error="abandoned: its worker stopped", finished_at=func.now())
+        .execution_options(synchronize_session=False)
     )

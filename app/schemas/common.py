@@ -7,6 +7,9 @@ from pydantic import BaseModel, Field
 Item = TypeVar("Item")
 
 EVENT_TYPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,254}$"
+# Printable text: no NUL (PostgreSQL text cannot hold it) and no control characters but tab
+# and line breaks.
+PRINTABLE_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"
 
 
 class Page(BaseModel, Generic[Item]):

@@ -1,22 +1,36 @@
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from app.schemas.common import EVENT_TYPE_PATTERN
 from app.states import DeliveryState, Outcome
+
+MAX_DEFER = timedelta(days=365)
+
+
+def _within_a_year(value: datetime) -> datetime:
+    if value - datetime.now(UTC) > MAX_DEFER:
+        raise ValueError("deliver_after may be at most 365 days ahead")
+    # Clamp the far past: PostgreSQL cannot store year 1 at -14:00, and the past means "now".
+    return max(value, datetime(2000, 1, 1, tzinfo=UTC))
+
+
+DeliverAfter = Annotated[AwareDatetime, AfterValidator(_within_a_year)]
 
 
 class DeliveryIntent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    endpoint_id: str = Field(max_length=64)
+    endpoint_id: str = Field(max_length=64, description="The endpoint's id (ep_...).")
     event_type: str = Field(pattern=EVENT_TYPE_PATTERN)
     payload: dict[str, Any] = Field(description="A JSON object, sent as the request body.")
-    deliver_after: AwareDatetime | None = Field(
-        default=None, description="RFC 3339 time with offset; no attempt starts before it."
+    deliver_after: DeliverAfter | None = Field(
+        default=None,
+        description="RFC 3339 time with offset; no attempt starts before it. At most 365 days "
+        "ahead; a time in the past means now.",
     )
 
 
@@ -25,7 +39,7 @@ class EventIntent(BaseModel):
 
     event_type: str = Field(pattern=EVENT_TYPE_PATTERN)
     payload: dict[str, Any]
-    deliver_after: AwareDatetime | None = None
+    deliver_after: DeliverAfter | None = None
 
 
 class DeliveryOut(BaseModel):

@@ -5,17 +5,20 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from app.schemas.common import EVENT_TYPE_PATTERN
+from app.schemas.common import EVENT_TYPE_PATTERN, PRINTABLE_PATTERN
 
 EventType = Annotated[str, StringConstraints(pattern=EVENT_TYPE_PATTERN)]
-EndpointUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+EndpointUrl = Annotated[
+    str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[^\x00-\x20\x7f]+$")
+]
+Description = Annotated[str, StringConstraints(max_length=1000, pattern=PRINTABLE_PATTERN)]
 
 
 class EndpointCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: EndpointUrl
-    description: str | None = Field(default=None, max_length=1000)
+    description: Description | None = None
     event_types: list[EventType] | None = Field(
         default=None, max_length=100, description="Event types to receive; null receives all."
     )
@@ -30,7 +33,7 @@ class EndpointUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: EndpointUrl | None = None
-    description: str | None = Field(default=None, max_length=1000)
+    description: Description | None = None
     event_types: list[EventType] | None = Field(default=None, max_length=100)
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)

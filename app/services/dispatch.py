@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 
 import aiohttp
 from arq.connections import ArqRedis
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import queue
@@ -22,7 +24,7 @@ from app.repositories import attempts, deliveries, endpoints
 from app.repositories.deliveries import ClaimedDelivery
 from app.services import outcomes, sender
 from app.services.signing import signed_headers
-from app.states import DeliveryState
+from app.states import DeliveryState, Outcome
 
 log = logging.getLogger("herald.delivery")
 
@@ -49,24 +51,40 @@ class Dispatcher:
         if refusal is not None:
             await self._finish(claimed, token, refusal, result=None)
             return
+        progress = sender.SendProgress()
         try:
-            result = await self._send(claimed)
+            result = await self._send(claimed, progress)
         except asyncio.CancelledError:
-            # Shutting down mid-attempt: give the lease back so nothing stays leased by us.
-            await asyncio.shield(self._release(claimed.id, token))
+            # Shutting down mid-attempt. Nothing may stay leased by us, and a request that went
+            # out must not be forgotten: it is recorded as `unknown` and retried with its key.
+            await asyncio.shield(self._abandon(claimed, token, progress))
             raise
         crash_point("worker.after_send_before_record", self.settings.fault)
+        await self._finish(claimed, token, self._decide(claimed, result), result)
+
+    def _decide(
+        self, claimed: ClaimedDelivery, result: sender.AttemptResult
+    ) -> outcomes.Transition:
         retry_after = None
         if result.status_code in outcomes.RETRY_AFTER_STATUSES:
             retry_after = outcomes.parse_retry_after(
                 result.retry_after_header, datetime.now(UTC), self.settings.retry_after_max_seconds
             )
-        transition = outcomes.decide(
+        return outcomes.decide(
             outcome=result.outcome, status_code=result.status_code,
             attempts_used=claimed.attempts_used, max_attempts=self.settings.attempts_limit,
             schedule=self.settings.retry_schedule, retry_after=retry_after, error=result.error,
         )  # fmt: skip
-        await self._finish(claimed, token, transition, result)
+
+    async def _abandon(
+        self, claimed: ClaimedDelivery, token: uuid.UUID, progress: sender.SendProgress
+    ) -> None:
+        if not progress.sent:
+            async with self.sessionmaker() as session, session.begin():
+                await deliveries.release(session, claimed.id, token=token)
+            return
+        result = progress.result(Outcome.UNKNOWN, error="worker shut down mid-attempt")
+        await self._finish(claimed, token, self._decide(claimed, result), result)
 
     def _refuse_without_sending(self, claimed: ClaimedDelivery) -> outcomes.Transition | None:
         if claimed.endpoint_deleted:
@@ -79,12 +97,14 @@ class Dispatcher:
             return outcomes.Transition(DeliveryState.DEAD, None, reason, False)
         return None
 
-    async def _send(self, claimed: ClaimedDelivery) -> sender.AttemptResult:
+    async def _send(
+        self, claimed: ClaimedDelivery, progress: sender.SendProgress
+    ) -> sender.AttemptResult:
         headers = signed_headers(claimed.id, claimed.payload, claimed.secrets)
         return await sender.send(
             self.http, url=claimed.url, body=claimed.payload, headers=headers,
             timeout=self.settings.request_timeout_seconds,
-            allowlist=self.settings.destination_allowlist,
+            allowlist=self.settings.destination_allowlist, progress=progress,
         )  # fmt: skip
 
     async def _finish(
@@ -94,6 +114,53 @@ class Dispatcher:
         transition: outcomes.Transition,
         result: sender.AttemptResult | None,
     ) -> None:
+        recorded = await self._record_persistently(claimed, token, transition, result)
+        if not recorded:
+            # Our lease expired (and perhaps another worker took over): the result that counts
+            # is the one a live lease holder records.
+            log.warning(
+                "delivery.lease_lost delivery_id=%s attempt=%d", claimed.id, claimed.attempt_number
+            )
+            return
+        log.info(
+            "delivery.attempt delivery_id=%s attempt=%d outcome=%s status=%s state=%s",
+            claimed.id, claimed.attempt_number, result.outcome.value if result else "-",
+            result.status_code if result else "-", transition.state.value,
+        )  # fmt: skip
+        if transition.state is DeliveryState.PENDING and transition.delay_seconds is not None:
+            await self._schedule_retry(claimed, transition.delay_seconds)
+        crash_point("worker.after_record_before_ack", self.settings.fault)
+
+    async def _record_persistently(
+        self,
+        claimed: ClaimedDelivery,
+        token: uuid.UUID,
+        transition: outcomes.Transition,
+        result: sender.AttemptResult | None,
+    ) -> bool:
+        """Record, retrying a failing database for as long as our lease lasts: a real send's
+        result is worth keeping. Past the lease the write would be refused anyway."""
+        deadline = asyncio.get_running_loop().time() + self.settings.lease_duration
+        delay = 0.25
+        while True:
+            try:
+                return await self._record(claimed, token, transition, result)
+            except (DBAPIError, OSError, PoolTimeoutError) as exc:
+                if asyncio.get_running_loop().time() + delay > deadline:
+                    raise
+                log.warning(
+                    "delivery.record_retry delivery_id=%s error=%s", claimed.id, type(exc).__name__
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _record(
+        self,
+        claimed: ClaimedDelivery,
+        token: uuid.UUID,
+        transition: outcomes.Transition,
+        result: sender.AttemptResult | None,
+    ) -> bool:
         async with self.sessionmaker() as session, session.begin():
             recorded = await deliveries.record_transition(
                 session, claimed.id, token=token, state=transition.state,
@@ -111,32 +178,20 @@ class Dispatcher:
                 )  # fmt: skip
             if recorded and transition.disable_endpoint:
                 await endpoints.disable(session, claimed.endpoint_id, "receiver answered 410 Gone")
-        if not recorded:
-            # Our lease expired and another worker took over: its result is the one that counts.
-            log.warning(
-                "delivery.lease_lost delivery_id=%s attempt=%d", claimed.id, claimed.attempt_number
-            )
-            return
-        log.info(
-            "delivery.attempt delivery_id=%s attempt=%d outcome=%s status=%s state=%s",
-            claimed.id, claimed.attempt_number, result.outcome.value if result else "-",
-            result.status_code if result else "-", transition.state.value,
-        )  # fmt: skip
-        if transition.state is DeliveryState.PENDING and transition.delay_seconds is not None:
-            await self._schedule_retry(claimed, transition.delay_seconds)
-        crash_point("worker.after_record_before_ack", self.settings.fault)
+        return recorded
 
     async def _schedule_retry(self, claimed: ClaimedDelivery, delay_seconds: float) -> None:
         """A deferred job at the retry time. Best effort: the row already says when the next
         attempt is due, so a lost job only delays it until the reconciler finds the row."""
-        # Relative to now, like next_attempt_at (set from the database clock a moment ago):
-        # the job cannot fire before the row is due, whatever the two clocks say.
-        run_at = datetime.fromtimestamp(datetime.now(UTC).timestamp() + delay_seconds, UTC)
-        job = queue.QueuedJob(
-            queue.retry_job_id(claimed.id, claimed.attempt_number), claimed.id, run_at
-        )
+        # Relative to now, like next_attempt_at (set from the database clock a moment ago).
+        job_id = queue.retry_job_id(claimed.id, claimed.attempt_number)
+        job = queue.QueuedJob(job_id, claimed.id, queue.seconds_from_now(delay_seconds))
         try:
             await queue.publish(self.redis, self.settings.region, [job])
+            # Now a job exists: `enqueued`, so the reconciler waits ENQUEUED_STALE_SECONDS for
+            # it rather than republishing a retry that is merely waiting its turn.
+            async with self.sessionmaker() as session, session.begin():
+                await deliveries.mark_enqueued(session, [(claimed.id, claimed.attempt_number)])
         except Exception as exc:
             log.warning(
                 "delivery.retry_publish_failed delivery_id=%s error=%s",
@@ -144,19 +199,17 @@ class Dispatcher:
             )  # fmt: skip
 
     async def _redefer_if_early(self, delivery_id: str) -> None:
-        """A job that ran before its delivery is due (clock skew, an early duplicate) must not
-        just vanish: put a job back for the due time. Leased or finished: nothing to do."""
+        """A job that ran a little too early must not just vanish: put a job back for when the
+        delivery can be claimed. That covers a job firing before its due time (clock skew, an
+        early duplicate) and arq rerunning a dead worker's job moments before its lease ends.
+        A live lease with time left, or a finished delivery: a true duplicate, dropped."""
         async with self.sessionmaker() as session, session.begin():
-            wait = await deliveries.seconds_until_due(session, delivery_id, self.settings.region)
+            wait = await deliveries.seconds_until_claimable(
+                session, delivery_id, self.settings.region
+            )
         if wait is None or wait <= 0:
             log.debug("delivery.skipped delivery_id=%s (leased, finished or gone)", delivery_id)
             return
         job_id = f"{delivery_id}:w{uuid.uuid4().hex[:12]}"
-        run_at = datetime.fromtimestamp(datetime.now(UTC).timestamp() + wait, UTC)
-        await queue.publish(
-            self.redis, self.settings.region, [queue.QueuedJob(job_id, delivery_id, run_at)]
-        )
-
-    async def _release(self, delivery_id: str, token: uuid.UUID) -> None:
-        async with self.sessionmaker() as session, session.begin():
-            await deliveries.release(session, delivery_id, token=token)
+        job = queue.QueuedJob(job_id, delivery_id, queue.seconds_from_now(wait + 0.05))
+        await queue.publish(self.redis, self.settings.region, [job])

@@ -37,9 +37,13 @@ def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
     """The bytes every attempt will send: compact JSON, encoded once, never re-serialised."""
     try:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        encoded = body.encode()
+    except UnicodeEncodeError:
+        raise Unprocessable(
+            "payload contains an unpaired UTF-16 surrogate (\\ud800-\\udfff)"
+        ) from None
     except ValueError:
         raise Unprocessable("payload must be JSON: NaN and Infinity are not allowed") from None
-    encoded = body.encode()
     if len(encoded) > limit:
         raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is {limit}")
     return encoded

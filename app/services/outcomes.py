@@ -39,16 +39,17 @@ def parse_retry_after(value: str | None, now: datetime, maximum: float) -> float
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
-        seconds = float(int(value))
+    if value.isascii() and value.isdecimal():
+        # A receiver's header is untrusted input: no 5,000-digit integers here.
+        seconds = float(value) if len(value) <= 12 else maximum
     else:
         try:
             when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            seconds = (when - now).total_seconds()
+        except (TypeError, ValueError, IndexError, OverflowError):
             return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - now).total_seconds()
         if seconds <= 0:
             return None
     if not math.isfinite(seconds):

@@ -8,9 +8,11 @@ with SKIP LOCKED, and a duplicate job finds its delivery leased or finished and 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -22,6 +24,8 @@ from app.services.publishing import publish_and_mark
 
 log = logging.getLogger("herald.reconcile")
 
+# A run that has not finished this long after it started had its worker die under it.
+ABANDONED_AFTER = timedelta(hours=1)
 CATEGORIES = ("lease_expirations", "stale_enqueued", "due_pending", "unpublished_outbox")
 # A scan takes one page of at most ``limit`` rows: (rows examined, rows published).
 Scan = Callable[[int], Awaitable[tuple[int, int]]]
@@ -140,22 +144,32 @@ async def run_reconcile(
     """The job: mark the run running, reconcile, record the outcome (never raises)."""
     async with sessionmaker() as session, session.begin():
         await reconcile_runs.update_run(session, run_id, status="running")
+        # Runs whose worker died never finish by themselves; say so instead of "running".
+        await reconcile_runs.fail_abandoned(session, older_than=ABANDONED_AFTER)
     reconciler = Reconciler(settings, sessionmaker, redis)
     try:
         counts = await reconciler.run(run_id)
+    except asyncio.CancelledError:
+        await asyncio.shield(
+            _record_failure(sessionmaker, run_id, reconciler.counts, "interrupted: worker stopped")
+        )
+        raise
     except Exception as exc:
         log.warning("reconcile.failed run_id=%s error=%s", run_id, type(exc).__name__)
-        async with sessionmaker() as session, session.begin():
-            await reconcile_runs.mark_finished(
-                session,
-                run_id,
-                status="failed",
-                counts=reconciler.counts,
-                error=f"{type(exc).__name__}: {exc}"[:1000],
-            )
+        error = f"{type(exc).__name__}: {exc}"[:1000]
+        await _record_failure(sessionmaker, run_id, reconciler.counts, error)
         return
     async with sessionmaker() as session, session.begin():
         await reconcile_runs.mark_finished(
             session, run_id, status="succeeded", counts=counts, error=None
         )
     log.info("reconcile.finished run_id=%s counts=%s", run_id, counts)
+
+
+async def _record_failure(
+    sessionmaker: async_sessionmaker[AsyncSession], run_id: str, counts: dict[str, int], error: str
+) -> None:
+    async with sessionmaker() as session, session.begin():
+        await reconcile_runs.mark_finished(
+            session, run_id, status="failed", counts=counts, error=error
+        )

@@ -11,8 +11,10 @@ from app.repositories.outbox import PendingPublication
 
 
 async def redrive_one(
-    session: AsyncSession, tenant_id: str, delivery_id: str, region: str
+    session: AsyncSession, tenant_id: str, delivery_id: str
 ) -> tuple[Delivery, list[PendingPublication]]:
+    """Returns the revived delivery and its outbox publications (in the delivery's own region,
+    whose relays and reconcilers alone may publish it)."""
     current = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
     if current is None:
         raise NotFound(f"delivery {delivery_id} not found")
@@ -25,5 +27,5 @@ async def redrive_one(
     if revived is None:
         raise Conflict(f"only dead deliveries can be redriven; this one is {current.state}")
     # The outbox row commits with the state change, so the redrive survives a crash.
-    publications = await outbox.insert_entries(session, [revived], region)
+    publications = await outbox.insert_entries(session, [revived], revived.region)
     return revived, publications

@@ -76,7 +76,6 @@ class AttemptResult:
     error: str | None = None
     response_body: str | None = None
     retry_after_header: str | None = None
-    headers_sent: bool = field(default=False, repr=False)
 
 
 def _stored_body(raw: bytes) -> str:
@@ -87,7 +86,7 @@ def _stored_body(raw: bytes) -> str:
 async def _on_headers_sent(
     session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
 ) -> None:
-    context.trace_request_ctx["sent"] = True
+    context.trace_request_ctx["progress"].sent = True
 
 
 def build_http_session(
@@ -124,6 +123,22 @@ async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     return b"".join(chunks)
 
 
+@dataclass
+class SendProgress:
+    """How far one attempt got; the caller holds it, so even a cancelled attempt can tell
+    whether the request went out (and must be recorded as ``unknown``, not forgotten)."""
+
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    clock: float = field(default_factory=time.monotonic)
+    sent: bool = False
+    status: int | None = None
+    retry_after: str | None = None
+
+    def result(self, outcome: Outcome, **fields: Any) -> AttemptResult:
+        duration_ms = int((time.monotonic() - self.clock) * 1000)
+        return AttemptResult(self.started_at, duration_ms, outcome, **fields)
+
+
 async def send(
     http: aiohttp.ClientSession,
     *,
@@ -132,19 +147,10 @@ async def send(
     headers: dict[str, str],
     timeout: float,
     allowlist: Sequence[IPNetwork],
+    progress: SendProgress,
 ) -> AttemptResult:
     """POST once. Never raises for anything the destination does; the result says what
     happened and whether the request had been sent when it went wrong."""
-    started_at = datetime.now(UTC)
-    clock = time.monotonic()
-    progress: dict[str, bool] = {"sent": False}
-
-    def finish(outcome: Outcome, **fields: Any) -> AttemptResult:
-        duration_ms = int((time.monotonic() - clock) * 1000)
-        return AttemptResult(
-            started_at, duration_ms, outcome, headers_sent=progress["sent"], **fields
-        )
-
     try:
         _vet_literal(URL(url).host or "", allowlist)
         # One deadline for the whole attempt: connect, send, and reading even a slow trickle.
@@ -155,26 +161,36 @@ async def send(
                 data=body,
                 headers=headers,
                 allow_redirects=False,
-                trace_request_ctx=progress,
+                trace_request_ctx={"progress": progress},
             ) as response,
         ):
+            progress.status = response.status
+            progress.retry_after = response.headers.get("Retry-After")
             raw = await _read_capped(response)
-            return finish(
-                classify_status(response.status),
-                status_code=response.status,
-                response_body=_stored_body(raw),
-                retry_after_header=response.headers.get("Retry-After"),
-            )
+            return _answered(progress, progress.status, response_body=_stored_body(raw))
     except (DestinationBlocked, DestinationRefused) as exc:
-        return finish(Outcome.BLOCKED, error=str(exc))
+        return progress.result(Outcome.BLOCKED, error=str(exc))
     except TimeoutError:
-        if progress["sent"]:
-            return finish(Outcome.UNKNOWN, error=f"timed out after {timeout:g} s, after sending")
-        return finish(Outcome.RETRYABLE, error=f"timed out after {timeout:g} s while connecting")
+        return _failed(progress, f"timed out after {timeout:g} s")
     except aiohttp.InvalidURL as exc:
-        return finish(Outcome.PERMANENT, error=f"invalid URL: {exc}")
+        return progress.result(Outcome.PERMANENT, error=f"invalid URL: {exc}")
     except (aiohttp.ClientError, OSError) as exc:
-        kind = type(exc).__name__
-        if progress["sent"]:
-            return finish(Outcome.UNKNOWN, error=f"connection lost after sending: {kind}: {exc}")
-        return finish(Outcome.RETRYABLE, error=f"{kind}: {exc}")
+        return _failed(progress, f"{type(exc).__name__}: {exc}")
+
+
+def _answered(progress: SendProgress, status: int, **fields: Any) -> AttemptResult:
+    return progress.result(
+        classify_status(status),
+        status_code=status,
+        retry_after_header=progress.retry_after,
+        **fields,
+    )
+
+
+def _failed(progress: SendProgress, error: str) -> AttemptResult:
+    if progress.status is not None:
+        # The receiver answered; only reading its body failed. The status decides.
+        return _answered(progress, progress.status, error=f"reading the response: {error}")
+    if progress.sent:
+        return progress.result(Outcome.UNKNOWN, error=f"after sending: {error}")
+    return progress.result(Outcome.RETRYABLE, error=f"before sending: {error}")
