@@ -25,6 +25,7 @@ from app.db import create_engine
 from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade_to_head
+from tests.receiver import Receiver, running_receiver
 from tests.recovery import install_state_log
 from tests.support import Stack, client_for, make_settings, new_endpoint, new_tenant, plain_dsn
 
@@ -120,6 +121,13 @@ async def _clean_slate(engine: AsyncEngine, stack: Stack) -> None:
         await redis.flushdb()
     finally:
         await redis.aclose()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A real HTTP receiver on 127.0.0.1 (the suite's apps and workers allowlist loopback)."""
+    async with running_receiver() as running:
+        yield running
 
 
 @pytest.fixture

@@ -27,6 +27,14 @@ FAST_WORKER_ENV = {
     "HERALD_RELAY_INTERVAL_SECONDS": "0.2",
 }
 
+# Short reconcile clocks so that recovery by lease expiry and staleness plays out in seconds.
+RECOVERY_ENV = {
+    "HERALD_LEASE_SECONDS": "3",
+    "HERALD_ENQUEUED_STALE_SECONDS": "2",
+    "HERALD_RECONCILE_GRACE_SECONDS": "0.5",
+    "HERALD_RELAY_CLAIM_SECONDS": "2",
+}
+
 
 def free_port() -> int:
     with socket.socket() as probe:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,7 +14,7 @@ from standardwebhooks.webhooks import Webhook
 
 from app import __version__
 from tests.processes import HeraldProcess, running_worker
-from tests.receiver import Receiver, Reply, running_receiver
+from tests.receiver import Receiver, Reply
 from tests.support import ADMIN, Stack, new_endpoint
 
 TERMINAL = ("succeeded", "dead")
@@ -24,12 +24,6 @@ TERMINAL = ("succeeded", "dead")
 def worker(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
     with running_worker(stack, tmp_path_factory.mktemp("worker") / "worker.log") as process:
         yield process
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    async with running_receiver() as running:
-        yield running
 
 
 async def deliver(

@@ -16,19 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
-from app.repositories import deliveries
+from app.repositories import delivery_leases
 from app.services.dispatch import Dispatcher
 from app.services.sender import build_http_session
 from app.states import DeliveryState
 from tests.processes import running_worker
-from tests.receiver import Receiver, Reply, running_receiver
+from tests.receiver import Receiver, Reply
 from tests.support import Stack, count_rows, fast_path_settled, new_endpoint
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    async with running_receiver() as running:
-        yield running
 
 
 @asynccontextmanager
@@ -105,31 +99,31 @@ async def test_stale_lease_holder_cannot_write(
     sessionmaker = create_sessionmaker(engine)
     stale, current = uuid.uuid4(), uuid.uuid4()
     async with sessionmaker() as session, session.begin():
-        first = await deliveries.claim(
+        first = await delivery_leases.claim(
             session, delivery_id, region=settings.region, token=stale, lease_seconds=0.2
         )
     assert first is not None
     async with sessionmaker() as session, session.begin():
-        blocked = await deliveries.claim(
+        blocked = await delivery_leases.claim(
             session, delivery_id, region=settings.region, token=current, lease_seconds=30
         )
     assert blocked is None  # the first lease is still live
     await asyncio.sleep(0.3)
     async with sessionmaker() as session, session.begin():
-        takeover = await deliveries.claim(
+        takeover = await delivery_leases.claim(
             session, delivery_id, region=settings.region, token=current, lease_seconds=30
         )
     assert takeover is not None and takeover.attempt_number == 2
 
     async with sessionmaker() as session, session.begin():
-        late = await deliveries.record_transition(
+        late = await delivery_leases.record_transition(
             session, delivery_id, token=stale, state=DeliveryState.SUCCEEDED,
             delay_seconds=None, outcome="success", status_code=200, error=None, dead_reason=None,
         )  # fmt: skip
     assert late is False
     assert (await state_of(engine, delivery_id))["state"] == "leased"
     async with sessionmaker() as session, session.begin():
-        owner = await deliveries.record_transition(
+        owner = await delivery_leases.record_transition(
             session, delivery_id, token=current, state=DeliveryState.SUCCEEDED,
             delay_seconds=None, outcome="success", status_code=200, error=None, dead_reason=None,
         )  # fmt: skip

@@ -4,7 +4,6 @@ the fault, reconcile, and prove nothing accepted was lost and nothing was sent t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ from app.faults import FAULT_EXIT_CODE
 from app.main import create_app
 from tests.processes import (
     FAST_WORKER_ENV,
+    RECOVERY_ENV,
     HeraldProcess,
     herald_env,
     running_worker,
@@ -24,24 +24,11 @@ from tests.processes import (
     start_api,
     wait_healthy,
 )
-from tests.receiver import Receiver, running_receiver
+from tests.receiver import Receiver
 from tests.recovery import assert_recovered, reconcile_until_succeeded
 from tests.support import Stack, client_for, count_rows, new_endpoint, new_tenant
 
-# Short clocks so that recovery by lease expiry and staleness plays out in seconds.
-RECOVERY_ENV = {
-    "HERALD_LEASE_SECONDS": "3",
-    "HERALD_ENQUEUED_STALE_SECONDS": "2",
-    "HERALD_RECONCILE_GRACE_SECONDS": "0.5",
-    "HERALD_RELAY_CLAIM_SECONDS": "2",
-}
 PATH = "/faults"
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    async with running_receiver() as running:
-        yield running
 
 
 async def accept(

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-import pytest
 from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -19,8 +17,8 @@ from app.db import create_engine
 from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade_to_head
-from tests.processes import running_worker, start_api, wait_healthy
-from tests.receiver import Receiver, Reply, running_receiver
+from tests.processes import RECOVERY_ENV, running_worker, start_api, wait_healthy
+from tests.receiver import Receiver, Reply
 from tests.recovery import (
     assert_recovered,
     install_state_log,
@@ -29,19 +27,7 @@ from tests.recovery import (
 )
 from tests.support import ADMIN, Stack, client_for, new_endpoint, new_tenant
 
-RECOVERY_ENV = {
-    "HERALD_LEASE_SECONDS": "3",
-    "HERALD_ENQUEUED_STALE_SECONDS": "2",
-    "HERALD_RECONCILE_GRACE_SECONDS": "0.5",
-    "HERALD_RELAY_CLAIM_SECONDS": "2",
-}
 PATH = "/recover"
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    async with running_receiver() as running:
-        yield running
 
 
 async def accept(

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -17,14 +15,8 @@ from app.config import Settings
 from app.embedded import EmbeddedRedis
 from app.main import create_app
 from tests.processes import running_worker
-from tests.receiver import Receiver, Reply, running_receiver
+from tests.receiver import Receiver, Reply
 from tests.support import Stack, client_for, new_endpoint, new_tenant
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    async with running_receiver() as running:
-        yield running
 
 
 async def wait_state(

@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import queue
 from app.config import Settings
 from app.faults import crash_point
-from app.repositories import attempts, deliveries, endpoints
-from app.repositories.deliveries import ClaimedDelivery
+from app.repositories import attempts, deliveries, delivery_leases, endpoints
+from app.repositories.delivery_leases import ClaimedDelivery
 from app.services import outcomes, sender
 from app.services.signing import signed_headers
 from app.states import DeliveryState, Outcome
@@ -39,7 +39,7 @@ class Dispatcher:
     async def deliver(self, delivery_id: str) -> None:
         token = uuid.uuid4()
         async with self.sessionmaker() as session, session.begin():
-            claimed = await deliveries.claim(
+            claimed = await delivery_leases.claim(
                 session, delivery_id, region=self.settings.region, token=token,
                 lease_seconds=self.settings.lease_duration,
             )  # fmt: skip
@@ -81,7 +81,7 @@ class Dispatcher:
     ) -> None:
         if not progress.sent:
             async with self.sessionmaker() as session, session.begin():
-                await deliveries.release(session, claimed.id, token=token)
+                await delivery_leases.release(session, claimed.id, token=token)
             return
         result = progress.result(Outcome.UNKNOWN, error="worker shut down mid-attempt")
         await self._finish(claimed, token, self._decide(claimed, result), result)
@@ -162,7 +162,7 @@ class Dispatcher:
         result: sender.AttemptResult | None,
     ) -> bool:
         async with self.sessionmaker() as session, session.begin():
-            recorded = await deliveries.record_transition(
+            recorded = await delivery_leases.record_transition(
                 session, claimed.id, token=token, state=transition.state,
                 delay_seconds=transition.delay_seconds,
                 outcome=result.outcome.value if result else None,
@@ -204,7 +204,7 @@ class Dispatcher:
         early duplicate) and arq rerunning a dead worker's job moments before its lease ends.
         A live lease with time left, or a finished delivery: a true duplicate, dropped."""
         async with self.sessionmaker() as session, session.begin():
-            wait = await deliveries.seconds_until_claimable(
+            wait = await delivery_leases.seconds_until_claimable(
                 session, delivery_id, self.settings.region
             )
         if wait is None or wait <= 0:

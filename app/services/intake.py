@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -121,39 +122,19 @@ async def accept_delivery(
     intent: DeliveryIntent,
     idempotency_key: str | None,
 ) -> Accepted:
-    payload = encode_payload(intent.payload, settings.max_payload_bytes)
-    event_id = new_id("evt")
-    earlier = await _claim_key(
-        session,
-        settings,
-        tenant_id=tenant_id,
-        key=idempotency_key,
-        fingerprint=request_fingerprint("POST /v1/deliveries", intent),
-        resource_id=event_id,
+    """One delivery to the named endpoint (whatever its event_types: the intent is explicit)."""
+
+    async def targets() -> list[str]:
+        endpoint = await endpoints.get_live(session, tenant_id, intent.endpoint_id)
+        if endpoint is None:
+            raise NotFound(f"endpoint {intent.endpoint_id} not found")
+        if not endpoint.enabled:
+            raise Conflict(f"endpoint {endpoint.id} is disabled ({endpoint.disabled_reason})")
+        return [endpoint.id]
+
+    return await _accept(
+        session, settings, tenant_id, "POST /v1/deliveries", intent, idempotency_key, targets
     )
-    if earlier is not None:
-        return Accepted(
-            earlier,
-            intent.event_type,
-            await deliveries.list_for_event(session, tenant_id, earlier),
-            True,
-        )
-    endpoint = await endpoints.get_live(session, tenant_id, intent.endpoint_id)
-    if endpoint is None:
-        raise NotFound(f"endpoint {intent.endpoint_id} not found")
-    if not endpoint.enabled:
-        raise Conflict(f"endpoint {endpoint.id} is disabled ({endpoint.disabled_reason})")
-    rows, publications = await _insert(
-        session,
-        settings,
-        tenant_id=tenant_id,
-        event_id=event_id,
-        event_type=intent.event_type,
-        payload=payload,
-        endpoint_ids=[endpoint.id],
-        deliver_after=intent.deliver_after,
-    )
-    return Accepted(event_id, intent.event_type, rows, False, publications)
 
 
 async def accept_event(
@@ -164,32 +145,36 @@ async def accept_event(
     idempotency_key: str | None,
 ) -> Accepted:
     """Fan out to every enabled endpoint subscribed to the event type: one delivery each."""
+
+    async def targets() -> list[str]:
+        return await endpoints.subscribed_to(session, tenant_id, intent.event_type)
+
+    return await _accept(
+        session, settings, tenant_id, "POST /v1/events", intent, idempotency_key, targets
+    )
+
+
+async def _accept(
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    route: str,
+    intent: DeliveryIntent | EventIntent,
+    idempotency_key: str | None,
+    targets: Callable[[], Awaitable[list[str]]],
+) -> Accepted:
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
     event_id = new_id("evt")
     earlier = await _claim_key(
-        session,
-        settings,
-        tenant_id=tenant_id,
-        key=idempotency_key,
-        fingerprint=request_fingerprint("POST /v1/events", intent),
-        resource_id=event_id,
-    )
+        session, settings, tenant_id=tenant_id, key=idempotency_key,
+        fingerprint=request_fingerprint(route, intent), resource_id=event_id,
+    )  # fmt: skip
     if earlier is not None:
-        return Accepted(
-            earlier,
-            intent.event_type,
-            await deliveries.list_for_event(session, tenant_id, earlier),
-            True,
-        )
-    endpoint_ids = await endpoints.subscribed_to(session, tenant_id, intent.event_type)
+        replayed = await deliveries.list_for_event(session, tenant_id, earlier)
+        return Accepted(earlier, intent.event_type, replayed, replayed=True)
     rows, publications = await _insert(
-        session,
-        settings,
-        tenant_id=tenant_id,
-        event_id=event_id,
-        event_type=intent.event_type,
-        payload=payload,
-        endpoint_ids=endpoint_ids,
+        session, settings, tenant_id=tenant_id, event_id=event_id,
+        event_type=intent.event_type, payload=payload, endpoint_ids=await targets(),
         deliver_after=intent.deliver_after,
-    )
+    )  # fmt: skip
     return Accepted(event_id, intent.event_type, rows, False, publications)
