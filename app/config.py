@@ -54,6 +54,13 @@ class Settings(BaseSettings):
     # picked up once it is this overdue; the normal paths get that long to handle it first.
     reconcile_grace_seconds: float = Field(default=5.0, ge=0)
     idempotency_key_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 365)
+    # Per-destination flow control, for endpoints that set no limits of their own (0: none).
+    default_rate_limit_per_second: float = Field(default=0.0, ge=0, le=100_000)
+    default_max_in_flight: int = Field(default=50, ge=0, le=10_000)
+    breaker_failures: int = Field(default=10, ge=1, le=10_000)
+    breaker_cooldown_seconds: float = Field(default=30.0, gt=0)
+    breaker_max_cooldown_seconds: float = Field(default=3600.0, gt=0)
+    disable_after_hours: float = Field(default=120.0, gt=0)
     region: str = Field(default="local", pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     db_pool_size: int = Field(default=20, ge=1, le=500)
     # Crash-point fault injection for tests: the process exits abruptly at this named point.

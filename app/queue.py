@@ -75,6 +75,7 @@ def seconds_from_now(seconds: float) -> datetime:
 class QueuedJob:
     job_id: str
     delivery_id: str
+    endpoint_id: str  # so the flow-control gate needs no database read
     run_at: datetime | None  # None: as soon as possible
 
 
@@ -89,8 +90,9 @@ async def publish(redis: ArqRedis, region: str, jobs: Sequence[QueuedJob]) -> No
     async with redis.pipeline(transaction=False) as pipe:
         for job in jobs:
             score = max(now_ms, to_unix_ms(job.run_at)) if job.run_at else now_ms
+            args = (job.delivery_id, job.endpoint_id)
             payload = serialize_job(
-                DELIVER_FUNCTION, (job.delivery_id,), {}, None, now_ms, serializer=job_serializer
+                DELIVER_FUNCTION, args, {}, None, now_ms, serializer=job_serializer
             )
             expires_ms = score - now_ms + expires_extra_ms
             await script(

@@ -47,6 +47,10 @@ class Receiver:
         """Answer requests to ``path`` with ``replies`` in order, then 200 forever."""
         self._scripts[path].extend(replies)
 
+    def unscript(self, path: str) -> None:
+        """Forget what is left of ``path``'s script: plain 200s from now on."""
+        self._scripts[path].clear()
+
     def on(self, path: str) -> list[Received]:
         return [r for r in self.requests if r.path == path]
 

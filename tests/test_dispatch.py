@@ -18,6 +18,7 @@ from app.config import Settings
 from app.db import create_sessionmaker
 from app.repositories import delivery_leases
 from app.services.dispatch import Dispatcher
+from app.services.flow import Gate
 from app.services.sender import build_http_session
 from app.states import DeliveryState
 from tests.processes import running_worker
@@ -34,7 +35,9 @@ async def dispatcher(
     assert configured.redis_url is not None
     redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
     try:
-        yield Dispatcher(configured, create_sessionmaker(engine), http, redis)
+        sessionmaker = create_sessionmaker(engine)
+        gate = Gate(configured, sessionmaker, redis)
+        yield Dispatcher(configured, sessionmaker, http, redis, gate)
     finally:
         await http.close()
         await redis.aclose()
@@ -78,7 +81,7 @@ async def test_send_time_guard_blocks_without_connecting(
     endpoint = await new_endpoint(client, tenant, url=f"http://{host}:{receiver.port}/guarded")
     delivery_id = await accept(client, tenant, endpoint["id"])
     async with dispatcher(settings, engine, destination_allowlist=()) as worker:
-        await worker.deliver(delivery_id)
+        await worker.deliver(delivery_id, endpoint["id"])
 
     row = await state_of(engine, delivery_id)
     assert row["state"] == "dead" and row["last_outcome"] == "blocked"
@@ -142,7 +145,7 @@ async def test_concurrent_runs_of_one_delivery_send_once(
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/once"))
     delivery_id = await accept(client, tenant, endpoint["id"])
     async with dispatcher(settings, engine) as worker:
-        await asyncio.gather(*(worker.deliver(delivery_id) for _ in range(10)))
+        await asyncio.gather(*(worker.deliver(delivery_id, endpoint["id"]) for _ in range(10)))
 
     assert len(receiver.on("/once")) == 1
     assert (await state_of(engine, delivery_id))["state"] == "succeeded"
@@ -169,7 +172,10 @@ async def test_the_same_job_in_two_worker_processes_sends_once(
             await queue.publish(
                 redis,
                 settings.region,
-                [queue.QueuedJob(f"{delivery_id}:dup{i}", delivery_id, None) for i in range(4)],
+                [
+                    queue.QueuedJob(f"{delivery_id}:dup{i}", delivery_id, endpoint["id"], None)
+                    for i in range(4)
+                ],
             )
         finally:
             await redis.aclose()

@@ -21,6 +21,7 @@ from app import queue
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
 from app.services.dispatch import Dispatcher
+from app.services.flow import Gate
 from app.services.sender import build_http_session
 from workers.deliver import deliver
 from workers.reconcile import reconcile
@@ -132,7 +133,10 @@ async def run_worker(settings: Settings) -> None:
     sessionmaker = create_sessionmaker(engine)
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
     http = build_http_session(settings.destination_allowlist, settings.worker_concurrency)
-    dispatcher = Dispatcher(settings=settings, sessionmaker=sessionmaker, http=http, redis=redis)
+    dispatcher = Dispatcher(
+        settings=settings, sessionmaker=sessionmaker, http=http, redis=redis,
+        gate=Gate(settings, sessionmaker, redis),
+    )  # fmt: skip
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
     background: set[asyncio.Task[None]] = set()  # reconcile runs
     ctx = {

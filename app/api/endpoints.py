@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import SessionDep, SettingsDep, TenantDep
+from app.api.deps import ResourcesDep, SessionDep, SettingsDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.errors import (
     BadRequest,
@@ -22,6 +22,7 @@ from app.schemas.endpoints import (
     EndpointUpdate,
 )
 from app.services import endpoints
+from app.services.flow import clear_flow_state
 
 router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
 _AUTH = (Unauthorized, Forbidden)
@@ -100,12 +101,15 @@ async def update_endpoint(
     body: EndpointUpdate,
     tenant_id: TenantDep,
     session: SessionDep,
-    settings: SettingsDep,
+    resources: ResourcesDep,
 ) -> EndpointOut:
     async with session.begin():
         endpoint = await endpoints.update_endpoint(
-            session, tenant_id, endpoint_id, body, settings.destination_allowlist
+            session, tenant_id, endpoint_id, body, resources.settings.destination_allowlist
         )
+    if body.enabled:
+        # Re-enabled: no leftover pause or probe may hold the destination back.
+        await clear_flow_state(resources.redis, endpoint.id)
     return EndpointOut.model_validate(endpoint)
 
 

@@ -53,6 +53,10 @@ class Endpoint(Base):
     paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pause_reason: Mapped[str | None] = mapped_column(Text)
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Start of the current run of failures (NULL while healthy): disabling is measured from it.
+    failing_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Times the circuit breaker opened in a row (0: closed); the cool-down grows with it.
+    breaker_trips: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     last_success_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_failure_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import case, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
@@ -90,3 +92,97 @@ async def disable(session: AsyncSession, endpoint_id: str, reason: str) -> None:
         .where(Endpoint.id == endpoint_id, Endpoint.enabled.is_(True))
         .values(enabled=False, disabled_reason=reason, updated_at=func.now())
     )
+
+
+@dataclass(frozen=True)
+class FlowLimits:
+    rate_limit_per_second: float | None
+    max_in_flight: int | None
+    paused_for: float  # seconds left of a pause, by the database clock
+    breaker_trips: int
+
+
+async def flow_limits(session: AsyncSession, endpoint_id: str) -> FlowLimits | None:
+    remaining = func.greatest(0, func.extract("epoch", Endpoint.paused_until - func.now()))
+    row = (
+        await session.execute(
+            select(
+                Endpoint.rate_limit_per_second,
+                Endpoint.max_in_flight,
+                func.coalesce(remaining, 0),
+                Endpoint.breaker_trips,
+            ).where(Endpoint.id == endpoint_id)
+        )
+    ).one_or_none()
+    return None if row is None else FlowLimits(row[0], row[1], float(row[2]), row[3])
+
+
+async def record_success(session: AsyncSession, endpoint_id: str) -> bool:
+    """A success closes the breaker and ends a pause it caused. Written only when something
+    changes (or a second has passed), so a busy healthy endpoint's row is not a hot spot."""
+    result = await session.execute(
+        update(Endpoint)
+        .where(
+            Endpoint.id == endpoint_id,
+            (Endpoint.consecutive_failures > 0)
+            | (Endpoint.breaker_trips > 0)
+            | Endpoint.last_success_at.is_(None)
+            | (Endpoint.last_success_at < func.now() - timedelta(seconds=1)),
+        )
+        .values(
+            consecutive_failures=0,
+            failing_since=None,
+            last_success_at=func.now(),
+            paused_until=case((Endpoint.breaker_trips > 0, None), else_=Endpoint.paused_until),
+            pause_reason=case((Endpoint.breaker_trips > 0, None), else_=Endpoint.pause_reason),
+            breaker_trips=0,
+        )
+        .returning(Endpoint.id)
+    )
+    return result.first() is not None
+
+
+@dataclass(frozen=True)
+class FailureStreak:
+    consecutive_failures: int
+    failing_for: float  # seconds since the streak began
+    breaker_trips: int
+    paused: bool
+
+
+async def record_failure(session: AsyncSession, endpoint_id: str) -> FailureStreak:
+    row = (
+        await session.execute(
+            update(Endpoint)
+            .where(Endpoint.id == endpoint_id)
+            .values(
+                consecutive_failures=Endpoint.consecutive_failures + 1,
+                failing_since=func.coalesce(Endpoint.failing_since, func.now()),
+                last_failure_at=func.now(),
+            )
+            .returning(
+                Endpoint.consecutive_failures,
+                func.extract(
+                    "epoch", func.now() - func.coalesce(Endpoint.failing_since, func.now())
+                ),
+                Endpoint.breaker_trips,
+                func.coalesce(Endpoint.paused_until > func.now(), False),
+            )
+        )
+    ).one()
+    return FailureStreak(row[0], float(row[1]), row[2], bool(row[3]))
+
+
+async def pause(
+    session: AsyncSession, endpoint_id: str, *, seconds: float, reason: str, trip: bool = False
+) -> None:
+    """Pause the destination (extending, never shortening, a pause in force)."""
+    until = func.now() + timedelta(seconds=seconds)
+    values: dict[str, Any] = {
+        "paused_until": func.greatest(func.coalesce(Endpoint.paused_until, until), until),
+        "pause_reason": reason,
+        "updated_at": func.now(),
+    }
+    if trip:
+        values["breaker_trips"] = Endpoint.breaker_trips + 1
+    await session.execute(update(Endpoint).where(Endpoint.id == endpoint_id).values(**values))

@@ -18,6 +18,7 @@ class PendingPublication:
 
     outbox_id: int
     delivery_id: str
+    endpoint_id: str
     run_at: datetime
     attempt_count: int
 
@@ -28,6 +29,8 @@ class Publishable(Protocol):
     @property
     def id(self) -> str: ...
     @property
+    def endpoint_id(self) -> str: ...
+    @property
     def next_attempt_at(self) -> datetime: ...
     @property
     def attempt_count(self) -> int: ...
@@ -36,6 +39,7 @@ class Publishable(Protocol):
 @dataclass(frozen=True)
 class DeliveryRef:
     id: str
+    endpoint_id: str
     next_attempt_at: datetime
     attempt_count: int
 
@@ -61,6 +65,7 @@ async def insert_entries(
         PendingPublication(
             outbox_id=outbox_id,
             delivery_id=delivery_id,
+            endpoint_id=by_id[delivery_id].endpoint_id,
             run_at=by_id[delivery_id].next_attempt_at,
             attempt_count=by_id[delivery_id].attempt_count,
         )
@@ -98,6 +103,7 @@ async def claim_unpublished(
         .returning(
             OutboxEntry.id,
             OutboxEntry.delivery_id,
+            Delivery.endpoint_id,
             Delivery.next_attempt_at,
             Delivery.attempt_count,
         )

@@ -15,7 +15,7 @@ from app.models import Delivery
 from app.repositories.outbox import DeliveryRef
 from app.states import DeliveryState
 
-_RETURNING = (Delivery.id, Delivery.next_attempt_at, Delivery.attempt_count)
+_RETURNING = (Delivery.id, Delivery.endpoint_id, Delivery.next_attempt_at, Delivery.attempt_count)
 
 
 async def expire_leases(session: AsyncSession, *, region: str, limit: int) -> list[DeliveryRef]:

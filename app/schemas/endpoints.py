@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.schemas.common import EVENT_TYPE_PATTERN, PRINTABLE_PATTERN
 
@@ -51,8 +51,25 @@ class EndpointOut(BaseModel):
     max_in_flight: int | None
     enabled: bool
     disabled_reason: str | None
+    paused_until: datetime | None = Field(
+        description="No attempt starts before this: a receiver's Retry-After or the circuit "
+        "breaker's cool-down."
+    )
+    pause_reason: str | None
+    consecutive_failures: int
+    circuit: str = Field(description="closed | open (cooling down or probing)")
     created_at: datetime
     updated_at: datetime
+
+    @model_validator(mode="before")
+    @classmethod
+    def _circuit(cls, value: Any) -> Any:
+        if hasattr(value, "breaker_trips"):
+            return {
+                **{name: getattr(value, name) for name in cls.model_fields if hasattr(value, name)},
+                "circuit": "open" if value.breaker_trips > 0 else "closed",
+            }
+        return value
 
 
 class EndpointCreated(EndpointOut):

@@ -22,7 +22,8 @@ from app.config import Settings
 from app.faults import crash_point
 from app.repositories import attempts, deliveries, delivery_leases, endpoints
 from app.repositories.delivery_leases import ClaimedDelivery
-from app.services import outcomes, sender
+from app.services import destination_health, outcomes, sender
+from app.services.flow import Gate
 from app.services.signing import signed_headers
 from app.states import DeliveryState, Outcome
 
@@ -35,8 +36,30 @@ class Dispatcher:
     sessionmaker: async_sessionmaker[AsyncSession]
     http: aiohttp.ClientSession
     redis: ArqRedis
+    gate: Gate
 
-    async def deliver(self, delivery_id: str) -> None:
+    async def deliver(self, delivery_id: str, endpoint_id: str) -> None:
+        """Pass the destination's flow-control gate, then make one attempt. A delivery that
+        may not start yet waits as a deferred job: no attempt counted, no worker slot held."""
+        admission = await self.gate.admit(endpoint_id)
+        if not admission.admitted:
+            log.debug(
+                "delivery.throttled delivery_id=%s endpoint_id=%s reason=%s wait=%.3f",
+                delivery_id, endpoint_id, admission.reason, admission.wait_seconds,
+            )  # fmt: skip
+            job_id = f"{delivery_id}:g{uuid.uuid4().hex[:12]}"
+            run_at = queue.seconds_from_now(admission.wait_seconds)
+            await queue.publish(
+                self.redis, self.settings.region,
+                [queue.QueuedJob(job_id, delivery_id, endpoint_id, run_at)],
+            )  # fmt: skip
+            return
+        try:
+            await self._attempt(delivery_id, endpoint_id)
+        finally:
+            await self.gate.release(admission)
+
+    async def _attempt(self, delivery_id: str, endpoint_id: str) -> None:
         token = uuid.uuid4()
         async with self.sessionmaker() as session, session.begin():
             claimed = await delivery_leases.claim(
@@ -44,7 +67,7 @@ class Dispatcher:
                 lease_seconds=self.settings.lease_duration,
             )  # fmt: skip
         if claimed is None:
-            await self._redefer_if_early(delivery_id)
+            await self._redefer_if_early(delivery_id, endpoint_id)
             return
         crash_point("worker.after_claim_before_send", self.settings.fault)
         refusal = self._refuse_without_sending(claimed)
@@ -62,18 +85,21 @@ class Dispatcher:
         crash_point("worker.after_send_before_record", self.settings.fault)
         await self._finish(claimed, token, self._decide(claimed, result), result)
 
+    def _retry_after(self, result: sender.AttemptResult) -> float | None:
+        if result.status_code not in outcomes.RETRY_AFTER_STATUSES:
+            return None
+        return outcomes.parse_retry_after(
+            result.retry_after_header, datetime.now(UTC), self.settings.retry_after_max_seconds
+        )
+
     def _decide(
         self, claimed: ClaimedDelivery, result: sender.AttemptResult
     ) -> outcomes.Transition:
-        retry_after = None
-        if result.status_code in outcomes.RETRY_AFTER_STATUSES:
-            retry_after = outcomes.parse_retry_after(
-                result.retry_after_header, datetime.now(UTC), self.settings.retry_after_max_seconds
-            )
         return outcomes.decide(
             outcome=result.outcome, status_code=result.status_code,
             attempts_used=claimed.attempts_used, max_attempts=self.settings.attempts_limit,
-            schedule=self.settings.retry_schedule, retry_after=retry_after, error=result.error,
+            schedule=self.settings.retry_schedule, retry_after=self._retry_after(result),
+            error=result.error,
         )  # fmt: skip
 
     async def _abandon(
@@ -178,6 +204,16 @@ class Dispatcher:
                 )  # fmt: skip
             if recorded and transition.disable_endpoint:
                 await endpoints.disable(session, claimed.endpoint_id, "receiver answered 410 Gone")
+            pause = 0.0
+            if recorded and result is not None:
+                pause = await destination_health.after_attempt(
+                    session, self.settings, claimed.endpoint_id, result.outcome,
+                    result.status_code, self._retry_after(result),
+                )  # fmt: skip
+        if pause > 0:
+            await self.gate.pause(claimed.endpoint_id, pause)
+        elif result is not None and result.outcome is Outcome.SUCCESS:
+            self.gate.forget(claimed.endpoint_id)  # a probe's success closes the breaker
         return recorded
 
     async def _schedule_retry(self, claimed: ClaimedDelivery, delay_seconds: float) -> None:
@@ -185,7 +221,8 @@ class Dispatcher:
         attempt is due, so a lost job only delays it until the reconciler finds the row."""
         # Relative to now, like next_attempt_at (set from the database clock a moment ago).
         job_id = queue.retry_job_id(claimed.id, claimed.attempt_number)
-        job = queue.QueuedJob(job_id, claimed.id, queue.seconds_from_now(delay_seconds))
+        run_at = queue.seconds_from_now(delay_seconds)
+        job = queue.QueuedJob(job_id, claimed.id, claimed.endpoint_id, run_at)
         try:
             await queue.publish(self.redis, self.settings.region, [job])
             # Now a job exists: `enqueued`, so the reconciler waits ENQUEUED_STALE_SECONDS for
@@ -198,7 +235,7 @@ class Dispatcher:
                 claimed.id, type(exc).__name__,
             )  # fmt: skip
 
-    async def _redefer_if_early(self, delivery_id: str) -> None:
+    async def _redefer_if_early(self, delivery_id: str, endpoint_id: str) -> None:
         """A job that ran a little too early must not just vanish: put a job back for when the
         delivery can be claimed. That covers a job firing before its due time (clock skew, an
         early duplicate) and arq rerunning a dead worker's job moments before its lease ends.
@@ -211,5 +248,6 @@ class Dispatcher:
             log.debug("delivery.skipped delivery_id=%s (leased, finished or gone)", delivery_id)
             return
         job_id = f"{delivery_id}:w{uuid.uuid4().hex[:12]}"
-        job = queue.QueuedJob(job_id, delivery_id, queue.seconds_from_now(wait + 0.05))
+        run_at = queue.seconds_from_now(wait + 0.05)
+        job = queue.QueuedJob(job_id, delivery_id, endpoint_id, run_at)
         await queue.publish(self.redis, self.settings.region, [job])

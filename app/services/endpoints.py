@@ -60,8 +60,9 @@ async def update_endpoint(
     if values.get("enabled") is True:
         # Re-enabling clears whatever disabled it, including a breaker's or a 410's verdict.
         values.update(
-            disabled_reason=None, paused_until=None, pause_reason=None, consecutive_failures=0
-        )
+            disabled_reason=None, paused_until=None, pause_reason=None, consecutive_failures=0,
+            failing_since=None, breaker_trips=0,
+        )  # fmt: skip
     elif values.get("enabled") is False:
         values["disabled_reason"] = "disabled by user"
     elif "enabled" in values:

@@ -32,7 +32,9 @@ async def publish_and_mark(
     fault: str | None = None,
 ) -> None:
     jobs = [
-        queue.QueuedJob(queue.outbox_job_id(p.delivery_id, p.outbox_id), p.delivery_id, p.run_at)
+        queue.QueuedJob(
+            queue.outbox_job_id(p.delivery_id, p.outbox_id), p.delivery_id, p.endpoint_id, p.run_at
+        )
         for p in publications
     ]
     await queue.publish(redis, region, jobs)

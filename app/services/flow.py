@@ -1,0 +1,192 @@
+"""Per-destination flow control shared by every worker, kept in Redis.
+
+Two ceilings, because they protect against different overloads: an in-flight ceiling (sockets,
+memory, the receiver's concurrent capacity) and a start-rate ceiling (a receiver allowing N
+requests per interval). Plus pauses (a receiver's Retry-After, the circuit breaker's cool-down)
+and the breaker's single probe. One Lua script decides atomically, on Redis's clock.
+
+Losing Redis only resets these counters: limits start over, nothing blocks forever. In-flight
+slots are leases that expire by themselves, so a dead worker's slot frees itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass
+
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.repositories import endpoints
+
+log = logging.getLogger("herald.flow")
+
+# KEYS: 1 pause, 2 rate (GCRA theoretical arrival time), 3 in-flight slots, 4 probe
+# ARGV: 1 emission interval ms (0: no rate), 2 max in flight (0: none), 3 slot id,
+#       4 slot lease ms, 5 "1" if half-open (one probe at a time)
+# Nothing is changed unless the caller is admitted, so a refusal costs no capacity.
+_GATE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local paused = redis.call('PTTL', KEYS[1])
+if paused > 0 then return {0, paused, 'paused'} end
+local max = tonumber(ARGV[2])
+if max > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  if redis.call('ZCARD', KEYS[3]) >= max then return {0, 0, 'in_flight'} end
+end
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
+  return {0, redis.call('PTTL', KEYS[4]), 'probing'}
+end
+local interval = tonumber(ARGV[1])
+if interval > 0 then
+  local tat = tonumber(redis.call('GET', KEYS[2]) or now)
+  if tat > now then return {0, tat - now, 'rate'} end
+  redis.call('SET', KEYS[2], now + interval, 'PX', interval + 1000)
+end
+if ARGV[5] == '1' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4]) end
+if max > 0 then
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[4]))
+end
+return {1, 0, 'ok'}
+"""
+
+_RELEASE = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+return 1
+"""
+
+_PAUSE = """
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+end
+return 1
+"""
+
+
+def _spread(wait: float, reason: str, interval_ms: int = 0) -> float:
+    """When to look again. Callers refused together must not all come back together: each
+    waits its turn plus a random share of the time the others need."""
+    if reason == "in_flight":
+        return random.uniform(0.05, 0.25)  # noqa: S311  (slots free as attempts finish)
+    if reason == "rate":
+        return wait + random.uniform(0, max(1.0, 20 * interval_ms / 1000))  # noqa: S311
+    return wait + random.uniform(0, min(5.0, 0.1 * wait + 0.5))  # noqa: S311
+
+
+def _keys(endpoint_id: str) -> list[str]:
+    base = f"herald:flow:{endpoint_id}"
+    return [f"{base}:pause", f"{base}:rate", f"{base}:slots", f"{base}:probe"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    interval_ms: int  # between starts; 0 = no rate ceiling
+    max_in_flight: int  # 0 = no ceiling
+    paused_for: float  # seconds the database says the destination is paused
+    half_open: bool  # the breaker tripped: after its cool-down, one probe at a time
+
+
+@dataclass(frozen=True)
+class Admission:
+    admitted: bool
+    wait_seconds: float
+    reason: str  # ok | paused | in_flight | probing | rate
+    slot: str
+    endpoint_id: str
+
+
+class Gate:
+    def __init__(
+        self,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        redis: ArqRedis,
+        cache_seconds: float = 1.0,
+    ) -> None:
+        self._settings = settings
+        self._sessionmaker = sessionmaker
+        self._redis = redis
+        self._cache_seconds = cache_seconds
+        self._policies: dict[str, tuple[float, Policy]] = {}
+        self._gate = redis.register_script(_GATE)
+        self._release = redis.register_script(_RELEASE)
+        self._pause = redis.register_script(_PAUSE)
+
+    async def policy(self, endpoint_id: str) -> Policy:
+        cached = self._policies.get(endpoint_id)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        async with self._sessionmaker() as session, session.begin():
+            limits = await endpoints.flow_limits(session, endpoint_id)
+        rate = self._settings.default_rate_limit_per_second
+        in_flight = self._settings.default_max_in_flight
+        policy = Policy(0, 0, 0.0, False)
+        if limits is not None:
+            rate = limits.rate_limit_per_second or rate
+            policy = Policy(
+                interval_ms=int(1000 / rate) if rate > 0 else 0,
+                max_in_flight=limits.max_in_flight or in_flight,
+                paused_for=limits.paused_for,
+                half_open=limits.breaker_trips > 0,
+            )
+        self._policies[endpoint_id] = (time.monotonic() + self._cache_seconds, policy)
+        return policy
+
+    def forget(self, endpoint_id: str) -> None:
+        """This process just changed the endpoint's flow state: read it afresh next time."""
+        self._policies.pop(endpoint_id, None)
+
+    async def admit(self, endpoint_id: str) -> Admission:
+        policy = await self.policy(endpoint_id)
+        slot = uuid.uuid4().hex
+        if policy.paused_for > 0:
+            return Admission(
+                False, _spread(policy.paused_for, "paused"), "paused", slot, endpoint_id
+            )
+        lease_ms = int(self._settings.lease_duration * 1000)
+        try:
+            admitted, wait_ms, reason = await self._gate(
+                keys=_keys(endpoint_id),
+                args=[
+                    policy.interval_ms, policy.max_in_flight, slot, lease_ms,
+                    "1" if policy.half_open else "0",
+                ],
+            )  # fmt: skip
+        except Exception as exc:
+            log.warning("flow.gate_unavailable endpoint_id=%s error=%s", endpoint_id, exc)
+            return Admission(True, 0.0, "ok", slot, endpoint_id)
+        reason = reason.decode() if isinstance(reason, bytes) else str(reason)
+        wait = _spread(int(wait_ms) / 1000, reason, policy.interval_ms)
+        return Admission(bool(admitted), wait, reason, slot, endpoint_id)
+
+    async def release(self, admission: Admission) -> None:
+        if not admission.admitted:
+            return
+        try:
+            await self._release(keys=_keys(admission.endpoint_id)[2:4], args=[admission.slot])
+        except Exception as exc:
+            log.warning("flow.release_failed endpoint_id=%s error=%s", admission.endpoint_id, exc)
+
+    async def pause(self, endpoint_id: str, seconds: float) -> None:
+        self.forget(endpoint_id)
+        try:
+            await self._pause(keys=_keys(endpoint_id)[:1], args=[max(1, int(seconds * 1000))])
+        except Exception as exc:
+            log.warning("flow.pause_failed endpoint_id=%s error=%s", endpoint_id, exc)
+
+
+async def clear_flow_state(redis: ArqRedis, endpoint_id: str) -> None:
+    """A re-enabled endpoint starts afresh: no pause, no probe in the way. Best effort: a
+    leftover pause expires by itself."""
+    keys = _keys(endpoint_id)
+    try:
+        await redis.delete(keys[0], keys[3])
+    except Exception as exc:
+        log.warning("flow.clear_failed endpoint_id=%s error=%s", endpoint_id, exc)

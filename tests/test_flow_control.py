@@ -1,0 +1,309 @@
+"""Per-destination flow control, measured at a real receiver with real worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.ids import new_id
+from tests.processes import running_worker
+from tests.receiver import Receiver, Reply
+from tests.recovery import states
+from tests.support import Stack, count_rows, new_endpoint
+
+
+async def accept(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, count: int
+) -> list[str]:
+    ids = []
+    for n in range(count):
+        response = await client.post(
+            "/v1/deliveries",
+            json={"endpoint_id": endpoint_id, "event_type": "flow", "payload": {"n": n}},
+            headers=tenant,
+        )
+        assert response.status_code == 202, response.text
+        ids.append(response.json()["id"])
+    return ids
+
+
+async def until(predicate: Any, timeout: float = 60.0, every: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(every)
+
+
+def most_starts_in_any_second(arrivals: list[float]) -> int:
+    arrivals = sorted(arrivals)
+    most, first = 0, 0
+    for last, at in enumerate(arrivals):
+        while at - arrivals[first] >= 1.0:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+async def test_rate_and_in_flight_ceilings_hold_across_two_workers(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    # Each answer takes 0.4 s: at 20 starts/s that is 8 at once without the in-flight ceiling.
+    receiver.script("/limited", *[Reply(200, delay=0.4)] * 200)
+    endpoint = await new_endpoint(
+        client, tenant, url=receiver.url("/limited"), rate_limit_per_second=20, max_in_flight=5
+    )
+    ids = await accept(client, tenant, endpoint["id"], 200)
+    with (
+        running_worker(stack, tmp_path / "a.log"),
+        running_worker(stack, tmp_path / "b.log"),
+    ):
+
+        async def all_delivered() -> bool:
+            return set((await states(engine, ids)).values()) == {"succeeded"}
+
+        await until(all_delivered, timeout=90)
+
+    arrivals = [r.at for r in receiver.on("/limited")]
+    assert len(arrivals) == 200  # each delivered once
+    assert receiver.max_in_flight <= 5
+    assert receiver.max_in_flight >= 4  # the ceiling, not the rate, was the binding limit
+    assert most_starts_in_any_second(arrivals) <= 21
+    # Waiting for the gate is not an attempt.
+    assert await count_rows(engine, "attempts") == 200
+    assert await count_rows(engine, "deliveries", "attempt_count <> 1") == 0
+
+
+async def test_retry_after_pauses_the_whole_destination_only(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    receiver.script("/busy", Reply(429, headers={"Retry-After": "3"}))
+    busy = await new_endpoint(client, tenant, url=receiver.url("/busy"))
+    calm = await new_endpoint(client, tenant, url=receiver.url("/calm"))
+    with running_worker(stack, tmp_path / "worker.log"):
+        [first] = await accept(client, tenant, busy["id"], 1)
+        [refused] = await receiver.wait_for("/busy", 1)
+        waiting = await accept(client, tenant, busy["id"], 5)
+        flowing = await accept(client, tenant, calm["id"], 5)
+        await receiver.wait_for("/calm", 5)
+        shown = (await client.get(f"/v1/endpoints/{busy['id']}", headers=tenant)).json()
+        await receiver.wait_for("/busy", 7)
+
+    later = [r.at for r in receiver.on("/busy")[1:]]
+    assert min(later) - refused.at >= 3.0  # nothing to that destination for 3 s
+    calm_done = max(r.at for r in receiver.on("/calm"))
+    assert calm_done - refused.at < 3.0  # while the other destination kept flowing
+    assert shown["paused_until"] is not None and "429" in shown["pause_reason"]
+    assert set((await states(engine, [first, *waiting, *flowing])).values()) <= {
+        "succeeded",
+        "pending",
+        "enqueued",
+        "leased",
+    }
+
+
+async def test_breaker_opens_probes_and_closes(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    receiver.script("/flaky", *[Reply(500)] * 4)  # 3 to open, then a failed probe
+    # One at a time, so that the order of failures, pauses and probes is exact.
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/flaky"), max_in_flight=1)
+    breaker = {
+        "HERALD_BREAKER_FAILURES": "3",
+        "HERALD_BREAKER_COOLDOWN_SECONDS": "1",
+        "HERALD_MAX_ATTEMPTS": "30",
+        "HERALD_RETRY_SCHEDULE": "0.1",
+    }
+    with running_worker(stack, tmp_path / "worker.log", **breaker):
+        ids = await accept(client, tenant, endpoint["id"], 6)
+        shown: list[dict[str, Any]] = []
+
+        async def circuit_open() -> bool:
+            response = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
+            shown.append(response.json())
+            return bool(shown[-1]["circuit"] == "open")
+
+        await until(circuit_open, timeout=10, every=0.02)
+        opened = shown[-1]
+
+        async def all_delivered() -> bool:
+            return set((await states(engine, ids)).values()) == {"succeeded"}
+
+        await until(all_delivered, timeout=30)
+        closed = (await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)).json()
+
+    times = [r.at for r in receiver.on("/flaky")]
+    assert opened["circuit"] == "open" and "3 consecutive failures" in opened["pause_reason"]
+    # Open after the 3rd failure: 1 s of silence, then one probe (it fails), then 2 s of silence
+    # (the cool-down doubles), then a probe that succeeds and the rest flows.
+    assert times[3] - times[2] >= 1.0
+    assert times[4] - times[3] >= 2.0
+    assert closed["circuit"] == "closed" and closed["consecutive_failures"] == 0
+    assert closed["paused_until"] is None
+
+
+async def test_no_success_for_the_window_disables_and_reenabling_resumes(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    receiver.script("/down", *[Reply(503)] * 1000)
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/down"))
+    window = {
+        "HERALD_DISABLE_AFTER_HOURS": str(1.5 / 3600),  # 1.5 s
+        "HERALD_BREAKER_FAILURES": "1000",
+        "HERALD_MAX_ATTEMPTS": "1000",
+        "HERALD_RETRY_SCHEDULE": "0.2",
+    }
+    with running_worker(stack, tmp_path / "worker.log", **window):
+        ids = await accept(client, tenant, endpoint["id"], 3)
+
+        async def disabled() -> bool:
+            body = (await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)).json()
+            return body["enabled"] is False
+
+        await until(disabled, timeout=30)
+
+        async def all_dead() -> bool:
+            return set((await states(engine, ids)).values()) == {"dead"}
+
+        await until(all_dead, timeout=30)
+        shown = (await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)).json()
+        async with engine.connect() as connection:
+            reasons = set(
+                (
+                    await connection.execute(
+                        text("SELECT dead_reason FROM deliveries WHERE id = ANY(:ids)"),
+                        {"ids": ids},
+                    )
+                ).scalars()
+            )
+
+        receiver.unscript("/down")  # the receiver is back
+        enabled = await client.patch(
+            f"/v1/endpoints/{endpoint['id']}", json={"enabled": True}, headers=tenant
+        )
+        assert enabled.status_code == 200 and enabled.json()["enabled"] is True
+        for delivery_id in ids:
+            redriven = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
+            assert redriven.status_code == 202
+        [fresh] = await accept(client, tenant, endpoint["id"], 1)
+
+        async def all_delivered() -> bool:
+            return set((await states(engine, [*ids, fresh])).values()) == {"succeeded"}
+
+        await until(all_delivered, timeout=30)
+
+    assert "no successful delivery" in shown["disabled_reason"]
+    assert reasons == {"endpoint_disabled"}
+
+
+async def _park(engine: AsyncEngine, tenant_id: str, endpoint_id: str, count: int) -> None:
+    """Insert ``count`` accepted deliveries (event, delivery, outbox row each) in one go."""
+    events = [new_id("evt") for _ in range(count)]
+    deliveries = [new_id("dlv") for _ in range(count)]
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO events (id, tenant_id, event_type, payload)"
+                " SELECT unnest(CAST(:events AS text[])), :tenant, 'bulk', '\\x7b7d'::bytea"
+            ),
+            {"events": events, "tenant": tenant_id},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type,"
+                " region, state, next_attempt_at)"
+                " SELECT d, :tenant, :endpoint, e, 'bulk', 'local', 'pending', now()"
+                " FROM unnest(CAST(:deliveries AS text[]), CAST(:events AS text[])) AS t(d, e)"
+            ),
+            {"deliveries": deliveries, "events": events, "tenant": tenant_id,
+             "endpoint": endpoint_id},
+        )  # fmt: skip
+        await connection.execute(
+            text(
+                "INSERT INTO outbox (delivery_id, region, created_at)"
+                " SELECT unnest(CAST(:deliveries AS text[])), 'local', now() - interval '1 minute'"
+            ),
+            {"deliveries": deliveries},
+        )
+
+
+async def _latencies(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver, endpoint_id: str
+) -> list[float]:
+    seen = len(receiver.on("/healthy"))
+    sent = []
+    for n in range(20):
+        sent.append(time.monotonic())
+        await accept(client, tenant, endpoint_id, 1)
+        await receiver.wait_for("/healthy", seen + n + 1)
+        await asyncio.sleep(0.02)
+    arrived = [r.at for r in receiver.on("/healthy")[seen:]]
+    return [a - s for a, s in zip(arrived, sent, strict=True)]
+
+
+async def test_a_paused_destinations_backlog_does_not_slow_a_healthy_one(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    healthy = await new_endpoint(client, tenant, url=receiver.url("/healthy"))
+    paused = await new_endpoint(client, tenant, url=receiver.url("/paused"))
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE endpoints SET paused_until = now() + interval '10 minutes',"
+                " pause_reason = 'test' WHERE id = :e"
+            ),
+            {"e": paused["id"]},
+        )
+        tenant_id = (
+            await connection.execute(
+                text("SELECT tenant_id FROM endpoints WHERE id = :e"), {"e": paused["id"]}
+            )
+        ).scalar_one()
+    with running_worker(stack, tmp_path / "worker.log", HERALD_WORKER_CONCURRENCY="100"):
+        alone = await _latencies(client, tenant, receiver, healthy["id"])
+        await _park(engine, tenant_id, paused["id"], 10_000)
+
+        async def all_parked() -> bool:
+            return await count_rows(engine, "outbox", "published_at IS NULL") == 0
+
+        await until(all_parked, timeout=120)
+        await asyncio.sleep(1)  # let the worker pass every parked job through the gate once
+        beside = await _latencies(client, tenant, receiver, healthy["id"])
+
+    assert receiver.on("/paused") == []
+    assert await count_rows(engine, "attempts", "status_code IS NULL") == 0
+    ratio = statistics.median(beside) / statistics.median(alone)
+    print(f"healthy latency p50 alone {statistics.median(alone) * 1000:.1f} ms, beside 10k parked "
+          f"{statistics.median(beside) * 1000:.1f} ms (x{ratio:.2f})")  # fmt: skip
+    assert ratio <= 2.0
