@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     breaker_cooldown_seconds: float = Field(default=30.0, gt=0)
     breaker_max_cooldown_seconds: float = Field(default=3600.0, gt=0)
     disable_after_hours: float = Field(default=120.0, gt=0)
+    # After a rotation, attempts are signed with the old secret too, for this long.
+    secret_rotation_overlap_hours: float = Field(default=24.0, ge=0, le=24 * 30)
     region: str = Field(default="local", pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
     db_pool_size: int = Field(default=20, ge=1, le=500)
     # Crash-point fault injection for tests: the process exits abruptly at this named point.

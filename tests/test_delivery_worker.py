@@ -10,7 +10,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from standardwebhooks.webhooks import Webhook
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app import __version__
 from tests.processes import HeraldProcess, running_worker
@@ -312,3 +312,36 @@ async def test_a_reconcile_run_is_carried_out_by_a_worker(
     }
     abandoned = await client.get("/v1/reconcile/runs/run_01J00000000000000000000000", headers=ADMIN)
     assert abandoned.json()["status"] == "failed" and "abandoned" in abandoned.json()["error"]
+
+
+@pytest.mark.usefixtures("worker")
+async def test_rotated_secret_signs_alongside_the_old_one_during_the_overlap(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver, engine: AsyncEngine
+) -> None:
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/rotating"))
+    old = endpoint["secret"]
+    rotated = await client.post(f"/v1/endpoints/{endpoint['id']}/secret/rotate", headers=tenant)
+    assert rotated.status_code == 200
+    new = rotated.json()["secret"]
+    assert new != old and new.startswith("whsec_")
+    assert rotated.json()["previous_secret_expires_at"] is not None
+    current = await client.get(f"/v1/endpoints/{endpoint['id']}/secret", headers=tenant)
+    assert current.json()["secret"] == new
+
+    await settled(client, tenant, await deliver(client, tenant, endpoint["id"], {"v": 1}))
+    [during] = receiver.on("/rotating")
+    assert len(during.headers["webhook-signature"].split(" ")) == 2
+    # A receiver still on the old secret and one already on the new both verify.
+    assert Webhook(old).verify(during.body, during.headers) == {"v": 1}
+    assert Webhook(new).verify(during.body, during.headers) == {"v": 1}
+
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE endpoints SET previous_secret_expires_at = now() - interval '1 second'")
+        )
+    await settled(client, tenant, await deliver(client, tenant, endpoint["id"], {"v": 2}))
+    after = receiver.on("/rotating")[1]
+    assert len(after.headers["webhook-signature"].split(" ")) == 1
+    assert Webhook(new).verify(after.body, after.headers) == {"v": 2}
+    with pytest.raises(WebhookVerificationError):
+        Webhook(old).verify(after.body, after.headers)

@@ -20,6 +20,7 @@ from app.schemas.endpoints import (
     EndpointOut,
     EndpointSecret,
     EndpointUpdate,
+    RotatedSecret,
 )
 from app.services import endpoints
 from app.services.flow import clear_flow_state
@@ -89,6 +90,22 @@ async def get_endpoint_secret(
     async with session.begin():
         endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
     return EndpointSecret(secret=endpoint.secret)
+
+
+@router.post(
+    "/{endpoint_id}/secret/rotate",
+    response_model=RotatedSecret,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="Rotate the signing secret; the old one keeps signing during the overlap",
+)
+async def rotate_endpoint_secret(
+    endpoint_id: str, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+) -> RotatedSecret:
+    async with session.begin():
+        endpoint = await endpoints.rotate_secret(
+            session, tenant_id, endpoint_id, settings.secret_rotation_overlap_hours
+        )
+    return RotatedSecret.model_validate(endpoint)
 
 
 @router.patch(

@@ -56,6 +56,29 @@ async def update_fields(
     ).scalar_one_or_none()
 
 
+async def rotate_secret(
+    session: AsyncSession, tenant_id: str, endpoint_id: str, *, secret: str, overlap: timedelta
+) -> Endpoint | None:
+    """The new secret signs from now on; the current one keeps signing alongside it until
+    ``overlap`` has passed, so receivers can switch without missing a delivery."""
+    if not is_id(endpoint_id):
+        return None
+    return (
+        await session.execute(
+            update(Endpoint)
+            .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+            .values(
+                previous_secret=Endpoint.secret,
+                previous_secret_expires_at=func.now() + overlap,
+                secret=secret,
+                updated_at=func.now(),
+            )
+            .returning(Endpoint)
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one_or_none()
+
+
 async def soft_delete(session: AsyncSession, tenant_id: str, endpoint_id: str) -> bool:
     if not is_id(endpoint_id):
         return False

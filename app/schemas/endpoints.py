@@ -78,3 +78,12 @@ class EndpointCreated(EndpointOut):
 
 class EndpointSecret(BaseModel):
     secret: str
+
+
+class RotatedSecret(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    secret: str = Field(description="The new signing secret; it signs every attempt from now.")
+    previous_secret_expires_at: datetime | None = Field(
+        description="Until then attempts carry a signature with the previous secret as well."
+    )

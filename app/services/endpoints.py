@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import secrets
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -68,6 +69,18 @@ async def update_endpoint(
     elif "enabled" in values:
         del values["enabled"]
     endpoint = await endpoints.update_fields(session, tenant_id, endpoint_id, values)
+    if endpoint is None:
+        raise NotFound(f"endpoint {endpoint_id} not found")
+    return endpoint
+
+
+async def rotate_secret(
+    session: AsyncSession, tenant_id: str, endpoint_id: str, overlap_hours: float
+) -> Endpoint:
+    endpoint = await endpoints.rotate_secret(
+        session, tenant_id, endpoint_id, secret=generate_secret(),
+        overlap=timedelta(hours=overlap_hours),
+    )  # fmt: skip
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     return endpoint
