@@ -4,7 +4,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import IdempotencyKeyDep, PublisherDep, SessionDep, SettingsDep, TenantDep
+from app.api.deps import (
+    IdempotencyKeyDep,
+    PublisherDep,
+    ResourcesDep,
+    SessionDep,
+    SettingsDep,
+    TenantDep,
+)
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -27,8 +34,8 @@ from app.ids import ID_REGEX
 from app.models import Delivery
 from app.repositories import attempts, deliveries
 from app.schemas.common import EVENT_TYPE_PATTERN, Page
-from app.schemas.deliveries import AttemptOut, DeliveryIntent, DeliveryOut
-from app.services import intake, redrive
+from app.schemas.deliveries import AttemptOut, DeliveryDetail, DeliveryIntent, DeliveryOut
+from app.services import explain, intake, redrive
 from app.states import DeliveryState
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
@@ -110,14 +117,17 @@ async def _get_delivery(session: SessionDep, tenant_id: str, delivery_id: str) -
 
 @router.get(
     "/{delivery_id}",
-    response_model=DeliveryOut,
+    response_model=DeliveryDetail,
     responses=problem_responses(*_AUTH, NotFound),
-    summary="A delivery's state",
+    summary="A delivery: its state, why it is waiting, and its custody timeline",
 )
-async def get_delivery(delivery_id: str, tenant_id: TenantDep, session: SessionDep) -> DeliveryOut:
+async def get_delivery(
+    delivery_id: str, tenant_id: TenantDep, session: SessionDep, resources: ResourcesDep
+) -> DeliveryDetail:
     async with session.begin():
-        delivery = await _get_delivery(session, tenant_id, delivery_id)
-    return DeliveryOut.model_validate(delivery)
+        return await explain.delivery_detail(
+            session, resources.redis, resources.settings, tenant_id, delivery_id
+        )
 
 
 @router.post(

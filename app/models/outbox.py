@@ -14,6 +14,8 @@ class OutboxEntry(Base):
 
     __tablename__ = "outbox"
     __table_args__ = (
+        # A delivery's custody timeline lists its publications.
+        Index("ix_outbox_delivery", "delivery_id"),
         Index(
             "ix_outbox_unpublished",
             "region",

@@ -32,6 +32,11 @@ async def get_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> E
     ).scalar_one_or_none()
 
 
+async def get_any(session: AsyncSession, endpoint_id: str) -> Endpoint | None:
+    """An endpoint by id, deleted or not (a delivery's own endpoint, for explaining it)."""
+    return await session.get(Endpoint, endpoint_id)
+
+
 async def list_page(
     session: AsyncSession, tenant_id: str, *, limit: int, before_id: str | None
 ) -> list[Endpoint]:

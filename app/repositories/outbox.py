@@ -119,3 +119,13 @@ async def mark_published(session: AsyncSession, outbox_ids: Sequence[int]) -> No
         .values(published_at=func.now(), claimed_until=None)
         .execution_options(synchronize_session=False)
     )
+
+
+async def published_times(session: AsyncSession, delivery_id: str) -> list[datetime]:
+    rows = await session.execute(
+        select(OutboxEntry.published_at)
+        .where(OutboxEntry.delivery_id == delivery_id, OutboxEntry.published_at.is_not(None))
+        .order_by(OutboxEntry.published_at)
+        .limit(100)
+    )
+    return [at for at in rows.scalars() if at is not None]

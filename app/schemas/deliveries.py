@@ -82,3 +82,20 @@ class AttemptOut(BaseModel):
     outcome: Outcome
     error: str | None
     response_body: str | None
+
+
+class CustodyEventOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    at: datetime
+    event: str = Field(description="accepted | published | attempt | succeeded | dead")
+    detail: str | None
+
+
+class DeliveryDetail(DeliveryOut):
+    waiting_reason: str = Field(
+        description="scheduled | queued | in_flight | throttled | endpoint_disabled | stuck | "
+        "succeeded | dead"
+    )
+    waiting_detail: str | None = Field(description="The why, in words: until when, by what rule.")
+    timeline: list[CustodyEventOut]

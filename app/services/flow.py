@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.repositories import endpoints
+from app.services.status import FlowSnapshot
 
 log = logging.getLogger("herald.flow")
 
@@ -54,6 +55,15 @@ if max > 0 then
   redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[4]))
 end
 return {1, 0, 'ok'}
+"""
+
+# KEYS: 2 rate, 3 slots (as in _GATE). Returns {live slots, ms until the next start is allowed}.
+_SNAPSHOT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local live = redis.call('ZCOUNT', KEYS[2], now, '+inf')
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+return {live, math.max(0, tat - now)}
 """
 
 _RELEASE = """
@@ -180,6 +190,19 @@ class Gate:
             await self._pause(keys=_keys(endpoint_id)[:1], args=[max(1, int(seconds * 1000))])
         except Exception as exc:
             log.warning("flow.pause_failed endpoint_id=%s error=%s", endpoint_id, exc)
+
+
+async def flow_snapshot(
+    redis: ArqRedis, endpoint_id: str, max_in_flight: int
+) -> FlowSnapshot | None:
+    """What the gate would see now; None if Redis cannot say."""
+    try:
+        snapshot = redis.register_script(_SNAPSHOT)
+        live, wait_ms = await snapshot(keys=_keys(endpoint_id)[1:3])
+    except Exception as exc:
+        log.warning("flow.snapshot_failed endpoint_id=%s error=%s", endpoint_id, exc)
+        return None
+    return FlowSnapshot(int(live), max_in_flight, int(wait_ms) / 1000)
 
 
 async def clear_flow_state(redis: ArqRedis, endpoint_id: str) -> None:

@@ -1,0 +1,43 @@
+"""Gather the facts for one delivery's explanation and timeline (see app/services/status)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.errors import NotFound
+from app.repositories import attempts, deliveries, endpoints, outbox
+from app.schemas.deliveries import CustodyEventOut, DeliveryDetail, DeliveryOut
+from app.services import status
+from app.services.flow import flow_snapshot
+from app.states import DeliveryState
+
+
+async def delivery_detail(
+    session: AsyncSession, redis: ArqRedis, settings: Settings, tenant_id: str, delivery_id: str
+) -> DeliveryDetail:
+    delivery = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
+    if delivery is None:
+        raise NotFound(f"delivery {delivery_id} not found")
+    endpoint = await endpoints.get_any(session, delivery.endpoint_id)
+    assert endpoint is not None  # a foreign key
+    published = await outbox.published_times(session, delivery.id)
+    tried = await attempts.list_page(session, delivery.id, limit=100, after_number=None)
+    now = datetime.now(UTC)
+    flow = None
+    waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
+    if delivery.state in waiting and delivery.next_attempt_at <= now:
+        ceiling = endpoint.max_in_flight or settings.default_max_in_flight
+        flow = await flow_snapshot(redis, endpoint.id, ceiling)
+    why = status.explain(delivery, endpoint, now, settings, flow)
+    return DeliveryDetail(
+        **DeliveryOut.model_validate(delivery).model_dump(),
+        waiting_reason=why.reason,
+        waiting_detail=why.detail,
+        timeline=[
+            CustodyEventOut.model_validate(e) for e in status.timeline(delivery, published, tried)
+        ],
+    )

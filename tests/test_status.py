@@ -1,0 +1,154 @@
+"""GET /v1/deliveries/{id} explains itself: every waiting_reason, and the custody timeline."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from tests.support import fast_path_settled, new_endpoint
+
+
+async def accept(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, **extra: Any
+) -> str:
+    response = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint_id, "event_type": "a.b", "payload": {}, **extra},
+        headers=tenant,
+    )
+    assert response.status_code == 202
+    delivery_id: str = response.json()["id"]
+    return delivery_id
+
+
+async def explained(
+    client: httpx.AsyncClient, tenant: dict[str, str], delivery_id: str
+) -> dict[str, Any]:
+    response = await client.get(f"/v1/deliveries/{delivery_id}", headers=tenant)
+    assert response.status_code == 200
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def sql(engine: AsyncEngine, statement: str, **params: Any) -> None:
+    async with engine.begin() as connection:
+        await connection.execute(text(statement), params)
+
+
+SETUPS = {
+    "in_flight": "UPDATE deliveries SET state = 'leased', lease_token = gen_random_uuid(),"
+    " lease_until = now() + interval '1 minute', attempt_count = 1",
+    "stuck_lease": "UPDATE deliveries SET state = 'leased', lease_token = gen_random_uuid(),"
+    " lease_until = now() - interval '1 minute', attempt_count = 1",
+    "stuck_enqueued": "UPDATE deliveries SET state = 'enqueued',"
+    " enqueued_at = now() - interval '1 hour', next_attempt_at = now() - interval '1 hour'",
+    "stuck_pending": "UPDATE deliveries SET state = 'pending',"
+    " next_attempt_at = now() - interval '1 hour'",
+    "succeeded": "UPDATE deliveries SET state = 'succeeded', completed_at = now()",
+    "dead": "UPDATE deliveries SET state = 'dead', completed_at = now(),"
+    " dead_reason = 'permanent_failure: HTTP 400'",
+    "paused": "UPDATE endpoints SET paused_until = now() + interval '1 minute',"
+    " pause_reason = 'receiver answered 429 with Retry-After'",
+}
+
+
+@pytest.mark.parametrize(
+    ("setup", "reason", "detail"),
+    [
+        ("in_flight", "in_flight", "under way"),
+        ("stuck_lease", "stuck", "lease expired"),
+        ("stuck_enqueued", "stuck", "re-publishes"),
+        ("stuck_pending", "stuck", "no job queued"),
+        ("succeeded", "succeeded", None),
+        ("dead", "dead", "HTTP 400"),
+        ("paused", "throttled", "paused until"),
+    ],
+)
+async def test_waiting_reason(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    setup: str,
+    reason: str,
+    detail: str | None,
+) -> None:
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    await sql(engine, SETUPS[setup])
+    body = await explained(client, tenant, delivery_id)
+    assert body["waiting_reason"] == reason
+    if detail is None:
+        assert body["waiting_detail"] is None
+    else:
+        assert detail in body["waiting_detail"]
+
+
+async def test_scheduled_queued_and_disabled(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
+) -> None:
+    later = datetime.now(UTC) + timedelta(hours=2)
+    scheduled = await accept(client, tenant, endpoint["id"], deliver_after=later.isoformat())
+    queued = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    body = await explained(client, tenant, scheduled)
+    assert body["waiting_reason"] == "scheduled" and "next attempt at" in body["waiting_detail"]
+    assert (await explained(client, tenant, queued))["waiting_reason"] == "queued"
+
+    await client.patch(f"/v1/endpoints/{endpoint['id']}", json={"enabled": False}, headers=tenant)
+    disabled = await explained(client, tenant, queued)
+    assert disabled["waiting_reason"] == "endpoint_disabled"
+    assert disabled["waiting_detail"] == "disabled by user"
+
+
+async def test_throttled_by_the_in_flight_ceiling(
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
+) -> None:
+    endpoint = await new_endpoint(client, tenant, max_in_flight=1)
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        # Another attempt holds the destination's only slot (a live lease in the gate's set).
+        far = int((datetime.now(UTC) + timedelta(minutes=1)).timestamp() * 1000)
+        await redis.zadd(f"herald:flow:{endpoint['id']}:slots", {"someone": far})
+        body = await explained(client, tenant, delivery_id)
+    finally:
+        await redis.aclose()
+    assert (
+        body["waiting_reason"] == "throttled" and "in-flight ceiling (1)" in body["waiting_detail"]
+    )
+
+
+async def test_timeline_tells_the_custody_story(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
+) -> None:
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    await sql(
+        engine,
+        "INSERT INTO attempts (delivery_id, attempt_number, started_at, duration_ms, status_code,"
+        " outcome) VALUES (:d, 1, now(), 120, 503, 'retryable'), (:d, 2, now() + interval"
+        " '1 second', 80, 200, 'success')",
+        d=delivery_id,
+    )
+    await sql(
+        engine,
+        "UPDATE deliveries SET state = 'succeeded', attempt_count = 2,"
+        " completed_at = now() + interval '2 seconds'",
+    )
+    body = await explained(client, tenant, delivery_id)
+    assert [e["event"] for e in body["timeline"]] == [
+        "accepted", "published", "attempt", "attempt", "succeeded",
+    ]  # fmt: skip
+    assert "#1: retryable (503, 120 ms)" in body["timeline"][2]["detail"]
+    times = [e["at"] for e in body["timeline"]]
+    assert times == sorted(times)
