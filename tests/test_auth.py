@@ -21,6 +21,7 @@ TENANT_ROUTES = [
     ("GET", "/v1/endpoints"),
     ("POST", "/v1/endpoints"),
     ("GET", "/v1/endpoints/ep_x"),
+    ("GET", "/v1/endpoints/ep_x/stats"),
     ("GET", "/v1/endpoints/ep_x/secret"),
     ("POST", "/v1/endpoints/ep_x/secret/rotate"),
     ("PATCH", "/v1/endpoints/ep_x"),
@@ -137,6 +138,7 @@ async def test_other_tenants_resources_answer_404_on_every_route(
 
     probes = [
         ("GET", f"/v1/endpoints/{endpoint_id}", None),
+        ("GET", f"/v1/endpoints/{endpoint_id}/stats", None),
         ("GET", f"/v1/endpoints/{endpoint_id}/secret", None),
         ("POST", f"/v1/endpoints/{endpoint_id}/secret/rotate", None),
         ("PATCH", f"/v1/endpoints/{endpoint_id}", {"description": "mine now"}),

@@ -139,3 +139,43 @@ async def test_garbage_cursor_is_400(client: httpx.AsyncClient, tenant: dict[str
     response = await client.get("/v1/endpoints", params={"cursor": "%%%"}, headers=tenant)
     assert response.status_code == 400
     assert response.headers["content-type"] == PROBLEM
+
+
+async def test_stats_count_recent_attempts_and_show_health(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: Any
+) -> None:
+    from sqlalchemy import text
+
+    endpoint = await new_endpoint(client, tenant)
+    other = await new_endpoint(client, tenant)
+    delivery = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint["id"], "event_type": "a", "payload": {}},
+        headers=tenant,
+    )
+    rows = [  # (minutes ago, outcome, endpoint)
+        (5, "success", endpoint["id"]),
+        (10, "retryable", endpoint["id"]),
+        (30, "success", endpoint["id"]),
+        (120, "success", endpoint["id"]),
+        (60 * 30, "success", endpoint["id"]),  # older than a day
+        (5, "success", other["id"]),  # another endpoint's
+    ]
+    async with engine.begin() as connection:
+        for number, (ago, outcome, endpoint_id) in enumerate(rows, start=1):
+            await connection.execute(
+                text(
+                    "INSERT INTO attempts (delivery_id, endpoint_id, attempt_number, started_at,"
+                    " duration_ms, outcome) VALUES (:d, :e, :n, now() - make_interval(mins => :a),"
+                    " 10, :o)"
+                ),
+                {"d": delivery.json()["id"], "e": endpoint_id, "n": number, "a": ago, "o": outcome},
+            )
+    stats = (await client.get(f"/v1/endpoints/{endpoint['id']}/stats", headers=tenant)).json()
+    assert stats["last_hour"] == {
+        "attempts": 3, "successes": 2, "failures": 1, "success_rate": 2 / 3,
+    }  # fmt: skip
+    assert stats["last_day"]["attempts"] == 4 and stats["last_day"]["successes"] == 3
+    assert stats["circuit"] == "closed" and stats["enabled"] is True
+    missing = await client.get("/v1/endpoints/ep_01J00000000000000000000000/stats", headers=tenant)
+    assert missing.status_code == 404

@@ -19,6 +19,7 @@ from app.schemas.endpoints import (
     EndpointCreated,
     EndpointOut,
     EndpointSecret,
+    EndpointStats,
     EndpointUpdate,
     RotatedSecret,
 )
@@ -76,6 +77,19 @@ async def get_endpoint(endpoint_id: str, tenant_id: TenantDep, session: SessionD
     async with session.begin():
         endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
     return EndpointOut.model_validate(endpoint)
+
+
+@router.get(
+    "/{endpoint_id}/stats",
+    response_model=EndpointStats,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="Attempts and successes over the last hour and day; health, pause and breaker",
+)
+async def get_endpoint_stats(
+    endpoint_id: str, tenant_id: TenantDep, session: SessionDep
+) -> EndpointStats:
+    async with session.begin():
+        return await endpoints.endpoint_stats(session, tenant_id, endpoint_id)
 
 
 @router.get(

@@ -8,6 +8,7 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Identity,
+    Index,
     Integer,
     Text,
     UniqueConstraint,
@@ -24,6 +25,8 @@ class Attempt(Base):
     __tablename__ = "attempts"
     __table_args__ = (
         UniqueConstraint("delivery_id", "attempt_number", name="uq_attempts_delivery_number"),
+        # Per-destination statistics over recent attempts.
+        Index("ix_attempts_endpoint_started", "endpoint_id", "started_at"),
         CheckConstraint(
             "outcome IN (" + ", ".join(repr(o) for o in OUTCOMES) + ")", name="outcome"
         ),
@@ -31,6 +34,8 @@ class Attempt(Base):
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id", ondelete="CASCADE"))
+    # Denormalised from the delivery so that an endpoint's statistics need no join.
+    endpoint_id: Mapped[str | None] = mapped_column(Text)
     attempt_number: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     duration_ms: Mapped[int] = mapped_column(Integer)

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import Attempt
@@ -24,6 +25,7 @@ async def insert_attempt(
     session: AsyncSession,
     *,
     delivery_id: str,
+    endpoint_id: str,
     attempt_number: int,
     started_at: datetime,
     duration_ms: int,
@@ -35,6 +37,7 @@ async def insert_attempt(
     await session.execute(
         insert(Attempt).values(
             delivery_id=delivery_id,
+            endpoint_id=endpoint_id,
             attempt_number=attempt_number,
             started_at=started_at,
             duration_ms=duration_ms,
@@ -44,3 +47,35 @@ async def insert_attempt(
             response_body=response_body,
         )
     )
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    attempts: int
+    successes: int
+
+
+async def counts_since(
+    session: AsyncSession, endpoint_id: str, windows: dict[str, timedelta]
+) -> dict[str, WindowCounts]:
+    """Attempts and successes of one endpoint within each trailing window, in one query over
+    the (endpoint_id, started_at) index."""
+    widest = max(windows.values())
+    columns = []
+    for name, span in windows.items():
+        recent = Attempt.started_at > func.now() - span
+        columns.append(func.count().filter(recent).label(f"{name}_attempts"))
+        columns.append(
+            func.count().filter(recent, Attempt.outcome == "success").label(f"{name}_successes")
+        )
+    row = (
+        await session.execute(
+            select(*columns).where(
+                Attempt.endpoint_id == endpoint_id, Attempt.started_at > func.now() - widest
+            )
+        )
+    ).one()
+    return {
+        name: WindowCounts(row._mapping[f"{name}_attempts"], row._mapping[f"{name}_successes"])
+        for name in windows
+    }

@@ -87,3 +87,24 @@ class RotatedSecret(BaseModel):
     previous_secret_expires_at: datetime | None = Field(
         description="Until then attempts carry a signature with the previous secret as well."
     )
+
+
+class WindowStats(BaseModel):
+    attempts: int
+    successes: int
+    failures: int
+    success_rate: float | None = Field(description="successes / attempts; null without attempts")
+
+
+class EndpointStats(BaseModel):
+    endpoint_id: str
+    last_hour: WindowStats
+    last_day: WindowStats
+    last_success_at: datetime | None
+    last_failure_at: datetime | None
+    consecutive_failures: int
+    circuit: str
+    paused_until: datetime | None
+    pause_reason: str | None
+    enabled: bool
+    disabled_reason: str | None

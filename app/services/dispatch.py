@@ -197,7 +197,8 @@ class Dispatcher:
             )  # fmt: skip
             if recorded and result is not None:
                 await attempts.insert_attempt(
-                    session, delivery_id=claimed.id, attempt_number=claimed.attempt_number,
+                    session, delivery_id=claimed.id, endpoint_id=claimed.endpoint_id,
+                    attempt_number=claimed.attempt_number,
                     started_at=result.started_at, duration_ms=result.duration_ms,
                     status_code=result.status_code, outcome=result.outcome.value,
                     error=result.error, response_body=result.response_body,

@@ -13,8 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.errors import NotFound
 from app.ids import new_id
 from app.models import Endpoint
-from app.repositories import endpoints
-from app.schemas.endpoints import EndpointCreate, EndpointUpdate
+from app.repositories import attempts, endpoints
+from app.schemas.endpoints import (
+    EndpointCreate,
+    EndpointStats,
+    EndpointUpdate,
+    WindowStats,
+)
 from app.services.destinations import IPNetwork, check_endpoint_url
 
 SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
@@ -89,3 +94,33 @@ async def rotate_secret(
 async def delete_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) -> None:
     if not await endpoints.soft_delete(session, tenant_id, endpoint_id):
         raise NotFound(f"endpoint {endpoint_id} not found")
+
+
+async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str) -> EndpointStats:
+    endpoint = await get_endpoint(session, tenant_id, endpoint_id)
+    windows = await attempts.counts_since(
+        session, endpoint.id, {"last_hour": timedelta(hours=1), "last_day": timedelta(days=1)}
+    )
+
+    def stats(name: str) -> WindowStats:
+        counts = windows[name]
+        rate = counts.successes / counts.attempts if counts.attempts else None
+        failures = counts.attempts - counts.successes
+        return WindowStats(
+            attempts=counts.attempts, successes=counts.successes, failures=failures,
+            success_rate=rate,
+        )  # fmt: skip
+
+    return EndpointStats(
+        endpoint_id=endpoint.id,
+        last_hour=stats("last_hour"),
+        last_day=stats("last_day"),
+        last_success_at=endpoint.last_success_at,
+        last_failure_at=endpoint.last_failure_at,
+        consecutive_failures=endpoint.consecutive_failures,
+        circuit="open" if endpoint.breaker_trips > 0 else "closed",
+        paused_until=endpoint.paused_until,
+        pause_reason=endpoint.pause_reason,
+        enabled=endpoint.enabled,
+        disabled_reason=endpoint.disabled_reason,
+    )
