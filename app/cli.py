@@ -101,6 +101,24 @@ def _cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _purge(settings: Settings) -> dict[str, int]:
+    from app.db import create_engine, create_sessionmaker
+    from app.services.retention import purge
+
+    engine = create_engine(settings.async_database_url, pool_size=1)
+    try:
+        return await purge(settings, create_sessionmaker(engine), max_batches=1_000_000)
+    finally:
+        await engine.dispose()
+
+
+def _cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
+    _require_urls(settings)
+    counts = asyncio.run(_purge(settings))
+    print(" ".join(f"{name}={count}" for name, count in counts.items()))
+    return 0
+
+
 def _cmd_openapi(settings: Settings, args: argparse.Namespace) -> int:
     from app.openapi import openapi_document
 
@@ -122,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     create = keys.add_parser("create", help="create an API key and print it once")
     create.add_argument("--tenant", help="tenant name (created if it does not exist)")
     create.add_argument("--admin", action="store_true", help="an admin key")
+    commands.add_parser("purge", help="purge data older than HERALD_RETENTION_DAYS now")
     commands.add_parser("openapi", help="print the OpenAPI document")
     return parser
 
@@ -132,6 +151,7 @@ _COMMANDS = {
     "worker": _cmd_worker,
     "migrate": _cmd_migrate,
     "keys": _cmd_keys_create,
+    "purge": _cmd_purge,
     "openapi": _cmd_openapi,
 }
 

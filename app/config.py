@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     breaker_cooldown_seconds: float = Field(default=30.0, gt=0)
     breaker_max_cooldown_seconds: float = Field(default=3600.0, gt=0)
     disable_after_hours: float = Field(default=120.0, gt=0)
+    # Terminal deliveries (with their attempts and outbox rows), orphaned events, expired
+    # idempotency keys and old reconcile runs are purged after this many days.
+    retention_days: float = Field(default=30.0, gt=0)
     # After a rotation, attempts are signed with the old secret too, for this long.
     secret_rotation_overlap_hours: float = Field(default=24.0, ge=0, le=24 * 30)
     region: str = Field(default="local", pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -119,6 +122,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 "HERALD_LEASE_SECONDS must exceed HERALD_REQUEST_TIMEOUT_SECONDS, or a slow "
                 "attempt would lose its lease while still in flight"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_retention(self) -> Settings:
+        if self.retention_days * 24 <= self.idempotency_key_ttl_hours:
+            raise ValueError(
+                "HERALD_RETENTION_DAYS must outlast HERALD_IDEMPOTENCY_KEY_TTL_HOURS, or a "
+                "replayed request could find its delivery purged"
             )
         return self
 

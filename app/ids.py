@@ -10,6 +10,7 @@ import os
 import re
 import threading
 import time
+from datetime import datetime
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _lock = threading.Lock()
@@ -43,6 +44,13 @@ def new_id(prefix: str) -> str:
             _last_random = int.from_bytes(os.urandom(10), "big")
         body = (now_ms << 80) | _last_random
     return f"{prefix}_{_encode(body, 26)}"
+
+
+def id_floor(prefix: str, moment: datetime) -> str:
+    """The smallest id of this kind created at ``moment``: every id made earlier sorts below
+    it, so "created before" is a primary-key range, no extra index needed."""
+    ms = int(moment.timestamp() * 1000)
+    return f"{prefix}_{_encode(ms << 80, 26)}"
 
 
 def is_id(value: str) -> bool:

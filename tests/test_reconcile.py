@@ -168,6 +168,10 @@ async def test_each_category_is_found_and_published(
         "stale_enqueued": 1,
         "due_pending": 1,
         "unpublished_outbox": 1,
+        "purged_deliveries": 0,
+        "purged_events": 0,
+        "purged_keys": 0,
+        "purged_runs": 0,
     }
     # Everything but the healthy, recently enqueued delivery has a job again.
     assert await queued_deliveries(settings) == sorted([leased, stale, due, unpublished])

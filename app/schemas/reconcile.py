@@ -28,7 +28,8 @@ class ReconcileRunOut(BaseModel):
     status: str = Field(description="queued | running | succeeded | failed")
     counts: dict[str, int] = Field(
         description="Rows brought back per category: lease_expirations, stale_enqueued, "
-        "due_pending, unpublished_outbox."
+        "due_pending, unpublished_outbox; and rows purged by retention: purged_deliveries, "
+        "purged_events, purged_keys, purged_runs."
     )
     error: str | None
     started_at: datetime

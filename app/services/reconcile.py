@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.repositories import outbox, reconcile_runs, reconcile_scans
 from app.repositories.outbox import DeliveryRef, PendingPublication
+from app.services import retention
 from app.services.publishing import publish_and_mark
 
 log = logging.getLogger("herald.reconcile")
@@ -149,6 +150,8 @@ async def run_reconcile(
     reconciler = Reconciler(settings, sessionmaker, redis)
     try:
         counts = await reconciler.run(run_id)
+        # Retention rides along: bounded batches, after the work that matters more.
+        counts.update(await retention.purge(settings, sessionmaker))
     except asyncio.CancelledError:
         await asyncio.shield(
             _record_failure(sessionmaker, run_id, reconciler.counts, "interrupted: worker stopped")

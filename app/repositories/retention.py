@@ -1,0 +1,93 @@
+"""Purging what no longer needs keeping, in small batches (short locks, bounded work).
+
+Time-ordered ids make "created before" a primary-key range, so none of these scans needs an
+index of its own. A delivery's attempts and outbox rows go with it (ON DELETE CASCADE).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import delete, exists, func, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.ids import id_floor
+from app.models import Delivery, Event, IdempotencyKey, ReconcileRun
+from app.states import TERMINAL_STATES
+
+
+async def purge_deliveries(
+    session: AsyncSession, *, region: str, before: datetime, limit: int
+) -> tuple[int, int]:
+    """Terminal deliveries finished before ``before`` (never one that is not terminal), and
+    the events left without deliveries. Returns (deliveries, events) purged."""
+    doomed = (
+        select(Delivery.id)
+        .where(
+            Delivery.id < id_floor("dlv", before),
+            Delivery.region == region,
+            Delivery.state.in_(TERMINAL_STATES),
+            Delivery.completed_at < before,
+        )
+        .order_by(Delivery.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    event_ids = list(
+        (
+            await session.execute(
+                delete(Delivery).where(Delivery.id.in_(doomed)).returning(Delivery.event_id)
+            )
+        ).scalars()
+    )
+    if not event_ids:
+        return 0, 0
+    orphaned = await session.execute(
+        delete(Event)
+        .where(Event.id.in_(set(event_ids)), ~exists().where(Delivery.event_id == Event.id))
+        .returning(Event.id)
+    )
+    return len(event_ids), len(orphaned.all())
+
+
+async def purge_orphan_events(session: AsyncSession, *, before: datetime, limit: int) -> int:
+    """Events that never had a delivery (published to no subscriber)."""
+    doomed = (
+        select(Event.id)
+        .where(Event.id < id_floor("evt", before), ~exists().where(Delivery.event_id == Event.id))
+        .order_by(Event.id)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    result = await session.execute(delete(Event).where(Event.id.in_(doomed)).returning(Event.id))
+    return len(result.all())
+
+
+async def purge_expired_keys(session: AsyncSession, *, limit: int) -> int:
+    """Idempotency keys past their window (kept exactly that long, never less)."""
+    doomed = (
+        select(IdempotencyKey.tenant_id, IdempotencyKey.key)
+        .where(IdempotencyKey.expires_at < func.now())
+        .limit(limit)
+    )
+    result = await session.execute(
+        delete(IdempotencyKey)
+        .where(tuple_(IdempotencyKey.tenant_id, IdempotencyKey.key).in_(doomed))
+        .returning(IdempotencyKey.key)
+    )
+    return len(result.all())
+
+
+async def purge_runs(session: AsyncSession, *, before: datetime, limit: int) -> int:
+    doomed = (
+        select(ReconcileRun.id)
+        .where(ReconcileRun.id < id_floor("run", before))
+        .order_by(ReconcileRun.id)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    result = await session.execute(
+        delete(ReconcileRun).where(ReconcileRun.id.in_(doomed)).returning(ReconcileRun.id)
+    )
+    return len(result.all())

@@ -1,0 +1,157 @@
+"""Retention purges old terminal work in batches and never anything still live."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.db import create_sessionmaker
+from app.ids import id_floor
+from app.services import retention
+from tests.processes import herald_env
+from tests.support import Stack, count_rows, new_endpoint
+
+DAYS_AGO_40 = datetime.now(UTC) - timedelta(days=40)
+EVENT_SQL = "INSERT INTO events (id, tenant_id, event_type, payload) VALUES (:e, :t, 'a', '{}')"
+
+
+async def old_delivery(
+    engine: AsyncEngine,
+    tenant_id: str,
+    endpoint_id: str,
+    n: int,
+    state: str,
+    completed_days: int | None,
+) -> tuple[str, str]:
+    """A delivery created 40 days ago (its time-ordered ids say so), with an attempt and an
+    outbox row."""
+    moment = DAYS_AGO_40 + timedelta(milliseconds=n)
+    event_id, delivery_id = id_floor("evt", moment), id_floor("dlv", moment)
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(EVENT_SQL),
+            {"e": event_id, "t": tenant_id},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
+                " state, next_attempt_at, completed_at) VALUES (:d, :t, :ep, :e, 'a', 'local', :s,"
+                " now(), CASE WHEN CAST(:c AS int) IS NULL THEN NULL"
+                " ELSE now() - make_interval(days => CAST(:c AS int)) END)"
+            ),
+            {"d": delivery_id, "t": tenant_id, "ep": endpoint_id, "e": event_id, "s": state,
+             "c": completed_days},
+        )  # fmt: skip
+        await connection.execute(
+            text(
+                "INSERT INTO attempts (delivery_id, endpoint_id, attempt_number, started_at,"
+                " duration_ms, outcome) VALUES (:d, :ep, 1, now(), 5, 'success')"
+            ),
+            {"d": delivery_id, "ep": endpoint_id},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO outbox (delivery_id, region, published_at) VALUES (:d, 'local', now())"
+            ),
+            {"d": delivery_id},
+        )
+    return delivery_id, event_id
+
+
+async def test_purge_keeps_what_is_live_and_removes_what_is_old(
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
+) -> None:
+    endpoint = await new_endpoint(client, tenant)
+    async with engine.connect() as connection:
+        tenant_id = (await connection.execute(text("SELECT id FROM tenants"))).scalar_one()
+    succeeded = await old_delivery(engine, tenant_id, endpoint["id"], 1, "succeeded", 35)
+    dead = await old_delivery(engine, tenant_id, endpoint["id"], 2, "dead", 31)
+    pending = await old_delivery(engine, tenant_id, endpoint["id"], 3, "pending", None)
+    recent = await old_delivery(engine, tenant_id, endpoint["id"], 4, "succeeded", 5)
+    orphan = id_floor("evt", DAYS_AGO_40 + timedelta(milliseconds=5))
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(EVENT_SQL),
+            {"e": orphan, "t": tenant_id},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO idempotency_keys (tenant_id, key, request_hash, resource_id,"
+                " response_status, expires_at) VALUES (:t, 'gone', '\\x00', 'x', 202, now() -"
+                " interval '1 minute'), (:t, 'live', '\\x00', 'y', 202, now() + interval '1 hour')"
+            ),
+            {"t": tenant_id},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO reconcile_runs (id, region, trigger, status)"
+                " VALUES (:r, 'local', 'cron', 'succeeded')"
+            ),
+            {"r": id_floor("run", DAYS_AGO_40)},
+        )
+    fresh = (
+        await client.post(
+            "/v1/deliveries",
+            json={"endpoint_id": endpoint["id"], "event_type": "a", "payload": {}},
+            headers=tenant,
+        )
+    ).json()["id"]
+
+    counts = await retention.purge(settings, create_sessionmaker(engine))
+
+    assert counts == {
+        "purged_deliveries": 2,
+        "purged_events": 3,
+        "purged_keys": 1,
+        "purged_runs": 1,
+    }
+    async with engine.connect() as connection:
+        left = set((await connection.execute(text("SELECT id FROM deliveries"))).scalars())
+        events = set((await connection.execute(text("SELECT id FROM events"))).scalars())
+    assert left == {pending[0], recent[0], fresh}
+    assert succeeded[1] not in events and dead[1] not in events and orphan not in events
+    assert pending[1] in events and recent[1] in events
+    # Attempts and outbox rows went with their deliveries.
+    assert (
+        await count_rows(engine, "attempts", "delivery_id = ANY(:d)", d=[succeeded[0], dead[0]])
+        == 0
+    )
+    assert (
+        await count_rows(engine, "outbox", "delivery_id = ANY(:d)", d=[succeeded[0], dead[0]]) == 0
+    )
+    assert await count_rows(engine, "idempotency_keys") == 1
+
+
+async def test_purge_in_small_batches_covers_everything(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    monkeypatch: Any,
+) -> None:
+    endpoint = await new_endpoint(client, tenant)
+    async with engine.connect() as connection:
+        tenant_id = (await connection.execute(text("SELECT id FROM tenants"))).scalar_one()
+    for n in range(25):
+        await old_delivery(engine, tenant_id, endpoint["id"], n, "succeeded", 35)
+    monkeypatch.setattr(retention, "BATCH", 4)
+    counts = await retention.purge(settings, create_sessionmaker(engine))
+    assert counts["purged_deliveries"] == 25
+    assert await count_rows(engine, "deliveries") == 0
+
+
+async def test_herald_purge_command(stack: Stack) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app.cli", "purge", env=herald_env(stack),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    assert out.decode().startswith("purged_deliveries=")
