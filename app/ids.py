@@ -17,7 +17,7 @@ _lock = threading.Lock()
 _last_ms = 0
 _last_random = 0
 
-PREFIXES = ("ten", "key", "ep", "evt", "dlv", "run")
+PREFIXES = ("ten", "key", "ep", "evt", "dlv", "run", "rdv")
 ID_REGEX = r"^(?:" + "|".join(PREFIXES) + r")_[0-9A-HJKMNP-TV-Z]{26}$"
 ID_PATTERN = re.compile(ID_REGEX)
 

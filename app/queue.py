@@ -21,6 +21,7 @@ from redis.asyncio import ConnectionPool
 
 DELIVER_FUNCTION = "deliver"
 RECONCILE_FUNCTION = "reconcile"
+REDRIVE_FUNCTION = "bulk_redrive"
 
 # Never pickle: anyone who can write to Redis could otherwise run code in a worker.
 job_serializer = partial(msgpack.packb, use_bin_type=True)
@@ -46,6 +47,12 @@ def outbox_job_id(delivery_id: str, outbox_id: int) -> str:
 
 def retry_job_id(delivery_id: str, attempt_number: int) -> str:
     return f"{delivery_id}:r{attempt_number}"
+
+
+async def enqueue_bulk_redrive(redis: ArqRedis, region: str, job_id: str) -> None:
+    await redis.enqueue_job(
+        REDRIVE_FUNCTION, job_id, _job_id=f"redrive:{job_id}", _queue_name=queue_name(region)
+    )
 
 
 async def enqueue_reconcile(redis: ArqRedis, region: str, run_id: str) -> None:

@@ -31,6 +31,8 @@ TENANT_ROUTES = [
     ("GET", "/v1/deliveries/dlv_x"),
     ("GET", "/v1/deliveries/dlv_x/attempts"),
     ("POST", "/v1/deliveries/dlv_x/redrive"),
+    ("POST", "/v1/deliveries/redrive"),
+    ("GET", "/v1/deliveries/redrive/rdv_x"),
     ("POST", "/v1/events"),
 ]
 ADMIN_ROUTES = [
@@ -54,7 +56,8 @@ def test_every_v1_route_is_covered_here() -> None:
             m,
             p.replace("{endpoint_id}", "ep_x")
             .replace("{delivery_id}", "dlv_x")
-            .replace("{run_id}", "run_x"),
+            .replace("{run_id}", "run_x")
+            .replace("{job_id}", "rdv_x"),
         )
         for m, p in documented
     }

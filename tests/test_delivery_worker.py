@@ -346,3 +346,37 @@ async def test_rotated_secret_signs_alongside_the_old_one_during_the_overlap(
     assert Webhook(new).verify(after.body, after.headers) == {"v": 2}
     with pytest.raises(WebhookVerificationError):
         Webhook(old).verify(after.body, after.headers)
+
+
+@pytest.mark.usefixtures("worker")
+async def test_bulk_redrive_sends_again_only_what_the_filter_matches(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver, engine: AsyncEngine
+) -> None:
+    receiver.script("/bulk-a", *[Reply(400)] * 6)
+    receiver.script("/bulk-b", *[Reply(400)] * 2)
+    first = await new_endpoint(client, tenant, url=receiver.url("/bulk-a"))
+    second = await new_endpoint(client, tenant, url=receiver.url("/bulk-b"))
+    mine = [await deliver(client, tenant, first["id"], {"n": n}) for n in range(6)]
+    others = [await deliver(client, tenant, second["id"], {"n": n}) for n in range(2)]
+    for delivery_id in mine + others:
+        assert (await settled(client, tenant, delivery_id))["state"] == "dead"
+
+    started = await client.post(
+        "/v1/deliveries/redrive", json={"endpoint_id": first["id"]}, headers=tenant
+    )
+    assert started.status_code == 202 and started.json()["status"] == "queued"
+    location = started.headers["location"]
+    deadline = asyncio.get_running_loop().time() + 20
+    while (job := (await client.get(location, headers=tenant)).json())["status"] != "succeeded":
+        assert (
+            job["status"] in ("queued", "running") and asyncio.get_running_loop().time() < deadline
+        )
+        await asyncio.sleep(0.05)
+
+    assert job["redriven"] == 6
+    for delivery_id in mine:
+        assert (await settled(client, tenant, delivery_id))["state"] == "succeeded"
+    for delivery_id in others:
+        got = (await client.get(f"/v1/deliveries/{delivery_id}", headers=tenant)).json()
+        assert got["state"] == "dead"
+    assert len(receiver.on("/bulk-b")) == 2

@@ -1,4 +1,5 @@
-"""The arq job behind `POST /v1/reconcile`: starts the run and returns at once."""
+"""The arq jobs behind `POST /v1/reconcile` and `POST /v1/deliveries/redrive`: each starts its
+work in the worker's background and returns at once."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 from typing import Any
 
 from app.services.reconcile import run_reconcile
+from app.services.redrive import run_bulk_redrive
 
 
 async def reconcile(ctx: dict[str, Any], run_id: str) -> None:
@@ -16,6 +18,16 @@ async def reconcile(ctx: dict[str, Any], run_id: str) -> None:
     task = asyncio.create_task(
         run_reconcile(ctx["settings"], ctx["sessionmaker"], ctx["redis_queue"], run_id),
         name=f"reconcile-{run_id}",
+    )
+    background.add(task)
+    task.add_done_callback(background.discard)
+
+
+async def bulk_redrive(ctx: dict[str, Any], job_id: str) -> None:
+    background: set[asyncio.Task[None]] = ctx["background"]
+    task = asyncio.create_task(
+        run_bulk_redrive(ctx["settings"], ctx["sessionmaker"], ctx["redis_queue"], job_id),
+        name=f"redrive-{job_id}",
     )
     background.add(task)
     task.add_done_callback(background.discard)

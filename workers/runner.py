@@ -24,7 +24,7 @@ from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
 from app.services.sender import build_http_session
 from workers.deliver import deliver
-from workers.reconcile import reconcile
+from workers.reconcile import bulk_redrive, reconcile
 from workers.relay import run_relay
 
 log = logging.getLogger("herald.worker")
@@ -42,6 +42,7 @@ def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Wo
             func(deliver, name=queue.DELIVER_FUNCTION, keep_result=0, timeout=job_timeout),
             # Never retried by arq: cron triggers the next run anyway.
             func(reconcile, name=queue.RECONCILE_FUNCTION, keep_result=0, max_tries=1),
+            func(bulk_redrive, name=queue.REDRIVE_FUNCTION, keep_result=0, max_tries=1),
         ],
         queue_name=queue.queue_name(settings.region),
         redis_pool=redis,

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from app import queue
 from app.api.deps import (
     IdempotencyKeyDep,
     PublisherDep,
@@ -26,15 +27,23 @@ from app.errors import (
     IdempotencyMismatch,
     NotFound,
     PayloadTooLarge,
+    ServiceUnavailable,
     Unauthorized,
     problem_responses,
 )
 from app.faults import crash_point
 from app.ids import ID_REGEX
 from app.models import Delivery
-from app.repositories import attempts, deliveries
+from app.repositories import attempts, deliveries, redrive_jobs
 from app.schemas.common import EVENT_TYPE_PATTERN, Page
-from app.schemas.deliveries import AttemptOut, DeliveryDetail, DeliveryIntent, DeliveryOut
+from app.schemas.deliveries import (
+    AttemptOut,
+    DeliveryDetail,
+    DeliveryIntent,
+    DeliveryOut,
+    RedriveFilter,
+    RedriveJobOut,
+)
 from app.services import explain, intake, redrive
 from app.states import DeliveryState
 
@@ -78,6 +87,53 @@ async def create_delivery(
         publisher.submit(accepted.publications)
     response.headers["Location"] = f"/v1/deliveries/{delivery.id}"
     return DeliveryOut.model_validate(delivery)
+
+
+@router.post(
+    "/redrive",
+    status_code=202,
+    response_model=RedriveJobOut,
+    responses=problem_responses(*_AUTH, ServiceUnavailable),
+    summary="Send again every dead delivery matching a filter, in the background",
+)
+async def start_bulk_redrive(
+    wanted: RedriveFilter,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    resources: ResourcesDep,
+    response: Response,
+) -> RedriveJobOut:
+    region = resources.settings.region
+    async with session.begin():
+        job = await redrive_jobs.insert_job(
+            session, tenant_id=tenant_id, region=region, filter=wanted.model_dump(mode="json")
+        )
+    try:
+        await queue.enqueue_bulk_redrive(resources.redis, region, job.id)
+    except Exception as exc:
+        async with session.begin():
+            await redrive_jobs.finish(
+                session, job.id, status="failed", error=f"queue unavailable: {type(exc).__name__}"
+            )
+        raise ServiceUnavailable(
+            "the queue (Redis) is unreachable; retry shortly", headers={"Retry-After": "10"}
+        ) from None
+    response.headers["Location"] = f"/v1/deliveries/redrive/{job.id}"
+    return RedriveJobOut.model_validate(job)
+
+
+@router.get(
+    "/redrive/{job_id}",
+    response_model=RedriveJobOut,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="A bulk redrive's progress",
+)
+async def get_bulk_redrive(job_id: str, tenant_id: TenantDep, session: SessionDep) -> RedriveJobOut:
+    async with session.begin():
+        job = await redrive_jobs.get_for_tenant(session, tenant_id, job_id)
+    if job is None:
+        raise NotFound(f"redrive job {job_id} not found")
+    return RedriveJobOut.model_validate(job)
 
 
 @router.get(

@@ -8,6 +8,7 @@ from app.models.event import Event
 from app.models.idempotency_key import IdempotencyKey
 from app.models.outbox import OutboxEntry
 from app.models.reconcile_run import ReconcileRun
+from app.models.redrive_job import RedriveJob
 from app.models.tenant import Tenant
 
 __all__ = [
@@ -19,5 +20,6 @@ __all__ = [
     "IdempotencyKey",
     "OutboxEntry",
     "ReconcileRun",
+    "RedriveJob",
     "Tenant",
 ]

@@ -9,7 +9,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
-from app.models import Delivery
+from app.models import Delivery, Endpoint
 from app.states import DeliveryState
 
 
@@ -136,3 +136,65 @@ async def redrive(session: AsyncSession, tenant_id: str, delivery_id: str) -> De
             .execution_options(synchronize_session=False, populate_existing=True)
         )
     ).scalar_one_or_none()
+
+
+async def redrive_page(
+    session: AsyncSession,
+    tenant_id: str,
+    *,
+    region: str,
+    after_id: str | None,
+    limit: int,
+    endpoint_id: str | None,
+    event_type: str | None,
+    dead_after: datetime | None,
+    dead_before: datetime | None,
+) -> tuple[list[Delivery], str | None]:
+    """Redrive the next page of dead deliveries matching the filter, in id order after
+    ``after_id``. Deliveries whose endpoint is disabled or deleted are passed over (they would
+    only die again). Returns the revived rows and the id the next page starts after."""
+    query = select(Delivery.id).where(
+        Delivery.tenant_id == tenant_id,
+        Delivery.region == region,
+        Delivery.state == DeliveryState.DEAD.value,
+    )
+    if after_id is not None:
+        query = query.where(Delivery.id > after_id)
+    if endpoint_id is not None:
+        query = query.where(Delivery.endpoint_id == endpoint_id)
+    if event_type is not None:
+        query = query.where(Delivery.event_type == event_type)
+    if dead_after is not None:
+        query = query.where(Delivery.completed_at >= dead_after)
+    if dead_before is not None:
+        query = query.where(Delivery.completed_at < dead_before)
+    page = list(
+        (
+            await session.execute(
+                query.order_by(Delivery.id).limit(limit).with_for_update(skip_locked=True)
+            )
+        ).scalars()
+    )
+    if not page:
+        return [], None
+    live_endpoint = select(Endpoint.id).where(
+        Endpoint.enabled.is_(True), Endpoint.deleted_at.is_(None)
+    )
+    revived = (
+        await session.execute(
+            update(Delivery)
+            .where(Delivery.id.in_(page), Delivery.endpoint_id.in_(live_endpoint))
+            .values(
+                state=DeliveryState.PENDING.value,
+                next_attempt_at=func.now(),
+                attempt_floor=Delivery.attempt_count,
+                dead_reason=None,
+                completed_at=None,
+                enqueued_at=None,
+                updated_at=func.now(),
+            )
+            .returning(Delivery)
+            .execution_options(synchronize_session=False, populate_existing=True)
+        )
+    ).scalars()
+    return list(revived), page[-1]

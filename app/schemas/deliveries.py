@@ -99,3 +99,26 @@ class DeliveryDetail(DeliveryOut):
     )
     waiting_detail: str | None = Field(description="The why, in words: until when, by what rule.")
     timeline: list[CustodyEventOut]
+
+
+class RedriveFilter(BaseModel):
+    """Which dead deliveries to send again; fields left out match everything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_id: str | None = Field(default=None, max_length=64)
+    event_type: str | None = Field(default=None, pattern=EVENT_TYPE_PATTERN)
+    dead_after: AwareDatetime | None = Field(default=None, description="died at or after")
+    dead_before: AwareDatetime | None = Field(default=None, description="died before")
+
+
+class RedriveJobOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    status: str = Field(description="queued | running | succeeded | failed")
+    filter: RedriveFilter
+    redriven: int = Field(description="Deliveries sent again so far.")
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None

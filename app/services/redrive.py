@@ -1,13 +1,20 @@
-"""Redrive: a dead delivery gets another go, under the same id, with its history kept."""
+"""Redrive: dead deliveries get another go, under the same ids, with their history kept --
+one at a time, or in bulk by a filter."""
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncSession
+import asyncio
 
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
 from app.errors import Conflict, NotFound
 from app.models import Delivery
-from app.repositories import deliveries, endpoints, outbox
+from app.repositories import deliveries, endpoints, outbox, redrive_jobs
 from app.repositories.outbox import PendingPublication
+from app.schemas.deliveries import RedriveFilter
+from app.services.publishing import publish_and_mark
 
 
 async def redrive_one(
@@ -29,3 +36,53 @@ async def redrive_one(
     # The outbox row commits with the state change, so the redrive survives a crash.
     publications = await outbox.insert_entries(session, [revived], revived.region)
     return revived, publications
+
+
+REDRIVE_BATCH = 500
+
+
+async def run_bulk_redrive(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    redis: ArqRedis,
+    job_id: str,
+) -> None:
+    """The background job: pages of dead deliveries, each redriven with its outbox rows in one
+    short transaction that also advances the job's cursor and count; published after commit."""
+    async with sessionmaker() as session, session.begin():
+        job = await redrive_jobs.get(session, job_id)
+        if job is None:
+            return
+        await redrive_jobs.update_job(session, job_id, status="running")
+    wanted = RedriveFilter.model_validate(job.filter)
+    cursor, total = job.cursor, job.redriven
+    try:
+        while True:
+            async with sessionmaker() as session, session.begin():
+                revived, cursor = await deliveries.redrive_page(
+                    session, job.tenant_id, region=job.region, after_id=cursor,
+                    limit=REDRIVE_BATCH, endpoint_id=wanted.endpoint_id,
+                    event_type=wanted.event_type, dead_after=wanted.dead_after,
+                    dead_before=wanted.dead_before,
+                )  # fmt: skip
+                publications = await outbox.insert_entries(session, revived, job.region)
+                total += len(revived)
+                await redrive_jobs.update_job(session, job_id, cursor=cursor, redriven=total)
+            if publications:
+                await publish_and_mark(sessionmaker, redis, job.region, publications)
+            if cursor is None:
+                break
+    except asyncio.CancelledError:
+        await asyncio.shield(_finish(sessionmaker, job_id, "failed", "interrupted: worker stopped"))
+        raise
+    except Exception as exc:
+        await _finish(sessionmaker, job_id, "failed", f"{type(exc).__name__}: {exc}"[:1000])
+        return
+    await _finish(sessionmaker, job_id, "succeeded", None)
+
+
+async def _finish(
+    sessionmaker: async_sessionmaker[AsyncSession], job_id: str, status: str, error: str | None
+) -> None:
+    async with sessionmaker() as session, session.begin():
+        await redrive_jobs.finish(session, job_id, status=status, error=error)
