@@ -61,6 +61,12 @@ class Settings(BaseSettings):
     breaker_cooldown_seconds: float = Field(default=30.0, gt=0)
     breaker_max_cooldown_seconds: float = Field(default=3600.0, gt=0)
     disable_after_hours: float = Field(default=120.0, gt=0)
+    # /metrics on the API needs the admin key unless this is true.
+    metrics_public: bool = False
+    # Fleet gauges are computed from PostgreSQL at most this often.
+    metrics_cache_seconds: float = Field(default=5.0, ge=0)
+    # Each worker serves its own counters on this port (unset: not served).
+    worker_metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # Terminal deliveries (with their attempts and outbox rows), orphaned events, expired
     # idempotency keys and old reconcile runs are purged after this many days.
     retention_days: float = Field(default=30.0, gt=0)

@@ -9,12 +9,13 @@ from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
-from app.api import deliveries, endpoints, events, health, reconcile, tenants
+from app.api import deliveries, endpoints, events, health, metrics, reconcile, tenants
 from app.api.deps import Resources
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
 from app.errors import PayloadTooLarge, install_error_handlers, problem_response
 from app.queue import create_queue_redis
+from app.services.fleet import FleetGauges
 from app.services.publishing import FastPublisher
 
 # Room for the JSON envelope around the payload and for a client's pretty-printing; the payload
@@ -96,7 +97,11 @@ def create_app(settings: Settings) -> FastAPI:
         publisher = FastPublisher(sessionmaker, redis, settings.region)
         publisher.start()
         app.state.resources = Resources(
-            settings=settings, sessionmaker=sessionmaker, redis=redis, publisher=publisher
+            settings=settings,
+            sessionmaker=sessionmaker,
+            redis=redis,
+            publisher=publisher,
+            fleet=FleetGauges(sessionmaker, settings.region, settings.metrics_cache_seconds),
         )
         try:
             yield
@@ -113,7 +118,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for module in (tenants, endpoints, deliveries, events, reconcile, health):
+    for module in (tenants, endpoints, deliveries, events, reconcile, health, metrics):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=2 * settings.max_payload_bytes + _BODY_SLACK_BYTES)
     return app

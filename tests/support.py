@@ -38,6 +38,7 @@ def make_settings(stack: Stack, **overrides: Any) -> Settings:
         "admin_api_key": ADMIN_KEY,
         "destination_allowlist": LOOPBACK_ALLOWLIST,
         "db_pool_size": 30,
+        "metrics_cache_seconds": 0,
     }
     values.update(overrides)
     return Settings(**values)

@@ -16,6 +16,7 @@ from typing import Any
 
 from arq.connections import ArqRedis
 from arq.worker import Worker, func
+from prometheus_client import start_http_server
 
 from app import queue
 from app.config import Settings
@@ -126,6 +127,9 @@ async def _finish_background(tasks: set[asyncio.Task[None]], grace: float) -> No
 async def run_worker(settings: Settings) -> None:
     if settings.database_url is None or settings.redis_url is None:
         raise ValueError("the worker needs HERALD_DATABASE_URL and HERALD_REDIS_URL")
+    if settings.worker_metrics_port:
+        # This process's counters (attempts, durations, deferrals, reconcile rows).
+        start_http_server(settings.worker_metrics_port, addr=settings.host)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

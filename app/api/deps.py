@@ -16,6 +16,7 @@ from app.errors import BadRequest, Forbidden, Unauthorized
 from app.repositories import api_keys
 from app.repositories.api_keys import Principal
 from app.services.api_keys import hash_key
+from app.services.fleet import FleetGauges
 from app.services.publishing import FastPublisher
 
 
@@ -27,6 +28,7 @@ class Resources:
     sessionmaker: async_sessionmaker[AsyncSession]
     redis: ArqRedis
     publisher: FastPublisher
+    fleet: FleetGauges
 
 
 def get_resources(request: Request) -> Resources:

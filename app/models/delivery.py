@@ -52,6 +52,12 @@ class Delivery(Base):
             postgresql_where=text("state = 'leased'"),
         ),
         Index(
+            "ix_deliveries_dead",
+            "region",
+            "completed_at",
+            postgresql_where=text("state = 'dead'"),
+        ),
+        Index(
             "ix_deliveries_enqueued",
             "region",
             "enqueued_at",

@@ -17,7 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import queue
+from app import metrics, queue
 from app.config import Settings
 from app.faults import crash_point
 from app.repositories import attempts, deliveries, delivery_leases, endpoints
@@ -43,6 +43,7 @@ class Dispatcher:
         may not start yet waits as a deferred job: no attempt counted, no worker slot held."""
         admission = await self.gate.admit(endpoint_id)
         if not admission.admitted:
+            metrics.DEFERRALS.labels(admission.reason).inc()
             log.debug(
                 "delivery.throttled delivery_id=%s endpoint_id=%s reason=%s wait=%.3f",
                 delivery_id, endpoint_id, admission.reason, admission.wait_seconds,
@@ -144,10 +145,15 @@ class Dispatcher:
         if not recorded:
             # Our lease expired (and perhaps another worker took over): the result that counts
             # is the one a live lease holder records.
+            metrics.LEASES_LOST.inc()
             log.warning(
                 "delivery.lease_lost delivery_id=%s attempt=%d", claimed.id, claimed.attempt_number
             )
             return
+        if result is not None:
+            metrics.ATTEMPTS.labels(result.outcome.value).inc()
+            metrics.ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
+            metrics.DISPATCHES.labels(claimed.endpoint_id).inc()
         log.info(
             "delivery.attempt delivery_id=%s attempt=%d outcome=%s status=%s state=%s",
             claimed.id, claimed.attempt_number, result.outcome.value if result else "-",

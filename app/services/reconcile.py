@@ -17,6 +17,7 @@ from datetime import timedelta
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import metrics
 from app.config import Settings
 from app.repositories import outbox, reconcile_runs, reconcile_scans
 from app.repositories.outbox import DeliveryRef, PendingPublication
@@ -166,12 +167,17 @@ async def run_reconcile(
         await reconcile_runs.mark_finished(
             session, run_id, status="succeeded", counts=counts, error=None
         )
+    metrics.RECONCILE_RUNS.labels("succeeded").inc()
+    metrics.LEASE_EXPIRATIONS.inc(counts.get("lease_expirations", 0))
+    for category, count in counts.items():
+        metrics.RECONCILE_ROWS.labels(category).inc(count)
     log.info("reconcile.finished run_id=%s counts=%s", run_id, counts)
 
 
 async def _record_failure(
     sessionmaker: async_sessionmaker[AsyncSession], run_id: str, counts: dict[str, int], error: str
 ) -> None:
+    metrics.RECONCILE_RUNS.labels("failed").inc()
     async with sessionmaker() as session, session.begin():
         await reconcile_runs.mark_finished(
             session, run_id, status="failed", counts=counts, error=error

@@ -1,0 +1,37 @@
+"""Prometheus metrics.
+
+Per-process counters and histograms live here (workers serve them on
+HERALD_WORKER_METRICS_PORT). Fleet-wide gauges are computed from PostgreSQL when `/metrics` is
+scraped on the API (see app/services/fleet.py): queue depth alone is no answer, the age of the
+oldest due work is. Labels are bounded: an endpoint id at most, never a delivery id or a
+payload field.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+ATTEMPTS = Counter("herald_attempts", "Delivery attempts recorded, by outcome class", ["outcome"])
+ATTEMPT_SECONDS = Histogram(
+    "herald_attempt_duration_seconds",
+    "Duration of one HTTP attempt, connect to last byte read",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+DISPATCHES = Counter(
+    "herald_dispatches", "Attempts started, per destination endpoint", ["endpoint_id"]
+)
+DEFERRALS = Counter(
+    "herald_flow_deferrals",
+    "Deliveries deferred by per-destination flow control, by reason",
+    ["reason"],
+)
+LEASES_LOST = Counter(
+    "herald_leases_lost", "Results refused because the worker's lease had expired"
+)
+LEASE_EXPIRATIONS = Counter(
+    "herald_lease_expirations", "Expired leases returned to the queue by reconcile"
+)
+RECONCILE_RUNS = Counter("herald_reconcile_runs", "Reconcile runs finished, by status", ["status"])
+RECONCILE_ROWS = Counter(
+    "herald_reconcile_rows", "Rows brought back (or purged) by reconcile, by category", ["category"]
+)

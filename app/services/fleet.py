@@ -1,0 +1,117 @@
+"""Fleet-wide gauges from PostgreSQL, for `/metrics`: cheap indexed queries, cached briefly."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+# Each query is served by a partial index (ix_deliveries_due, _enqueued, _leased, _dead,
+# ix_outbox_unpublished) and touches only live, or dead, rows: never the succeeded history.
+_SNAPSHOT_SQL = text(
+    """
+    SELECT
+      (SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM deliveries
+        WHERE region = :r AND state = 'pending' AND next_attempt_at <= now()) AS oldest_due,
+      (SELECT extract(epoch FROM now() - min(enqueued_at)) FROM deliveries
+        WHERE region = :r AND state = 'enqueued') AS oldest_enqueued,
+      (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox
+        WHERE region = :r AND published_at IS NULL) AS relay_lag,
+      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'pending') AS pending,
+      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'enqueued') AS enqueued,
+      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'leased') AS leased,
+      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'leased'
+        AND lease_until < now()) AS expired_leases,
+      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'dead') AS dead,
+      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now())
+        AS paused,
+      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND NOT enabled) AS disabled
+    """
+)
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    region: str
+    oldest_due: float
+    oldest_enqueued: float
+    relay_lag: float
+    by_state: dict[str, int]
+    expired_leases: int
+    endpoints_paused: int
+    endpoints_disabled: int
+
+
+class _SnapshotCollector(Collector):
+    def __init__(self, snapshot: FleetSnapshot) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        s, region = self._snapshot, [self._snapshot.region]
+        for name, doc, value in (
+            ("herald_oldest_due_age_seconds",
+             "Age of the oldest due pending delivery's next_attempt_at (0: none)", s.oldest_due),
+            ("herald_oldest_enqueued_age_seconds",
+             "Age of the oldest enqueued delivery (0: none)", s.oldest_enqueued),
+            ("herald_outbox_relay_lag_seconds",
+             "Age of the oldest unpublished outbox row (0: none)", s.relay_lag),
+            ("herald_expired_leases", "Leased deliveries whose lease expired", s.expired_leases),
+        ):  # fmt: skip
+            gauge = GaugeMetricFamily(name, doc, labels=["region"])
+            gauge.add_metric(region, value)
+            yield gauge
+        states = GaugeMetricFamily(
+            "herald_deliveries", "Deliveries by state (succeeded: not counted)",
+            labels=["region", "state"],
+        )  # fmt: skip
+        for state, count in s.by_state.items():
+            states.add_metric([s.region, state], count)
+        yield states
+        endpoints = GaugeMetricFamily(
+            "herald_endpoints", "Endpoints paused or disabled", labels=["condition"]
+        )
+        endpoints.add_metric(["paused"], s.endpoints_paused)
+        endpoints.add_metric(["disabled"], s.endpoints_disabled)
+        yield endpoints
+
+
+class FleetGauges:
+    def __init__(
+        self, sessionmaker: async_sessionmaker[AsyncSession], region: str, ttl: float = 5.0
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._region = region
+        self._ttl = ttl
+        self._cached: tuple[float, bytes] | None = None
+
+    async def render(self) -> bytes:
+        if self._cached is not None and self._cached[0] > time.monotonic():
+            return self._cached[1]
+        async with self._sessionmaker() as session, session.begin():
+            row = (await session.execute(_SNAPSHOT_SQL, {"r": self._region})).one()
+        snapshot = FleetSnapshot(
+            region=self._region,
+            oldest_due=float(row.oldest_due or 0),
+            oldest_enqueued=float(row.oldest_enqueued or 0),
+            relay_lag=float(row.relay_lag or 0),
+            by_state={
+                "pending": row.pending,
+                "enqueued": row.enqueued,
+                "leased": row.leased,
+                "dead": row.dead,
+            },
+            expired_leases=row.expired_leases,
+            endpoints_paused=row.paused,
+            endpoints_disabled=row.disabled,
+        )
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_SnapshotCollector(snapshot))
+        body = generate_latest(registry)
+        self._cached = (time.monotonic() + self._ttl, body)
+        return body

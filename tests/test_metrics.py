@@ -1,0 +1,111 @@
+"""Prometheus metrics: fleet gauges from PostgreSQL on the API, counters from each worker."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.processes import free_port, running_worker
+from tests.receiver import Receiver, Reply
+from tests.recovery import states
+from tests.support import ADMIN, Stack, fast_path_settled, new_endpoint
+
+
+def sample(body: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text format."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    pattern = (
+        rf"^{re.escape(name)}\{{{re.escape(wanted)}\}} (\S+)$" if labels else rf"^{name} (\S+)$"
+    )
+    match = re.search(pattern, body, re.MULTILINE)
+    assert match, f"{name}{{{wanted}}} not in:\n{body}"
+    return float(match.group(1))
+
+
+async def test_metrics_need_an_admin_key(client: httpx.AsyncClient, tenant: dict[str, str]) -> None:
+    assert (await client.get("/metrics")).status_code == 401
+    assert (await client.get("/metrics", headers=tenant)).status_code == 403
+    assert (await client.get("/metrics", headers=ADMIN)).status_code == 200
+
+
+async def test_fleet_gauges_after_known_traffic(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
+) -> None:
+    for n in range(4):
+        await client.post(
+            "/v1/deliveries",
+            json={"endpoint_id": endpoint["id"], "event_type": "m", "payload": {"secret": n}},
+            headers=tenant,
+        )
+    await fast_path_settled(engine)
+    async with engine.begin() as connection:
+        first = (await connection.execute(text("SELECT min(id) FROM deliveries"))).scalar_one()
+        await connection.execute(
+            text("UPDATE deliveries SET state = 'dead', completed_at = now() WHERE id = :d"),
+            {"d": first},
+        )
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET state = 'pending', next_attempt_at = now() - interval"
+                " '90 seconds' WHERE id = (SELECT max(id) FROM deliveries)"
+            )
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO outbox (delivery_id, region, created_at)"
+                " SELECT max(id), 'local', now() - interval '2 minutes' FROM deliveries"
+            )
+        )
+        await connection.execute(
+            text("UPDATE endpoints SET paused_until = now() + interval '1 minute'")
+        )
+    body = (await client.get("/metrics", headers=ADMIN)).text
+
+    assert sample(body, "herald_deliveries", region="local", state="dead") == 1
+    assert sample(body, "herald_deliveries", region="local", state="enqueued") == 2
+    assert sample(body, "herald_deliveries", region="local", state="pending") == 1
+    assert 89 <= sample(body, "herald_oldest_due_age_seconds", region="local") < 200
+    assert 119 <= sample(body, "herald_outbox_relay_lag_seconds", region="local") < 300
+    assert sample(body, "herald_endpoints", condition="paused") == 1
+    assert "dlv_" not in body and "secret" not in body
+
+
+async def test_worker_counters_after_known_traffic(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    receiver.script("/counted", Reply(200), Reply(200), Reply(400))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/counted"), max_in_flight=1)
+    port = free_port()
+    with running_worker(stack, tmp_path / "worker.log", HERALD_WORKER_METRICS_PORT=str(port)):
+        ids = []
+        for n in range(3):
+            response = await client.post(
+                "/v1/deliveries",
+                json={"endpoint_id": endpoint["id"], "event_type": "m", "payload": {"n": n}},
+                headers=tenant,
+            )
+            ids.append(response.json()["id"])
+        await receiver.wait_for("/counted", 3)
+        for _ in range(100):
+            if set((await states(engine, ids)).values()) <= {"succeeded", "dead"}:
+                break
+            await asyncio.sleep(0.05)
+        async with httpx.AsyncClient() as http:
+            body = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+
+    assert sample(body, "herald_attempts_total", outcome="success") == 2
+    assert sample(body, "herald_attempts_total", outcome="permanent") == 1
+    assert sample(body, "herald_attempt_duration_seconds_count") == 3
+    assert sample(body, "herald_dispatches_total", endpoint_id=endpoint["id"]) == 3
+    assert "dlv_" not in body
