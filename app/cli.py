@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import Sequence
 
 from app.config import Settings, SettingsError, load_settings
+from app.logs import configure_logging
 
 
 def _require_urls(settings: Settings) -> None:
@@ -50,7 +50,8 @@ def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
         loop="uvloop",
         http="httptools",
         access_log=False,
-        log_level="info",
+        log_config=None,  # app_from_environment configures structured logging per process
+        log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=15,
     )
     return 0
@@ -62,7 +63,6 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from workers.runner import run_worker
 
     _require_urls(settings)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     uvloop.run(run_worker(settings))
     return 0
 
@@ -160,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
+        configure_logging(settings.log_format, settings.log_level)  # to stderr, for every command
         return _COMMANDS[args.command](settings, args)
     except SettingsError as exc:
         print(f"herald: {exc}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     breaker_cooldown_seconds: float = Field(default=30.0, gt=0)
     breaker_max_cooldown_seconds: float = Field(default=3600.0, gt=0)
     disable_after_hours: float = Field(default=120.0, gt=0)
+    log_format: Literal["json", "console"] = "json"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # /metrics on the API needs the admin key unless this is true.
     metrics_public: bool = False
     # Fleet gauges are computed from PostgreSQL at most this often.

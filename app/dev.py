@@ -57,6 +57,10 @@ def _die_with_parent() -> None:
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    # The first signal starts the shutdown; any further one (a second Ctrl-C, a supervisor
+    # repeating SIGTERM) must not interrupt the cleanup half-way.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -196,6 +200,7 @@ def run_dev(settings: Settings) -> int:
                 "HERALD_ADMIN_API_KEY": credentials.admin_api_key,
             }
             env.setdefault("HERALD_DESTINATION_ALLOWLIST", DEV_ALLOWLIST)
+            env.setdefault("HERALD_LOG_FORMAT", "console")  # for people; production: JSON
             base_url = f"http://{settings.host}:{settings.port}"
             api = subprocess.Popen(
                 [sys.executable, "-m", "app.cli", "api"], env=env, preexec_fn=_die_with_parent
@@ -225,7 +230,7 @@ def run_dev(settings: Settings) -> int:
             print(f"herald dev: {exc}", file=sys.stderr, flush=True)
             return 1
         finally:
-            # A second Ctrl-C must not abandon the servers half-stopped.
+            # However we leave (an error included), nothing may interrupt the cleanup.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return 0

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, ClassVar
 
+import structlog
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -19,7 +19,7 @@ PROBLEM_BASE = "https://herald.dev/problems/"
 # How long a client should wait before retrying while the database is unreachable.
 DATABASE_RETRY_AFTER_SECONDS = 5
 
-log = logging.getLogger("herald.api")
+log = structlog.get_logger("herald.api")
 
 
 class Problem(BaseModel):
@@ -171,7 +171,7 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     """
     if not _is_database_unavailable(exc):
         return await _unexpected_error(request, exc)
-    log.warning("database.unavailable path=%s error=%s", request.url.path, type(exc).__name__)
+    log.warning("database.unavailable", path=request.url.path, error=type(exc).__name__)
     return problem_response(
         request,
         status=503,
@@ -184,7 +184,7 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     # The traceback goes to the log; the client gets no internals.
-    log.error("request.failed path=%s", request.url.path, exc_info=exc)
+    log.error("request.failed", path=request.url.path, exc_info=exc)
     return problem_response(request, status=500, title="Internal error", slug="internal")
 
 

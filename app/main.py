@@ -14,6 +14,7 @@ from app.api.deps import Resources
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
 from app.errors import PayloadTooLarge, install_error_handlers, problem_response
+from app.logs import configure_logging
 from app.queue import create_queue_redis
 from app.services.fleet import FleetGauges
 from app.services.publishing import FastPublisher
@@ -125,5 +126,7 @@ def create_app(settings: Settings) -> FastAPI:
 
 
 def app_from_environment() -> FastAPI:
-    """Factory for ``uvicorn --factory app.main:app_from_environment``."""
-    return create_app(load_settings())
+    """Factory for ``uvicorn --factory app.main:app_from_environment`` (one per process)."""
+    settings = load_settings()
+    configure_logging(settings.log_format, settings.log_level)
+    return create_app(settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -13,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -70,6 +72,16 @@ class HeraldProcess:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The process's structured log lines (JSON), optionally only those of one event."""
+        parsed = []
+        for line in self.output().splitlines():
+            if line.startswith("{"):
+                entry: dict[str, Any] = json.loads(line)
+                if name is None or entry.get("event") == name:
+                    parsed.append(entry)
+        return parsed
 
     def wait_for_log(self, needle: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app import __version__
+from app.ids import id_floor
 from tests.processes import HeraldProcess, running_worker
 from tests.receiver import Receiver, Reply
 from tests.support import ADMIN, Stack, new_endpoint
@@ -285,14 +287,15 @@ async def test_redrive_of_a_live_delivery_is_409(
 async def test_a_reconcile_run_is_carried_out_by_a_worker(
     client: httpx.AsyncClient, engine: AsyncEngine
 ) -> None:
+    stale_run = id_floor("run", datetime.now(UTC) - timedelta(hours=2))
     async with engine.begin() as connection:
-        # A run whose worker died an hour ago, still saying "running".
+        # A run whose worker died two hours ago, still saying "running".
         await connection.execute(
             text(
                 "INSERT INTO reconcile_runs (id, region, trigger, status, started_at)"
-                " VALUES ('run_01J00000000000000000000000', 'local', 'cron', 'running',"
-                " now() - interval '2 hours')"
-            )
+                " VALUES (:r, 'local', 'cron', 'running', now() - interval '2 hours')"
+            ),
+            {"r": stale_run},
         )
     started = await client.post("/v1/reconcile", json={"trigger": "cron"}, headers=ADMIN)
     location = started.headers["location"]
@@ -311,7 +314,7 @@ async def test_a_reconcile_run_is_carried_out_by_a_worker(
         "unpublished_outbox",
         "purged_deliveries",
     }
-    abandoned = await client.get("/v1/reconcile/runs/run_01J00000000000000000000000", headers=ADMIN)
+    abandoned = await client.get(f"/v1/reconcile/runs/{stale_run}", headers=ADMIN)
     assert abandoned.json()["status"] == "failed" and "abandoned" in abandoned.json()["error"]
 
 

@@ -106,7 +106,8 @@ async def test_sigterm_lets_the_in_flight_attempt_finish(
         await receiver.wait_for("/slow", 1)
         code = await asyncio.to_thread(worker.stop, signal.SIGTERM)
     assert code == 0, worker.output()
-    assert "worker.draining in_flight=1" in worker.output()
+    [draining] = worker.events("worker.draining")
+    assert draining["in_flight"] == 1
     row = await wait_state(engine, delivery_id, "succeeded", timeout=1)
     assert row["lease_token"] is None
 

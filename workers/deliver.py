@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
+
+import structlog
 
 from app.services.dispatch import Dispatcher
 
-log = logging.getLogger("herald.worker")
+log = structlog.get_logger("herald.worker")
 
 
 async def deliver(ctx: dict[str, Any], delivery_id: str, endpoint_id: str, *_: Any) -> None:
@@ -20,4 +21,4 @@ async def deliver(ctx: dict[str, Any], delivery_id: str, endpoint_id: str, *_: A
     except asyncio.CancelledError:
         raise
     except Exception:
-        log.exception("delivery.job_failed delivery_id=%s", delivery_id)
+        log.exception("delivery.job_failed", delivery_id=delivery_id)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 
+import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -16,7 +16,7 @@ from app.config import Settings
 from app.repositories import outbox
 from app.services.publishing import publish_and_mark
 
-log = logging.getLogger("herald.relay")
+log = structlog.get_logger("herald.relay")
 
 # Younger rows are the API fast path's to publish; the relay is the safety net behind it.
 FAST_PATH_HEADSTART_SECONDS = 0.3
@@ -36,7 +36,7 @@ async def relay_once(
         )
     if page:
         await publish_and_mark(sessionmaker, redis, settings.region, page, fault=settings.fault)
-        log.info("relay.published count=%d", len(page))
+        log.info("relay.published", count=len(page))
     return len(page)
 
 
@@ -58,7 +58,7 @@ async def run_relay(
                 delay = 0  # a full page: there is probably more
         except Exception as exc:
             if not failing:
-                log.warning("relay.failing error=%s: %s", type(exc).__name__, exc)
+                log.warning("relay.failing", error=type(exc).__name__, detail=str(exc)[:200])
                 failing = True
             delay = min(5.0, delay * 4)
         with contextlib.suppress(TimeoutError):

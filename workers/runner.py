@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 from typing import Any
 
+import structlog
 from arq.connections import ArqRedis
 from arq.worker import Worker, func
 from prometheus_client import start_http_server
@@ -28,7 +28,7 @@ from workers.deliver import deliver
 from workers.reconcile import bulk_redrive, reconcile
 from workers.relay import run_relay
 
-log = logging.getLogger("herald.worker")
+log = structlog.get_logger("herald.worker")
 
 POLL_DELAY_SECONDS = 0.05
 HEALTH_CHECK_SECONDS = 30
@@ -67,7 +67,7 @@ async def _drain(worker: Worker, grace: float) -> None:
     worker.allow_pick_jobs = False
     running = [task for task in worker.tasks.values() if not task.done()]
     if running:
-        log.info("worker.draining in_flight=%d grace_seconds=%g", len(running), grace)
+        log.info("worker.draining", in_flight=len(running), grace_seconds=grace)
         _, pending = await asyncio.wait(running, timeout=grace)
         for task in pending:
             task.cancel()
@@ -103,7 +103,7 @@ async def supervise(
             return
         stopping.cancel()
         error = run.exception() if not run.cancelled() else None
-        log.warning("worker.redis_lost error=%s; reconnecting", type(error).__name__)
+        log.warning("worker.redis_lost", error=type(error).__name__, action="reconnecting")
         # Attempts already running keep going (their results go to PostgreSQL); only arq's
         # bookkeeping for them is lost with Redis.
         leftovers = [t for t in worker.tasks.values() if not t.done()]
@@ -151,9 +151,7 @@ async def run_worker(settings: Settings) -> None:
         "redis_queue": redis,
         "background": background,
     }
-    log.info(
-        "worker.started region=%s concurrency=%d", settings.region, settings.worker_concurrency
-    )
+    log.info("worker.started", region=settings.region, concurrency=settings.worker_concurrency)
     try:
         await supervise(settings, redis, ctx, stop)
     finally:

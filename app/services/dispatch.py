@@ -6,12 +6,12 @@ Each step is its own short transaction; none is held across the HTTP request or 
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aiohttp
+import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -27,7 +27,7 @@ from app.services.flow import Gate
 from app.services.signing import signed_headers
 from app.states import DeliveryState, Outcome
 
-log = logging.getLogger("herald.delivery")
+log = structlog.get_logger("herald.delivery")
 
 
 @dataclass
@@ -45,8 +45,8 @@ class Dispatcher:
         if not admission.admitted:
             metrics.DEFERRALS.labels(admission.reason).inc()
             log.debug(
-                "delivery.throttled delivery_id=%s endpoint_id=%s reason=%s wait=%.3f",
-                delivery_id, endpoint_id, admission.reason, admission.wait_seconds,
+                "delivery.throttled", delivery_id=delivery_id, endpoint_id=endpoint_id,
+                reason=admission.reason, wait_seconds=round(admission.wait_seconds, 3),
             )  # fmt: skip
             job_id = f"{delivery_id}:g{uuid.uuid4().hex[:12]}"
             run_at = queue.seconds_from_now(admission.wait_seconds)
@@ -147,7 +147,7 @@ class Dispatcher:
             # is the one a live lease holder records.
             metrics.LEASES_LOST.inc()
             log.warning(
-                "delivery.lease_lost delivery_id=%s attempt=%d", claimed.id, claimed.attempt_number
+                "delivery.lease_lost", delivery_id=claimed.id, attempt=claimed.attempt_number
             )
             return
         if result is not None:
@@ -155,9 +155,11 @@ class Dispatcher:
             metrics.ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
             metrics.DISPATCHES.labels(claimed.endpoint_id).inc()
         log.info(
-            "delivery.attempt delivery_id=%s attempt=%d outcome=%s status=%s state=%s",
-            claimed.id, claimed.attempt_number, result.outcome.value if result else "-",
-            result.status_code if result else "-", transition.state.value,
+            "delivery.attempt", delivery_id=claimed.id, endpoint_id=claimed.endpoint_id,
+            attempt=claimed.attempt_number, outcome=result.outcome.value if result else None,
+            status_code=result.status_code if result else None,
+            duration_ms=result.duration_ms if result else None, state=transition.state.value,
+            reason=transition.dead_reason,
         )  # fmt: skip
         if transition.state is DeliveryState.PENDING and transition.delay_seconds is not None:
             await self._schedule_retry(claimed, transition.delay_seconds)
@@ -181,7 +183,7 @@ class Dispatcher:
                 if asyncio.get_running_loop().time() + delay > deadline:
                     raise
                 log.warning(
-                    "delivery.record_retry delivery_id=%s error=%s", claimed.id, type(exc).__name__
+                    "delivery.record_retry", delivery_id=claimed.id, error=type(exc).__name__
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -238,9 +240,8 @@ class Dispatcher:
                 await deliveries.mark_enqueued(session, [(claimed.id, claimed.attempt_number)])
         except Exception as exc:
             log.warning(
-                "delivery.retry_publish_failed delivery_id=%s error=%s",
-                claimed.id, type(exc).__name__,
-            )  # fmt: skip
+                "delivery.retry_publish_failed", delivery_id=claimed.id, error=type(exc).__name__
+            )
 
     async def _redefer_if_early(self, delivery_id: str, endpoint_id: str) -> None:
         """A job that ran a little too early must not just vanish: put a job back for when the
@@ -252,7 +253,7 @@ class Dispatcher:
                 session, delivery_id, self.settings.region
             )
         if wait is None or wait <= 0:
-            log.debug("delivery.skipped delivery_id=%s (leased, finished or gone)", delivery_id)
+            log.debug("delivery.skipped", delivery_id=delivery_id, why="leased, finished or gone")
             return
         job_id = f"{delivery_id}:w{uuid.uuid4().hex[:12]}"
         run_at = queue.seconds_from_now(wait + 0.05)

@@ -11,12 +11,12 @@ slots are leases that expire by themselves, so a dead worker's slot frees itself
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 import uuid
 from dataclasses import dataclass
 
+import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -24,7 +24,7 @@ from app.config import Settings
 from app.repositories import endpoints
 from app.services.status import FlowSnapshot
 
-log = logging.getLogger("herald.flow")
+log = structlog.get_logger("herald.flow")
 
 # KEYS: 1 pause, 2 rate (GCRA theoretical arrival time), 3 in-flight slots, 4 probe
 # ARGV: 1 emission interval ms (0: no rate), 2 max in flight (0: none), 3 slot id,
@@ -170,7 +170,7 @@ class Gate:
                 ],
             )  # fmt: skip
         except Exception as exc:
-            log.warning("flow.gate_unavailable endpoint_id=%s error=%s", endpoint_id, exc)
+            log.warning("flow.gate_unavailable", endpoint_id=endpoint_id, error=type(exc).__name__)
             return Admission(True, 0.0, "ok", slot, endpoint_id)
         reason = reason.decode() if isinstance(reason, bytes) else str(reason)
         wait = _spread(int(wait_ms) / 1000, reason, policy.interval_ms)
@@ -182,14 +182,16 @@ class Gate:
         try:
             await self._release(keys=_keys(admission.endpoint_id)[2:4], args=[admission.slot])
         except Exception as exc:
-            log.warning("flow.release_failed endpoint_id=%s error=%s", admission.endpoint_id, exc)
+            log.warning(
+                "flow.release_failed", endpoint_id=admission.endpoint_id, error=type(exc).__name__
+            )
 
     async def pause(self, endpoint_id: str, seconds: float) -> None:
         self.forget(endpoint_id)
         try:
             await self._pause(keys=_keys(endpoint_id)[:1], args=[max(1, int(seconds * 1000))])
         except Exception as exc:
-            log.warning("flow.pause_failed endpoint_id=%s error=%s", endpoint_id, exc)
+            log.warning("flow.pause_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
 
 
 async def flow_snapshot(
@@ -200,7 +202,7 @@ async def flow_snapshot(
         snapshot = redis.register_script(_SNAPSHOT)
         live, wait_ms = await snapshot(keys=_keys(endpoint_id)[1:3])
     except Exception as exc:
-        log.warning("flow.snapshot_failed endpoint_id=%s error=%s", endpoint_id, exc)
+        log.warning("flow.snapshot_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
         return None
     return FlowSnapshot(int(live), max_in_flight, int(wait_ms) / 1000)
 
@@ -212,4 +214,4 @@ async def clear_flow_state(redis: ArqRedis, endpoint_id: str) -> None:
     try:
         await redis.delete(keys[0], keys[3])
     except Exception as exc:
-        log.warning("flow.clear_failed endpoint_id=%s error=%s", endpoint_id, exc)
+        log.warning("flow.clear_failed", endpoint_id=endpoint_id, error=type(exc).__name__)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Sequence
 
+import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -20,7 +20,7 @@ from app.faults import crash_point
 from app.repositories import deliveries, outbox
 from app.repositories.outbox import PendingPublication
 
-log = logging.getLogger("herald.publish")
+log = structlog.get_logger("herald.publish")
 
 
 async def publish_and_mark(
@@ -94,9 +94,7 @@ class FastPublisher:
             try:
                 await publish_and_mark(self._sessionmaker, self._redis, self._region, batch)
             except Exception as exc:
-                log.warning(
-                    "publish.fast_path_failed count=%d error=%s", len(batch), type(exc).__name__
-                )
+                log.warning("publish.fast_path_failed", count=len(batch), error=type(exc).__name__)
             finally:
                 for _ in batch:
                     self._backlog.task_done()

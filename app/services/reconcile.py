@@ -9,11 +9,11 @@ with SKIP LOCKED, and a duplicate job finds its delivery leased or finished and 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -24,7 +24,7 @@ from app.repositories.outbox import DeliveryRef, PendingPublication
 from app.services import retention
 from app.services.publishing import publish_and_mark
 
-log = logging.getLogger("herald.reconcile")
+log = structlog.get_logger("herald.reconcile")
 
 # A run that has not finished this long after it started had its worker die under it.
 ABANDONED_AFTER = timedelta(hours=1)
@@ -62,9 +62,7 @@ class Reconciler:
                 examined, published = await scan(limit)
                 self.counts[category] += published
                 await self._record_progress(run_id)
-                log.info(
-                    "reconcile.page run_id=%s category=%s rows=%d", run_id, category, published
-                )
+                log.info("reconcile.page", run_id=run_id, category=category, rows=published)
                 if examined < limit:
                     break
         return self.counts
@@ -159,7 +157,7 @@ async def run_reconcile(
         )
         raise
     except Exception as exc:
-        log.warning("reconcile.failed run_id=%s error=%s", run_id, type(exc).__name__)
+        log.warning("reconcile.failed", run_id=run_id, error=type(exc).__name__)
         error = f"{type(exc).__name__}: {exc}"[:1000]
         await _record_failure(sessionmaker, run_id, reconciler.counts, error)
         return
@@ -171,7 +169,7 @@ async def run_reconcile(
     metrics.LEASE_EXPIRATIONS.inc(counts.get("lease_expirations", 0))
     for category, count in counts.items():
         metrics.RECONCILE_ROWS.labels(category).inc(count)
-    log.info("reconcile.finished run_id=%s counts=%s", run_id, counts)
+    log.info("reconcile.finished", run_id=run_id, **counts)
 
 
 async def _record_failure(

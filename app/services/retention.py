@@ -5,16 +5,16 @@ Runs at the end of every reconcile run and as `herald purge`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
+import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.repositories import retention
 
-log = logging.getLogger("herald.retention")
+log = structlog.get_logger("herald.retention")
 
 BATCH = 500
 
@@ -49,5 +49,5 @@ async def purge(
     await drain(
         "purged_runs", lambda session: retention.purge_runs(session, before=before, limit=BATCH)
     )
-    log.info("retention.purged %s", counts)
+    log.info("retention.purged", **counts)
     return counts

@@ -1,0 +1,64 @@
+"""Structured logs: one JSON object per line, an event name (`delivery.attempt`) and ids as
+fields; a human console format for `herald dev`. Library loggers (uvicorn, arq, SQLAlchemy)
+go through the same pipeline.
+
+Payloads, secrets and API keys never appear: no code logs them, and a last processor blanks any
+field whose name says it holds one, in case a future line tries.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Literal
+
+import structlog
+from structlog.typing import EventDict, Processor
+
+SENSITIVE_FIELDS = frozenset(
+    {"payload", "body", "secret", "secrets", "api_key", "authorization", "password", "key"}
+)
+
+
+def _redact(logger: Any, method: str, event: EventDict) -> EventDict:
+    for name in SENSITIVE_FIELDS.intersection(event):
+        event[name] = "[redacted]"
+    return event
+
+
+def configure_logging(fmt: Literal["json", "console"] = "json", level: str = "INFO") -> None:
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact,
+    ]
+    renderer: Processor = (
+        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        if fmt == "console"
+        else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "arq", "arq.worker"):
+        library = logging.getLogger(name)
+        library.handlers[:] = []
+        library.propagate = True

@@ -1,0 +1,62 @@
+"""Structured logs from real processes: one JSON event per line, ids as fields, and never a
+payload, a signing secret or an API key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from pathlib import Path
+
+import httpx
+
+from tests.processes import running_worker, start_api, wait_healthy
+from tests.receiver import Receiver, Reply
+from tests.support import ADMIN, Stack
+
+
+async def test_logs_are_json_events_without_payloads_or_secrets(
+    stack: Stack, receiver: Receiver, tmp_path: Path
+) -> None:
+    marker = "payload-marker-" + secrets.token_hex(8)
+    receiver.script("/logged", Reply(500, body=marker.encode()), Reply(200))
+    api = start_api(stack, tmp_path, HERALD_LOG_LEVEL="DEBUG")
+    try:
+        await wait_healthy(api)
+        with running_worker(stack, tmp_path / "worker.log", HERALD_LOG_LEVEL="DEBUG") as worker:
+            async with httpx.AsyncClient(base_url=api.base_url, timeout=30) as http:
+                created = await http.post("/v1/tenants", json={"name": "logs"}, headers=ADMIN)
+                api_key = created.json()["api_key"]
+                tenant = {"Authorization": f"Bearer {api_key}"}
+                endpoint = (
+                    await http.post(
+                        "/v1/endpoints", json={"url": receiver.url("/logged")}, headers=tenant
+                    )
+                ).json()
+                delivery_id = (
+                    await http.post(
+                        "/v1/deliveries",
+                        json={"endpoint_id": endpoint["id"], "event_type": "log.test",
+                              "payload": {"note": marker}},
+                        headers=tenant,
+                    )
+                ).json()["id"]  # fmt: skip
+                await receiver.wait_for("/logged", 2)
+                for _ in range(100):
+                    if len(worker.events("delivery.attempt")) >= 2:
+                        break
+                    await asyncio.sleep(0.05)
+            worker_lines = worker.output()
+            attempts = worker.events("delivery.attempt")
+    finally:
+        api.stop()
+    everything = worker_lines + api.output()
+
+    for forbidden in (marker, endpoint["secret"], endpoint["secret"][6:], api_key):
+        assert forbidden not in everything
+    for line in worker_lines.splitlines():
+        entry = json.loads(line)  # every line is one JSON object
+        assert {"event", "level", "timestamp"} <= set(entry)
+    assert [a["attempt"] for a in attempts] == [1, 2]
+    assert {a["delivery_id"] for a in attempts} == {delivery_id}
+    assert [a["outcome"] for a in attempts] == ["retryable", "success"]
