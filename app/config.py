@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     admin_api_key: SecretStr | None = Field(default=None, min_length=16)
     max_payload_bytes: int = Field(default=262_144, ge=2, le=16 * 1024 * 1024)
+    # A whole POST /v1/deliveries/batch body (up to 1000 items).
+    max_batch_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
     destination_allowlist: Annotated[tuple[IPNetwork, ...], NoDecode] = ()
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     max_attempts: int | None = Field(default=None, ge=1, le=1000)

@@ -87,6 +87,14 @@ class ServiceUnavailable(HeraldError):
     status, title, slug = 503, "Service unavailable", "unavailable"
 
 
+def problem_body(error: HeraldError) -> dict[str, Any]:
+    """An error as a problem object, for places that report it inside a larger answer."""
+    problem = Problem(
+        type=PROBLEM_BASE + error.slug, title=error.title, status=error.status, detail=error.detail
+    )
+    return problem.model_dump(exclude_none=True)
+
+
 def problem_response(
     request: Request,
     *,

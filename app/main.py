@@ -33,18 +33,20 @@ class BodyLimit:
     surfacing as a body-parsing error.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, batch_max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.batch_max_bytes = batch_max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.batch_max_bytes if scope["path"].endswith("/batch") else self.max_bytes
         headers = dict(scope["headers"])
         length = headers.get(b"content-length", b"")
-        if length.isdigit() and int(length) > self.max_bytes:
-            await self._refuse(scope, receive, send)
+        if length.isdigit() and int(length) > limit:
+            await self._refuse(scope, receive, send, limit)
             return
         if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
             await self.app(scope, receive, send)
@@ -57,8 +59,8 @@ class BodyLimit:
                 return  # the client went away
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
-                await self._refuse(scope, receive, send)
+            if size > limit:
+                await self._refuse(scope, receive, send, limit)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -75,13 +77,13 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         response = problem_response(
             Request(scope),
             status=PayloadTooLarge.status,
             title=PayloadTooLarge.title,
             slug=PayloadTooLarge.slug,
-            detail=f"request body exceeds {self.max_bytes} bytes",
+            detail=f"request body exceeds {limit} bytes",
         )
         await response(scope, receive, send)
 
@@ -121,7 +123,11 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     for module in (tenants, endpoints, deliveries, events, reconcile, health, metrics):
         app.include_router(module.router)
-    app.add_middleware(BodyLimit, max_bytes=2 * settings.max_payload_bytes + _BODY_SLACK_BYTES)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=2 * settings.max_payload_bytes + _BODY_SLACK_BYTES,
+        batch_max_bytes=settings.max_batch_bytes,
+    )
     return app
 
 

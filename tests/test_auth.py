@@ -32,6 +32,7 @@ TENANT_ROUTES = [
     ("GET", "/v1/deliveries/dlv_x/attempts"),
     ("POST", "/v1/deliveries/dlv_x/redrive"),
     ("POST", "/v1/deliveries/redrive"),
+    ("POST", "/v1/deliveries/batch"),
     ("GET", "/v1/deliveries/redrive/rdv_x"),
     ("POST", "/v1/events"),
 ]

@@ -29,6 +29,7 @@ from app.errors import (
     PayloadTooLarge,
     ServiceUnavailable,
     Unauthorized,
+    problem_body,
     problem_responses,
 )
 from app.faults import crash_point
@@ -38,13 +39,16 @@ from app.repositories import attempts, deliveries, redrive_jobs
 from app.schemas.common import EVENT_TYPE_PATTERN, Page
 from app.schemas.deliveries import (
     AttemptOut,
+    BatchAccepted,
+    BatchIntents,
+    BatchItemResult,
     DeliveryDetail,
     DeliveryIntent,
     DeliveryOut,
     RedriveFilter,
     RedriveJobOut,
 )
-from app.services import explain, intake, redrive
+from app.services import batch_intake, explain, intake, redrive
 from app.states import DeliveryState
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
@@ -87,6 +91,42 @@ async def create_delivery(
         publisher.submit(accepted.publications)
     response.headers["Location"] = f"/v1/deliveries/{delivery.id}"
     return DeliveryOut.model_validate(delivery)
+
+
+@router.post(
+    "/batch",
+    response_model=BatchAccepted,
+    responses=problem_responses(*_AUTH, PayloadTooLarge),
+    summary="Accept up to 1000 delivery intents in one transaction, each judged on its own",
+)
+async def create_deliveries_batch(
+    batch: BatchIntents,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    publisher: PublisherDep,
+) -> BatchAccepted:
+    async with session.begin():  # every accepted item with its event and outbox row, or none
+        outcomes, publications = await batch_intake.accept_batch(
+            session, settings, tenant_id, batch.items
+        )
+        crash_point("api.before_commit", settings.fault)
+    publisher.submit(publications)
+    results = [
+        BatchItemResult(
+            index=o.index,
+            status=o.status,
+            delivery=DeliveryOut.model_validate(o.delivery) if o.delivery else None,
+            error=problem_body(o.error) if o.error else None,
+        )
+        for o in outcomes
+    ]
+    return BatchAccepted(
+        accepted=sum(r.status == 202 for r in results),
+        replayed=sum(r.status == 200 for r in results),
+        failed=sum(r.status >= 400 for r in results),
+        items=results,
+    )
 
 
 @router.post(

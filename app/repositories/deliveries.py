@@ -41,6 +41,18 @@ async def insert_pending(
         }
         for delivery_id, endpoint_id in targets
     ]
+    return await insert_rows(session, rows)
+
+
+def now() -> Any:
+    """The database clock, for a row's due time."""
+    return func.now()
+
+
+async def insert_rows(session: AsyncSession, rows: list[dict[str, Any]]) -> list[Delivery]:
+    """Many pending deliveries in one statement, returned as inserted."""
+    if not rows:
+        return []
     result = await session.execute(insert(Delivery).values(rows).returning(Delivery))
     return list(result.scalars())
 

@@ -32,6 +32,18 @@ async def get_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> E
     ).scalar_one_or_none()
 
 
+async def get_live_many(
+    session: AsyncSession, tenant_id: str, endpoint_ids: set[str]
+) -> dict[str, Endpoint]:
+    wanted = [e for e in endpoint_ids if is_id(e)]
+    if not wanted:
+        return {}
+    rows = await session.execute(
+        select(Endpoint).where(Endpoint.id.in_(wanted), Endpoint.tenant_id == tenant_id, _live)
+    )
+    return {endpoint.id: endpoint for endpoint in rows.scalars()}
+
+
 async def get_any(session: AsyncSession, endpoint_id: str) -> Endpoint | None:
     """An endpoint by id, deleted or not (a delivery's own endpoint, for explaining it)."""
     return await session.get(Endpoint, endpoint_id)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -65,3 +65,64 @@ async def claim(
         )
     ).one()
     return StoredKey(row.request_hash, row.resource_id, row.response_status)
+
+
+@dataclass(frozen=True)
+class KeyClaim:
+    key: str
+    request_hash: bytes
+    resource_id: str
+
+
+async def claim_many(
+    session: AsyncSession, *, tenant_id: str, claims: list[KeyClaim], ttl: timedelta
+) -> dict[str, StoredKey]:
+    """``claim`` for many distinct keys in two statements; returns the live earlier claims of
+    the keys this call did not get (the rest are now ours)."""
+    if not claims:
+        return {}
+    statement = pg_insert(IdempotencyKey).values(
+        [
+            {
+                "tenant_id": tenant_id, "key": c.key, "request_hash": c.request_hash,
+                "resource_id": c.resource_id, "response_status": 202,
+                "expires_at": func.now() + ttl,
+            }
+            for c in claims
+        ]
+    )  # fmt: skip
+    statement = statement.on_conflict_do_update(
+        index_elements=[IdempotencyKey.tenant_id, IdempotencyKey.key],
+        set_={
+            "request_hash": statement.excluded.request_hash,
+            "resource_id": statement.excluded.resource_id,
+            "created_at": func.now(),
+            "expires_at": statement.excluded.expires_at,
+        },
+        where=IdempotencyKey.expires_at <= func.now(),
+    )
+    ours = set((await session.execute(statement.returning(IdempotencyKey.key))).scalars())
+    held = [c.key for c in claims if c.key not in ours]
+    if not held:
+        return {}
+    rows = await session.execute(
+        select(
+            IdempotencyKey.key,
+            IdempotencyKey.request_hash,
+            IdempotencyKey.resource_id,
+            IdempotencyKey.response_status,
+        ).where(IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key.in_(held))
+    )
+    return {
+        row.key: StoredKey(row.request_hash, row.resource_id, row.response_status) for row in rows
+    }
+
+
+async def release_many(session: AsyncSession, *, tenant_id: str, keys: list[str]) -> None:
+    """Give back keys claimed earlier in this transaction for requests that then failed."""
+    if keys:
+        await session.execute(
+            delete(IdempotencyKey).where(
+                IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key.in_(keys)
+            )
+        )

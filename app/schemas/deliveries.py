@@ -122,3 +122,34 @@ class RedriveJobOut(BaseModel):
     error: str | None
     created_at: datetime
     finished_at: datetime | None
+
+
+BATCH_LIMIT = 1000
+
+
+class BatchItem(DeliveryIntent):
+    idempotency_key: str | None = Field(
+        default=None, min_length=1, max_length=255, pattern=r"^[\x20-\x7e]+$",
+        description="Per-item key, as the Idempotency-Key header of a single POST.",
+    )  # fmt: skip
+
+
+class BatchIntents(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Items are validated one by one, so that one bad item fails alone.
+    items: list[dict[str, Any]] = Field(min_length=1, max_length=BATCH_LIMIT)
+
+
+class BatchItemResult(BaseModel):
+    index: int
+    status: int = Field(description="202 accepted, 200 replayed, or the item's problem status")
+    delivery: DeliveryOut | None = None
+    error: dict[str, Any] | None = Field(default=None, description="RFC 9457 problem")
+
+
+class BatchAccepted(BaseModel):
+    accepted: int
+    replayed: int
+    failed: int
+    items: list[BatchItemResult]

@@ -1,0 +1,178 @@
+"""Accepting up to a thousand intents at once: one transaction, a handful of statements.
+
+Each item stands alone: a bad item (invalid, unknown or disabled endpoint, too large, key
+reused for something else) is reported with its problem and written nowhere, while the good
+items commit together. Items with an idempotency key that was already used for the same intent
+replay the original delivery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.errors import (
+    Conflict,
+    HeraldError,
+    IdempotencyMismatch,
+    NotFound,
+    Unprocessable,
+)
+from app.ids import new_id
+from app.models import Delivery
+from app.repositories import deliveries, endpoints, events, idempotency_keys, outbox
+from app.repositories.idempotency_keys import KeyClaim
+from app.repositories.outbox import PendingPublication
+from app.schemas.deliveries import BatchItem, DeliveryIntent
+from app.services.intake import encode_payload, request_fingerprint
+from app.states import DeliveryState
+
+ROUTE = "POST /v1/deliveries"  # a batch item replays (and is replayed by) the single route
+
+
+@dataclass
+class ItemOutcome:
+    index: int
+    status: int  # 202 accepted, 200 replayed, or the problem's status
+    delivery: Delivery | None = None
+    error: HeraldError | None = None
+
+
+@dataclass
+class _Candidate:
+    index: int
+    intent: DeliveryIntent
+    key: str | None
+    payload: bytes
+    event_id: str
+
+
+def _parse(index: int, raw: dict[str, Any], limit: int) -> _Candidate | ItemOutcome:
+    try:
+        item = BatchItem.model_validate(raw)
+    except ValidationError as exc:
+        detail = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False)
+        )
+        return ItemOutcome(index, 422, error=Unprocessable(detail))
+    try:
+        payload = encode_payload(item.payload, limit)
+    except HeraldError as exc:
+        return ItemOutcome(index, exc.status, error=exc)
+    intent = DeliveryIntent.model_validate(item.model_dump(exclude={"idempotency_key"}))
+    return _Candidate(index, intent, item.idempotency_key, payload, new_id("evt"))
+
+
+async def accept_batch(
+    session: AsyncSession, settings: Settings, tenant_id: str, items: list[dict[str, Any]]
+) -> tuple[list[ItemOutcome], list[PendingPublication]]:
+    outcomes: dict[int, ItemOutcome] = {}
+    candidates: list[_Candidate] = []
+    seen_keys: set[str] = set()
+    for index, raw in enumerate(items):
+        parsed = _parse(index, raw, settings.max_payload_bytes)
+        if isinstance(parsed, ItemOutcome):
+            outcomes[index] = parsed
+        elif parsed.key is not None and parsed.key in seen_keys:
+            outcomes[index] = ItemOutcome(
+                index, 422, error=Unprocessable("this idempotency_key appears twice in the batch")
+            )
+        else:
+            seen_keys.update([parsed.key] if parsed.key else [])
+            candidates.append(parsed)
+
+    candidates = await _settle_keys(session, settings, tenant_id, candidates, outcomes)
+    live = await endpoints.get_live_many(
+        session, tenant_id, {c.intent.endpoint_id for c in candidates}
+    )
+    accepted: list[_Candidate] = []
+    for candidate in candidates:
+        endpoint = live.get(candidate.intent.endpoint_id)
+        if endpoint is None:
+            error: HeraldError = NotFound(f"endpoint {candidate.intent.endpoint_id} not found")
+            outcomes[candidate.index] = ItemOutcome(candidate.index, error.status, error=error)
+        elif not endpoint.enabled:
+            error = Conflict(f"endpoint {endpoint.id} is disabled ({endpoint.disabled_reason})")
+            outcomes[candidate.index] = ItemOutcome(candidate.index, error.status, error=error)
+        else:
+            accepted.append(candidate)
+    if len(accepted) < len(candidates):
+        # Keys claimed for items that then failed must not stay claimed: release them.
+        kept = {c.index for c in accepted}
+        failed_keys = [c.key for c in candidates if c.key and c.index not in kept]
+        await idempotency_keys.release_many(session, tenant_id=tenant_id, keys=failed_keys)
+    rows = await _insert(session, settings, tenant_id, accepted)
+    for candidate, row in zip(accepted, rows, strict=True):
+        outcomes[candidate.index] = ItemOutcome(candidate.index, 202, delivery=row)
+    publications = await outbox.insert_entries(session, rows, settings.region)
+    return [outcomes[i] for i in range(len(items))], publications
+
+
+async def _settle_keys(
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    candidates: list[_Candidate],
+    outcomes: dict[int, ItemOutcome],
+) -> list[_Candidate]:
+    """Claim every item's key at once; items whose key was used before replay or fail."""
+    claims = [
+        KeyClaim(c.key, request_fingerprint(ROUTE, c.intent), c.event_id)
+        for c in candidates
+        if c.key is not None
+    ]
+    earlier = await idempotency_keys.claim_many(
+        session, tenant_id=tenant_id, claims=claims,
+        ttl=timedelta(hours=settings.idempotency_key_ttl_hours),
+    )  # fmt: skip
+    if not earlier:
+        return candidates
+    fingerprints = {claim.key: claim.request_hash for claim in claims}
+    remaining = []
+    for candidate in candidates:
+        stored = earlier.get(candidate.key) if candidate.key else None
+        if stored is None:
+            remaining.append(candidate)
+        elif stored.request_hash != fingerprints[candidate.key or ""]:
+            error = IdempotencyMismatch("this idempotency_key was used for a different request")
+            outcomes[candidate.index] = ItemOutcome(candidate.index, error.status, error=error)
+        else:
+            [original] = await deliveries.list_for_event(session, tenant_id, stored.resource_id)
+            outcomes[candidate.index] = ItemOutcome(candidate.index, 200, delivery=original)
+    return remaining
+
+
+async def _insert(
+    session: AsyncSession, settings: Settings, tenant_id: str, accepted: list[_Candidate]
+) -> list[Delivery]:
+    if not accepted:
+        return []
+    await events.insert_events(
+        session,
+        [
+            {"id": c.event_id, "tenant_id": tenant_id, "event_type": c.intent.event_type,
+             "payload": c.payload}
+            for c in accepted
+        ],
+    )  # fmt: skip
+    rows = await deliveries.insert_rows(
+        session,
+        [
+            {
+                "id": new_id("dlv"), "tenant_id": tenant_id,
+                "endpoint_id": c.intent.endpoint_id, "event_id": c.event_id,
+                "event_type": c.intent.event_type, "region": settings.region,
+                "state": DeliveryState.PENDING.value,
+                "next_attempt_at": c.intent.deliver_after or deliveries.now(),
+            }
+            for c in accepted
+        ],
+    )  # fmt: skip
+    # RETURNING does not promise input order: line rows up with their items by event.
+    by_event = {row.event_id: row for row in rows}
+    return [by_event[c.event_id] for c in accepted]
