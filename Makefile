@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest openapi clean
+.PHONY: run test lint typecheck pytest openapi bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+bench-quick: $(STAMP)
+	$(BIN)/python bench/run.py --quick
 
 openapi: $(STAMP)
 	$(BIN)/herald openapi > openapi/openapi.json

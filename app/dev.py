@@ -50,7 +50,7 @@ class DevError(Exception):
     pass
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Children get SIGTERM if the supervisor itself is killed (-9), so none is orphaned."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -203,11 +203,11 @@ def run_dev(settings: Settings) -> int:
             env.setdefault("HERALD_LOG_FORMAT", "console")  # for people; production: JSON
             base_url = f"http://{settings.host}:{settings.port}"
             api = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "api"], env=env, preexec_fn=_die_with_parent
+                [sys.executable, "-m", "app.cli", "api"], env=env, preexec_fn=die_with_parent
             )
             children.append(api)
             worker = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "worker"], env=env, preexec_fn=_die_with_parent
+                [sys.executable, "-m", "app.cli", "worker"], env=env, preexec_fn=die_with_parent
             )
             children.append(worker)
             _wait_ready(base_url, api)

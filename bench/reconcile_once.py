@@ -1,0 +1,53 @@
+"""One reconcile run in a process of its own, reporting its time and its memory growth.
+
+Settings come from the environment (HERALD_*), as for any Herald process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import psutil
+
+from app.config import load_settings
+from app.db import create_engine, create_sessionmaker
+from app.queue import create_queue_redis
+from app.repositories import reconcile_runs
+from app.services.reconcile import run_reconcile
+
+
+async def main() -> None:
+    settings = load_settings()
+    assert settings.database_url is not None and settings.redis_url is not None
+    engine = create_engine(settings.async_database_url, pool_size=2)
+    sessionmaker = create_sessionmaker(engine)
+    redis = create_queue_redis(settings.redis_url, region=settings.region)
+    process = psutil.Process()
+    async with sessionmaker() as session, session.begin():
+        run = await reconcile_runs.insert_run(session, region=settings.region, trigger="bench")
+    rss_before = process.memory_info().rss
+    started = time.perf_counter()
+    await run_reconcile(settings, sessionmaker, redis, run.id)
+    seconds = time.perf_counter() - started
+    rss_after = process.memory_info().rss
+    async with sessionmaker() as session, session.begin():
+        finished = await reconcile_runs.get(session, run.id)
+    await redis.aclose()
+    await engine.dispose()
+    assert finished is not None
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "rss_growth_mb": (rss_after - rss_before) / 2**20,
+                "status": finished.status,
+                "counts": finished.counts,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
