@@ -83,3 +83,23 @@ async def fast_path_settled(engine: AsyncEngine, timeout: float = 10.0) -> None:
     while await count_rows(engine, "outbox", "published_at IS NULL"):
         assert asyncio.get_running_loop().time() < deadline, "fast path did not publish"
         await asyncio.sleep(0.02)
+
+
+async def post_deliveries(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    endpoint_id: str,
+    count: int,
+    event_type: str = "test.event",
+) -> list[str]:
+    """Accept ``count`` intents one request at a time; returns their delivery ids."""
+    ids = []
+    for n in range(count):
+        response = await client.post(
+            "/v1/deliveries",
+            json={"endpoint_id": endpoint_id, "event_type": event_type, "payload": {"n": n}},
+            headers=headers,
+        )
+        assert response.status_code == 202, response.text
+        ids.append(response.json()["id"])
+    return ids

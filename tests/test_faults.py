@@ -26,24 +26,9 @@ from tests.processes import (
 )
 from tests.receiver import Receiver
 from tests.recovery import assert_recovered, reconcile_until_succeeded
-from tests.support import Stack, client_for, count_rows, new_endpoint, new_tenant
+from tests.support import Stack, client_for, count_rows, new_endpoint, new_tenant, post_deliveries
 
 PATH = "/faults"
-
-
-async def accept(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, count: int
-) -> list[str]:
-    ids = []
-    for n in range(count):
-        response = await client.post(
-            "/v1/deliveries",
-            json={"endpoint_id": endpoint_id, "event_type": "fault.test", "payload": {"n": n}},
-            headers=tenant,
-        )
-        assert response.status_code == 202, response.text
-        ids.append(response.json()["id"])
-    return ids
 
 
 def crash_worker(stack: Stack, log: Path, point: str) -> HeraldProcess:
@@ -76,7 +61,7 @@ async def test_worker_crash_points(
     sends_before_crash: bool,
 ) -> None:
     endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
-    ids = await accept(client, tenant, endpoint["id"], 5)
+    ids = await post_deliveries(client, tenant, endpoint["id"], 5)
 
     crashing = crash_worker(stack, tmp_path / "crash.log", point)
     await wait_crashed(crashing)
@@ -102,7 +87,7 @@ async def test_relay_crash_after_enqueue_before_mark(
     async with app.router.lifespan_context(app), client_for(app) as blind:
         tenant = await new_tenant(blind, "relay-crash")
         endpoint = await new_endpoint(blind, tenant, url=receiver.url(PATH))
-        ids = await accept(blind, tenant, endpoint["id"], 5)
+        ids = await post_deliveries(blind, tenant, endpoint["id"], 5)
 
     crashing = crash_worker(stack, tmp_path / "crash.log", "relay.after_enqueue_before_mark")
     await wait_crashed(crashing)
@@ -168,7 +153,7 @@ async def test_api_crash_before_commit_sends_nothing(
         assert await asyncio.to_thread(api.process.wait, 30) == FAULT_EXIT_CODE
     finally:
         api.stop()
-    [ok] = await accept(client, tenant, endpoint["id"], 1)  # a control that must arrive
+    [ok] = await post_deliveries(client, tenant, endpoint["id"], 1)  # a control that must arrive
 
     with running_worker(stack, tmp_path / "worker.log", **RECOVERY_ENV):
         await reconcile_until_succeeded(client, engine, [ok])

@@ -16,22 +16,7 @@ from app.ids import new_id
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
 from tests.recovery import states
-from tests.support import Stack, count_rows, new_endpoint
-
-
-async def accept(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, count: int
-) -> list[str]:
-    ids = []
-    for n in range(count):
-        response = await client.post(
-            "/v1/deliveries",
-            json={"endpoint_id": endpoint_id, "event_type": "flow", "payload": {"n": n}},
-            headers=tenant,
-        )
-        assert response.status_code == 202, response.text
-        ids.append(response.json()["id"])
-    return ids
+from tests.support import Stack, count_rows, new_endpoint, post_deliveries
 
 
 async def until(predicate: Any, timeout: float = 60.0, every: float = 0.1) -> None:
@@ -64,7 +49,7 @@ async def test_rate_and_in_flight_ceilings_hold_across_two_workers(
     endpoint = await new_endpoint(
         client, tenant, url=receiver.url("/limited"), rate_limit_per_second=20, max_in_flight=5
     )
-    ids = await accept(client, tenant, endpoint["id"], 200)
+    ids = await post_deliveries(client, tenant, endpoint["id"], 200)
     with (
         running_worker(stack, tmp_path / "a.log"),
         running_worker(stack, tmp_path / "b.log"),
@@ -97,10 +82,10 @@ async def test_retry_after_pauses_the_whole_destination_only(
     busy = await new_endpoint(client, tenant, url=receiver.url("/busy"))
     calm = await new_endpoint(client, tenant, url=receiver.url("/calm"))
     with running_worker(stack, tmp_path / "worker.log"):
-        [first] = await accept(client, tenant, busy["id"], 1)
+        [first] = await post_deliveries(client, tenant, busy["id"], 1)
         [refused] = await receiver.wait_for("/busy", 1)
-        waiting = await accept(client, tenant, busy["id"], 5)
-        flowing = await accept(client, tenant, calm["id"], 5)
+        waiting = await post_deliveries(client, tenant, busy["id"], 5)
+        flowing = await post_deliveries(client, tenant, calm["id"], 5)
         await receiver.wait_for("/calm", 5)
         shown = (await client.get(f"/v1/endpoints/{busy['id']}", headers=tenant)).json()
         await receiver.wait_for("/busy", 7)
@@ -136,7 +121,7 @@ async def test_breaker_opens_probes_and_closes(
         "HERALD_RETRY_SCHEDULE": "0.1",
     }
     with running_worker(stack, tmp_path / "worker.log", **breaker):
-        ids = await accept(client, tenant, endpoint["id"], 6)
+        ids = await post_deliveries(client, tenant, endpoint["id"], 6)
         shown: list[dict[str, Any]] = []
 
         async def circuit_open() -> bool:
@@ -180,7 +165,7 @@ async def test_no_success_for_the_window_disables_and_reenabling_resumes(
         "HERALD_RETRY_SCHEDULE": "0.2",
     }
     with running_worker(stack, tmp_path / "worker.log", **window):
-        ids = await accept(client, tenant, endpoint["id"], 3)
+        ids = await post_deliveries(client, tenant, endpoint["id"], 3)
 
         async def disabled() -> bool:
             body = (await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)).json()
@@ -211,7 +196,7 @@ async def test_no_success_for_the_window_disables_and_reenabling_resumes(
         for delivery_id in ids:
             redriven = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
             assert redriven.status_code == 202
-        [fresh] = await accept(client, tenant, endpoint["id"], 1)
+        [fresh] = await post_deliveries(client, tenant, endpoint["id"], 1)
 
         async def all_delivered() -> bool:
             return set((await states(engine, [*ids, fresh])).values()) == {"succeeded"}
@@ -260,7 +245,7 @@ async def _latencies(
     sent = []
     for n in range(20):
         sent.append(time.monotonic())
-        await accept(client, tenant, endpoint_id, 1)
+        await post_deliveries(client, tenant, endpoint_id, 1)
         await receiver.wait_for("/healthy", seen + n + 1)
         await asyncio.sleep(0.02)
     arrived = [r.at for r in receiver.on("/healthy")[seen:]]

@@ -15,24 +15,9 @@ from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.services.reconcile import run_reconcile
-from tests.support import ADMIN, count_rows, fast_path_settled
+from tests.support import ADMIN, count_rows, fast_path_settled, post_deliveries
 
 PROBLEM = "application/problem+json"
-
-
-async def accept_many(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, count: int
-) -> list[str]:
-    ids = []
-    for n in range(count):
-        response = await client.post(
-            "/v1/deliveries",
-            json={"endpoint_id": endpoint_id, "event_type": "a.b", "payload": {"n": n}},
-            headers=tenant,
-        )
-        assert response.status_code == 202
-        ids.append(response.json()["id"])
-    return ids
 
 
 async def sql(engine: AsyncEngine, statement: str, **params: Any) -> None:
@@ -131,7 +116,9 @@ async def test_each_category_is_found_and_published(
     settings: Settings,
     engine: AsyncEngine,
 ) -> None:
-    leased, stale, due, unpublished, healthy = await accept_many(client, tenant, endpoint["id"], 5)
+    leased, stale, due, unpublished, healthy = await post_deliveries(
+        client, tenant, endpoint["id"], 5
+    )
     await fast_path_settled(engine)
     await flush_queue(settings)  # Redis lost every job
     await sql(
@@ -192,7 +179,7 @@ async def test_pages_cover_the_backlog_and_the_run_cap_stops_it(
     settings: Settings,
     engine: AsyncEngine,
 ) -> None:
-    ids = await accept_many(client, tenant, endpoint["id"], 23)
+    ids = await post_deliveries(client, tenant, endpoint["id"], 23)
     await fast_path_settled(engine)
     await flush_queue(settings)
     await sql(
@@ -219,7 +206,7 @@ async def test_overlapping_runs_never_republish_a_row_twice(
     settings: Settings,
     engine: AsyncEngine,
 ) -> None:
-    ids = await accept_many(client, tenant, endpoint["id"], 60)
+    ids = await post_deliveries(client, tenant, endpoint["id"], 60)
     await fast_path_settled(engine)
     await flush_queue(settings)
     await sql(

@@ -124,6 +124,20 @@ async def mark_enqueued(session: AsyncSession, published: Sequence[tuple[str, in
     )
 
 
+def _revived() -> dict[str, Any]:
+    """dead -> pending, due now, same id; the attempt log stays and the budget starts over
+    (attempt numbers keep counting, so the floor moves up to them)."""
+    return {
+        "state": DeliveryState.PENDING.value,
+        "next_attempt_at": func.now(),
+        "attempt_floor": Delivery.attempt_count,
+        "dead_reason": None,
+        "completed_at": None,
+        "enqueued_at": None,
+        "updated_at": func.now(),
+    }
+
+
 async def redrive(session: AsyncSession, tenant_id: str, delivery_id: str) -> Delivery | None:
     """dead -> pending, due now, same id; the attempt log stays and the budget starts over."""
     return (
@@ -134,15 +148,7 @@ async def redrive(session: AsyncSession, tenant_id: str, delivery_id: str) -> De
                 Delivery.tenant_id == tenant_id,
                 Delivery.state == DeliveryState.DEAD.value,
             )
-            .values(
-                state=DeliveryState.PENDING.value,
-                next_attempt_at=func.now(),
-                attempt_floor=Delivery.attempt_count,
-                dead_reason=None,
-                completed_at=None,
-                enqueued_at=None,
-                updated_at=func.now(),
-            )
+            .values(**_revived())
             .returning(Delivery)
             # The caller loaded this row a moment ago: refresh it from what the UPDATE returned.
             .execution_options(synchronize_session=False, populate_existing=True)
@@ -196,15 +202,7 @@ async def redrive_page(
         await session.execute(
             update(Delivery)
             .where(Delivery.id.in_(page), Delivery.endpoint_id.in_(live_endpoint))
-            .values(
-                state=DeliveryState.PENDING.value,
-                next_attempt_at=func.now(),
-                attempt_floor=Delivery.attempt_count,
-                dead_reason=None,
-                completed_at=None,
-                enqueued_at=None,
-                updated_at=func.now(),
-            )
+            .values(**_revived())
             .returning(Delivery)
             .execution_options(synchronize_session=False, populate_existing=True)
         )
