@@ -103,3 +103,12 @@ async def post_deliveries(
         assert response.status_code == 202, response.text
         ids.append(response.json()["id"])
     return ids
+
+
+async def delivery_row(engine: AsyncEngine, delivery_id: str) -> dict[str, Any]:
+    """The delivery's whole row, as the database has it now."""
+    async with engine.connect() as connection:
+        result = await connection.execute(
+            text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
+        )
+        return dict(result.mappings().one())

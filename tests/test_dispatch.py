@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import queue
@@ -23,7 +22,7 @@ from app.services.sender import build_http_session
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import Stack, count_rows, fast_path_settled, new_endpoint
+from tests.support import Stack, count_rows, delivery_row, fast_path_settled, new_endpoint
 
 
 @asynccontextmanager
@@ -54,20 +53,6 @@ async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id:
     return delivery_id
 
 
-async def state_of(engine: AsyncEngine, delivery_id: str) -> dict[str, Any]:
-    async with engine.connect() as connection:
-        row = (
-            (
-                await connection.execute(
-                    text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
-                )
-            )
-            .mappings()
-            .one()
-        )
-    return dict(row)
-
-
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
 async def test_send_time_guard_blocks_without_connecting(
     client: httpx.AsyncClient,
@@ -83,7 +68,7 @@ async def test_send_time_guard_blocks_without_connecting(
     async with dispatcher(settings, engine, destination_allowlist=()) as worker:
         await worker.deliver(delivery_id, endpoint["id"])
 
-    row = await state_of(engine, delivery_id)
+    row = await delivery_row(engine, delivery_id)
     assert row["state"] == "dead" and row["last_outcome"] == "blocked"
     assert row["dead_reason"].startswith("destination_blocked")
     assert receiver.requests == []
@@ -124,14 +109,14 @@ async def test_stale_lease_holder_cannot_write(
             delay_seconds=None, outcome="success", status_code=200, error=None, dead_reason=None,
         )  # fmt: skip
     assert late is False
-    assert (await state_of(engine, delivery_id))["state"] == "leased"
+    assert (await delivery_row(engine, delivery_id))["state"] == "leased"
     async with sessionmaker() as session, session.begin():
         owner = await delivery_leases.record_transition(
             session, delivery_id, token=current, state=DeliveryState.SUCCEEDED,
             delay_seconds=None, outcome="success", status_code=200, error=None, dead_reason=None,
         )  # fmt: skip
     assert owner is True
-    assert (await state_of(engine, delivery_id))["state"] == "succeeded"
+    assert (await delivery_row(engine, delivery_id))["state"] == "succeeded"
 
 
 async def test_concurrent_runs_of_one_delivery_send_once(
@@ -148,7 +133,7 @@ async def test_concurrent_runs_of_one_delivery_send_once(
         await asyncio.gather(*(worker.deliver(delivery_id, endpoint["id"]) for _ in range(10)))
 
     assert len(receiver.on("/once")) == 1
-    assert (await state_of(engine, delivery_id))["state"] == "succeeded"
+    assert (await delivery_row(engine, delivery_id))["state"] == "succeeded"
     assert await count_rows(engine, "attempts") == 1
 
 
@@ -181,7 +166,7 @@ async def test_the_same_job_in_two_worker_processes_sends_once(
             await redis.aclose()
         await receiver.wait_for("/twice-queued", 1)
         deadline = asyncio.get_running_loop().time() + 15
-        while (await state_of(engine, delivery_id))["state"] != "succeeded":
+        while (await delivery_row(engine, delivery_id))["state"] != "succeeded":
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.5)  # room for a duplicate to arrive if fencing were broken

@@ -45,6 +45,17 @@ async def flush_queue(settings: Settings) -> None:
         await redis.aclose()
 
 
+async def lose_every_job(settings: Settings, engine: AsyncEngine) -> None:
+    """Every accepted delivery was published, then Redis lost the jobs, ten minutes ago."""
+    await fast_path_settled(engine)
+    await flush_queue(settings)
+    await sql(
+        engine,
+        "UPDATE deliveries SET enqueued_at = now() - interval '10 minutes',"
+        " next_attempt_at = now() - interval '10 minutes'",
+    )
+
+
 async def reconcile_now(
     client: httpx.AsyncClient, settings: Settings, engine: AsyncEngine, **overrides: Any
 ) -> dict[str, Any]:
@@ -180,13 +191,7 @@ async def test_pages_cover_the_backlog_and_the_run_cap_stops_it(
     engine: AsyncEngine,
 ) -> None:
     ids = await post_deliveries(client, tenant, endpoint["id"], 23)
-    await fast_path_settled(engine)
-    await flush_queue(settings)
-    await sql(
-        engine,
-        "UPDATE deliveries SET enqueued_at = now() - interval '10 minutes',"
-        " next_attempt_at = now() - interval '10 minutes'",
-    )
+    await lose_every_job(settings, engine)
 
     capped = await reconcile_now(
         client, settings, engine, reconcile_page_size=4, reconcile_max_rows=10
@@ -207,13 +212,7 @@ async def test_overlapping_runs_never_republish_a_row_twice(
     engine: AsyncEngine,
 ) -> None:
     ids = await post_deliveries(client, tenant, endpoint["id"], 60)
-    await fast_path_settled(engine)
-    await flush_queue(settings)
-    await sql(
-        engine,
-        "UPDATE deliveries SET enqueued_at = now() - interval '10 minutes',"
-        " next_attempt_at = now() - interval '10 minutes'",
-    )
+    await lose_every_job(settings, engine)
     before = await count_rows(engine, "outbox")
 
     runs = await asyncio.gather(

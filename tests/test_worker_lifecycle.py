@@ -16,7 +16,7 @@ from app.embedded import EmbeddedRedis
 from app.main import create_app
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import Stack, client_for, new_endpoint, new_tenant
+from tests.support import Stack, client_for, delivery_row, new_endpoint, new_tenant
 
 
 async def wait_state(
@@ -24,19 +24,10 @@ async def wait_state(
 ) -> dict[str, Any]:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        async with engine.connect() as connection:
-            row = (
-                (
-                    await connection.execute(
-                        text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
-                    )
-                )
-                .mappings()
-                .one()
-            )
+        row = await delivery_row(engine, delivery_id)
         if row["state"] == state:
-            return dict(row)
-        assert asyncio.get_running_loop().time() < deadline, dict(row)
+            return row
+        assert asyncio.get_running_loop().time() < deadline, row
         await asyncio.sleep(0.05)
 
 
@@ -133,16 +124,8 @@ async def test_sigterm_past_the_grace_period_records_the_attempt_it_cut_short(
         await wait_state(engine, delivery_id, "leased")
         code = await asyncio.to_thread(worker.stop, signal.SIGTERM)
     assert code == 0, worker.output()
+    row = await delivery_row(engine, delivery_id)
     async with engine.connect() as connection:
-        row = (
-            (
-                await connection.execute(
-                    text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
-                )
-            )
-            .mappings()
-            .one()
-        )
         attempt = (
             await connection.execute(
                 text("SELECT outcome, error FROM attempts WHERE delivery_id = :d"),
