@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
 from sqlalchemy import MetaData
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -19,6 +25,21 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+# What a lost or restarting database raises when met through the driver directly (see
+# single_statements); through SQLAlchemy the same arrives wrapped in DBAPIError.
+DRIVER_OUTAGES: tuple[type[Exception], ...] = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up
+)
+
+
+# Everything a database call can raise when the database, not the query, is in trouble.
+DATABASE_TROUBLE: tuple[type[Exception], ...] = (
+    DBAPIError, PoolTimeoutError, OSError, *DRIVER_OUTAGES,
+)  # fmt: skip
 
 
 class Base(DeclarativeBase):
@@ -42,3 +63,23 @@ def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+
+
+@asynccontextmanager
+async def single_statements(engine: AsyncEngine) -> AsyncIterator[asyncpg.Connection]:
+    """A pooled connection's asyncpg driver, for the hot paths that are one SQL statement each.
+
+    Each statement is its own transaction: no BEGIN and COMMIT round trips, and asyncpg's
+    prepared-statement cache instead of building and compiling a SQLAlchemy statement per call.
+    Only for work that is atomic as one statement; anything needing two uses a session.
+    """
+    async with engine.connect() as connection:
+        fairy = await connection.get_raw_connection()
+        driver: asyncpg.Connection = fairy.driver_connection
+        try:
+            yield driver
+        except BaseException:
+            # A broken connection must not go back to the pool for the next caller to trip on.
+            if driver.is_closed():
+                await connection.invalidate()
+            raise

@@ -14,6 +14,8 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES
+
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_BASE = "https://herald.dev/problems/"
 # How long a client should wait before retrying while the database is unreachable.
@@ -165,6 +167,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 def _is_database_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, PoolTimeoutError | OperationalError | InterfaceError):
         return True
+    if isinstance(exc, DRIVER_OUTAGES):
+        return True
     if isinstance(exc, DBAPIError):
         return exc.connection_invalidated
     # asyncpg raises OSError subclasses (ConnectionRefusedError, ...) when it cannot connect.
@@ -200,7 +204,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HeraldError, _herald_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    for database_error in (DBAPIError, PoolTimeoutError, OSError):
+    for database_error in DATABASE_TROUBLE:
         app.add_exception_handler(database_error, _database_error)
     app.add_exception_handler(Exception, _unexpected_error)
 

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -14,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import queue
 from app.config import Settings
-from app.db import create_sessionmaker
+from app.db import create_sessionmaker, single_statements
 from app.repositories import delivery_leases
 from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
@@ -36,7 +37,7 @@ async def dispatcher(
     try:
         sessionmaker = create_sessionmaker(engine)
         gate = Gate(configured, sessionmaker, redis)
-        yield Dispatcher(configured, sessionmaker, http, redis, gate)
+        yield Dispatcher(configured, engine, sessionmaker, http, redis, gate)
     finally:
         await http.close()
         await redis.aclose()
@@ -84,38 +85,35 @@ async def test_stale_lease_holder_cannot_write(
 ) -> None:
     delivery_id = await accept(client, tenant, endpoint["id"])
     await fast_path_settled(engine)
-    sessionmaker = create_sessionmaker(engine)
     stale, current = uuid.uuid4(), uuid.uuid4()
-    async with sessionmaker() as session, session.begin():
+    finished = delivery_leases.Finished(
+        DeliveryState.SUCCEEDED, delay_seconds=None, dead_reason=None, attempt_number=1,
+        outcome="success", status_code=200, started_at=datetime.now(UTC), duration_ms=3,
+    )  # fmt: skip
+    async with single_statements(engine) as connection:
         first = await delivery_leases.claim(
-            session, delivery_id, region=settings.region, token=stale, lease_seconds=0.2
+            connection, delivery_id, region=settings.region, token=stale, lease_seconds=0.2
         )
-    assert first is not None
-    async with sessionmaker() as session, session.begin():
+        assert first is not None
         blocked = await delivery_leases.claim(
-            session, delivery_id, region=settings.region, token=current, lease_seconds=30
+            connection, delivery_id, region=settings.region, token=current, lease_seconds=30
         )
-    assert blocked is None  # the first lease is still live
-    await asyncio.sleep(0.3)
-    async with sessionmaker() as session, session.begin():
+        assert blocked is None  # the first lease is still live
+        await asyncio.sleep(0.3)
         takeover = await delivery_leases.claim(
-            session, delivery_id, region=settings.region, token=current, lease_seconds=30
+            connection, delivery_id, region=settings.region, token=current, lease_seconds=30
         )
-    assert takeover is not None and takeover.attempt_number == 2
+        assert takeover is not None and takeover.attempt_number == 2
 
-    async with sessionmaker() as session, session.begin():
-        late = await delivery_leases.record_transition(
-            session, delivery_id, token=stale, state=DeliveryState.SUCCEEDED,
-            delay_seconds=None, outcome="success", status_code=200, error=None, dead_reason=None,
-        )  # fmt: skip
-    assert late is False
-    assert (await delivery_row(engine, delivery_id))["state"] == "leased"
-    async with sessionmaker() as session, session.begin():
-        owner = await delivery_leases.record_transition(
-            session, delivery_id, token=current, state=DeliveryState.SUCCEEDED,
-            delay_seconds=None, outcome="success", status_code=200, error=None, dead_reason=None,
-        )  # fmt: skip
+        late = await delivery_leases.record(connection, delivery_id, token=stale, finished=finished)
+        assert late is False
+        assert (await delivery_row(engine, delivery_id))["state"] == "leased"
+        assert await count_rows(engine, "attempts") == 0
+        owner = await delivery_leases.record(
+            connection, delivery_id, token=current, finished=finished
+        )
     assert owner is True
+    assert await count_rows(engine, "attempts") == 1
     assert (await delivery_row(engine, delivery_id))["state"] == "succeeded"
 
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import case, func, insert, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
@@ -155,31 +155,6 @@ async def flow_limits(session: AsyncSession, endpoint_id: str) -> FlowLimits | N
         )
     ).one_or_none()
     return None if row is None else FlowLimits(row[0], row[1], float(row[2]), row[3])
-
-
-async def record_success(session: AsyncSession, endpoint_id: str) -> bool:
-    """A success closes the breaker and ends a pause it caused. Written only when something
-    changes (or a second has passed), so a busy healthy endpoint's row is not a hot spot."""
-    result = await session.execute(
-        update(Endpoint)
-        .where(
-            Endpoint.id == endpoint_id,
-            (Endpoint.consecutive_failures > 0)
-            | (Endpoint.breaker_trips > 0)
-            | Endpoint.last_success_at.is_(None)
-            | (Endpoint.last_success_at < func.now() - timedelta(seconds=1)),
-        )
-        .values(
-            consecutive_failures=0,
-            failing_since=None,
-            last_success_at=func.now(),
-            paused_until=case((Endpoint.breaker_trips > 0, None), else_=Endpoint.paused_until),
-            pause_reason=case((Endpoint.breaker_trips > 0, None), else_=Endpoint.pause_reason),
-            breaker_trips=0,
-        )
-        .returning(Endpoint.id)
-    )
-    return result.first() is not None
 
 
 @dataclass(frozen=True)

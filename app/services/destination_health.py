@@ -1,4 +1,6 @@
-"""What one attempt says about its destination: backpressure, the circuit breaker, disabling.
+"""What a failed attempt says about its destination: backpressure, the circuit breaker,
+disabling. (A success's verdict -- the breaker closes -- is part of the record statement itself,
+repositories/delivery_leases.py.)
 
 Runs inside the attempt's record transaction, so the attempt and its verdict on the endpoint
 commit together. Returns how long the destination must now pause (the caller mirrors that into
@@ -22,20 +24,15 @@ def breaker_cooldown(settings: Settings, trips_so_far: int) -> float:
     return float(min(grown, settings.breaker_max_cooldown_seconds))
 
 
-async def after_attempt(
+async def after_failure(
     session: AsyncSession,
     settings: Settings,
     endpoint_id: str,
-    outcome: Outcome,
     status_code: int | None,
     retry_after: float | None,
 ) -> float:
-    """Update the endpoint's health for one attempt; returns seconds to pause (0: none)."""
-    if outcome is Outcome.SUCCESS:
-        await endpoints.record_success(session, endpoint_id)
-        return 0.0
-    if outcome not in FAILURES:
-        return 0.0  # a 4xx or a refused address says nothing about the receiver's health
+    """Update the endpoint's health for one attempt whose outcome is in FAILURES (a 4xx or a
+    refused address says nothing about the receiver's health); returns seconds to pause."""
     pause = 0.0
     if retry_after:
         # Backpressure: the receiver asked everyone to wait, not just this delivery.

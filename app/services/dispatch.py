@@ -6,6 +6,7 @@ Each step is its own short transaction; none is held across the HTTP request or 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,14 +14,13 @@ from datetime import UTC, datetime
 import aiohttp
 import structlog
 from arq.connections import ArqRedis
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app import metrics, queue
 from app.config import Settings
+from app.db import DATABASE_TROUBLE, single_statements
 from app.faults import crash_point
-from app.repositories import attempts, deliveries, delivery_leases, endpoints
+from app.repositories import deliveries, delivery_leases, endpoints
 from app.repositories.delivery_leases import ClaimedDelivery
 from app.services import destination_health, outcomes, sender
 from app.services.flow import Gate
@@ -33,6 +33,7 @@ log = structlog.get_logger("herald.delivery")
 @dataclass
 class Dispatcher:
     settings: Settings
+    engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     http: aiohttp.ClientSession
     redis: ArqRedis
@@ -62,9 +63,9 @@ class Dispatcher:
 
     async def _attempt(self, delivery_id: str, endpoint_id: str) -> None:
         token = uuid.uuid4()
-        async with self.sessionmaker() as session, session.begin():
+        async with single_statements(self.engine) as connection:
             claimed = await delivery_leases.claim(
-                session, delivery_id, region=self.settings.region, token=token,
+                connection, delivery_id, region=self.settings.region, token=token,
                 lease_seconds=self.settings.lease_duration,
             )  # fmt: skip
         if claimed is None:
@@ -107,8 +108,8 @@ class Dispatcher:
         self, claimed: ClaimedDelivery, token: uuid.UUID, progress: sender.SendProgress
     ) -> None:
         if not progress.sent:
-            async with self.sessionmaker() as session, session.begin():
-                await delivery_leases.release(session, claimed.id, token=token)
+            async with single_statements(self.engine) as connection:
+                await delivery_leases.release(connection, claimed.id, token=token)
             return
         result = progress.result(Outcome.UNKNOWN, error="worker shut down mid-attempt")
         await self._finish(claimed, token, self._decide(claimed, result), result)
@@ -179,7 +180,7 @@ class Dispatcher:
         while True:
             try:
                 return await self._record(claimed, token, transition, result)
-            except (DBAPIError, OSError, PoolTimeoutError) as exc:
+            except DATABASE_TROUBLE as exc:
                 if asyncio.get_running_loop().time() + delay > deadline:
                     raise
                 log.warning(
@@ -195,34 +196,41 @@ class Dispatcher:
         transition: outcomes.Transition,
         result: sender.AttemptResult | None,
     ) -> bool:
-        async with self.sessionmaker() as session, session.begin():
-            recorded = await delivery_leases.record_transition(
-                session, claimed.id, token=token, state=transition.state,
-                delay_seconds=transition.delay_seconds,
-                outcome=result.outcome.value if result else None,
-                status_code=result.status_code if result else None,
-                error=result.error if result else None, dead_reason=transition.dead_reason,
+        finished = delivery_leases.Finished(
+            state=transition.state, delay_seconds=transition.delay_seconds,
+            dead_reason=transition.dead_reason, attempt_number=claimed.attempt_number,
+        )  # fmt: skip
+        if result is not None:
+            finished = dataclasses.replace(
+                finished, outcome=result.outcome.value, status_code=result.status_code,
+                error=result.error, started_at=result.started_at,
+                duration_ms=result.duration_ms, response_body=result.response_body,
             )  # fmt: skip
-            if recorded and result is not None:
-                await attempts.insert_attempt(
-                    session, delivery_id=claimed.id, endpoint_id=claimed.endpoint_id,
-                    attempt_number=claimed.attempt_number,
-                    started_at=result.started_at, duration_ms=result.duration_ms,
-                    status_code=result.status_code, outcome=result.outcome.value,
-                    error=result.error, response_body=result.response_body,
-                )  # fmt: skip
+        failed = result is not None and result.outcome in destination_health.FAILURES
+        if not failed and not transition.disable_endpoint:
+            # The common case -- a success, or an ending that says nothing about the
+            # destination's health -- is a single statement.
+            async with single_statements(self.engine) as connection:
+                recorded = await delivery_leases.record(
+                    connection, claimed.id, token=token, finished=finished
+                )
+            if recorded and result is not None and result.outcome is Outcome.SUCCESS:
+                self.gate.forget(claimed.endpoint_id)  # a probe's success closes the breaker
+            return recorded
+        pause = 0.0
+        async with self.sessionmaker() as session, session.begin():
+            recorded = await delivery_leases.record_in(
+                session, claimed.id, token=token, finished=finished
+            )
             if recorded and transition.disable_endpoint:
                 await endpoints.disable(session, claimed.endpoint_id, "receiver answered 410 Gone")
-            pause = 0.0
-            if recorded and result is not None:
-                pause = await destination_health.after_attempt(
-                    session, self.settings, claimed.endpoint_id, result.outcome,
-                    result.status_code, self._retry_after(result),
+            if recorded and failed and result is not None:
+                pause = await destination_health.after_failure(
+                    session, self.settings, claimed.endpoint_id, result.status_code,
+                    self._retry_after(result),
                 )  # fmt: skip
         if pause > 0:
             await self.gate.pause(claimed.endpoint_id, pause)
-        elif result is not None and result.outcome is Outcome.SUCCESS:
-            self.gate.forget(claimed.endpoint_id)  # a probe's success closes the breaker
         return recorded
 
     async def _schedule_retry(self, claimed: ClaimedDelivery, delay_seconds: float) -> None:
