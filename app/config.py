@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     # picked up once it is this overdue; the normal paths get that long to handle it first.
     reconcile_grace_seconds: float = Field(default=5.0, ge=0)
     idempotency_key_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 365)
+    # How long an API process trusts a key it has already looked up (0: ask every time). A
+    # revoked key keeps working for at most this long.
+    api_key_cache_seconds: float = Field(default=5.0, ge=0, le=300)
     # Per-destination flow control, for endpoints that set no limits of their own (0: none).
     default_rate_limit_per_second: float = Field(default=0.0, ge=0, le=100_000)
     default_max_in_flight: int = Field(default=50, ge=0, le=10_000)

@@ -66,14 +66,19 @@ def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]
 
 
 @asynccontextmanager
-async def single_statements(engine: AsyncEngine) -> AsyncIterator[asyncpg.Connection]:
+async def single_statements(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> AsyncIterator[asyncpg.Connection]:
     """A pooled connection's asyncpg driver, for the hot paths that are one SQL statement each.
 
     Each statement is its own transaction: no BEGIN and COMMIT round trips, and asyncpg's
     prepared-statement cache instead of building and compiling a SQLAlchemy statement per call.
     Only for work that is atomic as one statement; anything needing two uses a session.
     """
-    async with engine.connect() as connection:
+    # No BEGIN is sent: SQLAlchemy's asyncpg adapter begins a transaction lazily, on the first
+    # statement *it* executes, and none is executed through it here.
+    async with sessionmaker() as session:
+        connection = await session.connection()
         fairy = await connection.get_raw_connection()
         driver: asyncpg.Connection = fairy.driver_connection
         try:

@@ -16,6 +16,7 @@ from app.db import create_engine, create_sessionmaker
 from app.errors import PayloadTooLarge, install_error_handlers, problem_response
 from app.logs import configure_logging
 from app.queue import create_queue_redis
+from app.services.api_keys import PrincipalCache
 from app.services.fleet import FleetGauges
 from app.services.publishing import FastPublisher
 
@@ -105,6 +106,7 @@ def create_app(settings: Settings) -> FastAPI:
             redis=redis,
             publisher=publisher,
             fleet=FleetGauges(sessionmaker, settings.region, settings.metrics_cache_seconds),
+            principals=PrincipalCache(settings.api_key_cache_seconds),
         )
         try:
             yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -119,6 +120,21 @@ async def test_revoked_key_is_401(
         await connection.execute(text("UPDATE api_keys SET revoked_at = now()"))
     response = await client.get("/v1/endpoints", headers=tenant)
     assert response.status_code == 401
+
+
+async def test_a_revoked_key_that_was_cached_stops_working_within_the_cache_window(
+    settings: Settings, engine: AsyncEngine
+) -> None:
+    cached = create_app(settings.model_copy(update={"api_key_cache_seconds": 0.5}))
+    async with cached.router.lifespan_context(cached), client_for(cached) as other:
+        tenant = await new_tenant(other, "cached")
+        assert (await other.get("/v1/endpoints", headers=tenant)).status_code == 200
+        async with engine.begin() as connection:
+            await connection.execute(text("UPDATE api_keys SET revoked_at = now()"))
+        # Within the window this process still trusts the key it looked up: no database read.
+        assert (await other.get("/v1/endpoints", headers=tenant)).status_code == 200
+        await asyncio.sleep(0.6)
+        assert (await other.get("/v1/endpoints", headers=tenant)).status_code == 401
 
 
 async def test_without_a_bootstrap_admin_key_none_is_accepted(settings: Settings) -> None:

@@ -37,7 +37,7 @@ async def dispatcher(
     try:
         sessionmaker = create_sessionmaker(engine)
         gate = Gate(configured, sessionmaker, redis)
-        yield Dispatcher(configured, engine, sessionmaker, http, redis, gate)
+        yield Dispatcher(configured, sessionmaker, http, redis, gate)
     finally:
         await http.close()
         await redis.aclose()
@@ -90,7 +90,7 @@ async def test_stale_lease_holder_cannot_write(
         DeliveryState.SUCCEEDED, delay_seconds=None, dead_reason=None, attempt_number=1,
         outcome="success", status_code=200, started_at=datetime.now(UTC), duration_ms=3,
     )  # fmt: skip
-    async with single_statements(engine) as connection:
+    async with single_statements(create_sessionmaker(engine)) as connection:
         first = await delivery_leases.claim(
             connection, delivery_id, region=settings.region, token=stale, lease_seconds=0.2
         )

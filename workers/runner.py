@@ -139,7 +139,7 @@ async def run_worker(settings: Settings) -> None:
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
     http = build_http_session(settings.destination_allowlist, settings.worker_concurrency)
     dispatcher = Dispatcher(
-        settings=settings, engine=engine, sessionmaker=sessionmaker, http=http, redis=redis,
+        settings=settings, sessionmaker=sessionmaker, http=http, redis=redis,
         gate=Gate(settings, sessionmaker, redis),
     )  # fmt: skip
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")

@@ -71,17 +71,25 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 async def create_delivery(
     intent: DeliveryIntent,
     tenant_id: TenantDep,
+    resources: ResourcesDep,
     session: SessionDep,
     settings: SettingsDep,
     idempotency_key: IdempotencyKeyDep,
     publisher: PublisherDep,
     response: Response,
 ) -> DeliveryOut:
-    async with session.begin():  # event, delivery and outbox row commit together or not at all
-        accepted = await intake.accept_delivery(
-            session, settings, tenant_id, intent, idempotency_key
-        )
+    if idempotency_key is None:
+        # Event, delivery and outbox row in one statement: that statement is the commit.
         crash_point("api.before_commit", settings.fault)
+        accepted = await intake.accept_delivery_at_once(
+            resources.sessionmaker, settings, tenant_id, intent
+        )
+    else:
+        async with session.begin():  # the key's claim commits with what it stands for
+            accepted = await intake.accept_delivery(
+                session, settings, tenant_id, intent, idempotency_key
+            )
+            crash_point("api.before_commit", settings.fault)
     delivery = accepted.deliveries[0]
     if accepted.replayed:
         response.status_code = 200

@@ -15,7 +15,7 @@ from app.config import Settings
 from app.errors import BadRequest, Forbidden, Unauthorized
 from app.repositories import api_keys
 from app.repositories.api_keys import Principal
-from app.services.api_keys import hash_key
+from app.services.api_keys import PrincipalCache, hash_key
 from app.services.fleet import FleetGauges
 from app.services.publishing import FastPublisher
 
@@ -29,6 +29,7 @@ class Resources:
     redis: ArqRedis
     publisher: FastPublisher
     fleet: FleetGauges
+    principals: PrincipalCache
 
 
 def get_resources(request: Request) -> Resources:
@@ -70,10 +71,15 @@ async def get_principal(
         key.encode(), bootstrap.get_secret_value().encode()
     ):
         return Principal(tenant_id=None, is_admin=True)
+    key_hash = hash_key(key)
+    principal = resources.principals.get(key_hash)
+    if principal is not None:
+        return principal
     async with resources.sessionmaker() as session:
-        principal = await api_keys.find_principal(session, hash_key(key))
+        principal = await api_keys.find_principal(session, key_hash)
     if principal is None:
         raise Unauthorized("unknown or revoked API key")
+    resources.principals.put(key_hash, principal)
     return principal
 
 

@@ -4,8 +4,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, Text, bindparam, func, insert, select, update
-from sqlalchemy.dialects.postgresql import ARRAY
+import asyncpg
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
@@ -101,27 +101,32 @@ async def list_page(
     return list((await session.execute(query.order_by(Delivery.id.desc()).limit(limit))).scalars())
 
 
-async def mark_enqueued(session: AsyncSession, published: Sequence[tuple[str, int]]) -> None:
-    """pending -> enqueued for deliveries whose job Redis accepted, unless a worker moved them
-    on meanwhile (the attempt count seen at publish time must still hold)."""
+# pending -> enqueued for deliveries whose job Redis accepted, unless a worker moved them on
+# meanwhile (the attempt count seen at publish time must still hold); and, in the same
+# statement, their outbox rows (if any) published.
+_MARK_ENQUEUED = """
+WITH published AS (
+    UPDATE outbox SET published_at = now(), claimed_until = NULL
+     WHERE id = ANY($3::bigint[]) AND published_at IS NULL
+)
+UPDATE deliveries AS d
+   SET state = 'enqueued', enqueued_at = now(), updated_at = now()
+  FROM unnest($1::text[], $2::int[]) AS seen(id, attempt_count)
+ WHERE d.id = seen.id AND d.attempt_count = seen.attempt_count AND d.state = 'pending'
+"""
+
+
+async def mark_enqueued(
+    connection: asyncpg.Connection,
+    published: Sequence[tuple[str, int]],
+    outbox_ids: Sequence[int] = (),
+) -> None:
+    """One statement, its own transaction (db.single_statements)."""
     if not published:
         return
     ids = [delivery_id for delivery_id, _ in published]
     counts = [count for _, count in published]
-    seen = select(
-        func.unnest(bindparam("ids", ids, type_=ARRAY(Text))).label("id"),
-        func.unnest(bindparam("counts", counts, type_=ARRAY(Integer))).label("attempt_count"),
-    ).subquery()
-    await session.execute(
-        update(Delivery)
-        .where(
-            Delivery.id == seen.c.id,
-            Delivery.attempt_count == seen.c.attempt_count,
-            Delivery.state == DeliveryState.PENDING.value,
-        )
-        .values(state=DeliveryState.ENQUEUED.value, enqueued_at=func.now(), updated_at=func.now())
-        .execution_options(synchronize_session=False)
-    )
+    await connection.execute(_MARK_ENQUEUED, ids, counts, list(outbox_ids))
 
 
 def _revived() -> dict[str, Any]:

@@ -112,15 +112,6 @@ async def claim_unpublished(
     return [PendingPublication(*row) for row in rows]
 
 
-async def mark_published(session: AsyncSession, outbox_ids: Sequence[int]) -> None:
-    await session.execute(
-        update(OutboxEntry)
-        .where(OutboxEntry.id.in_(outbox_ids), OutboxEntry.published_at.is_(None))
-        .values(published_at=func.now(), claimed_until=None)
-        .execution_options(synchronize_session=False)
-    )
-
-
 async def published_times(session: AsyncSession, delivery_id: str) -> list[datetime]:
     rows = await session.execute(
         select(OutboxEntry.published_at)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.repositories import api_keys, tenants
+from app.repositories.api_keys import Principal
 
 KEY_PREFIX = "hrk_"
 
@@ -32,3 +34,31 @@ async def issue_key_for_tenant_name(session: AsyncSession, name: str, *, is_admi
     """`herald keys create --tenant NAME`: the tenant is created when it does not exist yet."""
     tenant = await tenants.get_or_create(session, name)
     return await issue_key(session, tenant_id=tenant.id, is_admin=is_admin)
+
+
+class PrincipalCache:
+    """Keys this process looked up lately, so a request need not pay a database round trip to
+    authenticate. Only known keys are kept (an unknown key always asks the database, so a key
+    works the moment it is created), and only for ``seconds``: a revoked key stops working
+    within that. Bounded: when full, it starts over."""
+
+    def __init__(self, seconds: float, max_entries: int = 10_000) -> None:
+        self._seconds = seconds
+        self._max_entries = max_entries
+        self._entries: dict[bytes, tuple[float, Principal]] = {}
+
+    def get(self, key_hash: bytes) -> Principal | None:
+        entry = self._entries.get(key_hash)
+        if entry is None:
+            return None
+        if entry[0] <= time.monotonic():
+            del self._entries[key_hash]
+            return None
+        return entry[1]
+
+    def put(self, key_hash: bytes, principal: Principal) -> None:
+        if self._seconds <= 0:
+            return
+        if len(self._entries) >= self._max_entries:
+            self._entries.clear()
+        self._entries[key_hash] = (time.monotonic() + self._seconds, principal)

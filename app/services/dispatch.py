@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import aiohttp
 import structlog
 from arq.connections import ArqRedis
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics, queue
 from app.config import Settings
@@ -33,7 +33,6 @@ log = structlog.get_logger("herald.delivery")
 @dataclass
 class Dispatcher:
     settings: Settings
-    engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     http: aiohttp.ClientSession
     redis: ArqRedis
@@ -63,7 +62,7 @@ class Dispatcher:
 
     async def _attempt(self, delivery_id: str, endpoint_id: str) -> None:
         token = uuid.uuid4()
-        async with single_statements(self.engine) as connection:
+        async with single_statements(self.sessionmaker) as connection:
             claimed = await delivery_leases.claim(
                 connection, delivery_id, region=self.settings.region, token=token,
                 lease_seconds=self.settings.lease_duration,
@@ -108,7 +107,7 @@ class Dispatcher:
         self, claimed: ClaimedDelivery, token: uuid.UUID, progress: sender.SendProgress
     ) -> None:
         if not progress.sent:
-            async with single_statements(self.engine) as connection:
+            async with single_statements(self.sessionmaker) as connection:
                 await delivery_leases.release(connection, claimed.id, token=token)
             return
         result = progress.result(Outcome.UNKNOWN, error="worker shut down mid-attempt")
@@ -210,7 +209,7 @@ class Dispatcher:
         if not failed and not transition.disable_endpoint:
             # The common case -- a success, or an ending that says nothing about the
             # destination's health -- is a single statement.
-            async with single_statements(self.engine) as connection:
+            async with single_statements(self.sessionmaker) as connection:
                 recorded = await delivery_leases.record(
                     connection, claimed.id, token=token, finished=finished
                 )
@@ -244,8 +243,8 @@ class Dispatcher:
             await queue.publish(self.redis, self.settings.region, [job])
             # Now a job exists: `enqueued`, so the reconciler waits ENQUEUED_STALE_SECONDS for
             # it rather than republishing a retry that is merely waiting its turn.
-            async with self.sessionmaker() as session, session.begin():
-                await deliveries.mark_enqueued(session, [(claimed.id, claimed.attempt_number)])
+            async with single_statements(self.sessionmaker) as connection:
+                await deliveries.mark_enqueued(connection, [(claimed.id, claimed.attempt_number)])
         except Exception as exc:
             log.warning(
                 "delivery.retry_publish_failed", delivery_id=claimed.id, error=type(exc).__name__

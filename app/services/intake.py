@@ -10,13 +10,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.db import single_statements
 from app.errors import Conflict, IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
-from app.ids import new_id
+from app.ids import is_id, new_id
 from app.models import Delivery
-from app.repositories import deliveries, endpoints, events, idempotency_keys, outbox
+from app.repositories import deliveries, endpoints, events, idempotency_keys, intents, outbox
 from app.repositories.outbox import PendingPublication
 from app.schemas.deliveries import DeliveryIntent, EventIntent
 
@@ -135,6 +136,36 @@ async def accept_delivery(
     return await _accept(
         session, settings, tenant_id, "POST /v1/deliveries", intent, idempotency_key, targets
     )
+
+
+async def accept_delivery_at_once(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    settings: Settings,
+    tenant_id: str,
+    intent: DeliveryIntent,
+) -> Accepted:
+    """``accept_delivery`` when there is no idempotency key to claim first: then the whole
+    accept -- endpoint check, event, delivery, outbox row -- is one statement."""
+    payload = encode_payload(intent.payload, settings.max_payload_bytes)
+    if not is_id(intent.endpoint_id):  # nothing could match; and NUL is no text to PostgreSQL
+        raise NotFound(f"endpoint {intent.endpoint_id} not found")
+    event_id = new_id("evt")
+    async with single_statements(sessionmaker) as connection:
+        inserted = await intents.insert_for_endpoint(
+            connection, tenant_id=tenant_id, endpoint_id=intent.endpoint_id,
+            event_id=event_id, event_type=intent.event_type, payload=payload,
+            delivery_id=new_id("dlv"), region=settings.region,
+            deliver_after=intent.deliver_after,
+        )  # fmt: skip
+    if not inserted.found:
+        raise NotFound(f"endpoint {intent.endpoint_id} not found")
+    if inserted.delivery is None or inserted.outbox_id is None:
+        raise Conflict(f"endpoint {intent.endpoint_id} is disabled ({inserted.disabled_reason})")
+    delivery = Delivery(**inserted.delivery)
+    publication = PendingPublication(
+        inserted.outbox_id, delivery.id, delivery.endpoint_id, delivery.next_attempt_at, 0
+    )
+    return Accepted(event_id, intent.event_type, [delivery], False, [publication])
 
 
 async def accept_event(

@@ -16,8 +16,9 @@ from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import queue
+from app.db import single_statements
 from app.faults import crash_point
-from app.repositories import deliveries, outbox
+from app.repositories import deliveries
 from app.repositories.outbox import PendingPublication
 
 log = structlog.get_logger("herald.publish")
@@ -39,10 +40,11 @@ async def publish_and_mark(
     ]
     await queue.publish(redis, region, jobs)
     crash_point("relay.after_enqueue_before_mark", fault)
-    async with sessionmaker() as session, session.begin():
-        await outbox.mark_published(session, [p.outbox_id for p in publications])
+    async with single_statements(sessionmaker) as connection:
         await deliveries.mark_enqueued(
-            session, [(p.delivery_id, p.attempt_count) for p in publications]
+            connection,
+            [(p.delivery_id, p.attempt_count) for p in publications],
+            [p.outbox_id for p in publications],
         )
 
 
