@@ -33,6 +33,7 @@ log = structlog.get_logger("herald.worker")
 POLL_DELAY_SECONDS = 0.05
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
+CANCEL_RETRY_SECONDS = 1.0
 
 
 def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Worker:
@@ -69,12 +70,19 @@ async def _drain(worker: Worker, grace: float) -> None:
     if running:
         log.info("worker.draining", in_flight=len(running), grace_seconds=grace)
         _, pending = await asyncio.wait(running, timeout=grace)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await _cancel_until_done(pending)
     if worker.main_task is not None:
-        worker.main_task.cancel()
-        await asyncio.gather(worker.main_task, return_exceptions=True)
+        await _cancel_until_done({worker.main_task})
+
+
+async def _cancel_until_done(tasks: set[asyncio.Task[Any]]) -> None:
+    """Cancel, and cancel again until they end: a cancellation can be swallowed on its way
+    through a library (seen: arq's poll loop went on polling, cancelled, and the worker never
+    exited on SIGTERM), and a process that ignores its stop signal is worse than a retry."""
+    while tasks:
+        for task in tasks:
+            task.cancel()
+        _, tasks = await asyncio.wait(tasks, timeout=CANCEL_RETRY_SECONDS)
 
 
 async def _wait_for_redis(redis: ArqRedis, stop: asyncio.Event) -> None:
