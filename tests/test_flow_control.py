@@ -50,9 +50,12 @@ async def test_rate_and_in_flight_ceilings_hold_across_two_workers(
         client, tenant, url=receiver.url("/limited"), rate_limit_per_second=20, max_in_flight=5
     )
     ids = await post_deliveries(client, tenant, endpoint["id"], 200)
+    # Generous timeouts: on a starved machine a 0.4 s answer can take over the usual 1.5 s, and
+    # its (correct) retry would be a second arrival that this test is not about.
+    patient = {"HERALD_REQUEST_TIMEOUT_SECONDS": "10", "HERALD_LEASE_SECONDS": "20"}
     with (
-        running_worker(stack, tmp_path / "a.log"),
-        running_worker(stack, tmp_path / "b.log"),
+        running_worker(stack, tmp_path / "a.log", **patient),
+        running_worker(stack, tmp_path / "b.log", **patient),
     ):
 
         async def all_delivered() -> bool:

@@ -124,7 +124,7 @@ async def create_deliveries_batch(
         BatchItemResult(
             index=o.index,
             status=o.status,
-            delivery=DeliveryOut.model_validate(o.delivery) if o.delivery else None,
+            delivery=o.delivery,
             error=problem_body(o.error) if o.error else None,
         )
         for o in outcomes

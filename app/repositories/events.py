@@ -14,9 +14,3 @@ async def insert_event(
             id=event_id, tenant_id=tenant_id, event_type=event_type, payload=payload
         )
     )
-
-
-async def insert_events(session: AsyncSession, rows: list[dict[str, object]]) -> None:
-    """Many events in one statement (``id``, ``tenant_id``, ``event_type``, ``payload``)."""
-    if rows:
-        await session.execute(insert(Event), rows)

@@ -1,5 +1,5 @@
-"""The accept path's one statement: an intent for one endpoint becomes its event, its delivery
-and its outbox row together, or nothing does.
+"""The accept path's statements: intents become their events, deliveries and outbox rows
+together, or nothing does.
 
 One statement is one transaction: no BEGIN/COMMIT round trips, and asyncpg's prepared-statement
 cache instead of building SQL per request. It spans four tables on purpose -- this is the
@@ -8,11 +8,13 @@ hottest write Herald makes, and the atomicity is the invariant (design.md, invar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import asyncpg
+from sqlalchemy.ext.asyncio import AsyncSession
 
 # $1 endpoint, $2 tenant, $3 event id, $4 event type, $5 payload, $6 delivery id, $7 region,
 # $8 deliver_after (NULL: now). Foreign keys are checked at the end of the statement, so the
@@ -76,3 +78,63 @@ async def insert_for_endpoint(
 
 
 _NOT_DELIVERY = frozenset({"found", "enabled", "disabled_reason", "outbox_id"})
+
+
+# Many intents, as arrays: one statement whatever the count, and the same prepared statement for
+# every batch (a multi-row VALUES list would be new SQL for every batch size). The endpoints
+# were checked by the caller in the same transaction.
+# $1 tenant, $2 region, then one array per column: $3 event ids, $4 event types, $5 payloads,
+# $6 delivery ids, $7 endpoint ids, $8 deliver_after (NULL: now).
+_ACCEPT_MANY = """
+WITH item AS (
+    SELECT * FROM unnest($3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
+                         $8::timestamptz[])
+        AS i(event_id, event_type, payload, delivery_id, endpoint_id, deliver_after)
+), event AS (
+    INSERT INTO events (id, tenant_id, event_type, payload)
+    SELECT event_id, $1, event_type, payload FROM item
+), delivery AS (
+    INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
+                            next_attempt_at)
+    SELECT delivery_id, $1, endpoint_id, event_id, event_type, $2, 'pending',
+           coalesce(deliver_after, now())
+      FROM item
+    RETURNING *
+), entry AS (
+    INSERT INTO outbox (delivery_id, region) SELECT id, $2 FROM delivery
+    RETURNING id, delivery_id
+)
+SELECT entry.id AS outbox_id, delivery.*
+  FROM delivery JOIN entry ON entry.delivery_id = delivery.id
+"""
+
+
+@dataclass(frozen=True)
+class NewIntent:
+    event_id: str
+    event_type: str
+    payload: bytes
+    delivery_id: str
+    endpoint_id: str
+    deliver_after: datetime | None
+
+
+async def insert_many(
+    session: AsyncSession, *, tenant_id: str, region: str, intents: Sequence[NewIntent]
+) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Insert every intent inside the session's transaction; returns, by delivery id, the
+    outbox row's id and the delivery as inserted."""
+    if not intents:
+        return {}
+    columns = (
+        [i.event_id for i in intents], [i.event_type for i in intents],
+        [i.payload for i in intents], [i.delivery_id for i in intents],
+        [i.endpoint_id for i in intents], [i.deliver_after for i in intents],
+    )  # fmt: skip
+    connection = await session.connection()
+    result = await connection.exec_driver_sql(_ACCEPT_MANY, (tenant_id, region, *columns))
+    inserted: dict[str, tuple[int, dict[str, Any]]] = {}
+    for row in result.mappings():
+        delivery = {k: v for k, v in row.items() if k != "outbox_id"}
+        inserted[delivery["id"]] = (row["outbox_id"], delivery)
+    return inserted

@@ -24,13 +24,11 @@ from app.errors import (
     Unprocessable,
 )
 from app.ids import new_id
-from app.models import Delivery
-from app.repositories import deliveries, endpoints, events, idempotency_keys, outbox
+from app.repositories import deliveries, endpoints, idempotency_keys, intents
 from app.repositories.idempotency_keys import KeyClaim
 from app.repositories.outbox import PendingPublication
-from app.schemas.deliveries import BatchItem, DeliveryIntent
+from app.schemas.deliveries import BatchItem, DeliveryIntent, DeliveryOut
 from app.services.intake import encode_payload, request_fingerprint
-from app.states import DeliveryState
 
 ROUTE = "POST /v1/deliveries"  # a batch item replays (and is replayed by) the single route
 
@@ -39,7 +37,7 @@ ROUTE = "POST /v1/deliveries"  # a batch item replays (and is replayed by) the s
 class ItemOutcome:
     index: int
     status: int  # 202 accepted, 200 replayed, or the problem's status
-    delivery: Delivery | None = None
+    delivery: DeliveryOut | None = None
     error: HeraldError | None = None
 
 
@@ -106,10 +104,14 @@ async def accept_batch(
         kept = {c.index for c in accepted}
         failed_keys = [c.key for c in candidates if c.key and c.index not in kept]
         await idempotency_keys.release_many(session, tenant_id=tenant_id, keys=failed_keys)
-    rows = await _insert(session, settings, tenant_id, accepted)
-    for candidate, row in zip(accepted, rows, strict=True):
-        outcomes[candidate.index] = ItemOutcome(candidate.index, 202, delivery=row)
-    publications = await outbox.insert_entries(session, rows, settings.region)
+    publications = []
+    for candidate, (outbox_id, row) in await _insert(session, settings, tenant_id, accepted):
+        delivery = DeliveryOut.model_validate(row)
+        outcomes[candidate.index] = ItemOutcome(candidate.index, 202, delivery=delivery)
+        publications.append(
+            PendingPublication(outbox_id, delivery.id, delivery.endpoint_id,
+                               delivery.next_attempt_at, delivery.attempt_count)
+        )  # fmt: skip
     return [outcomes[i] for i in range(len(items))], publications
 
 
@@ -143,36 +145,28 @@ async def _settle_keys(
             outcomes[candidate.index] = ItemOutcome(candidate.index, error.status, error=error)
         else:
             [original] = await deliveries.list_for_event(session, tenant_id, stored.resource_id)
-            outcomes[candidate.index] = ItemOutcome(candidate.index, 200, delivery=original)
+            outcomes[candidate.index] = ItemOutcome(
+                candidate.index, 200, delivery=DeliveryOut.model_validate(original)
+            )
     return remaining
 
 
 async def _insert(
     session: AsyncSession, settings: Settings, tenant_id: str, accepted: list[_Candidate]
-) -> list[Delivery]:
-    if not accepted:
-        return []
-    await events.insert_events(
-        session,
-        [
-            {"id": c.event_id, "tenant_id": tenant_id, "event_type": c.intent.event_type,
-             "payload": c.payload}
-            for c in accepted
-        ],
-    )  # fmt: skip
-    rows = await deliveries.insert_rows(
-        session,
-        [
-            {
-                "id": new_id("dlv"), "tenant_id": tenant_id,
-                "endpoint_id": c.intent.endpoint_id, "event_id": c.event_id,
-                "event_type": c.intent.event_type, "region": settings.region,
-                "state": DeliveryState.PENDING.value,
-                "next_attempt_at": c.intent.deliver_after or deliveries.now(),
-            }
-            for c in accepted
-        ],
-    )  # fmt: skip
-    # RETURNING does not promise input order: line rows up with their items by event.
-    by_event = {row.event_id: row for row in rows}
-    return [by_event[c.event_id] for c in accepted]
+) -> list[tuple[_Candidate, tuple[int, dict[str, Any]]]]:
+    """Each accepted item with its outbox row's id and its delivery as inserted."""
+    new = [
+        intents.NewIntent(
+            event_id=c.event_id,
+            event_type=c.intent.event_type,
+            payload=c.payload,
+            delivery_id=new_id("dlv"),
+            endpoint_id=c.intent.endpoint_id,
+            deliver_after=c.intent.deliver_after,
+        )
+        for c in accepted
+    ]
+    inserted = await intents.insert_many(
+        session, tenant_id=tenant_id, region=settings.region, intents=new
+    )
+    return [(c, inserted[n.delivery_id]) for c, n in zip(accepted, new, strict=True)]

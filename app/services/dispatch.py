@@ -214,7 +214,7 @@ class Dispatcher:
                     connection, claimed.id, token=token, finished=finished
                 )
             if recorded and result is not None and result.outcome is Outcome.SUCCESS:
-                self.gate.forget(claimed.endpoint_id)  # a probe's success closes the breaker
+                self.gate.succeeded(claimed.endpoint_id)
             return recorded
         pause = 0.0
         async with self.sessionmaker() as session, session.begin():

@@ -11,6 +11,7 @@ slots are leases that expire by themselves, so a dead worker's slot frees itself
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 import uuid
@@ -125,6 +126,7 @@ class Gate:
         self._redis = redis
         self._cache_seconds = cache_seconds
         self._policies: dict[str, tuple[float, Policy]] = {}
+        self._reading: dict[str, asyncio.Future[Policy]] = {}
         self._gate = redis.register_script(_GATE)
         self._release = redis.register_script(_RELEASE)
         self._pause = redis.register_script(_PAUSE)
@@ -133,6 +135,17 @@ class Gate:
         cached = self._policies.get(endpoint_id)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
+        # Every attempt in flight to this endpoint misses at once when the entry expires: one
+        # of them reads, the rest wait for that read (shielded: a waiter's cancellation must
+        # not cancel the read the others are waiting for).
+        reading = self._reading.get(endpoint_id)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read_policy(endpoint_id))
+            self._reading[endpoint_id] = reading
+            reading.add_done_callback(lambda _: self._reading.pop(endpoint_id, None))
+        return await asyncio.shield(reading)
+
+    async def _read_policy(self, endpoint_id: str) -> Policy:
         async with self._sessionmaker() as session, session.begin():
             limits = await endpoints.flow_limits(session, endpoint_id)
         rate = self._settings.default_rate_limit_per_second
@@ -152,6 +165,14 @@ class Gate:
     def forget(self, endpoint_id: str) -> None:
         """This process just changed the endpoint's flow state: read it afresh next time."""
         self._policies.pop(endpoint_id, None)
+
+    def succeeded(self, endpoint_id: str) -> None:
+        """A success closes a tripped breaker (the record statement did that in the database):
+        a half-open policy must be read afresh. A healthy one has not changed, and keeping it
+        spares every success a policy read."""
+        cached = self._policies.get(endpoint_id)
+        if cached is not None and (cached[1].half_open or cached[1].paused_for > 0):
+            self.forget(endpoint_id)
 
     async def admit(self, endpoint_id: str) -> Admission:
         policy = await self.policy(endpoint_id)
