@@ -72,7 +72,6 @@ async def create_delivery(
     intent: DeliveryIntent,
     tenant_id: TenantDep,
     resources: ResourcesDep,
-    session: SessionDep,
     settings: SettingsDep,
     idempotency_key: IdempotencyKeyDep,
     publisher: PublisherDep,
@@ -85,7 +84,8 @@ async def create_delivery(
             resources.sessionmaker, settings, tenant_id, intent
         )
     else:
-        async with session.begin():  # the key's claim commits with what it stands for
+        # The key's claim commits with what it stands for.
+        async with resources.sessionmaker() as session, session.begin():
             accepted = await intake.accept_delivery(
                 session, settings, tenant_id, intent, idempotency_key
             )
@@ -98,7 +98,7 @@ async def create_delivery(
         crash_point("api.after_commit_before_publish", settings.fault)
         publisher.submit(accepted.publications)
     response.headers["Location"] = f"/v1/deliveries/{delivery.id}"
-    return DeliveryOut.model_validate(delivery)
+    return delivery
 
 
 @router.post(

@@ -19,7 +19,7 @@ from app.ids import is_id, new_id
 from app.models import Delivery
 from app.repositories import deliveries, endpoints, events, idempotency_keys, intents, outbox
 from app.repositories.outbox import PendingPublication
-from app.schemas.deliveries import DeliveryIntent, EventIntent
+from app.schemas.deliveries import DeliveryIntent, DeliveryOut, EventIntent
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Accepted:
 
     event_id: str
     event_type: str
-    deliveries: list[Delivery]
+    deliveries: list[DeliveryOut]
     replayed: bool
     # Outbox rows written with this accept, for the API's fast-path publish after commit.
     publications: list[PendingPublication] = field(default_factory=list)
@@ -161,7 +161,7 @@ async def accept_delivery_at_once(
         raise NotFound(f"endpoint {intent.endpoint_id} not found")
     if inserted.delivery is None or inserted.outbox_id is None:
         raise Conflict(f"endpoint {intent.endpoint_id} is disabled ({inserted.disabled_reason})")
-    delivery = Delivery(**inserted.delivery)
+    delivery = DeliveryOut.model_validate(inserted.delivery)
     publication = PendingPublication(
         inserted.outbox_id, delivery.id, delivery.endpoint_id, delivery.next_attempt_at, 0
     )
@@ -202,10 +202,14 @@ async def _accept(
     )  # fmt: skip
     if earlier is not None:
         replayed = await deliveries.list_for_event(session, tenant_id, earlier)
-        return Accepted(earlier, intent.event_type, replayed, replayed=True)
+        return Accepted(earlier, intent.event_type, _out(replayed), replayed=True)
     rows, publications = await _insert(
         session, settings, tenant_id=tenant_id, event_id=event_id,
         event_type=intent.event_type, payload=payload, endpoint_ids=await targets(),
         deliver_after=intent.deliver_after,
     )  # fmt: skip
-    return Accepted(event_id, intent.event_type, rows, False, publications)
+    return Accepted(event_id, intent.event_type, _out(rows), False, publications)
+
+
+def _out(rows: list[Delivery]) -> list[DeliveryOut]:
+    return [DeliveryOut.model_validate(row) for row in rows]
