@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     relay_page_size: int = Field(default=500, ge=1, le=10_000)
     relay_claim_seconds: float = Field(default=10.0, gt=0, le=600)
     reconcile_interval_seconds: float = Field(default=60.0, ge=0)
-    reconcile_page_size: int = Field(default=500, ge=1, le=10_000)
+    reconcile_page_size: int = Field(default=1000, ge=1, le=10_000)
     # A run stops after touching this many rows; the next run carries on.
     reconcile_max_rows: int = Field(default=200_000, ge=1)
     # An `enqueued` delivery whose job should have run this long ago is re-published.

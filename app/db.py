@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
-from sqlalchemy import MetaData
+from sqlalchemy import MetaData, any_, func
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import (
@@ -16,6 +17,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import ScalarSelect
 
 # Constraint names are stable so that Alembic migrations can name what they alter or drop.
 NAMING_CONVENTION = {
@@ -42,6 +45,14 @@ DATABASE_TROUBLE: tuple[type[Exception], ...] = (
 )  # fmt: skip
 
 
+def any_of(page: ScalarSelect[Any]) -> ColumnElement[Any]:
+    """``Table.id == any_of(page)`` instead of ``Table.id.in_(page)`` when a page of ids picks
+    the rows to update: PostgreSQL may plan ``IN (subquery)`` as a hash join over a scan of the
+    whole table (a reconcile of 40,000 rows spent its time re-reading them, page after page);
+    ``= ANY(array(subquery))`` looks each row up by its primary key."""
+    return any_(func.array(page))
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -57,7 +68,17 @@ def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
         pool_recycle=1800,
         # Statement parameters hold payloads and signing secrets: keep them out of errors/logs.
         hide_parameters=True,
-        connect_args={"command_timeout": 30, "server_settings": {"application_name": "herald"}},
+        connect_args={
+            "command_timeout": 30,
+            "server_settings": {
+                "application_name": "herald",
+                # Plan each execution for its values. Prepared statements otherwise fall back to
+                # a generic plan, and for statements over arrays and partial indexes the generic
+                # plan picked a partial index full of dead entries: a reconcile page took 400 ms
+                # instead of 10 (docs/benchmarks.md).
+                "plan_cache_mode": "force_custom_plan",
+            },
+        },
     )
 
 

@@ -396,7 +396,9 @@ class Bench:
                 "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
                 f" state, next_attempt_at, enqueued_at) SELECT 'dlv_b' || lpad(g::text, 21, '0'),"
                 " $1, $2, 'evt_b' || lpad(g::text, 21, '0'), 'bench', 'local', $3,"
-                f" {due}, now() - interval '1 hour' FROM generate_series(1, $4) g",
+                # Published over the last hour, not all in one instant.
+                f" {due}, now() - interval '1 hour' + g * interval '1 hour' / $4 / 2"
+                " FROM generate_series(1, $4) g",
                 tenant_id, self.endpoints["instant"], state, count,
             )  # fmt: skip
             if outbox:

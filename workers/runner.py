@@ -30,7 +30,7 @@ from workers.relay import run_relay
 
 log = structlog.get_logger("herald.worker")
 
-POLL_DELAY_SECONDS = 0.05
+POLL_DELAY_SECONDS = 0.01
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
 CANCEL_RETRY_SECONDS = 1.0

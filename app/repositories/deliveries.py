@@ -112,7 +112,8 @@ WITH published AS (
 UPDATE deliveries AS d
    SET state = 'enqueued', enqueued_at = now(), updated_at = now()
   FROM unnest($1::text[], $2::int[]) AS seen(id, attempt_count)
- WHERE d.id = seen.id AND d.attempt_count = seen.attempt_count AND d.state = 'pending'
+ WHERE d.id = ANY($1::text[])  -- an index condition: without it the plan may scan the table
+   AND d.id = seen.id AND d.attempt_count = seen.attempt_count AND d.state = 'pending'
 """
 
 

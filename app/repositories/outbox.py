@@ -3,12 +3,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, cast
 
 from sqlalchemy import func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db import any_of
 from app.models import Delivery, OutboxEntry
 
 
@@ -44,6 +44,16 @@ class DeliveryRef:
     attempt_count: int
 
 
+# An array, not a multi-row VALUES list: one prepared statement for every page size (compiling
+# a 500-row VALUES list was most of a reconcile page's time).
+_INSERT_ENTRIES = """
+INSERT INTO outbox (delivery_id, region)
+SELECT unnest($1::text[]), $2
+ON CONFLICT (delivery_id) WHERE published_at IS NULL DO NOTHING
+RETURNING id, delivery_id
+"""
+
+
 async def insert_entries(
     session: AsyncSession, deliveries: Sequence[Publishable], region: str
 ) -> list[PendingPublication]:
@@ -51,15 +61,9 @@ async def insert_entries(
     unpublished entry keeps that one (the partial unique index makes this idempotent)."""
     if not deliveries:
         return []
-    rows = await session.execute(
-        pg_insert(OutboxEntry)
-        .values([{"delivery_id": d.id, "region": region} for d in deliveries])
-        .on_conflict_do_nothing(
-            index_elements=[OutboxEntry.delivery_id],
-            index_where=OutboxEntry.published_at.is_(None),
-        )
-        .returning(OutboxEntry.id, OutboxEntry.delivery_id)
-    )
+    connection = await session.connection()
+    result = await connection.exec_driver_sql(_INSERT_ENTRIES, ([d.id for d in deliveries], region))
+    rows = cast("list[tuple[int, str]]", result.all())
     by_id = {d.id: d for d in deliveries}
     return [
         PendingPublication(
@@ -98,7 +102,7 @@ async def claim_unpublished(
     )
     rows = await session.execute(
         update(OutboxEntry)
-        .where(OutboxEntry.id.in_(page), Delivery.id == OutboxEntry.delivery_id)
+        .where(OutboxEntry.id == any_of(page), Delivery.id == OutboxEntry.delivery_id)
         .values(claimed_until=func.now() + timedelta(seconds=claim_seconds))
         .returning(
             OutboxEntry.id,

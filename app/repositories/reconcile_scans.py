@@ -6,10 +6,14 @@ does not take it again, and returns what publishing the rows needs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, func, select, tuple_, update
+from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy.sql.elements import ColumnElement
 
 from app.models import Delivery
 from app.repositories.outbox import DeliveryRef
@@ -17,25 +21,58 @@ from app.states import DeliveryState
 
 _RETURNING = (Delivery.id, Delivery.endpoint_id, Delivery.next_attempt_at, Delivery.attempt_count)
 
+# Where a scan got to: the (sort key, id) of the last row it took. Each page starts after the
+# previous one in the index, rather than at its beginning: the rows a page changed leave dead
+# index entries there until vacuum, and walking them again on every page made a run of 100,000
+# rows quadratic.
+Cursor = tuple[datetime, str]
 
-async def expire_leases(session: AsyncSession, *, region: str, limit: int) -> list[DeliveryRef]:
+
+@dataclass(frozen=True)
+class Page:
+    taken: list[DeliveryRef]
+    cursor: Cursor | None  # None: nothing was taken
+
+
+async def _lock_page(
+    session: AsyncSession,
+    key: InstrumentedAttribute[Any],
+    conditions: list[ColumnElement[bool]],
+    *,
+    limit: int,
+    after: Cursor | None,
+) -> tuple[list[str], Cursor | None]:
+    """Lock up to ``limit`` matching rows in ``key`` order from ``after`` on, skipping rows
+    another transaction holds. In key order alone, which the partial index gives without a
+    sort; rows sharing the cursor's key are looked at again, which is harmless because the
+    callers' updates take their rows out of ``conditions``."""
+    query = select(Delivery.id, key).where(*conditions)
+    if after is not None:
+        query = query.where(key >= after[0])
+    rows = (
+        await session.execute(query.order_by(key).limit(limit).with_for_update(skip_locked=True))
+    ).all()
+    if not rows:
+        return [], None
+    return [row[0] for row in rows], (rows[-1][1], rows[-1][0])
+
+
+async def expire_leases(
+    session: AsyncSession, *, region: str, limit: int, after: Cursor | None
+) -> Page:
     """Leased deliveries whose lease ran out -- their worker died or stalled -- go back to
     pending, due now. The token is cleared, so the old holder can no longer record anything."""
-    page = (
-        select(Delivery.id)
-        .where(
-            Delivery.region == region,
-            Delivery.state == DeliveryState.LEASED.value,
-            Delivery.lease_until < func.now(),
-        )
-        .order_by(Delivery.lease_until)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
+    ids, cursor = await _lock_page(
+        session, Delivery.lease_until,
+        [Delivery.region == region, Delivery.state == DeliveryState.LEASED.value,
+         Delivery.lease_until < func.now()],
+        limit=limit, after=after,
+    )  # fmt: skip
+    if not ids:
+        return Page([], None)
     rows = await session.execute(
         update(Delivery)
-        .where(Delivery.id.in_(page))
+        .where(Delivery.id.in_(ids))
         .values(
             state=DeliveryState.PENDING.value,
             lease_token=None,
@@ -46,59 +83,55 @@ async def expire_leases(session: AsyncSession, *, region: str, limit: int) -> li
         .returning(*_RETURNING)
         .execution_options(synchronize_session=False)
     )
-    return [DeliveryRef(*row) for row in rows]
+    return Page([DeliveryRef(*row) for row in rows], cursor)
 
 
 async def restamp_stale_enqueued(
-    session: AsyncSession, *, region: str, limit: int, stale_seconds: float
-) -> list[DeliveryRef]:
+    session: AsyncSession, *, region: str, limit: int, stale_seconds: float, after: Cursor | None
+) -> Page:
     """Enqueued deliveries whose job should have run ``stale_seconds`` ago (the job may be gone
     with Redis). Their ``enqueued_at`` is restamped: they get a fresh job and a fresh wait."""
     cutoff = func.now() - timedelta(seconds=stale_seconds)
-    page = (
-        select(Delivery.id)
-        .where(
-            Delivery.region == region,
-            Delivery.state == DeliveryState.ENQUEUED.value,
-            Delivery.enqueued_at < cutoff,
-            # A job deferred to a future attempt time is not late until after that time.
-            Delivery.next_attempt_at < cutoff,
-        )
-        .order_by(Delivery.enqueued_at)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
+    ids, cursor = await _lock_page(
+        session, Delivery.enqueued_at,
+        [Delivery.region == region, Delivery.state == DeliveryState.ENQUEUED.value,
+         Delivery.enqueued_at < cutoff,
+         # A job deferred to a future attempt time is not late until after that time.
+         Delivery.next_attempt_at < cutoff],
+        limit=limit, after=after,
+    )  # fmt: skip
+    if not ids:
+        return Page([], None)
     rows = await session.execute(
         update(Delivery)
-        .where(Delivery.id.in_(page))
+        .where(Delivery.id.in_(ids))
         .values(enqueued_at=func.now(), updated_at=func.now())
         .returning(*_RETURNING)
         .execution_options(synchronize_session=False)
     )
-    return [DeliveryRef(*row) for row in rows]
+    return Page([DeliveryRef(*row) for row in rows], cursor)
 
 
 async def due_pending(
-    session: AsyncSession,
-    *,
-    region: str,
-    limit: int,
-    grace_seconds: float,
-    after: tuple[datetime, str] | None,
-) -> list[DeliveryRef]:
+    session: AsyncSession, *, region: str, limit: int, grace_seconds: float, after: Cursor | None
+) -> Page:
     """Pending deliveries overdue by more than ``grace_seconds`` (a lost retry job, a publish
-    that never happened), in (next_attempt_at, id) order after the ``after`` cursor."""
+    that never happened), in (next_attempt_at, id) order after the ``after`` cursor. They stay
+    pending (their outbox rows are the caller's to write), so only the cursor moves on."""
     query = select(*_RETURNING).where(
         Delivery.region == region,
         Delivery.state == DeliveryState.PENDING.value,
         Delivery.next_attempt_at <= func.now() - timedelta(seconds=grace_seconds),
     )
     if after is not None:
-        query = query.where(and_(tuple_(Delivery.next_attempt_at, Delivery.id) > tuple_(*after)))
+        query = query.where(
+            Delivery.next_attempt_at >= after[0],
+            tuple_(Delivery.next_attempt_at, Delivery.id) > tuple_(*after),
+        )
     rows = await session.execute(
         query.order_by(Delivery.next_attempt_at, Delivery.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    return [DeliveryRef(*row) for row in rows]
+    taken = [DeliveryRef(*row) for row in rows]
+    return Page(taken, (taken[-1].next_attempt_at, taken[-1].id) if taken else None)

@@ -21,6 +21,7 @@ from app import metrics
 from app.config import Settings
 from app.repositories import outbox, reconcile_runs, reconcile_scans
 from app.repositories.outbox import DeliveryRef, PendingPublication
+from app.repositories.reconcile_scans import Cursor, Page
 from app.services import retention
 from app.services.publishing import publish_and_mark
 
@@ -52,8 +53,8 @@ class Reconciler:
     async def run(self, run_id: str) -> dict[str, int]:
         """Work through every category in pages until nothing is left or the budget is spent."""
         scans: list[tuple[str, Scan]] = [
-            ("lease_expirations", self._expired_leases),
-            ("stale_enqueued", self._stale_enqueued),
+            ("lease_expirations", self._expired_leases()),
+            ("stale_enqueued", self._stale_enqueued()),
             ("due_pending", self._due_pending()),
             ("unpublished_outbox", self._unpublished_outbox),
         ]
@@ -81,42 +82,45 @@ class Reconciler:
                 self.sessionmaker, self.redis, self.settings.region, publications
             )
 
-    async def _expired_leases(self, limit: int) -> tuple[int, int]:
+    def _paged(self, take: Callable[[AsyncSession, Cursor | None, int], Awaitable[Page]]) -> Scan:
+        """A scan that pages by a keyset cursor: each page starts where the last one ended."""
+        cursor: list[Cursor | None] = [None]
+
+        async def scan(limit: int) -> tuple[int, int]:
+            async def one_page(session: AsyncSession) -> list[DeliveryRef]:
+                page = await take(session, cursor[0], limit)
+                cursor[0] = page.cursor or cursor[0]
+                return page.taken
+
+            return await self._republish(one_page)
+
+        return scan
+
+    def _expired_leases(self) -> Scan:
         region = self.settings.region
-        return await self._republish(
-            lambda session: reconcile_scans.expire_leases(session, region=region, limit=limit)
+        return self._paged(
+            lambda session, after, limit: reconcile_scans.expire_leases(
+                session, region=region, limit=limit, after=after
+            )
         )
 
-    async def _stale_enqueued(self, limit: int) -> tuple[int, int]:
+    def _stale_enqueued(self) -> Scan:
         region, stale = self.settings.region, self.settings.enqueued_stale_seconds
-        return await self._republish(
-            lambda session: reconcile_scans.restamp_stale_enqueued(
-                session, region=region, limit=limit, stale_seconds=stale
+        return self._paged(
+            lambda session, after, limit: reconcile_scans.restamp_stale_enqueued(
+                session, region=region, limit=limit, stale_seconds=stale, after=after
             )
         )
 
     def _due_pending(self) -> Scan:
         # Due rows whose outbox row is already waiting stay pending (the outbox scan publishes
-        # them), so this scan pages by a keyset cursor, not by rows leaving the candidate set.
-        last: list[DeliveryRef] = []
-
-        async def scan(limit: int) -> tuple[int, int]:
-            after = (last[0].next_attempt_at, last[0].id) if last else None
-
-            async def take(session: AsyncSession) -> list[DeliveryRef]:
-                page = await reconcile_scans.due_pending(
-                    session,
-                    region=self.settings.region,
-                    limit=limit,
-                    grace_seconds=self.settings.reconcile_grace_seconds,
-                    after=after,
-                )
-                last[:] = page[-1:]
-                return page
-
-            return await self._republish(take)
-
-        return scan
+        # them), so this scan could not page by rows leaving the candidate set anyway.
+        region, grace = self.settings.region, self.settings.reconcile_grace_seconds
+        return self._paged(
+            lambda session, after, limit: reconcile_scans.due_pending(
+                session, region=region, limit=limit, grace_seconds=grace, after=after
+            )
+        )
 
     async def _unpublished_outbox(self, limit: int) -> tuple[int, int]:
         async with self.sessionmaker() as session, session.begin():
