@@ -30,6 +30,9 @@ from workers.relay import run_relay
 
 log = structlog.get_logger("herald.worker")
 
+# arq finds new jobs by polling; the wait for the next poll is part of every delivery's
+# latency (50 ms polls measured p50 77 ms accept-to-receipt at 200/s, 10 ms polls 21 ms). An
+# idle poll is one ZRANGEBYSCORE.
 POLL_DELAY_SECONDS = 0.01
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
