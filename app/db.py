@@ -39,9 +39,13 @@ DRIVER_OUTAGES: tuple[type[Exception], ...] = (
 )
 
 
-# Everything a database call can raise when the database, not the query, is in trouble.
+_BROKEN: tuple[type[Exception], ...] = (*DRIVER_OUTAGES, OSError)
+
+# Every error a database call can raise, through SQLAlchemy (DBAPIError wraps all of the
+# driver's) or straight from the driver (single_statements). The API answers the outages among
+# them with 503; the worker retries recording a sent attempt on any of them.
 DATABASE_TROUBLE: tuple[type[Exception], ...] = (
-    DBAPIError, PoolTimeoutError, OSError, *DRIVER_OUTAGES,
+    DBAPIError, PoolTimeoutError, OSError, asyncpg.PostgresError, *DRIVER_OUTAGES,
 )  # fmt: skip
 
 
@@ -104,8 +108,9 @@ async def single_statements(
         driver: asyncpg.Connection = fairy.driver_connection
         try:
             yield driver
-        except BaseException:
+        except _BROKEN as exc:
             # A broken connection must not go back to the pool for the next caller to trip on.
-            if driver.is_closed():
-                await connection.invalidate()
+            # (The rest of the pool finds out one connection at a time: each such caller gets
+            # this error once -- a 503 to retry, or a job the reconciler brings back.)
+            await connection.invalidate(exc)
             raise

@@ -73,19 +73,22 @@ async def _drain(worker: Worker, grace: float) -> None:
     if running:
         log.info("worker.draining", in_flight=len(running), grace_seconds=grace)
         _, pending = await asyncio.wait(running, timeout=grace)
-        await _cancel_until_done(pending)
-    if worker.main_task is not None:
-        await _cancel_until_done({worker.main_task})
-
-
-async def _cancel_until_done(tasks: set[asyncio.Task[Any]]) -> None:
-    """Cancel, and cancel again until they end: a cancellation can be swallowed on its way
-    through a library (seen: arq's poll loop went on polling, cancelled, and the worker never
-    exited on SIGTERM), and a process that ignores its stop signal is worse than a retry."""
-    while tasks:
-        for task in tasks:
+        # Once: a cancelled attempt's shielded cleanup (release the lease, or record what was
+        # sent) must be left to finish, and it is bounded by the lease.
+        for task in pending:
             task.cancel()
-        _, tasks = await asyncio.wait(tasks, timeout=CANCEL_RETRY_SECONDS)
+        await asyncio.gather(*running, return_exceptions=True)
+    if worker.main_task is not None:
+        await _cancel_until_done(worker.main_task)
+
+
+async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
+    """Cancel, and cancel again until it ends: a cancellation can be swallowed on its way
+    through a library (seen: arq's poll loop went on polling, cancelled, and the worker never
+    exited on SIGTERM). Only for arq's own loop, which has nothing to clean up."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_RETRY_SECONDS)
 
 
 async def _wait_for_redis(redis: ArqRedis, stop: asyncio.Event) -> None:

@@ -127,6 +127,7 @@ class Gate:
         self._cache_seconds = cache_seconds
         self._policies: dict[str, tuple[float, Policy]] = {}
         self._reading: dict[str, asyncio.Future[Policy]] = {}
+        self._generations: dict[str, int] = {}
         self._gate = redis.register_script(_GATE)
         self._release = redis.register_script(_RELEASE)
         self._pause = redis.register_script(_PAUSE)
@@ -142,10 +143,15 @@ class Gate:
         if reading is None:
             reading = asyncio.ensure_future(self._read_policy(endpoint_id))
             self._reading[endpoint_id] = reading
-            reading.add_done_callback(lambda _: self._reading.pop(endpoint_id, None))
+            reading.add_done_callback(lambda done: self._read_done(endpoint_id, done))
         return await asyncio.shield(reading)
 
+    def _read_done(self, endpoint_id: str, done: asyncio.Future[Policy]) -> None:
+        if self._reading.get(endpoint_id) is done:
+            del self._reading[endpoint_id]
+
     async def _read_policy(self, endpoint_id: str) -> Policy:
+        generation = self._generations.get(endpoint_id, 0)
         async with self._sessionmaker() as session, session.begin():
             limits = await endpoints.flow_limits(session, endpoint_id)
         rate = self._settings.default_rate_limit_per_second
@@ -159,12 +165,17 @@ class Gate:
                 paused_for=limits.paused_for,
                 half_open=limits.breaker_trips > 0,
             )
-        self._policies[endpoint_id] = (time.monotonic() + self._cache_seconds, policy)
+        if self._generations.get(endpoint_id, 0) == generation:
+            # Not when forget() ran meanwhile: this read may predate what it forgot.
+            self._policies[endpoint_id] = (time.monotonic() + self._cache_seconds, policy)
         return policy
 
     def forget(self, endpoint_id: str) -> None:
-        """This process just changed the endpoint's flow state: read it afresh next time."""
+        """This process just changed the endpoint's flow state: read it afresh next time (and
+        not from a read that was already under way)."""
         self._policies.pop(endpoint_id, None)
+        self._reading.pop(endpoint_id, None)
+        self._generations[endpoint_id] = self._generations.get(endpoint_id, 0) + 1
 
     def succeeded(self, endpoint_id: str) -> None:
         """A success closes a tripped breaker (the record statement did that in the database):
