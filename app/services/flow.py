@@ -12,6 +12,7 @@ slots are leases that expire by themselves, so a dead worker's slot frees itself
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 import uuid
@@ -27,28 +28,33 @@ from app.services.status import FlowSnapshot
 
 log = structlog.get_logger("herald.flow")
 
-# KEYS: 1 pause, 2 rate (GCRA theoretical arrival time), 3 in-flight slots, 4 probe
-# ARGV: 1 emission interval ms (0: no rate), 2 max in flight (0: none), 3 slot id,
+# Times in microseconds on Redis's clock (TIME): a Lua number (a double) holds microseconds
+# since the epoch exactly, so any start interval down to the microsecond is honoured as given.
+# KEYS: 1 pause, 2 rate (GCRA theoretical arrival time, whole µs), 3 in-flight slots, 4 probe
+# ARGV: 1 start interval in whole µs (0: no rate), 2 max in flight (0: none), 3 slot id,
 #       4 slot lease ms, 5 "1" if half-open (one probe at a time)
-# Nothing is changed unless the caller is admitted, so a refusal costs no capacity.
+# Returns {admitted, µs to wait, reason}. Nothing is changed unless the caller is admitted, so
+# a refusal costs no capacity. In-flight slots stay in milliseconds.
 _GATE = """
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
 local paused = redis.call('PTTL', KEYS[1])
-if paused > 0 then return {0, paused, 'paused'} end
+if paused > 0 then return {0, paused * 1000, 'paused'} end
 local max = tonumber(ARGV[2])
 if max > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if redis.call('ZCARD', KEYS[3]) >= max then return {0, 0, 'in_flight'} end
 end
 if ARGV[5] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
-  return {0, redis.call('PTTL', KEYS[4]), 'probing'}
+  return {0, redis.call('PTTL', KEYS[4]) * 1000, 'probing'}
 end
 local interval = tonumber(ARGV[1])
 if interval > 0 then
-  local tat = tonumber(redis.call('GET', KEYS[2]) or now)
-  if tat > now then return {0, tat - now, 'rate'} end
-  redis.call('SET', KEYS[2], now + interval, 'PX', interval + 1000)
+  local tat = tonumber(redis.call('GET', KEYS[2]) or now_us)
+  if tat > now_us then return {0, tat - now_us, 'rate'} end
+  redis.call('SET', KEYS[2], string.format('%.0f', now_us + interval),
+             'PX', math.floor(interval / 1000) + 1000)
 end
 if ARGV[5] == '1' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4]) end
 if max > 0 then
@@ -58,13 +64,13 @@ end
 return {1, 0, 'ok'}
 """
 
-# KEYS: 2 rate, 3 slots (as in _GATE). Returns {live slots, ms until the next start is allowed}.
+# KEYS: 2 rate, 3 slots (as in _GATE). Returns {live slots, µs until the next start is allowed}.
 _SNAPSHOT = """
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local live = redis.call('ZCOUNT', KEYS[2], now, '+inf')
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-return {live, math.max(0, tat - now)}
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local live = redis.call('ZCOUNT', KEYS[2], math.floor(now_us / 1000), '+inf')
+local tat = tonumber(redis.call('GET', KEYS[1]) or now_us)
+return {live, math.max(0, tat - now_us)}
 """
 
 _RELEASE = """
@@ -81,24 +87,39 @@ return 1
 """
 
 
-def _spread(wait: float, reason: str, interval_ms: int = 0) -> float:
+# Slower than one start in 35 years counts as one start in 35 years: it keeps every time in
+# the script below 2**53 µs, where doubles are exact.
+MAX_INTERVAL_US = 2**50
+
+
+def start_interval_us(rate_per_second: float) -> int:
+    """Whole microseconds between starts at ``rate_per_second`` (0: no ceiling). Rounded up,
+    so the rate is never exceeded: at most one microsecond per start slower than asked."""
+    if rate_per_second <= 0:
+        return 0
+    return min(math.ceil(1_000_000 / rate_per_second), MAX_INTERVAL_US)
+
+
+def _spread(wait: float, reason: str, interval_us: int = 0) -> float:
     """When to look again. Callers refused together must not all come back together: each
     waits its turn plus a random share of the time the others need."""
     if reason == "in_flight":
         return random.uniform(0.05, 0.25)  # noqa: S311  (slots free as attempts finish)
     if reason == "rate":
-        return wait + random.uniform(0, max(1.0, 20 * interval_ms / 1000))  # noqa: S311
+        return wait + random.uniform(0, max(1.0, 20 * interval_us / 1e6))  # noqa: S311
     return wait + random.uniform(0, min(5.0, 0.1 * wait + 0.5))  # noqa: S311
 
 
 def _keys(endpoint_id: str) -> list[str]:
     base = f"herald:flow:{endpoint_id}"
-    return [f"{base}:pause", f"{base}:rate", f"{base}:slots", f"{base}:probe"]
+    # The start rate's key was ":rate" while it held milliseconds; a new name, so that workers
+    # of both versions side by side during an upgrade never read each other's unit.
+    return [f"{base}:pause", f"{base}:tat", f"{base}:slots", f"{base}:probe"]
 
 
 @dataclass(frozen=True)
 class Policy:
-    interval_ms: int  # between starts; 0 = no rate ceiling
+    interval_us: int  # between starts; 0 = no rate ceiling
     max_in_flight: int  # 0 = no ceiling
     paused_for: float  # seconds the database says the destination is paused
     half_open: bool  # the breaker tripped: after its cool-down, one probe at a time
@@ -160,7 +181,7 @@ class Gate:
         if limits is not None:
             rate = limits.rate_limit_per_second or rate
             policy = Policy(
-                interval_ms=int(1000 / rate) if rate > 0 else 0,
+                interval_us=start_interval_us(rate),
                 max_in_flight=limits.max_in_flight or in_flight,
                 paused_for=limits.paused_for,
                 half_open=limits.breaker_trips > 0,
@@ -194,10 +215,10 @@ class Gate:
             )
         lease_ms = int(self._settings.lease_duration * 1000)
         try:
-            admitted, wait_ms, reason = await self._gate(
+            admitted, wait_us, reason = await self._gate(
                 keys=_keys(endpoint_id),
                 args=[
-                    policy.interval_ms, policy.max_in_flight, slot, lease_ms,
+                    policy.interval_us, policy.max_in_flight, slot, lease_ms,
                     "1" if policy.half_open else "0",
                 ],
             )  # fmt: skip
@@ -205,7 +226,7 @@ class Gate:
             log.warning("flow.gate_unavailable", endpoint_id=endpoint_id, error=type(exc).__name__)
             return Admission(True, 0.0, "ok", slot, endpoint_id)
         reason = reason.decode() if isinstance(reason, bytes) else str(reason)
-        wait = _spread(int(wait_ms) / 1000, reason, policy.interval_ms)
+        wait = _spread(int(wait_us) / 1e6, reason, policy.interval_us)
         return Admission(bool(admitted), wait, reason, slot, endpoint_id)
 
     async def release(self, admission: Admission) -> None:
@@ -232,11 +253,11 @@ async def flow_snapshot(
     """What the gate would see now; None if Redis cannot say."""
     try:
         snapshot = redis.register_script(_SNAPSHOT)
-        live, wait_ms = await snapshot(keys=_keys(endpoint_id)[1:3])
+        live, wait_us = await snapshot(keys=_keys(endpoint_id)[1:3])
     except Exception as exc:
         log.warning("flow.snapshot_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
         return None
-    return FlowSnapshot(int(live), max_in_flight, int(wait_ms) / 1000)
+    return FlowSnapshot(int(live), max_in_flight, int(wait_us) / 1e6)
 
 
 async def clear_flow_state(redis: ArqRedis, endpoint_id: str) -> None:

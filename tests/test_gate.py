@@ -1,0 +1,71 @@
+"""The flow-control gate against real Redis and PostgreSQL: start rates held on Redis's clock."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app import queue
+from app.config import Settings
+from app.db import create_sessionmaker
+from app.services.flow import Gate, flow_snapshot
+from tests.support import new_endpoint
+
+CALLS = 500  # in a tight loop: faster than any of the rates below
+
+
+@pytest.fixture
+async def redis(settings: Settings) -> AsyncIterator[ArqRedis]:
+    assert settings.redis_url is not None
+    connection = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    yield connection
+    await connection.aclose()
+
+
+async def redis_now_us(redis: ArqRedis) -> int:
+    seconds, microseconds = await redis.time()
+    return int(seconds) * 1_000_000 + int(microseconds)
+
+
+# 2000/s and 1500/s were unlimited (a whole-millisecond interval of 0); 600/s was 1000/s.
+@pytest.mark.parametrize("rate", [2000, 1500, 600, 333.3])
+async def test_the_gate_holds_any_start_rate_on_redis_clock(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+    rate: float,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=rate)
+    gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
+    await gate.policy(endpoint["id"])  # read once, outside the loop
+    admitted = 0
+    start = await redis_now_us(redis)
+    for _ in range(CALLS):
+        admission = await gate.admit(endpoint["id"])
+        if admission.admitted:
+            admitted += 1
+            await gate.release(admission)
+        else:
+            assert admission.reason == "rate"
+    end = await redis_now_us(redis)
+
+    # Consecutive starts are at least one interval apart on Redis's clock, so the span that
+    # the loop took (by that clock) bounds how many starts it can have been granted.
+    interval_us = 1_000_000 / rate
+    assert 1 <= admitted <= (end - start) / interval_us + 1, (admitted, end - start)
+    assert admitted < CALLS  # the loop called faster than the rate: some calls were refused
+    # The stored theoretical arrival time moved one interval per start, in whole microseconds.
+    stored = await redis.get(f"herald:flow:{endpoint['id']}:tat")
+    assert stored is not None
+    step = math.ceil(interval_us)
+    assert start + admitted * step <= int(stored) <= end + step
+    # What a status page shows: the wait for the next start, never more than one interval.
+    snapshot = await flow_snapshot(redis, endpoint["id"], max_in_flight=0)
+    assert snapshot is not None and 0 <= snapshot.next_start_in <= step / 1e6
