@@ -10,6 +10,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -27,7 +28,15 @@ from app.main import create_app
 from app.migrate import upgrade_to_head
 from tests.receiver import Receiver, running_receiver
 from tests.recovery import install_state_log
-from tests.support import Stack, client_for, make_settings, new_endpoint, new_tenant, plain_dsn
+from tests.support import (
+    OwnPostgres,
+    Stack,
+    client_for,
+    make_settings,
+    new_endpoint,
+    new_tenant,
+    plain_dsn,
+)
 
 TABLES = (
     "attempts, outbox, deliveries, events, idempotency_keys, endpoints, api_keys, tenants, "
@@ -107,6 +116,24 @@ async def engine(stack: Stack) -> AsyncIterator[AsyncEngine]:
     database = create_engine(stack.database_url, pool_size=5)
     yield database
     await database.dispose()
+
+
+@pytest.fixture
+async def own_postgres(stack: Stack, tmp_path: Path) -> AsyncIterator[OwnPostgres]:
+    """A fresh, migrated PostgreSQL for one test that stops and restarts it (the session's
+    server stays up for everyone else)."""
+    server = EmbeddedPostgres(tmp_path / "pg")
+    database_url = await asyncio.to_thread(server.start)
+    try:
+        await asyncio.to_thread(upgrade_to_head, database_url)
+        await install_state_log(database_url)
+        engine = create_engine(database_url, pool_size=2)
+        try:
+            yield OwnPostgres(server, Stack(database_url, stack.redis_url, stack.workdir), engine)
+        finally:
+            await engine.dispose()
+    finally:
+        await asyncio.to_thread(server.stop)
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from tests.support import ADMIN_KEY, LOOPBACK_ALLOWLIST, Stack
 
@@ -93,6 +94,18 @@ class HeraldProcess:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{needle!r} not logged within {timeout} s:\n{self.output()}")
             time.sleep(0.05)
+
+    def wait_stalled(self, timeout: float = 30.0) -> None:
+        """Until the process has stopped itself at a stall point (app/faults.py)."""
+        deadline = time.monotonic() + timeout
+        while psutil.Process(self.process.pid).status() != psutil.STATUS_STOPPED:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not stalled within {timeout} s:\n{self.output()}")
+            time.sleep(0.02)
+
+    def resume(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
 
     def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> int:
         if self.process.poll() is None:

@@ -21,6 +21,7 @@ class Reply:
     body: bytes = b"ok"
     delay: float = 0.0  # seconds before answering (a receiver that "never answers": large)
     trickle: float = 0.0  # seconds between body bytes (a slow trickle)
+    hold: asyncio.Event | None = None  # answer only once the test sets this
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Receiver:
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
+            if reply.hold is not None:
+                await reply.hold.wait()
             await asyncio.sleep(reply.delay)
             if reply.trickle:
                 response = web.StreamResponse(status=reply.status, headers=reply.headers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings, to_asyncpg_url
+from app.embedded import EmbeddedPostgres
 
 ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -24,6 +26,16 @@ class Stack:
     database_url: str
     redis_url: str
     workdir: Path
+
+
+@dataclass(frozen=True)
+class OwnPostgres:
+    """A PostgreSQL server of one test's own, to stop and start: ``stack`` pairs it with the
+    session's Redis, ``engine`` reaches it from the test."""
+
+    server: EmbeddedPostgres
+    stack: Stack
+    engine: AsyncEngine
 
 
 def plain_dsn(url: str) -> str:
@@ -77,8 +89,6 @@ async def new_endpoint(
 async def fast_path_settled(engine: AsyncEngine, timeout: float = 10.0) -> None:
     """Wait until the API's fast path has published every outbox row (no worker consumes them
     in API tests, so the deliveries then sit in `enqueued`)."""
-    import asyncio
-
     deadline = asyncio.get_running_loop().time() + timeout
     while await count_rows(engine, "outbox", "published_at IS NULL"):
         assert asyncio.get_running_loop().time() < deadline, "fast path did not publish"
@@ -112,3 +122,16 @@ async def delivery_row(engine: AsyncEngine, delivery_id: str) -> dict[str, Any]:
             text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
         )
         return dict(result.mappings().one())
+
+
+async def wait_state(
+    engine: AsyncEngine, delivery_id: str, state: str, timeout: float = 20.0
+) -> dict[str, Any]:
+    """Wait, triggering nothing (no reconcile run), until the delivery is in ``state``."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        row = await delivery_row(engine, delivery_id)
+        if row["state"] == state:
+            return row
+        assert asyncio.get_running_loop().time() < deadline, row
+        await asyncio.sleep(0.05)

@@ -13,19 +13,19 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
-from app.db import create_engine
-from app.embedded import EmbeddedPostgres, EmbeddedRedis
+from app.embedded import EmbeddedRedis
 from app.main import create_app
-from app.migrate import upgrade_to_head
 from tests.processes import RECOVERY_ENV, running_worker, start_api, wait_healthy
 from tests.receiver import Receiver, Reply
-from tests.recovery import (
-    assert_recovered,
-    install_state_log,
-    reconcile_until_succeeded,
-    states,
+from tests.recovery import assert_recovered, reconcile_until_succeeded, states
+from tests.support import (
+    ADMIN,
+    OwnPostgres,
+    Stack,
+    client_for,
+    new_endpoint,
+    new_tenant,
 )
-from tests.support import ADMIN, Stack, client_for, new_endpoint, new_tenant
 
 PATH = "/recover"
 
@@ -100,14 +100,10 @@ async def test_redis_restarted_empty_mid_load_loses_nothing(
 
 
 async def test_postgres_restarted_mid_load_answers_503_then_recovers(
-    receiver: Receiver, stack: Stack, tmp_path: Path
+    receiver: Receiver, own_postgres: OwnPostgres, tmp_path: Path
 ) -> None:
-    postgres = EmbeddedPostgres(tmp_path / "pg")
-    database_url = await asyncio.to_thread(postgres.start)
-    await asyncio.to_thread(upgrade_to_head, database_url)
-    await install_state_log(database_url)
-    own = Stack(database_url, stack.redis_url, stack.workdir)
-    engine = create_engine(database_url, pool_size=2)
+    postgres, own, engine = own_postgres.server, own_postgres.stack, own_postgres.engine
+    database_url = own.database_url
     api = start_api(own, tmp_path)
     try:
         await wait_healthy(api)
@@ -138,8 +134,6 @@ async def test_postgres_restarted_mid_load_answers_503_then_recovers(
         assert api.process.poll() is None, api.output()
     finally:
         api.stop()
-        await engine.dispose()
-        await asyncio.to_thread(postgres.stop)
     assert len(unavailable) >= 25  # the outage was real and seen
     for response in unavailable:
         assert response.status_code == 503

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
-from typing import Any
 
 import httpx
 from sqlalchemy import text
@@ -16,19 +15,14 @@ from app.embedded import EmbeddedRedis
 from app.main import create_app
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import Stack, client_for, delivery_row, new_endpoint, new_tenant
-
-
-async def wait_state(
-    engine: AsyncEngine, delivery_id: str, state: str, timeout: float = 20.0
-) -> dict[str, Any]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        row = await delivery_row(engine, delivery_id)
-        if row["state"] == state:
-            return row
-        assert asyncio.get_running_loop().time() < deadline, row
-        await asyncio.sleep(0.05)
+from tests.support import (
+    Stack,
+    client_for,
+    delivery_row,
+    new_endpoint,
+    new_tenant,
+    wait_state,
+)
 
 
 async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str) -> str:
