@@ -37,7 +37,8 @@ class Settings(BaseSettings):
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     request_timeout_seconds: float = Field(default=15.0, gt=0, le=300)
-    # A lease must outlast one whole attempt plus recording it; default: request timeout + 30 s.
+    # A lease holds one whole request and as long again at least: for a worker that stalls and
+    # for recording the attempt. Default: request timeout + 30 s (at least twice the timeout).
     lease_seconds: float | None = Field(default=None, gt=0, le=3600)
     retry_after_max_seconds: float = Field(default=86_400.0, ge=0)
     worker_concurrency: int = Field(default=100, ge=1, le=10_000)
@@ -131,10 +132,14 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_lease(self) -> Settings:
-        if self.lease_seconds is not None and self.lease_seconds <= self.request_timeout_seconds:
+        shortest = 2 * self.request_timeout_seconds
+        if self.lease_seconds is not None and self.lease_seconds < shortest:
             raise ValueError(
-                "HERALD_LEASE_SECONDS must exceed HERALD_REQUEST_TIMEOUT_SECONDS, or a slow "
-                "attempt would lose its lease while still in flight"
+                "HERALD_LEASE_SECONDS must be at least twice HERALD_REQUEST_TIMEOUT_SECONDS "
+                f"(at least {shortest:g} s here): a lease must outlast the whole request with "
+                "as much time again for a stalled worker and for recording the attempt, or "
+                "another worker could take the delivery over and send it while the first is "
+                "still sending"
             )
         return self
 
@@ -164,7 +169,15 @@ class Settings(BaseSettings):
     def lease_duration(self) -> float:
         if self.lease_seconds is not None:
             return self.lease_seconds
-        return self.request_timeout_seconds + 30
+        return max(self.request_timeout_seconds + 30, 2 * self.request_timeout_seconds)
+
+    @property
+    def lease_left_to_send(self) -> float:
+        """A worker starts a request only while its lease has this long left: the whole
+        request, and then half of the lease's spare time -- for a stall while sending and for
+        recording the attempt -- so a stall before the send may use the other half."""
+        spare = self.lease_duration - self.request_timeout_seconds
+        return self.request_timeout_seconds + spare / 2
 
     @property
     def shutdown_grace(self) -> float:

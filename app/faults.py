@@ -1,5 +1,6 @@
 """Crash-point fault injection: with ``HERALD_FAULT=<point>`` the process dies abruptly (no
-cleanup, no flush, no rollback) the first time it reaches that point. Inert unless set.
+cleanup, no flush, no rollback) the first time it reaches that point -- or, at a stall point,
+stops until it is resumed. Inert unless set.
 
 The points are the failure boundaries named in design.md; the fault suite kills real processes
 at each one and proves that recovery loses nothing.
@@ -8,8 +9,12 @@ at each one and proves that recovery loses nothing.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
+# Stall points: the process stops itself (SIGSTOP) the first time it gets there, as a stalled
+# event loop or a paused virtual machine would, until the test resumes it (SIGCONT).
+STALL_POINTS = frozenset({"worker.stall_after_claim"})
 FAULT_POINTS = frozenset(
     {
         "api.before_commit",
@@ -18,10 +23,12 @@ FAULT_POINTS = frozenset(
         "worker.after_claim_before_send",
         "worker.after_send_before_record",
         "worker.after_record_before_ack",
+        *STALL_POINTS,
     }
 )
 # A distinctive exit status, so a test can tell an injected crash from any other death.
 FAULT_EXIT_CODE = 86
+_stalled: set[str] = set()
 
 
 def crash_point(name: str, configured: str | None) -> None:
@@ -30,3 +37,12 @@ def crash_point(name: str, configured: str | None) -> None:
         sys.stderr.write(f"herald: fault injected at {name}; exiting\n")
         sys.stderr.flush()
         os._exit(FAULT_EXIT_CODE)
+
+
+def stall_point(name: str, configured: str | None) -> None:
+    assert name in STALL_POINTS, name
+    if configured == name and name not in _stalled:
+        _stalled.add(name)
+        sys.stderr.write(f"herald: stalled at {name}; waiting for SIGCONT\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)

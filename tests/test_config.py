@@ -83,3 +83,30 @@ def test_secrets_stay_out_of_the_settings_repr(monkeypatch: pytest.MonkeyPatch) 
     shown = repr(load_settings())
     assert "super-secret-admin-key-123" not in shown
     assert "pw-in-url" not in shown
+
+
+def test_a_lease_barely_longer_than_the_request_timeout_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One second of spare lease: one second of event-loop lag would allow two concurrent sends.
+    monkeypatch.setenv("HERALD_REQUEST_TIMEOUT_SECONDS", "15")
+    monkeypatch.setenv("HERALD_LEASE_SECONDS", "16")
+    with pytest.raises(SettingsError) as refused:
+        load_settings()
+    message = str(refused.value)
+    assert "HERALD_LEASE_SECONDS must be at least twice HERALD_REQUEST_TIMEOUT_SECONDS" in message
+    assert "(at least 30 s here)" in message
+    monkeypatch.setenv("HERALD_LEASE_SECONDS", "30")
+    assert load_settings().lease_duration == 30
+
+
+@pytest.mark.parametrize("request_timeout", [0.5, 15, 30, 100, 300])
+def test_the_default_lease_leaves_room_beyond_the_request(
+    monkeypatch: pytest.MonkeyPatch, request_timeout: float
+) -> None:
+    monkeypatch.setenv("HERALD_REQUEST_TIMEOUT_SECONDS", str(request_timeout))
+    settings = load_settings()
+    assert settings.lease_duration >= 2 * request_timeout
+    assert settings.lease_duration >= request_timeout + 30
+    # Sending needs the whole request and part of the spare time, but not all of it.
+    assert request_timeout < settings.lease_left_to_send < settings.lease_duration

@@ -23,8 +23,10 @@ from tests.support import (
     OwnPostgres,
     Stack,
     client_for,
+    delivery_row,
     new_endpoint,
     new_tenant,
+    wait_state,
 )
 
 PATH = "/recover"
@@ -188,3 +190,65 @@ async def test_worker_paused_past_its_lease_cannot_record_its_late_result(
     requests = receiver.on(PATH)
     assert len(requests) == 2
     assert {r.headers["Idempotency-Key"] for r in requests} == {delivery_id}
+
+
+async def test_a_worker_stalled_past_its_lease_before_sending_never_sends(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
+    stall = {**RECOVERY_ENV, "HERALD_FAULT": "worker.stall_after_claim"}
+    with running_worker(stack, tmp_path / "stalled.log", **stall) as stalled:
+        try:
+            [delivery_id] = [(await accept(client, tenant, endpoint["id"], 0)).json()["id"]]
+            await asyncio.to_thread(stalled.wait_stalled)  # claimed, not sent
+            assert (await states(engine, [delivery_id])) == {delivery_id: "leased"}
+            with running_worker(stack, tmp_path / "rescuer.log", **RECOVERY_ENV):
+                await reconcile_until_succeeded(client, engine, [delivery_id])
+        finally:
+            stalled.resume()
+        # Its lease ran out long ago: resumed, it must not send on it.
+        await asyncio.to_thread(stalled.wait_for_log, '"delivery.lease_')
+
+    assert len(receiver.on(PATH)) == 1  # the rescuer's
+    assert stalled.events("delivery.lease_too_short")
+
+
+async def test_a_lease_too_short_for_a_whole_request_is_given_back_unused(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
+    # Requests take up to 1.5 s (FAST_WORKER_ENV) and the lease is 10 s: a worker sends only
+    # while more than 1.5 s + half of the other 8.5 s of its lease is left.
+    stall = {"HERALD_LEASE_SECONDS": "10", "HERALD_FAULT": "worker.stall_after_claim"}
+    with running_worker(stack, tmp_path / "stalled.log", **stall) as stalled:
+        try:
+            [delivery_id] = [(await accept(client, tenant, endpoint["id"], 0)).json()["id"]]
+            await asyncio.to_thread(stalled.wait_stalled)
+            await asyncio.sleep(5)  # now at most 5 s of the lease is left, but some is
+        finally:
+            stalled.resume()
+        await wait_state(engine, delivery_id, "succeeded", timeout=30)
+
+    assert len(receiver.on(PATH)) == 1
+    assert (await delivery_row(engine, delivery_id))["attempt_count"] == 1
+    async with engine.connect() as connection:
+        steps = [
+            (row.old_state, row.new_state)
+            for row in await connection.execute(
+                text("SELECT old_state, new_state FROM test_state_log WHERE delivery_id = :d"
+                     " ORDER BY at"),
+                {"d": delivery_id},
+            )
+        ]  # fmt: skip
+    # Given back (uncounted) and taken again, by the same worker, without a reconcile run.
+    assert steps[-3:] == [("leased", "pending"), ("pending", "leased"), ("leased", "succeeded")]

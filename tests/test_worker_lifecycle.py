@@ -7,9 +7,11 @@ import signal
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import queue
 from app.config import Settings
 from app.embedded import EmbeddedRedis
 from app.main import create_app
@@ -19,10 +21,12 @@ from tests.support import (
     Stack,
     client_for,
     delivery_row,
+    make_settings,
     new_endpoint,
     new_tenant,
     wait_state,
 )
+from workers.runner import build_worker
 
 
 async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str) -> str:
@@ -132,3 +136,31 @@ async def test_sigterm_past_the_grace_period_records_the_attempt_it_cut_short(
     assert row["lease_token"] is None and row["lease_until"] is None
     assert row["attempt_count"] == 1
     assert attempt.outcome == "unknown" and "shut down" in attempt.error
+
+
+@pytest.mark.parametrize(
+    ("request_timeout", "lease"),
+    [("15", None), ("1.5", "3"), ("0.1", None), ("300", None), ("300", "600"), ("10", "3600")],
+)
+async def test_arq_never_times_a_delivery_job_out_while_its_lease_lasts(
+    stack: Stack, request_timeout: str, lease: str | None
+) -> None:
+    overrides = {"request_timeout_seconds": request_timeout}
+    if lease is not None:
+        overrides["lease_seconds"] = lease
+    settings = make_settings(stack, **overrides)
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        worker = build_worker(settings, redis, {})
+    finally:
+        await redis.aclose()
+    timeout = worker.functions[queue.DELIVER_FUNCTION].timeout_s
+    assert timeout is not None
+    # An attempt sends, then goes on recording its result until its lease runs out; the job
+    # also claims before the lease starts and may run one last record statement at its
+    # slowest (5 s for a pooled connection, 30 s for the statement) as the lease ends.
+    assert timeout > settings.lease_duration + 35
+    assert settings.lease_duration >= 2 * settings.request_timeout_seconds
+    # arq re-runs a job whose worker vanished only after this: never while it still runs.
+    assert worker.in_progress_timeout_s > timeout

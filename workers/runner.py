@@ -37,14 +37,30 @@ POLL_DELAY_SECONDS = 0.01
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
 CANCEL_RETRY_SECONDS = 1.0
+# A delivery job's attempt ends with its lease: the send, then recording the result (retried
+# until the lease runs out). Around the lease come the gate and the claim before it, and after
+# it the last record statement and scheduling the retry, each a few statements bounded by the
+# pool's and the driver's timeouts (5 s, 30 s). arq counts a job that outlives its timeout as
+# failed and cancels it; recording is shielded from that cancellation anyway.
+JOB_TIMEOUT_BEYOND_LEASE_SECONDS = 60.0
+
+
+def delivery_job_timeout(settings: Settings) -> float:
+    """arq's timeout for a delivery job: never shorter than the attempt, whose lease (at least
+    twice the request timeout) bounds the send and the retries to record it."""
+    return settings.lease_duration + JOB_TIMEOUT_BEYOND_LEASE_SECONDS
 
 
 def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Worker:
-    # The job timeout sits above the request timeout, so arq never kills a live attempt.
-    job_timeout = settings.request_timeout_seconds + 20
+    job_timeout = delivery_job_timeout(settings)
     return Worker(
         functions=[
-            func(deliver, name=queue.DELIVER_FUNCTION, keep_result=0, timeout=job_timeout),
+            func(
+                deliver,
+                name=queue.DELIVER_FUNCTION,
+                keep_result=0,
+                timeout=job_timeout,
+            ),
             # Never retried by arq: cron triggers the next run anyway.
             func(reconcile, name=queue.RECONCILE_FUNCTION, keep_result=0, max_tries=1),
             func(bulk_redrive, name=queue.REDRIVE_FUNCTION, keep_result=0, max_tries=1),

@@ -31,6 +31,7 @@ class ClaimedDelivery:
     endpoint_enabled: bool
     endpoint_deleted: bool
     payload: bytes
+    lease_left: float  # seconds, by the database's clock, as the claim returned
 
 
 # The claim: one conditional UPDATE, its own transaction, returning everything one attempt
@@ -47,7 +48,8 @@ UPDATE deliveries AS d
 RETURNING d.id, d.endpoint_id, d.attempt_count, d.attempt_floor, e.url, e.secret,
           CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret END
               AS previous_secret,
-          e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted, v.payload
+          e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted, v.payload,
+          extract(epoch FROM d.lease_until - now())::float8 AS lease_left
 """
 
 
@@ -77,6 +79,7 @@ async def claim(
         endpoint_enabled=row["enabled"],
         endpoint_deleted=row["endpoint_deleted"],
         payload=row["payload"],
+        lease_left=row["lease_left"],
     )
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
 import structlog
@@ -19,15 +21,32 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import metrics, queue
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, single_statements
-from app.faults import crash_point
+from app.faults import crash_point, stall_point
 from app.repositories import deliveries, delivery_leases, endpoints
 from app.repositories.delivery_leases import ClaimedDelivery
 from app.services import destination_health, outcomes, sender
 from app.services.flow import Gate
+from app.services.requeue import redefer_if_early, requeue
 from app.services.signing import signed_headers
 from app.states import DeliveryState, Outcome
 
 log = structlog.get_logger("herald.delivery")
+
+
+async def _unstoppable(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` to its end even if the caller is cancelled meanwhile (arq's job timeout, a
+    shutdown past its grace), then pass the cancellation on. Only for work that must not be cut
+    short and that ends by itself: giving back a lease, recording an attempt that was sent."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 @dataclass
@@ -48,11 +67,9 @@ class Dispatcher:
                 "delivery.throttled", delivery_id=delivery_id, endpoint_id=endpoint_id,
                 reason=admission.reason, wait_seconds=round(admission.wait_seconds, 3),
             )  # fmt: skip
-            job_id = f"{delivery_id}:g{uuid.uuid4().hex[:12]}"
-            run_at = queue.seconds_from_now(admission.wait_seconds)
-            await queue.publish(
-                self.redis, self.settings.region,
-                [queue.QueuedJob(job_id, delivery_id, endpoint_id, run_at)],
+            await requeue(
+                self.redis, self.settings.region, delivery_id, endpoint_id, "g",
+                after=admission.wait_seconds,
             )  # fmt: skip
             return
         try:
@@ -62,18 +79,29 @@ class Dispatcher:
 
     async def _attempt(self, delivery_id: str, endpoint_id: str) -> None:
         token = uuid.uuid4()
+        clock = asyncio.get_running_loop()
+        claiming_at = clock.time()
         async with single_statements(self.sessionmaker) as connection:
             claimed = await delivery_leases.claim(
                 connection, delivery_id, region=self.settings.region, token=token,
                 lease_seconds=self.settings.lease_duration,
             )  # fmt: skip
         if claimed is None:
-            await self._redefer_if_early(delivery_id, endpoint_id)
+            await redefer_if_early(
+                self.sessionmaker, self.redis, self.settings.region, delivery_id, endpoint_id
+            )
             return
+        # When the lease ends on this process's clock: what the database says is left, counted
+        # from before the claim was sent, so never later than the database's own end.
+        lease_ends = claiming_at + claimed.lease_left
         crash_point("worker.after_claim_before_send", self.settings.fault)
+        stall_point("worker.stall_after_claim", self.settings.fault)
         refusal = self._refuse_without_sending(claimed)
         if refusal is not None:
-            await self._finish(claimed, token, refusal, result=None)
+            await self._finish(claimed, token, refusal, result=None, lease_ends=lease_ends)
+            return
+        if lease_ends - clock.time() < self.settings.lease_left_to_send:
+            await self._give_back(claimed, token, left=lease_ends - clock.time())
             return
         progress = sender.SendProgress()
         try:
@@ -81,10 +109,28 @@ class Dispatcher:
         except asyncio.CancelledError:
             # Shutting down mid-attempt. Nothing may stay leased by us, and a request that went
             # out must not be forgotten: it is recorded as `unknown` and retried with its key.
-            await asyncio.shield(self._abandon(claimed, token, progress))
+            await _unstoppable(self._abandon(claimed, token, progress, lease_ends=lease_ends))
             raise
         crash_point("worker.after_send_before_record", self.settings.fault)
-        await self._finish(claimed, token, self._decide(claimed, result), result)
+        # A request went out: nothing may cut its record short -- not arq's job timeout, not a
+        # shutdown. Recording is bounded by the lease, past which the write is refused anyway.
+        transition = self._decide(claimed, result)
+        await _unstoppable(self._finish(claimed, token, transition, result, lease_ends=lease_ends))
+
+    async def _give_back(self, claimed: ClaimedDelivery, token: uuid.UUID, left: float) -> None:
+        """Too little lease left for a whole request and its record (the worker stalled since
+        the claim): a request sent now could still be under way when the lease ends and another
+        worker sends it too. Give the lease back, uncounted, and queue the delivery again."""
+        log.warning(
+            "delivery.lease_too_short", delivery_id=claimed.id, attempt=claimed.attempt_number,
+            lease_left_seconds=round(left, 3),
+        )  # fmt: skip
+        async with single_statements(self.sessionmaker) as connection:
+            released = await delivery_leases.release(connection, claimed.id, token=token)
+        if released:  # else the lease ran out and the delivery is someone else's to send
+            await requeue(
+                self.redis, self.settings.region, claimed.id, claimed.endpoint_id, "l", after=0
+            )
 
     def _retry_after(self, result: sender.AttemptResult) -> float | None:
         if result.status_code not in outcomes.RETRY_AFTER_STATUSES:
@@ -104,14 +150,20 @@ class Dispatcher:
         )  # fmt: skip
 
     async def _abandon(
-        self, claimed: ClaimedDelivery, token: uuid.UUID, progress: sender.SendProgress
+        self,
+        claimed: ClaimedDelivery,
+        token: uuid.UUID,
+        progress: sender.SendProgress,
+        *,
+        lease_ends: float,
     ) -> None:
         if not progress.sent:
             async with single_statements(self.sessionmaker) as connection:
                 await delivery_leases.release(connection, claimed.id, token=token)
             return
         result = progress.result(Outcome.UNKNOWN, error="worker shut down mid-attempt")
-        await self._finish(claimed, token, self._decide(claimed, result), result)
+        transition = self._decide(claimed, result)
+        await self._finish(claimed, token, transition, result, lease_ends=lease_ends)
 
     def _refuse_without_sending(self, claimed: ClaimedDelivery) -> outcomes.Transition | None:
         if claimed.endpoint_deleted:
@@ -140,8 +192,12 @@ class Dispatcher:
         token: uuid.UUID,
         transition: outcomes.Transition,
         result: sender.AttemptResult | None,
+        *,
+        lease_ends: float,
     ) -> None:
-        recorded = await self._record_persistently(claimed, token, transition, result)
+        recorded = await self._record_persistently(
+            claimed, token, transition, result, lease_ends=lease_ends
+        )
         if not recorded:
             # Our lease expired (and perhaps another worker took over): the result that counts
             # is the one a live lease holder records.
@@ -171,16 +227,17 @@ class Dispatcher:
         token: uuid.UUID,
         transition: outcomes.Transition,
         result: sender.AttemptResult | None,
+        *,
+        lease_ends: float,
     ) -> bool:
         """Record, retrying a failing database for as long as our lease lasts: a real send's
         result is worth keeping. Past the lease the write would be refused anyway."""
-        deadline = asyncio.get_running_loop().time() + self.settings.lease_duration
         delay = 0.25
         while True:
             try:
                 return await self._record(claimed, token, transition, result)
             except DATABASE_TROUBLE as exc:
-                if asyncio.get_running_loop().time() + delay > deadline:
+                if asyncio.get_running_loop().time() + delay > lease_ends:
                     raise
                 log.warning(
                     "delivery.record_retry", delivery_id=claimed.id, error=type(exc).__name__
@@ -249,20 +306,3 @@ class Dispatcher:
             log.warning(
                 "delivery.retry_publish_failed", delivery_id=claimed.id, error=type(exc).__name__
             )
-
-    async def _redefer_if_early(self, delivery_id: str, endpoint_id: str) -> None:
-        """A job that ran a little too early must not just vanish: put a job back for when the
-        delivery can be claimed. That covers a job firing before its due time (clock skew, an
-        early duplicate) and arq rerunning a dead worker's job moments before its lease ends.
-        A live lease with time left, or a finished delivery: a true duplicate, dropped."""
-        async with self.sessionmaker() as session, session.begin():
-            wait = await delivery_leases.seconds_until_claimable(
-                session, delivery_id, self.settings.region
-            )
-        if wait is None or wait <= 0:
-            log.debug("delivery.skipped", delivery_id=delivery_id, why="leased, finished or gone")
-            return
-        job_id = f"{delivery_id}:w{uuid.uuid4().hex[:12]}"
-        run_at = queue.seconds_from_now(wait + 0.05)
-        job = queue.QueuedJob(job_id, delivery_id, endpoint_id, run_at)
-        await queue.publish(self.redis, self.settings.region, [job])

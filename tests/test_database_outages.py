@@ -1,0 +1,78 @@
+"""A worker meeting a PostgreSQL outage after a real send."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from app.config import Settings
+from app.main import create_app
+from tests.processes import running_worker
+from tests.receiver import Receiver, Reply
+from tests.support import (
+    OwnPostgres,
+    client_for,
+    count_rows,
+    fast_path_settled,
+    new_endpoint,
+    new_tenant,
+    post_deliveries,
+    wait_state,
+)
+
+PATH = "/outage"
+
+
+@asynccontextmanager
+async def api_on(settings: Settings, own: OwnPostgres) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings.model_copy(update={"database_url": own.stack.database_url}))
+    async with app.router.lifespan_context(app), client_for(app) as client:
+        yield client
+
+
+async def accept_one(settings: Settings, own: OwnPostgres, receiver: Receiver) -> str:
+    """One delivery to the receiver, its job already in Redis."""
+    async with api_on(settings, own) as client:
+        tenant = await new_tenant(client, "outage")
+        endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
+        [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    await fast_path_settled(own.engine)
+    return delivery_id
+
+
+async def restart(own: OwnPostgres) -> None:
+    assert await asyncio.to_thread(own.server.start) == own.stack.database_url
+    await own.engine.dispose()  # the test's own pooled connections died with the server
+
+
+# arq's job timeout for delivery jobs used to be the request timeout + 20 s, shorter than the
+# time a worker goes on retrying to record a request it sent.
+REQUEST_TIMEOUT = 3.0
+OLD_JOB_TIMEOUT = REQUEST_TIMEOUT + 20
+
+
+async def test_a_sent_attempt_is_recorded_through_an_outage_longer_than_a_job_timeout(
+    receiver: Receiver, settings: Settings, own_postgres: OwnPostgres, tmp_path: Path
+) -> None:
+    answer = asyncio.Event()
+    receiver.script(PATH, Reply(200, hold=answer))
+    delivery_id = await accept_one(settings, own_postgres, receiver)
+    slow = {"HERALD_REQUEST_TIMEOUT_SECONDS": str(REQUEST_TIMEOUT), "HERALD_LEASE_SECONDS": "60"}
+    with running_worker(own_postgres.stack, tmp_path / "worker.log", **slow) as worker:
+        [sent] = await receiver.wait_for(PATH, 1)
+        # The request is out and its answer held back until the database is gone.
+        await asyncio.to_thread(own_postgres.server.stop)
+        answer.set()
+        await asyncio.to_thread(worker.wait_for_log, "delivery.record_retry")
+        # Down for longer than arq's old job timeout, counted from the send.
+        await asyncio.sleep(sent.at + OLD_JOB_TIMEOUT + 1 - time.monotonic())
+        await restart(own_postgres)
+        # Recorded by the worker that sent it, before its lease ran out: no resend.
+        await wait_state(own_postgres.engine, delivery_id, "succeeded", timeout=40)
+    assert len(receiver.on(PATH)) == 1
+    assert await count_rows(own_postgres.engine, "attempts", "outcome = 'success'") == 1
