@@ -49,6 +49,26 @@ DATABASE_TROUBLE: tuple[type[Exception], ...] = (
 )  # fmt: skip
 
 
+# SQLSTATE classes of errors that pass by themselves: connection exception, transaction
+# rollback (serialization failure, deadlock), insufficient resources (too many connections),
+# operator intervention (shutting down, starting up, statement cancelled).
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "57")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A database error worth trying again after a pause: the server is unreachable, restarting,
+    overloaded or rolled the transaction back. Not a bad statement or a bug, which would only
+    fail again."""
+    if isinstance(exc, DBAPIError):
+        # SQLAlchemy's wrapper around the driver's error, itself an adapter around asyncpg's.
+        causes = (exc.orig, exc.orig.__cause__ if exc.orig is not None else None)
+        return exc.connection_invalidated or any(c is not None and is_transient(c) for c in causes)
+    if isinstance(exc, (PoolTimeoutError, OSError, *DRIVER_OUTAGES)):
+        return True
+    sqlstate = getattr(exc, "sqlstate", None)
+    return isinstance(sqlstate, str) and sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES
+
+
 def any_of(page: ScalarSelect[Any]) -> ColumnElement[Any]:
     """``Table.id == any_of(page)`` instead of ``Table.id.in_(page)`` when a page of ids picks
     the rows to update: PostgreSQL may plan ``IN (subquery)`` as a hash join over a scan of the

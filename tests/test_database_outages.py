@@ -1,4 +1,4 @@
-"""A worker meeting a PostgreSQL outage after a real send."""
+"""A worker meeting a PostgreSQL outage: before its claim, and after a real send."""
 
 from __future__ import annotations
 
@@ -48,6 +48,23 @@ async def accept_one(settings: Settings, own: OwnPostgres, receiver: Receiver) -
 async def restart(own: OwnPostgres) -> None:
     assert await asyncio.to_thread(own.server.start) == own.stack.database_url
     await own.engine.dispose()  # the test's own pooled connections died with the server
+
+
+async def test_a_job_that_meets_a_database_outage_is_retried_not_dropped(
+    receiver: Receiver, settings: Settings, own_postgres: OwnPostgres, tmp_path: Path
+) -> None:
+    delivery_id = await accept_one(settings, own_postgres, receiver)
+    await asyncio.to_thread(own_postgres.server.stop)
+    with running_worker(own_postgres.stack, tmp_path / "worker.log") as worker:
+        # The job runs at once and fails before its claim (the gate reads the endpoint's limits).
+        await asyncio.to_thread(worker.wait_for_log, '"delivery.job_')
+        await restart(own_postgres)
+        # Delivered by the job itself: no reconcile run brings it back.
+        await wait_state(own_postgres.engine, delivery_id, "succeeded", timeout=60)
+    assert worker.events("delivery.job_retry")
+    assert not worker.events("delivery.job_failed")
+    assert len(receiver.on(PATH)) == 1
+    assert await count_rows(own_postgres.engine, "reconcile_runs") == 0
 
 
 # arq's job timeout for delivery jobs used to be the request timeout + 20 s, shorter than the

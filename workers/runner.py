@@ -24,7 +24,7 @@ from app.db import create_engine, create_sessionmaker
 from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
 from app.services.sender import build_http_session
-from workers.deliver import deliver
+from workers.deliver import DELIVER_MAX_TRIES, deliver
 from workers.reconcile import bulk_redrive, reconcile
 from workers.relay import run_relay
 
@@ -60,6 +60,7 @@ def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Wo
                 name=queue.DELIVER_FUNCTION,
                 keep_result=0,
                 timeout=job_timeout,
+                max_tries=DELIVER_MAX_TRIES,
             ),
             # Never retried by arq: cron triggers the next run anyway.
             func(reconcile, name=queue.RECONCILE_FUNCTION, keep_result=0, max_tries=1),
