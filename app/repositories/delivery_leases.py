@@ -205,7 +205,7 @@ UPDATE deliveries
 
 
 async def release(connection: asyncpg.Connection, delivery_id: str, *, token: uuid.UUID) -> bool:
-    """Give back a lease whose attempt never sent anything (worker shutting down): due now,
-    and the claim does not count as an attempt."""
+    """Give back a lease whose attempt never sent anything (worker shutting down, or too
+    little of the lease left to send): due now, and the claim does not count as an attempt."""
     status: str = await connection.execute(_RELEASE, delivery_id, token)
     return status == "UPDATE 1"
