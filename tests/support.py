@@ -112,3 +112,47 @@ async def delivery_row(engine: AsyncEngine, delivery_id: str) -> dict[str, Any]:
             text("SELECT * FROM deliveries WHERE id = :d"), {"d": delivery_id}
         )
         return dict(result.mappings().one())
+
+
+def _values_of(key: str, schema: Any) -> list[Any]:
+    """Every value of ``key`` anywhere in a JSON schema (through anyOf, items, ...)."""
+    if isinstance(schema, dict):
+        own = [schema[key]] if key in schema else []
+        return own + [found for value in schema.values() for found in _values_of(key, value)]
+    if isinstance(schema, list):
+        return [found for value in schema for found in _values_of(key, value)]
+    return []
+
+
+def request_fields(application: FastAPI) -> dict[str, dict[str, Any]]:
+    """Every field a request can carry, with its JSON schema: body fields as ``Model.field``
+    (batch items too: they are validated one by one, so the OpenAPI document shows them as
+    plain objects) and query parameters as ``GET /v1/deliveries?event_type``."""
+    from app.schemas.deliveries import BatchItem
+
+    openapi = application.openapi()
+    components = openapi["components"]["schemas"]
+    models = {"BatchItem": BatchItem.model_json_schema()}
+    fields: dict[str, dict[str, Any]] = {}
+    for path, operations in openapi["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody", {}).get("content", {})
+            for ref in _values_of("$ref", body):
+                name = ref.rsplit("/", 1)[1]
+                models[name] = components[name]
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "query":
+                    fields[f"{method.upper()} {path}?{parameter['name']}"] = parameter["schema"]
+    for name, schema in models.items():
+        for field, field_schema in schema["properties"].items():
+            fields[f"{name}.{field}"] = field_schema
+    return fields
+
+
+def patterned_inputs(application: FastAPI) -> dict[str, list[str]]:
+    """The request fields held to a text rule, with the rule's regular expressions."""
+    return {
+        name: patterns
+        for name, schema in request_fields(application).items()
+        if (patterns := _values_of("pattern", schema))
+    }

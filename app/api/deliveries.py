@@ -33,10 +33,9 @@ from app.errors import (
     problem_responses,
 )
 from app.faults import crash_point
-from app.ids import ID_REGEX
 from app.models import Delivery
 from app.repositories import attempts, deliveries, redrive_jobs
-from app.schemas.common import EVENT_TYPE_PATTERN, Page
+from app.schemas.common import EndpointId, EventTypeSelector, Page
 from app.schemas.deliveries import (
     AttemptOut,
     BatchAccepted,
@@ -194,8 +193,8 @@ async def list_deliveries(
     tenant_id: TenantDep,
     session: SessionDep,
     state: DeliveryState | None = None,
-    endpoint_id: Annotated[str | None, Query(pattern=ID_REGEX)] = None,
-    event_type: Annotated[str | None, Query(pattern=EVENT_TYPE_PATTERN)] = None,
+    endpoint_id: Annotated[EndpointId | None, Query()] = None,
+    event_type: Annotated[EventTypeSelector | None, Query()] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Page[DeliveryOut]:

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.schemas.common import EVENT_TYPE_PATTERN
+from app.schemas.common import EndpointId, EventType, EventTypeSelector, IdempotencyKey
 from app.states import DeliveryState, Outcome
 
 MAX_DEFER = timedelta(days=365)
@@ -24,8 +24,8 @@ DeliverAfter = Annotated[AwareDatetime, AfterValidator(_within_a_year)]
 class DeliveryIntent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    endpoint_id: str = Field(max_length=64, description="The endpoint's id (ep_...).")
-    event_type: str = Field(pattern=EVENT_TYPE_PATTERN)
+    endpoint_id: EndpointId = Field(description="The endpoint's id (ep_...).")
+    event_type: EventType
     payload: dict[str, Any] = Field(description="A JSON object, sent as the request body.")
     deliver_after: DeliverAfter | None = Field(
         default=None,
@@ -37,7 +37,7 @@ class DeliveryIntent(BaseModel):
 class EventIntent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    event_type: str = Field(pattern=EVENT_TYPE_PATTERN)
+    event_type: EventType
     payload: dict[str, Any]
     deliver_after: DeliverAfter | None = None
 
@@ -106,8 +106,8 @@ class RedriveFilter(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    endpoint_id: str | None = Field(default=None, max_length=64)
-    event_type: str | None = Field(default=None, pattern=EVENT_TYPE_PATTERN)
+    endpoint_id: EndpointId | None = None
+    event_type: EventTypeSelector | None = None
     dead_after: AwareDatetime | None = Field(default=None, description="died at or after")
     dead_before: AwareDatetime | None = Field(default=None, description="died before")
 
@@ -128,10 +128,9 @@ BATCH_LIMIT = 1000
 
 
 class BatchItem(DeliveryIntent):
-    idempotency_key: str | None = Field(
-        default=None, min_length=1, max_length=255, pattern=r"^[\x20-\x7e]+$",
-        description="Per-item key, as the Idempotency-Key header of a single POST.",
-    )  # fmt: skip
+    idempotency_key: IdempotencyKey | None = Field(
+        default=None, description="Per-item key, as the Idempotency-Key header of a single POST."
+    )
 
 
 class BatchIntents(BaseModel):
