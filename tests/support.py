@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,3 +158,40 @@ def patterned_inputs(application: FastAPI) -> dict[str, list[str]]:
         for name, schema in request_fields(application).items()
         if (patterns := _values_of("pattern", schema))
     }
+
+
+def datetime_inputs(application: FastAPI) -> set[str]:
+    """The request fields that take a date and time."""
+    return {
+        name
+        for name, schema in request_fields(application).items()
+        if "date-time" in _values_of("format", schema)
+    }
+
+
+@asynccontextmanager
+async def postgres_refuses(engine: AsyncEngine, table: str, operation: str) -> AsyncIterator[str]:
+    """While inside, PostgreSQL itself refuses every ``operation`` (UPDATE, INSERT, ...) on
+    ``table`` with an error: a real database failure for a job to meet. Yields the message."""
+    message = "refused for a test: " + secrets.token_hex(4)
+    trigger = f"test_refuse_{operation.lower()}_{table}"
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                f"CREATE FUNCTION {trigger}() RETURNS trigger LANGUAGE plpgsql AS"
+                f" $$ BEGIN RAISE EXCEPTION '{message}'; END $$"
+            )
+        )
+        # Per statement, so it fires even when the statement matches no row.
+        await connection.execute(
+            text(
+                f"CREATE TRIGGER {trigger} BEFORE {operation} ON {table}"
+                f" FOR EACH STATEMENT EXECUTE FUNCTION {trigger}()"
+            )
+        )
+    try:
+        yield message
+    finally:
+        async with engine.begin() as connection:
+            await connection.execute(text(f"DROP TRIGGER {trigger} ON {table}"))
+            await connection.execute(text(f"DROP FUNCTION {trigger}()"))

@@ -1,4 +1,5 @@
-"""Validation answers in words: what is allowed, never the regular expression behind a rule."""
+"""Validation answers in words: what is allowed, never the regular expression behind a rule; and
+times are checked for range up front rather than failing later in a job."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support import ADMIN, count_rows, patterned_inputs
+from tests.support import ADMIN, count_rows, datetime_inputs, patterned_inputs
 
 PROBLEM = "application/problem+json"
 UNKNOWN_ENDPOINT = "ep_01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -157,3 +158,41 @@ async def test_a_wildcard_event_type_is_not_supported_yet(
     assert response.status_code == 422 and response.headers["content-type"] == PROBLEM
     detail = response.json()["detail"]
     assert "wildcards are not supported: event types match exactly, so list each one" in detail
+
+
+# Times that no Python or PostgreSQL code could work with once converted to UTC.
+UNREPRESENTABLE = ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00")
+TIME_CASES = [
+    Case("DeliveryIntent.deliver_after", "POST /v1/deliveries",
+         {"json": _delivery(deliver_after=VALUE)}, "body.deliver_after", UNREPRESENTABLE, ""),
+    Case("EventIntent.deliver_after", "POST /v1/events",
+         {"json": {"event_type": "a", "payload": {}, "deliver_after": VALUE}},
+         "body.deliver_after", UNREPRESENTABLE, ""),
+    Case("BatchItem.deliver_after", "POST /v1/deliveries/batch",
+         {"json": {"items": [_delivery(deliver_after=VALUE)]}}, "deliver_after", UNREPRESENTABLE,
+         ""),
+    Case("RedriveFilter.dead_after", "POST /v1/deliveries/redrive",
+         {"json": {"dead_after": VALUE}}, "body.dead_after", UNREPRESENTABLE, ""),
+    Case("RedriveFilter.dead_before", "POST /v1/deliveries/redrive",
+         {"json": {"dead_before": VALUE}}, "body.dead_before", UNREPRESENTABLE, ""),
+]  # fmt: skip
+
+
+def test_every_time_input_is_covered(app: FastAPI) -> None:
+    assert datetime_inputs(app) == {case.field for case in TIME_CASES}
+
+
+@pytest.mark.parametrize("case", TIME_CASES, ids=lambda case: case.field)
+async def test_a_time_out_of_range_in_utc_is_422_up_front(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, case: Case
+) -> None:
+    method, path = case.route.split(" ")
+    for value in case.bad:
+        response = await client.request(method, path, **_fill(case.request, value), headers=tenant)
+        said = _messages(response, case)
+        assert (
+            f"{case.loc}: must lie between 0001-01-01 and 9999-12-31 once converted to UTC" in said
+        )
+    # Nothing was accepted to fail later: no redrive job, no delivery.
+    for table in ("events", "deliveries", "redrive_jobs"):
+        assert await count_rows(engine, table) == 0

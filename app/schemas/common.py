@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     Field,
     GetCoreSchemaHandler,
@@ -102,6 +104,21 @@ def is_idempotency_key(key: str) -> bool:
 
 
 IdempotencyKey = Annotated[str, TextRule(r"^[\x20-\x7e]{1,255}$", IDEMPOTENCY_KEY_RULE)]
+
+
+def _representable(value: datetime) -> datetime:
+    # Python holds years 1-9999 and PostgreSQL's range is wider: a time that leaves that range
+    # once converted to UTC (year 1 at +14:00) could not be compared or stored later.
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError(
+            "datetime_range", "must lie between 0001-01-01 and 9999-12-31 once converted to UTC"
+        ) from None
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, AfterValidator(_representable)]
 
 
 class Page(BaseModel, Generic[Item]):

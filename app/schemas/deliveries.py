@@ -3,9 +3,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app.schemas.common import EndpointId, EventType, EventTypeSelector, IdempotencyKey
+from app.schemas.common import EndpointId, EventType, EventTypeSelector, IdempotencyKey, Timestamp
 from app.states import DeliveryState, Outcome
 
 MAX_DEFER = timedelta(days=365)
@@ -14,11 +14,11 @@ MAX_DEFER = timedelta(days=365)
 def _within_a_year(value: datetime) -> datetime:
     if value - datetime.now(UTC) > MAX_DEFER:
         raise ValueError("deliver_after may be at most 365 days ahead")
-    # Clamp the far past: PostgreSQL cannot store year 1 at -14:00, and the past means "now".
+    # The past means "now"; clamped so that nothing downstream works with the far past.
     return max(value, datetime(2000, 1, 1, tzinfo=UTC))
 
 
-DeliverAfter = Annotated[AwareDatetime, AfterValidator(_within_a_year)]
+DeliverAfter = Annotated[Timestamp, AfterValidator(_within_a_year)]
 
 
 class DeliveryIntent(BaseModel):
@@ -108,8 +108,18 @@ class RedriveFilter(BaseModel):
 
     endpoint_id: EndpointId | None = None
     event_type: EventTypeSelector | None = None
-    dead_after: AwareDatetime | None = Field(default=None, description="died at or after")
-    dead_before: AwareDatetime | None = Field(default=None, description="died before")
+    dead_after: Timestamp | None = Field(default=None, description="died at or after")
+    dead_before: Timestamp | None = Field(default=None, description="died before")
+
+
+class RedriveFilterOut(BaseModel):
+    """A job's filter as it was stored: read back as it is, not held again to today's rules
+    (a job accepted under older ones must stay readable)."""
+
+    endpoint_id: str | None = None
+    event_type: str | None = None
+    dead_after: datetime | None = None
+    dead_before: datetime | None = None
 
 
 class RedriveJobOut(BaseModel):
@@ -117,7 +127,7 @@ class RedriveJobOut(BaseModel):
 
     id: str
     status: str = Field(description="queued | running | succeeded | failed")
-    filter: RedriveFilter
+    filter: RedriveFilterOut
     redriven: int = Field(description="Deliveries sent again so far.")
     error: str | None
     created_at: datetime
