@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 import structlog
 from fastapi import FastAPI, Request
@@ -112,7 +113,8 @@ def problem_response(
         title=title,
         status=status,
         detail=detail,
-        instance=request.url.path,
+        # Percent-encoded as a URI reference is: a path may hold anything, NUL included.
+        instance=quote(request.url.path),
         errors=errors,
     )
     return JSONResponse(

@@ -135,9 +135,9 @@ async def test_endpoint_list_pages_newest_first(
     assert seen == list(reversed(created))
 
 
-async def test_garbage_cursor_is_400(client: httpx.AsyncClient, tenant: dict[str, str]) -> None:
+async def test_garbage_cursor_is_422(client: httpx.AsyncClient, tenant: dict[str, str]) -> None:
     response = await client.get("/v1/endpoints", params={"cursor": "%%%"}, headers=tenant)
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert response.headers["content-type"] == PROBLEM
 
 

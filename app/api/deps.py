@@ -15,6 +15,7 @@ from app.config import Settings
 from app.errors import BadRequest, Forbidden, Unauthorized
 from app.repositories import api_keys
 from app.repositories.api_keys import Principal
+from app.schemas.common import IDEMPOTENCY_KEY_RULE, is_idempotency_key
 from app.services.api_keys import PrincipalCache, hash_key
 from app.services.fleet import FleetGauges
 from app.services.publishing import FastPublisher
@@ -119,8 +120,8 @@ async def parse_idempotency_key(
     if len(key) >= 2 and key[0] == key[-1] == '"':
         # An RFC 8941 sf-string: unescape \" and \\.
         key = key[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    if not 1 <= len(key) <= 255 or any(not (0x20 <= ord(ch) <= 0x7E) for ch in key):
-        raise BadRequest("Idempotency-Key must be 1-255 printable ASCII characters")
+    if not is_idempotency_key(key):
+        raise BadRequest(f"Idempotency-Key {IDEMPOTENCY_KEY_RULE}")
     return key
 
 
