@@ -14,12 +14,14 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES
+from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES, is_transaction_conflict
 
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_BASE = "https://herald.dev/problems/"
 # How long a client should wait before retrying while the database is unreachable.
 DATABASE_RETRY_AFTER_SECONDS = 5
+# ...and after its transaction lost a deadlock or a serialization conflict: at once, nearly.
+CONFLICT_RETRY_AFTER_SECONDS = 1
 
 log = structlog.get_logger("herald.api")
 
@@ -178,9 +180,21 @@ def _is_database_unavailable(exc: BaseException) -> bool:
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     """Database trouble is the client's cue to retry, not a bug: 503 with ``Retry-After``.
 
-    Registered per exception type (not on ``Exception``) so Starlette handles it without
-    re-raising; anything else that is not a database outage is an ordinary 500.
+    So is a transaction PostgreSQL rolled back to break a deadlock or a serialization
+    conflict: the same request, sent again, succeeds. Registered per exception type (not on
+    ``Exception``) so Starlette handles it without re-raising; anything else is an ordinary 500.
     """
+    if is_transaction_conflict(exc):
+        log.warning("database.conflict", path=request.url.path, error=type(exc).__name__)
+        return problem_response(
+            request,
+            status=503,
+            title="Concurrent request conflict",
+            slug="transaction-conflict",
+            detail="This request collided with a concurrent one and was rolled back; nothing "
+            "was changed. Retry it.",
+            headers={"Retry-After": str(CONFLICT_RETRY_AFTER_SECONDS)},
+        )
     if not _is_database_unavailable(exc):
         return await _unexpected_error(request, exc)
     log.warning("database.unavailable", path=request.url.path, error=type(exc).__name__)
@@ -215,10 +229,13 @@ def problem_response_doc(description: str) -> dict[str, Any]:
 
 def problem_responses(*errors: type[HeraldError]) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for a route: each problem it can answer with, plus the validation
-    problem (422) and the database outage (503) that any route can meet."""
+    problem (422) and the database outage or transaction conflict (503) any route can meet."""
     responses: dict[int | str, dict[str, Any]] = {
         422: problem_response_doc("Request validation failed"),
-        503: problem_response_doc("Database unavailable; retry after Retry-After seconds"),
+        503: problem_response_doc(
+            "Database unavailable, or the request collided with a concurrent one; nothing was "
+            "changed: retry after Retry-After seconds"
+        ),
     }
     for error in errors:
         if error.status in responses:
