@@ -15,6 +15,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES, is_transaction_conflict
+from app.schemas.deliveries import MAX_PAYLOAD_DEPTH
 
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_BASE = "https://herald.dev/problems/"
@@ -154,8 +155,23 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _unreadable_body(exc: StarletteHTTPException) -> HeraldError | None:
+    """FastAPI answers any body it fails to decode with 400 "There was an error parsing the
+    body"; for the failures a client can fix, say what to fix."""
+    if isinstance(exc.__cause__, RecursionError):  # the JSON decoder recursed too deep
+        return Unprocessable(
+            "the body nests too deeply to read: objects and arrays in a payload may nest at "
+            f"most {MAX_PAYLOAD_DEPTH} levels (the payload itself is level 1)"
+        )
+    if isinstance(exc.__cause__, UnicodeDecodeError):
+        return BadRequest("the body is not valid UTF-8; send JSON encoded as UTF-8")
+    return None
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if (unreadable := _unreadable_body(exc)) is not None:
+        return await _herald_error(request, unreadable)
     slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http")
     return problem_response(
         request,
@@ -196,7 +212,7 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
             headers={"Retry-After": str(CONFLICT_RETRY_AFTER_SECONDS)},
         )
     if not _is_database_unavailable(exc):
-        return await _unexpected_error(request, exc)
+        return await unexpected_error(request, exc)
     log.warning("database.unavailable", path=request.url.path, error=type(exc).__name__)
     return problem_response(
         request,
@@ -208,7 +224,7 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     # The traceback goes to the log; the client gets no internals.
     log.error("request.failed", path=request.url.path, exc_info=exc)
     return problem_response(request, status=500, title="Internal error", slug="internal")
@@ -220,7 +236,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     for database_error in DATABASE_TROUBLE:
         app.add_exception_handler(database_error, _database_error)
-    app.add_exception_handler(Exception, _unexpected_error)
+    app.add_exception_handler(Exception, unexpected_error)
 
 
 def problem_response_doc(description: str) -> dict[str, Any]:
