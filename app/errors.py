@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 import structlog
@@ -138,8 +139,27 @@ async def _herald_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _malformed_json(exc: RequestValidationError) -> str | None:
+    """FastAPI reports a JSON syntax error as "JSON decode error" at a character offset; say
+    what the decoder expected, and where as a person counts: line and column."""
+    for error in exc.errors():
+        position = error.get("loc", ())[-1:]
+        if error.get("type") == "json_invalid" and isinstance(exc.body, str) and position:
+            reason = error.get("ctx", {}).get("error", "malformed JSON")
+            located = json.JSONDecodeError(reason, exc.body, int(position[0]))
+            return (
+                f"the body is not valid JSON: {located.msg} at line {located.lineno}, "
+                f"column {located.colno}"
+            )
+    return None
+
+
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    if (malformed := _malformed_json(exc)) is not None:
+        return problem_response(
+            request, status=422, title="Malformed JSON", slug="malformed-json", detail=malformed
+        )
     # Never echo the offending input back: it may be a payload or a secret.
     errors = [
         {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}

@@ -199,3 +199,15 @@ async def test_over_http_an_unexpected_error_is_500_and_the_connection_lives_on(
     finally:
         api.stop()
     assert "request.failed" in api.output()
+
+
+async def test_malformed_json_says_what_was_expected_and_where(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    body = '{\n  "endpoint_id": "ep_x"\n  "event_type": "a"\n}'  # no comma after line 2
+    response = await client.post("/v1/deliveries", content=body, headers={**tenant, **JSON})
+    assert response.status_code == 422
+    assert response.headers["content-type"] == PROBLEM
+    detail = response.json()["detail"]
+    assert "not valid JSON" in detail
+    assert "Expecting ',' delimiter" in detail and "line 3, column 3" in detail
