@@ -77,6 +77,10 @@ class PayloadTooLarge(HeraldError):
     status, title, slug = 413, "Payload too large", "payload-too-large"
 
 
+class UnsupportedMediaType(HeraldError):
+    status, title, slug = 415, "Unsupported media type", "unsupported-media-type"
+
+
 class Unprocessable(HeraldError):
     status, title, slug = 422, "Unprocessable content", "unprocessable"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app import __version__
 from app.api import deliveries, endpoints, events, health, metrics, reconcile, tenants
-from app.api.deps import Resources
+from app.api.deps import Resources, require_json_body
 from app.api.middleware import BODY_SLACK_BYTES, AnswerUnexpected, BodyLimit
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
@@ -53,6 +53,8 @@ def create_app(settings: Settings) -> FastAPI:
         description="Webhook delivery: intents committed with a transactional outbox, "
         "delivered by workers with leases, signatures, retries and a reconciler.",
         lifespan=lifespan,
+        # One check for every route that reads a body: it must be JSON (415 otherwise).
+        dependencies=[Depends(require_json_body)],
     )
     install_error_handlers(app)
     for module in (tenants, endpoints, deliveries, events, reconcile, health, metrics):

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.openapi import openapi_document
 from app.schemas.deliveries import MAX_PAYLOAD_DEPTH
 from tests.processes import start_api, wait_healthy
 from tests.support import ADMIN, Stack, count_rows
@@ -211,3 +212,64 @@ async def test_malformed_json_says_what_was_expected_and_where(
     detail = response.json()["detail"]
     assert "not valid JSON" in detail
     assert "Expecting ',' delimiter" in detail and "line 3, column 3" in detail
+
+
+# Every route that reads a JSON body, with who may call it.
+JSON_ROUTES = [
+    ("POST", "/v1/tenants", "admin"),
+    ("POST", "/v1/endpoints", "tenant"),
+    ("PATCH", "/v1/endpoints/ep_x", "tenant"),
+    ("POST", "/v1/deliveries", "tenant"),
+    ("POST", "/v1/deliveries/batch", "tenant"),
+    ("POST", "/v1/deliveries/redrive", "tenant"),
+    ("POST", "/v1/events", "tenant"),
+    ("POST", "/v1/reconcile", "admin"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "who"), JSON_ROUTES)
+@pytest.mark.parametrize(
+    "content_type", ["application/x-www-form-urlencoded", "text/plain", None], ids=str
+)
+async def test_a_body_that_is_not_json_is_415_naming_application_json(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    engine: AsyncEngine,
+    method: str,
+    path: str,
+    who: str,
+    content_type: str | None,
+) -> None:
+    headers = {**(ADMIN if who == "admin" else tenant)}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    # What `curl -d endpoint_id=ep_x` sends.
+    response = await client.request(method, path, content=b"endpoint_id=ep_x", headers=headers)
+    assert response.status_code == 415, response.text
+    assert response.headers["content-type"] == PROBLEM
+    assert "Content-Type: application/json" in response.json()["detail"]
+    assert await count_rows(engine, "tenants") == 1  # only the fixture's
+
+
+def test_every_route_with_a_body_is_listed_above_and_documents_415() -> None:
+    with_body = {
+        (method.upper(), path.replace("{endpoint_id}", "ep_x"))
+        for path, operations in openapi_document()["paths"].items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    }
+    assert with_body == {(method, path) for method, path, _ in JSON_ROUTES}
+    for path, operations in openapi_document()["paths"].items():
+        for operation in operations.values():
+            if "requestBody" in operation:
+                assert "415" in operation["responses"], path
+
+
+async def test_json_media_types_with_parameters_or_suffixes_are_json(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+) -> None:
+    body = json.dumps(intent("/v1/deliveries", endpoint["id"], {})).encode()
+    for content_type in ("application/json; charset=utf-8", "application/vnd.herald+json"):
+        headers = {**tenant, "Content-Type": content_type}
+        response = await client.post("/v1/deliveries", content=body, headers=headers)
+        assert response.status_code == 202, (content_type, response.text)
