@@ -10,7 +10,7 @@ from fastapi import Depends, FastAPI
 from app import __version__
 from app.api import deliveries, endpoints, events, health, metrics, reconcile, tenants
 from app.api.deps import Resources, require_json_body
-from app.api.middleware import BODY_SLACK_BYTES, AnswerUnexpected, BodyLimit
+from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
 from app.errors import install_error_handlers
@@ -61,8 +61,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(module.router)
     app.add_middleware(
         BodyLimit,
-        max_bytes=2 * settings.max_payload_bytes + BODY_SLACK_BYTES,
-        batch_max_bytes=settings.max_batch_bytes,
+        max_payload_bytes=settings.max_payload_bytes,
+        max_batch_bytes=settings.max_batch_bytes,
     )
     # Added last, so it wraps every other middleware.
     app.add_middleware(AnswerUnexpected)

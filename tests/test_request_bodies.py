@@ -14,10 +14,12 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.config import Settings
+from app.main import create_app
 from app.openapi import openapi_document
 from app.schemas.deliveries import MAX_PAYLOAD_DEPTH
 from tests.processes import start_api, wait_healthy
-from tests.support import ADMIN, Stack, count_rows
+from tests.support import ADMIN, Stack, client_for, count_rows
 
 PROBLEM = "application/problem+json"
 JSON = {"Content-Type": "application/json"}
@@ -273,3 +275,27 @@ async def test_json_media_types_with_parameters_or_suffixes_are_json(
         headers = {**tenant, "Content-Type": content_type}
         response = await client.post("/v1/deliveries", content=body, headers=headers)
         assert response.status_code == 202, (content_type, response.text)
+
+
+async def test_an_oversized_body_names_the_setting_and_its_value(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    response = await client.post(
+        "/v1/deliveries", content=b" " * 3_000_000, headers={**tenant, **JSON}
+    )
+    assert response.status_code == 413
+    detail = response.json()["detail"]
+    assert "3000000 bytes" in detail
+    assert "HERALD_MAX_PAYLOAD_BYTES (262144)" in detail and "589824" in detail
+
+
+async def test_an_oversized_batch_names_its_own_setting(
+    settings: Settings, tenant: dict[str, str]
+) -> None:
+    app = create_app(settings.model_copy(update={"max_batch_bytes": 4096}))
+    async with app.router.lifespan_context(app), client_for(app) as client:
+        response = await client.post(
+            "/v1/deliveries/batch", content=b" " * 5000, headers={**tenant, **JSON}
+        )
+    assert response.status_code == 413
+    assert "HERALD_MAX_BATCH_BYTES (4096)" in response.json()["detail"]

@@ -22,20 +22,30 @@ class BodyLimit:
     surfacing as a body-parsing error.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, batch_max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_payload_bytes: int, max_batch_bytes: int) -> None:
         self.app = app
-        self.max_bytes = max_bytes
-        self.batch_max_bytes = batch_max_bytes
+        self.max_bytes = 2 * max_payload_bytes + BODY_SLACK_BYTES
+        self.batch_max_bytes = max_batch_bytes
+        # The limit is derived, not set: name what the operator did set, and why the rest.
+        self.reason = (
+            f"twice HERALD_MAX_PAYLOAD_BYTES ({max_payload_bytes}) plus 64 KiB, room for the "
+            "JSON around the payload and for pretty-printing (the payload itself may be up to "
+            f"{max_payload_bytes} bytes as compact JSON)"
+        )
+        self.batch_reason = f"HERALD_MAX_BATCH_BYTES ({max_batch_bytes})"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.batch_max_bytes if scope["path"].endswith("/batch") else self.max_bytes
+        batch = scope["path"].endswith("/batch")
+        limit = self.batch_max_bytes if batch else self.max_bytes
+        reason = self.batch_reason if batch else self.reason
         headers = dict(scope["headers"])
         length = headers.get(b"content-length", b"")
         if length.isdigit() and int(length) > limit:
-            await self._refuse(scope, receive, send, limit)
+            detail = f"the request body is {int(length)} bytes; the limit here is {limit}: {reason}"
+            await self._refuse(scope, receive, send, detail)
             return
         if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
             await self.app(scope, receive, send)
@@ -49,7 +59,8 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                await self._refuse(scope, receive, send, limit)
+                detail = f"the request body exceeds the limit here, {limit} bytes: {reason}"
+                await self._refuse(scope, receive, send, detail)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -66,13 +77,13 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, detail: str) -> None:
         response = problem_response(
             Request(scope),
             status=PayloadTooLarge.status,
             title=PayloadTooLarge.title,
             slug=PayloadTooLarge.slug,
-            detail=f"request body exceeds {limit} bytes",
+            detail=detail,
         )
         await response(scope, receive, send)
 
