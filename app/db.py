@@ -49,6 +49,19 @@ DATABASE_TROUBLE: tuple[type[Exception], ...] = (
 )  # fmt: skip
 
 
+# A deadlock (40P01) or a serialization failure (40001) rolls back one of the transactions
+# involved. Nothing is wrong with the request that lost: run again, it succeeds.
+_TRANSACTION_CONFLICTS = frozenset({"40P01", "40001"})
+
+
+def is_transaction_conflict(exc: BaseException) -> bool:
+    """Whether PostgreSQL rolled this transaction back to break a deadlock or keep
+    transactions serializable: met through SQLAlchemy (the driver's error is ``orig``) or
+    through the driver directly (single_statements)."""
+    driver_error = exc.orig if isinstance(exc, DBAPIError) else exc
+    return getattr(driver_error, "sqlstate", None) in _TRANSACTION_CONFLICTS
+
+
 def any_of(page: ScalarSelect[Any]) -> ColumnElement[Any]:
     """``Table.id == any_of(page)`` instead of ``Table.id.in_(page)`` when a page of ids picks
     the rows to update: PostgreSQL may plan ``IN (subquery)`` as a hash join over a scan of the

@@ -30,6 +30,7 @@ from app.errors import (
     PayloadTooLarge,
     ServiceUnavailable,
     Unauthorized,
+    UnsupportedMediaType,
     problem_body,
     problem_responses,
 )
@@ -63,7 +64,13 @@ REPLAYED_HEADER = "Idempotent-Replayed"
     responses={
         200: {"model": DeliveryOut, "description": "Replay of an earlier request with this key"},
         **problem_responses(
-            *_AUTH, BadRequest, NotFound, Conflict, PayloadTooLarge, IdempotencyMismatch
+            *_AUTH,
+            BadRequest,
+            NotFound,
+            Conflict,
+            PayloadTooLarge,
+            UnsupportedMediaType,
+            IdempotencyMismatch,
         ),
     },
     summary="Accept a delivery intent",
@@ -104,7 +111,7 @@ async def create_delivery(
 @router.post(
     "/batch",
     response_model=BatchAccepted,
-    responses=problem_responses(*_AUTH, PayloadTooLarge),
+    responses=problem_responses(*_AUTH, PayloadTooLarge, UnsupportedMediaType),
     summary="Accept up to 1000 delivery intents in one transaction, each judged on its own",
 )
 async def create_deliveries_batch(
@@ -141,7 +148,7 @@ async def create_deliveries_batch(
     "/redrive",
     status_code=202,
     response_model=RedriveJobOut,
-    responses=problem_responses(*_AUTH, ServiceUnavailable),
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, ServiceUnavailable),
     summary="Send again every dead delivery matching a filter, in the background",
 )
 async def start_bulk_redrive(

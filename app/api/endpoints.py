@@ -10,6 +10,7 @@ from app.errors import (
     Forbidden,
     NotFound,
     Unauthorized,
+    UnsupportedMediaType,
     problem_responses,
 )
 from app.repositories import endpoints as endpoint_rows
@@ -34,7 +35,7 @@ _AUTH = (Unauthorized, Forbidden)
     "",
     status_code=201,
     response_model=EndpointCreated,
-    responses=problem_responses(*_AUTH, DestinationRefused),
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, DestinationRefused),
     summary="Register a destination",
 )
 async def create_endpoint(
@@ -127,7 +128,7 @@ async def rotate_endpoint_secret(
 @router.patch(
     "/{endpoint_id}",
     response_model=EndpointOut,
-    responses=problem_responses(*_AUTH, NotFound, DestinationRefused),
+    responses=problem_responses(*_AUTH, NotFound, UnsupportedMediaType, DestinationRefused),
 )
 async def update_endpoint(
     tenant_id: TenantDep,

@@ -11,6 +11,7 @@ from app.errors import (
     NotFound,
     ServiceUnavailable,
     Unauthorized,
+    UnsupportedMediaType,
     problem_responses,
 )
 from app.repositories import reconcile_runs
@@ -26,7 +27,7 @@ QUEUE_RETRY_AFTER_SECONDS = 10
     "",
     status_code=202,
     response_model=ReconcileAccepted,
-    responses=problem_responses(*_AUTH, ServiceUnavailable),
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, ServiceUnavailable),
     summary="Start a reconcile run (admin; for cron). Returns at once.",
 )
 async def start_reconcile(

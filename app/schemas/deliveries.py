@@ -9,6 +9,14 @@ from app.schemas.common import EndpointId, EventType, EventTypeSelector, Idempot
 from app.states import DeliveryState, Outcome
 
 MAX_DEFER = timedelta(days=365)
+# How deep a payload's objects and arrays may nest (the payload itself is level 1). Whatever
+# Herald accepts, a receiver must be able to parse: 64 is .NET's System.Text.Json default, the
+# lowest of the common parsers' limits (Ruby 100, serde_json 128, Python ~1000).
+MAX_PAYLOAD_DEPTH = 64
+_PAYLOAD = (
+    "A JSON object, sent as the request body. Objects and arrays in it may nest at most "
+    f"{MAX_PAYLOAD_DEPTH} levels deep (the payload itself is level 1)."
+)
 
 
 def _within_a_year(value: datetime) -> datetime:
@@ -26,7 +34,7 @@ class DeliveryIntent(BaseModel):
 
     endpoint_id: EndpointId = Field(description="The endpoint's id (ep_...).")
     event_type: EventType
-    payload: dict[str, Any] = Field(description="A JSON object, sent as the request body.")
+    payload: dict[str, Any] = Field(description=_PAYLOAD)
     deliver_after: DeliverAfter | None = Field(
         default=None,
         description="RFC 3339 time with offset; no attempt starts before it. At most 365 days "
@@ -38,7 +46,7 @@ class EventIntent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     event_type: EventType
-    payload: dict[str, Any]
+    payload: dict[str, Any] = Field(description=_PAYLOAD)
     deliver_after: DeliverAfter | None = None
 
 
