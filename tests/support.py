@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -195,3 +197,15 @@ async def postgres_refuses(engine: AsyncEngine, table: str, operation: str) -> A
         async with engine.begin() as connection:
             await connection.execute(text(f"DROP TRIGGER {trigger} ON {table}"))
             await connection.execute(text(f"DROP FUNCTION {trigger}()"))
+
+
+def ip_addresses_in(written: str) -> set[str]:
+    """Every IPv4 or IPv6 address written anywhere in ``written``."""
+    found = set()
+    for token in re.findall(r"[0-9A-Fa-f:.]+", written):
+        for candidate in (token, token.rstrip(".:")):  # a sentence may end right after one
+            try:
+                found.add(str(ipaddress.ip_address(candidate)))
+            except ValueError:
+                continue
+    return found

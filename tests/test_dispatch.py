@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import queue
@@ -23,7 +24,14 @@ from app.services.sender import build_http_session
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import Stack, count_rows, delivery_row, fast_path_settled, new_endpoint
+from tests.support import (
+    Stack,
+    count_rows,
+    delivery_row,
+    fast_path_settled,
+    ip_addresses_in,
+    new_endpoint,
+)
 
 
 @asynccontextmanager
@@ -74,6 +82,11 @@ async def test_send_time_guard_blocks_without_connecting(
     assert row["dead_reason"].startswith("destination_blocked")
     assert receiver.requests == []
     assert await count_rows(engine, "attempts", "outcome = 'blocked'") == 1
+    # What the tenant can read names the host, never an address a name resolved to.
+    async with engine.connect() as connection:
+        errors = (await connection.execute(text("SELECT error FROM attempts"))).scalars().all()
+    for stored in (row["dead_reason"], row["last_error"], *errors):
+        assert ip_addresses_in(stored) <= {host}, stored
 
 
 async def test_stale_lease_holder_cannot_write(
