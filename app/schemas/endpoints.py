@@ -5,6 +5,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from app.models import Endpoint
 from app.schemas.common import PRINTABLE_RULE, EventTypeSelector, TextRule
 
 URL_RULE = TextRule(
@@ -43,6 +44,14 @@ class EndpointUpdate(BaseModel):
     enabled: bool | None = None
 
 
+def current_pause(endpoint: Endpoint) -> dict[str, Any]:
+    """``paused_until`` and ``pause_reason`` as they stand now: a pause that has ended (by the
+    database clock) is no pause at all."""
+    if endpoint.pause_in_force:
+        return {"paused_until": endpoint.paused_until, "pause_reason": endpoint.pause_reason}
+    return {"paused_until": None, "pause_reason": None}
+
+
 class EndpointOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -66,10 +75,11 @@ class EndpointOut(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _circuit(cls, value: Any) -> Any:
+    def _from_row(cls, value: Any) -> Any:
         if hasattr(value, "breaker_trips"):
             return {
                 **{name: getattr(value, name) for name in cls.model_fields if hasattr(value, name)},
+                **current_pause(value),
                 "circuit": "open" if value.breaker_trips > 0 else "closed",
             }
         return value

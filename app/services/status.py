@@ -62,9 +62,10 @@ def explain(
             "run returns it to the queue",
         )  # fmt: skip
     due = delivery.next_attempt_at
-    if endpoint.paused_until is not None and endpoint.paused_until > max(now, due):
+    paused_until = endpoint.paused_until if endpoint.pause_in_force else None  # database clock
+    if paused_until is not None and paused_until > due:
         return Explanation(
-            "throttled", f"destination paused until {endpoint.paused_until.isoformat()}: "
+            "throttled", f"destination paused until {paused_until.isoformat()}: "
             f"{endpoint.pause_reason}",
         )  # fmt: skip
     if due > now:
