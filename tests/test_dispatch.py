@@ -184,3 +184,50 @@ async def test_the_same_job_in_two_worker_processes_sends_once(
 
     assert len(receiver.on("/twice-queued")) == 1
     assert await count_rows(engine, "attempts") == 1
+
+
+async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    receiver.script("/gap", Reply(500), Reply(500))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/gap"))
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    url = f"/v1/endpoints/{endpoint['id']}"
+
+    async def attempt_now() -> None:
+        async with engine.begin() as connection:  # the retry is due now, not after its backoff
+            await connection.execute(
+                text("UPDATE deliveries SET next_attempt_at = now() WHERE id = :d"),
+                {"d": delivery_id},
+            )
+        await worker.deliver(delivery_id, endpoint["id"])
+
+    async with dispatcher(settings, engine) as worker:
+        await attempt_now()
+        await attempt_now()
+        await client.patch(url, json={"enabled": False}, headers=tenant)
+        await attempt_now()  # attempt #3: the endpoint is disabled, nothing is sent
+        assert (await delivery_row(engine, delivery_id))["state"] == "dead"
+        await client.patch(url, json={"enabled": True}, headers=tenant)
+        redriven = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
+        assert redriven.status_code == 202
+        await fast_path_settled(engine)
+        await attempt_now()
+
+    assert len(receiver.on("/gap")) == 3
+    body = (await client.get(f"/v1/deliveries/{delivery_id}", headers=tenant)).json()
+    assert body["state"] == "succeeded"
+    steps = [(step["event"], step["detail"] or "") for step in body["timeline"]]
+    assert [event for event, _ in steps] == [
+        "accepted", "published", "attempt", "attempt", "dead", "redriven", "published",
+        "attempt", "succeeded",
+    ]  # fmt: skip
+    assert [detail.split(":")[0] for event, detail in steps if event == "attempt"] == [
+        "#1", "#2", "#4",
+    ]  # fmt: skip
+    assert ("dead", "endpoint_disabled (attempt #3 was not sent)") in steps

@@ -96,7 +96,7 @@ class CustodyEventOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     at: datetime
-    event: str = Field(description="accepted | published | attempt | succeeded | dead")
+    event: str = Field(description="accepted | published | attempt | dead | redriven | succeeded")
     detail: str | None
 
 
