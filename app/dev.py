@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -102,6 +103,24 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
     return lock
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before anything starts or prints: with the port taken the API cannot listen, and
+    a server already there may even answer our readiness probe."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As uvicorn binds: a port left in TIME_WAIT is free, one with a listener is not.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise DevError(
+            f"port {port} on {host} is not available ({exc.strerror or exc}); set HERALD_PORT "
+            f"to a free port, e.g. HERALD_PORT={port + 1 if port < 65535 else 8000} herald dev"
+        ) from None
+
+
 def _wait_ready(base_url: str, api: subprocess.Popen[bytes], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -174,6 +193,7 @@ def run_dev(settings: Settings) -> int:
     with ExitStack() as cleanup:
         cleanup.enter_context(_lock_data_dir(data_dir))
         try:
+            _check_port_free(settings.host, settings.port)
             database_url = settings.database_url
             if database_url is None:
                 postgres = EmbeddedPostgres(data_dir / "postgres")

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.faults import FAULT_EXIT_CODE
 from tests.processes import clean_env, free_port, herald_env, start_api, wait_healthy
+from tests.receiver import Receiver
 from tests.support import ADMIN, Stack, count_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -318,6 +319,22 @@ def wait_exit(process: subprocess.Popen[bytes], timeout: float) -> int | None:
         return process.wait(timeout)
     except subprocess.TimeoutExpired:
         return None
+
+
+
+async def test_dev_with_its_port_taken_says_so_before_starting_anything(
+    dev: DevHarness, receiver: Receiver
+) -> None:
+    # Something else holds the port and answers 200 to everything, /readyz included.
+    env = clean_env(HERALD_DATA_DIR=str(dev.data_dir), HERALD_PORT=str(receiver.port))
+    result = await asyncio.to_thread(run_cli, env, "dev")
+
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert f"port {receiver.port}" in output and "HERALD_PORT" in output, output
+    assert "Herald is running" not in output and "hrk_" not in output, output
+    assert not (dev.data_dir / "postgres").exists()  # nothing was started
+    assert dev.servers() == []
 
 
 async def test_crash_before_commit_drops_the_request_and_writes_nothing(
