@@ -107,8 +107,9 @@ def refusal(
 
 
 def _canonical_ipv4(host: str) -> str | None:
-    """The dotted-quad form of a host written as a legacy IPv4 number (``2130706433``,
-    ``0x7f.1``, ``127.1``, ``0177.0.0.1``), or None when ``host`` is no such number."""
+    """The dotted-quad form of ``host`` read as an IPv4 number the way ``inet_aton`` (and so
+    ``getaddrinfo``) reads it -- ``2130706433``, ``0x7f.1``, ``127.1``, ``0177.0.0.1`` -- or
+    None when it is no such number."""
     try:
         return str(ipaddress.IPv4Address(socket.inet_aton(host)))
     except OSError:
@@ -116,9 +117,10 @@ def _canonical_ipv4(host: str) -> str | None:
 
 
 def _check_ipv4_spelling(host: str) -> None:
-    """Refuse IPv4 addresses not written as four decimal numbers. ``getaddrinfo`` accepts the
-    legacy forms but aiohttp refuses them at send time, so what was saved could never be sent.
-    """
+    """Refuse IPv4 addresses not written as four decimal numbers. ``getaddrinfo`` reads the
+    legacy forms as addresses, but aiohttp refuses the all-digit ones when sending (the delivery
+    went straight to ``dead``) and takes the others for names: what is saved must be what is
+    sent, so there is one spelling."""
     if _is_ip_literal(host):
         return
     canonical = _canonical_ipv4(host)
