@@ -30,9 +30,11 @@ pytest: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/idle_latency.py --beside-paused 10000
 
 bench-quick: $(STAMP)
 	$(BIN)/python bench/run.py --quick
+	$(BIN)/python bench/idle_latency.py --count 50 --beside-paused 2000
 
 openapi: $(STAMP)
 	$(BIN)/herald openapi > openapi/openapi.json

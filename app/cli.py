@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
@@ -25,6 +26,16 @@ def _require_urls(settings: Settings) -> None:
         raise SettingsError(
             f"{' and '.join(missing)} must be set (or use `herald dev` for the embedded stack)"
         )
+
+
+def _database(settings: Settings) -> AbstractContextManager[str]:
+    """The database for a one-off command: HERALD_DATABASE_URL, or else the dev stack's in
+    HERALD_DATA_DIR (beside a running `herald dev`, or started for the command)."""
+    if settings.database_url is not None:
+        return nullcontext(settings.async_database_url)
+    from app.dev import dev_stack_database
+
+    return dev_stack_database(settings.data_dir)
 
 
 def _cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
@@ -76,11 +87,11 @@ def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _create_key(settings: Settings, tenant: str | None, admin: bool) -> str:
+async def _create_key(database_url: str, tenant: str | None, admin: bool) -> str:
     from app.db import create_engine, create_sessionmaker
     from app.services.api_keys import issue_key, issue_key_for_tenant_name
 
-    engine = create_engine(settings.async_database_url, pool_size=1)
+    engine = create_engine(database_url, pool_size=1)
     try:
         async with create_sessionmaker(engine)() as session, session.begin():
             if tenant is None:
@@ -94,18 +105,18 @@ def _cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
     if args.tenant is None and not args.admin:
         print("herald keys create: give --tenant NAME, --admin, or both", file=sys.stderr)
         return 2
-    _require_urls(settings)
-    key = asyncio.run(_create_key(settings, args.tenant, args.admin))
+    with _database(settings) as database_url:
+        key = asyncio.run(_create_key(database_url, args.tenant, args.admin))
     print(key)
     print("Store this key now: Herald keeps only its hash.", file=sys.stderr)
     return 0
 
 
-async def _purge(settings: Settings) -> dict[str, int]:
+async def _purge(settings: Settings, database_url: str) -> dict[str, int]:
     from app.db import create_engine, create_sessionmaker
     from app.services.retention import purge
 
-    engine = create_engine(settings.async_database_url, pool_size=1)
+    engine = create_engine(database_url, pool_size=1)
     try:
         return await purge(settings, create_sessionmaker(engine), max_batches=1_000_000)
     finally:
@@ -113,8 +124,8 @@ async def _purge(settings: Settings) -> dict[str, int]:
 
 
 def _cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
-    _require_urls(settings)
-    counts = asyncio.run(_purge(settings))
+    with _database(settings) as database_url:
+        counts = asyncio.run(_purge(settings, database_url))
     print(" ".join(f"{name}={count}" for name, count in counts.items()))
     return 0
 

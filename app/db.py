@@ -49,16 +49,31 @@ DATABASE_TROUBLE: tuple[type[Exception], ...] = (
 )  # fmt: skip
 
 
-# SQLSTATE classes of errors that pass by themselves: connection exception, transaction
-# rollback (serialization failure, deadlock), insufficient resources (too many connections),
-# operator intervention (shutting down, starting up, statement cancelled).
-_TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "57")
+# A deadlock (40P01) or a serialization failure (40001) rolls back one of the transactions
+# involved. Nothing is wrong with the request that lost: run again, it succeeds.
+_TRANSACTION_CONFLICTS = frozenset({"40P01", "40001"})
+
+
+def is_transaction_conflict(exc: BaseException) -> bool:
+    """Whether PostgreSQL rolled this transaction back to break a deadlock or keep
+    transactions serializable: met through SQLAlchemy (the driver's error is ``orig``) or
+    through the driver directly (single_statements)."""
+    driver_error = exc.orig if isinstance(exc, DBAPIError) else exc
+    return getattr(driver_error, "sqlstate", None) in _TRANSACTION_CONFLICTS
+
+
+# SQLSTATE classes of errors that pass by themselves: connection exception, insufficient
+# resources (too many connections), operator intervention (shutting down, starting up,
+# statement cancelled). Transaction conflicts pass too (is_transaction_conflict).
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57")
 
 
 def is_transient(exc: BaseException) -> bool:
     """A database error worth trying again after a pause: the server is unreachable, restarting,
     overloaded or rolled the transaction back. Not a bad statement or a bug, which would only
     fail again."""
+    if is_transaction_conflict(exc):
+        return True
     if isinstance(exc, DBAPIError):
         # SQLAlchemy's wrapper around the driver's error, itself an adapter around asyncpg's.
         causes = (exc.orig, exc.orig.__cause__ if exc.orig is not None else None)

@@ -14,10 +14,12 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -25,7 +27,7 @@ from typing import IO
 
 import httpx
 
-from app.config import Settings
+from app.config import Settings, SettingsError
 from app.db import create_engine, create_sessionmaker
 from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.migrate import upgrade_to_head
@@ -102,6 +104,24 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
     return lock
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before anything starts or prints: with the port taken the API cannot listen, and
+    a server already there may even answer our readiness probe."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            # As uvicorn binds: a port left in TIME_WAIT is free, one with a listener is not.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise DevError(
+            f"port {port} on {host} is not available ({exc.strerror or exc}); set HERALD_PORT "
+            f"to a free port, e.g. HERALD_PORT={port + 1 if port < 65535 else 8000} herald dev"
+        ) from None
+
+
 def _wait_ready(base_url: str, api: subprocess.Popen[bytes], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -127,6 +147,41 @@ def _stop_children(children: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+@contextmanager
+def dev_stack_database(data_dir: Path) -> Iterator[str]:
+    """The dev stack's database in ``data_dir``, for one-off commands (``keys create``,
+    ``purge``) run with HERALD_DATABASE_URL unset.
+
+    While `herald dev` runs there (it holds the lock) its server is used as it is: never
+    started, never stopped. Otherwise this holds the lock itself, so that no `herald dev` starts
+    on the data dir meanwhile, and starts the server only for as long as the command runs.
+    """
+    data_dir = data_dir.resolve()
+    postgres = EmbeddedPostgres(data_dir / "postgres")
+    # SettingsError: the command's own configuration is what is missing (exit status 2).
+    if not postgres.initialised:
+        raise SettingsError(
+            f"HERALD_DATABASE_URL is not set and there is no dev stack in {data_dir}: set it, "
+            "or run `herald dev` first (HERALD_DATA_DIR says where)"
+        )
+    try:
+        lock = _lock_data_dir(data_dir)
+    except DevError:
+        url = postgres.running_url()
+        if url is None:
+            raise SettingsError(
+                f"`herald dev` on {data_dir} has not started its database yet; try again in a "
+                "moment, or set HERALD_DATABASE_URL"
+            ) from None
+        yield url
+        return
+    with lock, ExitStack() as cleanup:
+        cleanup.callback(postgres.stop)
+        url = postgres.start()
+        upgrade_to_head(url)
+        yield url
 
 
 class ReconcileTimer:
@@ -174,6 +229,7 @@ def run_dev(settings: Settings) -> int:
     with ExitStack() as cleanup:
         cleanup.enter_context(_lock_data_dir(data_dir))
         try:
+            _check_port_free(settings.host, settings.port)
             database_url = settings.database_url
             if database_url is None:
                 postgres = EmbeddedPostgres(data_dir / "postgres")

@@ -55,6 +55,10 @@ def _terminate(pid: int, sig: signal.Signals, timeout: float) -> None:
         process.wait(5)
 
 
+def _database_url(socket_dir: Path | None) -> str:
+    return f"postgresql+asyncpg://postgres@/{DATABASE_NAME}?host={socket_dir}"
+
+
 @dataclass
 class EmbeddedPostgres:
     """A real PostgreSQL 16 from the pgserver wheel, data in ``data_dir``, reachable only over a
@@ -95,7 +99,29 @@ class EmbeddedPostgres:
         if "(1 row)" not in exists:
             server.psql(f"CREATE DATABASE {DATABASE_NAME};")
         (self.data_dir / _READY_MARKER).touch()
-        return f"postgresql+asyncpg://postgres@/{DATABASE_NAME}?host={info.socket_dir}"
+        return _database_url(info.socket_dir)
+
+    @property
+    def initialised(self) -> bool:
+        """The cluster exists and once started with its database."""
+        return (self.data_dir / _READY_MARKER).exists()
+
+    def running_url(self) -> str | None:
+        """The URL of the server running on this data dir (another process's: `herald dev`),
+        without starting, adopting or ever stopping it; None when it is not up."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # as in _start
+            from pgserver.utils import PostmasterInfo
+
+        try:
+            info = PostmasterInfo.read_from_pgdata(self.data_dir.resolve())
+        except (OSError, ValueError, AssertionError):
+            return None  # absent, or half-written while the server starts
+        if info is None or not info.is_running() or info.status != "ready":
+            return None
+        if not self.initialised:
+            return None  # up, but its database may not exist yet
+        return _database_url(info.socket_dir)
 
     def _discard_unfinished_cluster(self) -> None:
         self.stop()

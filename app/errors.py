@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 import structlog
 from fastapi import FastAPI, Request
@@ -14,12 +16,15 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES
+from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES, is_transaction_conflict
+from app.schemas.deliveries import MAX_PAYLOAD_DEPTH
 
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_BASE = "https://herald.dev/problems/"
 # How long a client should wait before retrying while the database is unreachable.
 DATABASE_RETRY_AFTER_SECONDS = 5
+# ...and after its transaction lost a deadlock or a serialization conflict: at once, nearly.
+CONFLICT_RETRY_AFTER_SECONDS = 1
 
 log = structlog.get_logger("herald.api")
 
@@ -73,6 +78,10 @@ class PayloadTooLarge(HeraldError):
     status, title, slug = 413, "Payload too large", "payload-too-large"
 
 
+class UnsupportedMediaType(HeraldError):
+    status, title, slug = 415, "Unsupported media type", "unsupported-media-type"
+
+
 class Unprocessable(HeraldError):
     status, title, slug = 422, "Unprocessable content", "unprocessable"
 
@@ -112,7 +121,8 @@ def problem_response(
         title=title,
         status=status,
         detail=detail,
-        instance=request.url.path,
+        # Percent-encoded as a URI reference is: a path may hold anything, NUL included.
+        instance=quote(request.url.path),
         errors=errors,
     )
     return JSONResponse(
@@ -135,8 +145,27 @@ async def _herald_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _malformed_json(exc: RequestValidationError) -> str | None:
+    """FastAPI reports a JSON syntax error as "JSON decode error" at a character offset; say
+    what the decoder expected, and where as a person counts: line and column."""
+    for error in exc.errors():
+        position = error.get("loc", ())[-1:]
+        if error.get("type") == "json_invalid" and isinstance(exc.body, str) and position:
+            reason = error.get("ctx", {}).get("error", "malformed JSON")
+            located = json.JSONDecodeError(reason, exc.body, int(position[0]))
+            return (
+                f"the body is not valid JSON: {located.msg} at line {located.lineno}, "
+                f"column {located.colno}"
+            )
+    return None
+
+
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    if (malformed := _malformed_json(exc)) is not None:
+        return problem_response(
+            request, status=422, title="Malformed JSON", slug="malformed-json", detail=malformed
+        )
     # Never echo the offending input back: it may be a payload or a secret.
     errors = [
         {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
@@ -152,8 +181,23 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _unreadable_body(exc: StarletteHTTPException) -> HeraldError | None:
+    """FastAPI answers any body it fails to decode with 400 "There was an error parsing the
+    body"; for the failures a client can fix, say what to fix."""
+    if isinstance(exc.__cause__, RecursionError):  # the JSON decoder recursed too deep
+        return Unprocessable(
+            "the body nests too deeply to read: objects and arrays in a payload may nest at "
+            f"most {MAX_PAYLOAD_DEPTH} levels (the payload itself is level 1)"
+        )
+    if isinstance(exc.__cause__, UnicodeDecodeError):
+        return BadRequest("the body is not valid UTF-8; send JSON encoded as UTF-8")
+    return None
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if (unreadable := _unreadable_body(exc)) is not None:
+        return await _herald_error(request, unreadable)
     slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http")
     return problem_response(
         request,
@@ -178,11 +222,23 @@ def _is_database_unavailable(exc: BaseException) -> bool:
 async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     """Database trouble is the client's cue to retry, not a bug: 503 with ``Retry-After``.
 
-    Registered per exception type (not on ``Exception``) so Starlette handles it without
-    re-raising; anything else that is not a database outage is an ordinary 500.
+    So is a transaction PostgreSQL rolled back to break a deadlock or a serialization
+    conflict: the same request, sent again, succeeds. Registered per exception type (not on
+    ``Exception``) so Starlette handles it without re-raising; anything else is an ordinary 500.
     """
+    if is_transaction_conflict(exc):
+        log.warning("database.conflict", path=request.url.path, error=type(exc).__name__)
+        return problem_response(
+            request,
+            status=503,
+            title="Concurrent request conflict",
+            slug="transaction-conflict",
+            detail="This request collided with a concurrent one and was rolled back; nothing "
+            "was changed. Retry it.",
+            headers={"Retry-After": str(CONFLICT_RETRY_AFTER_SECONDS)},
+        )
     if not _is_database_unavailable(exc):
-        return await _unexpected_error(request, exc)
+        return await unexpected_error(request, exc)
     log.warning("database.unavailable", path=request.url.path, error=type(exc).__name__)
     return problem_response(
         request,
@@ -194,7 +250,7 @@ async def _database_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     # The traceback goes to the log; the client gets no internals.
     log.error("request.failed", path=request.url.path, exc_info=exc)
     return problem_response(request, status=500, title="Internal error", slug="internal")
@@ -206,7 +262,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     for database_error in DATABASE_TROUBLE:
         app.add_exception_handler(database_error, _database_error)
-    app.add_exception_handler(Exception, _unexpected_error)
+    app.add_exception_handler(Exception, unexpected_error)
 
 
 def problem_response_doc(description: str) -> dict[str, Any]:
@@ -215,10 +271,13 @@ def problem_response_doc(description: str) -> dict[str, Any]:
 
 def problem_responses(*errors: type[HeraldError]) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for a route: each problem it can answer with, plus the validation
-    problem (422) and the database outage (503) that any route can meet."""
+    problem (422) and the database outage or transaction conflict (503) any route can meet."""
     responses: dict[int | str, dict[str, Any]] = {
         422: problem_response_doc("Request validation failed"),
-        503: problem_response_doc("Database unavailable; retry after Retry-After seconds"),
+        503: problem_response_doc(
+            "Database unavailable, or the request collided with a concurrent one; nothing was "
+            "changed: retry after Retry-After seconds"
+        ),
     }
     for error in errors:
         if error.status in responses:

@@ -17,8 +17,19 @@ _lock = threading.Lock()
 _last_ms = 0
 _last_random = 0
 
-PREFIXES = ("ten", "key", "ep", "evt", "dlv", "run", "rdv")
-ID_REGEX = r"^(?:" + "|".join(PREFIXES) + r")_[0-9A-HJKMNP-TV-Z]{26}$"
+# What each prefix names, in the words an error message uses.
+KINDS = {
+    "ten": "tenant",
+    "key": "API key",
+    "ep": "endpoint",
+    "evt": "event",
+    "dlv": "delivery",
+    "run": "reconcile run",
+    "rdv": "redrive job",
+}
+PREFIXES = tuple(KINDS)
+_BODY = "[0-9A-HJKMNP-TV-Z]{26}"
+ID_REGEX = r"^(?:" + "|".join(PREFIXES) + r")_" + _BODY + "$"
 ID_PATTERN = re.compile(ID_REGEX)
 
 
@@ -60,4 +71,18 @@ def is_id(value: str) -> bool:
 
 
 def looks_like(prefix: str, value: str) -> bool:
+    """Whether ``value`` could be a Herald id of this kind: the one id rule that every id input
+    (path, query, body, filter, cursor) is held to before it goes anywhere near SQL."""
     return value.startswith(prefix + "_") and ID_PATTERN.match(value) is not None
+
+
+def id_regex(prefix: str) -> str:
+    """The rule of ``looks_like`` as a regular expression, for the OpenAPI document."""
+    return f"^{prefix}_{_BODY}$"
+
+
+def describe_id(prefix: str) -> str:
+    """An id of this kind in words, for error messages: "an endpoint id (ep_ followed by ...)"."""
+    kind = KINDS[prefix]
+    article = "an" if kind[0] in "aeiouAEIOU" else "a"
+    return f"{article} {kind} id ({prefix}_ followed by 26 capital letters and digits)"

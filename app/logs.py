@@ -62,3 +62,16 @@ def configure_logging(fmt: Literal["json", "console"] = "json", level: str = "IN
         library = logging.getLogger(name)
         library.handlers[:] = []
         library.propagate = True
+
+
+def log_failure(logger: Any, event: str, exc: BaseException, **ids: str) -> str:
+    """Log a background job's failure in full and return what to store for its owner to read.
+
+    The stored text is short and generic: an exception's own text may hold a SQL statement or
+    other internals, and a tenant reads a redrive job's ``error``. The traceback goes to the log
+    under ``event`` with the ids, where operators find it (statement parameters, which may hold
+    payloads, are hidden by the engine: ``hide_parameters``).
+    """
+    logger.error(event, exc_info=exc, **ids)
+    named = ", ".join(f"{name} {value}" for name, value in ids.items())
+    return f"internal error; see the worker logs ({event}, {named})"

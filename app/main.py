@@ -5,88 +5,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from fastapi import Depends, FastAPI
 
 from app import __version__
 from app.api import deliveries, endpoints, events, health, metrics, reconcile, tenants
-from app.api.deps import Resources
+from app.api.deps import Resources, require_json_body
+from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
-from app.errors import PayloadTooLarge, install_error_handlers, problem_response
+from app.errors import install_error_handlers
 from app.logs import configure_logging
 from app.queue import create_queue_redis
 from app.services.api_keys import PrincipalCache
 from app.services.fleet import FleetGauges
 from app.services.publishing import FastPublisher
-
-# Room for the JSON envelope around the payload and for a client's pretty-printing; the payload
-# itself is measured exactly once it is encoded.
-_BODY_SLACK_BYTES = 64 * 1024
-
-
-class BodyLimit:
-    """Refuse oversized request bodies with 413 before they are parsed.
-
-    A declared Content-Length is checked up front (the server enforces it). A chunked body has
-    no length, so it is read here, counting, and handed on only if it fits: the app would
-    buffer it whole anyway, and this way an oversized one is answered 413 rather than
-    surfacing as a body-parsing error.
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int, batch_max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.batch_max_bytes = batch_max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.batch_max_bytes if scope["path"].endswith("/batch") else self.max_bytes
-        headers = dict(scope["headers"])
-        length = headers.get(b"content-length", b"")
-        if length.isdigit() and int(length) > limit:
-            await self._refuse(scope, receive, send, limit)
-            return
-        if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
-            await self.app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await self._refuse(scope, receive, send, limit)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = problem_response(
-            Request(scope),
-            status=PayloadTooLarge.status,
-            title=PayloadTooLarge.title,
-            slug=PayloadTooLarge.slug,
-            detail=f"request body exceeds {limit} bytes",
-        )
-        await response(scope, receive, send)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -121,15 +53,19 @@ def create_app(settings: Settings) -> FastAPI:
         description="Webhook delivery: intents committed with a transactional outbox, "
         "delivered by workers with leases, signatures, retries and a reconciler.",
         lifespan=lifespan,
+        # One check for every route that reads a body: it must be JSON (415 otherwise).
+        dependencies=[Depends(require_json_body)],
     )
     install_error_handlers(app)
     for module in (tenants, endpoints, deliveries, events, reconcile, health, metrics):
         app.include_router(module.router)
     app.add_middleware(
         BodyLimit,
-        max_bytes=2 * settings.max_payload_bytes + _BODY_SLACK_BYTES,
-        batch_max_bytes=settings.max_batch_bytes,
+        max_payload_bytes=settings.max_payload_bytes,
+        max_batch_bytes=settings.max_batch_bytes,
     )
+    # Added last, so it wraps every other middleware.
+    app.add_middleware(AnswerUnexpected)
     return app
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import re
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,3 +139,96 @@ async def wait_state(
             return row
         assert asyncio.get_running_loop().time() < deadline, row
         await asyncio.sleep(0.05)
+
+
+def _values_of(key: str, schema: Any) -> list[Any]:
+    """Every value of ``key`` anywhere in a JSON schema (through anyOf, items, ...)."""
+    if isinstance(schema, dict):
+        own = [schema[key]] if key in schema else []
+        return own + [found for value in schema.values() for found in _values_of(key, value)]
+    if isinstance(schema, list):
+        return [found for value in schema for found in _values_of(key, value)]
+    return []
+
+
+def request_fields(application: FastAPI) -> dict[str, dict[str, Any]]:
+    """Every field a request can carry, with its JSON schema: body fields as ``Model.field``
+    (batch items too: they are validated one by one, so the OpenAPI document shows them as
+    plain objects) and query parameters as ``GET /v1/deliveries?event_type``."""
+    from app.schemas.deliveries import BatchItem
+
+    openapi = application.openapi()
+    components = openapi["components"]["schemas"]
+    models = {"BatchItem": BatchItem.model_json_schema()}
+    fields: dict[str, dict[str, Any]] = {}
+    for path, operations in openapi["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody", {}).get("content", {})
+            for ref in _values_of("$ref", body):
+                name = ref.rsplit("/", 1)[1]
+                models[name] = components[name]
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "query":
+                    fields[f"{method.upper()} {path}?{parameter['name']}"] = parameter["schema"]
+    for name, schema in models.items():
+        for field, field_schema in schema["properties"].items():
+            fields[f"{name}.{field}"] = field_schema
+    return fields
+
+
+def patterned_inputs(application: FastAPI) -> dict[str, list[str]]:
+    """The request fields held to a text rule, with the rule's regular expressions."""
+    return {
+        name: patterns
+        for name, schema in request_fields(application).items()
+        if (patterns := _values_of("pattern", schema))
+    }
+
+
+def datetime_inputs(application: FastAPI) -> set[str]:
+    """The request fields that take a date and time."""
+    return {
+        name
+        for name, schema in request_fields(application).items()
+        if "date-time" in _values_of("format", schema)
+    }
+
+
+@asynccontextmanager
+async def postgres_refuses(engine: AsyncEngine, table: str, operation: str) -> AsyncIterator[str]:
+    """While inside, PostgreSQL itself refuses every ``operation`` (UPDATE, INSERT, ...) on
+    ``table`` with an error: a real database failure for a job to meet. Yields the message."""
+    message = "refused for a test: " + secrets.token_hex(4)
+    trigger = f"test_refuse_{operation.lower()}_{table}"
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                f"CREATE FUNCTION {trigger}() RETURNS trigger LANGUAGE plpgsql AS"
+                f" $$ BEGIN RAISE EXCEPTION '{message}'; END $$"
+            )
+        )
+        # Per statement, so it fires even when the statement matches no row.
+        await connection.execute(
+            text(
+                f"CREATE TRIGGER {trigger} BEFORE {operation} ON {table}"
+                f" FOR EACH STATEMENT EXECUTE FUNCTION {trigger}()"
+            )
+        )
+    try:
+        yield message
+    finally:
+        async with engine.begin() as connection:
+            await connection.execute(text(f"DROP TRIGGER {trigger} ON {table}"))
+            await connection.execute(text(f"DROP FUNCTION {trigger}()"))
+
+
+def ip_addresses_in(written: str) -> set[str]:
+    """Every IPv4 or IPv6 address written anywhere in ``written``."""
+    found = set()
+    for token in re.findall(r"[0-9A-Fa-f:.]+", written):
+        for candidate in (token, token.rstrip(".:")):  # a sentence may end right after one
+            try:
+                found.add(str(ipaddress.ip_address(candidate)))
+            except ValueError:
+                continue
+    return found

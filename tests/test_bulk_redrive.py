@@ -8,12 +8,19 @@ import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from structlog.testing import capture_logs
 
 from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.services import redrive
-from tests.support import count_rows, fast_path_settled, new_endpoint
+from tests.support import (
+    count_rows,
+    fast_path_settled,
+    new_endpoint,
+    post_deliveries,
+    postgres_refuses,
+)
 
 
 async def test_bulk_redrive_in_batches(
@@ -58,6 +65,10 @@ async def test_bulk_redrive_in_batches(
     assert await count_rows(engine, "deliveries", "state = 'dead'") == 2
     assert await count_rows(engine, "deliveries", "attempt_floor = 3") == 13
     assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
+    # Each one's timeline keeps the dead step the redrive cleared from its row, and the redrive.
+    redriven = "event = 'redriven' AND detail = :d"
+    assert await count_rows(engine, "custody_records", redriven, d=f"bulk redrive {job_id}") == 13
+    assert await count_rows(engine, "custody_records", "event = 'dead'") == 13
 
 
 async def test_bulk_redrive_of_another_tenant_is_404(
@@ -69,3 +80,60 @@ async def test_bulk_redrive_of_another_tenant_is_404(
     other = await new_tenant(client, "nosy")
     response = await client.get(f"/v1/deliveries/redrive/{started.json()['id']}", headers=other)
     assert response.status_code == 404
+
+
+async def test_a_failed_job_stores_a_generic_error_and_logs_the_detail(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    await post_deliveries(client, tenant, endpoint["id"], 2)
+    await fast_path_settled(engine)
+    async with engine.begin() as connection:
+        await connection.execute(text("UPDATE deliveries SET state = 'dead', completed_at = now()"))
+    job_id = (await client.post("/v1/deliveries/redrive", json={}, headers=tenant)).json()["id"]
+
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        # PostgreSQL refuses the redrive's UPDATE: the job meets a real database error.
+        async with postgres_refuses(engine, "deliveries", "UPDATE") as refusal:
+            with capture_logs() as logs:
+                await redrive.run_bulk_redrive(settings, create_sessionmaker(engine), redis, job_id)
+    finally:
+        await redis.aclose()
+
+    job = (await client.get(f"/v1/deliveries/redrive/{job_id}", headers=tenant)).json()
+    assert job["status"] == "failed" and job["redriven"] == 0
+    # The tenant reads a short note, no SQL and no exception text...
+    assert job["error"] == f"internal error; see the worker logs (redrive.failed, job_id {job_id})"
+    # ...and the worker's log has the detail, under the job's id.
+    [failure] = [entry for entry in logs if entry["event"] == "redrive.failed"]
+    assert failure["job_id"] == job_id and failure["log_level"] == "error"
+    assert refusal in str(failure["exc_info"])
+    assert await count_rows(engine, "deliveries", "state = 'dead'") == 2
+
+
+async def test_a_job_stored_under_older_rules_stays_readable_and_fails_in_words(
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
+) -> None:
+    job_id = (await client.post("/v1/deliveries/redrive", json={}, headers=tenant)).json()["id"]
+    # Before the id rule, a filter like this one was accepted and stored.
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("""UPDATE redrive_jobs SET filter = '{"endpoint_id": "ep_nope"}'""")
+        )
+    stored = await client.get(f"/v1/deliveries/redrive/{job_id}", headers=tenant)
+    assert stored.status_code == 200 and stored.json()["filter"]["endpoint_id"] == "ep_nope"
+
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        await redrive.run_bulk_redrive(settings, create_sessionmaker(engine), redis, job_id)
+    finally:
+        await redis.aclose()
+    job = (await client.get(f"/v1/deliveries/redrive/{job_id}", headers=tenant)).json()
+    assert job["status"] == "failed"
+    assert job["error"] == f"internal error; see the worker logs (redrive.failed, job_id {job_id})"

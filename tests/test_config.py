@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
+import re
+from pathlib import Path
 
 import pytest
 
-from app.config import DEFAULT_RETRY_SCHEDULE, SettingsError, load_settings
+from app.config import DEFAULT_RETRY_SCHEDULE, Settings, SettingsError, load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -110,3 +112,27 @@ def test_the_default_lease_leaves_room_beyond_the_request(
     assert settings.lease_duration >= request_timeout + 30
     # Sending needs the whole request and part of the spare time, but not all of it.
     assert request_timeout < settings.lease_left_to_send < settings.lease_duration
+
+
+def _env_example() -> tuple[dict[str, str], set[str]]:
+    """.env.example's settings: those it sets (to their defaults) and those shown commented out
+    (no fixed default, or an example value)."""
+    example = Path(__file__).resolve().parents[1] / ".env.example"
+    stated, mentioned = {}, set()
+    for line in example.read_text().splitlines():
+        match = re.fullmatch(r"(#\s*)?HERALD_([A-Z0-9_]+)=(.*)", line.strip())
+        if match is None:
+            continue
+        mentioned.add(match[2].lower())
+        if match[1] is None:
+            stated[f"HERALD_{match[2]}"] = match[3]
+    return stated, mentioned
+
+
+def test_env_example_lists_every_setting_with_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    stated, mentioned = _env_example()
+    assert mentioned == set(Settings.model_fields), "add or remove settings in .env.example"
+    defaults = load_settings().model_dump()
+    for name, value in stated.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings().model_dump() == defaults  # every value shown is the default

@@ -157,7 +157,8 @@ async def test_payload_just_under_the_limit_is_accepted(
 async def test_unknown_endpoint_is_404_and_disabled_endpoint_is_409(
     client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
 ) -> None:
-    missing = await client.post("/v1/deliveries", json=intent("ep_nope"), headers=tenant)
+    unknown = "ep_01ARZ3NDEKTSV4RRFFQ69G5FAV"
+    missing = await client.post("/v1/deliveries", json=intent(unknown), headers=tenant)
     assert missing.status_code == 404
     assert missing.headers["content-type"] == PROBLEM
 
@@ -226,7 +227,7 @@ async def test_malformed_idempotency_key_is_400(
     endpoint: dict[str, Any],
     engine: AsyncEngine,
 ) -> None:
-    for bad in (b"", b'""', b"x" * 256, b"tab\tinside", "naïve".encode()):
+    for bad in (b"", b'""', b"x" * 256, b"tab\tinside", "naïve".encode(), b"nul\x00inside"):
         response = await client.post(
             "/v1/deliveries",
             json=intent(endpoint["id"]),
@@ -237,6 +238,9 @@ async def test_malformed_idempotency_key_is_400(
         )
         assert response.status_code == 400, bad
         assert response.headers["content-type"] == PROBLEM
+        assert response.json()["detail"] == (
+            "Idempotency-Key must be 1-255 printable ASCII characters (space to ~)"
+        )
     assert await count_rows(engine, "deliveries") == 0
 
 

@@ -8,8 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
+from app.config import Settings
 from app.errors import DestinationRefused
+from app.main import create_app
 from app.services.destinations import check_endpoint_url, refusal_reason
+from tests.support import client_for, ip_addresses_in, new_endpoint, new_tenant
 
 REFUSED_URLS = [
     "http://127.0.0.1/",
@@ -34,6 +37,10 @@ REFUSED_URLS = [
     "http://[2002:7f00:1::]/",
     "http://[2002:c0a8:101::1]/",
     "http://[::127.0.0.1]/",
+    "http://[::ffff:0:7f00:1]/",  # IPv4-translated (RFC 2765) 127.0.0.1
+    "http://[::ffff:0:a9fe:a9fe]/",  # IPv4-translated 169.254.169.254
+    "http://[::ffff:0:808:808]/",  # IPv4-translated, even of a public address
+    "http://[::ffff:8.8.8.8]/",  # IPv4-mapped, even of a public address
     "http://2130706433/",
     "http://0x7f.1/",
     "http://0x7f000001/",
@@ -87,7 +94,6 @@ async def test_public_ip_literal_is_allowed() -> None:
 async def test_allowlist_exempts_only_its_networks() -> None:
     allow = (ipaddress.ip_network("127.0.0.0/8"),)
     await check_endpoint_url("http://127.0.0.1:8080/", allow)
-    await check_endpoint_url("http://2130706433:8080/", allow)
     await check_endpoint_url("http://[::ffff:127.0.0.1]/", allow)
     with pytest.raises(DestinationRefused):
         await check_endpoint_url("http://10.0.0.1/", allow)
@@ -108,6 +114,7 @@ async def test_unresolvable_host_is_refused() -> None:
         "http://0xa9.0xfe.0xa9.0xfe/",  # 169.254.169.254, hex-encoded
         "http://2852039166/",  # 169.254.169.254 as one number
         "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[::ffff:0:a9fe:a9fe]/",
         "http://10.0.0.1/",
     ],
 )
@@ -127,5 +134,83 @@ async def test_patch_to_internal_url_is_refused_and_keeps_the_old_url(
         f"/v1/endpoints/{endpoint['id']}", json={"url": "http://10.0.0.7/"}, headers=tenant
     )
     assert response.status_code == 422
+    current = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
+    assert current.json()["url"] == endpoint["url"]
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::ffff:0:0:0",  # IPv4-translated, ::ffff:0:0:0/96 (RFC 2765)
+        "::ffff:0:7f00:1",
+        "::ffff:0:808:808",
+        "::ffff:0:ffff:ffff",
+        "::ffff:0.0.0.0",  # IPv4-mapped, ::ffff:0:0/96 (RFC 4291)
+        "::ffff:8.8.8.8",
+        "::ffff:255.255.255.255",
+    ],
+)
+def test_ipv4_translated_and_mapped_ranges_are_refused(address: str) -> None:
+    assert refusal_reason(ipaddress.ip_address(address), ()) is not None
+
+
+async def test_a_refused_name_does_not_reveal_its_address(settings: Settings) -> None:
+    # Loopback is not allowlisted here, so `localhost` is an internal name like any other.
+    strict = create_app(settings.model_copy(update={"destination_allowlist": ()}))
+    async with strict.router.lifespan_context(strict), client_for(strict) as client:
+        tenant = await new_tenant(client, "mapper")
+        created = await client.post(
+            "/v1/endpoints", json={"url": "http://localhost:9/hook"}, headers=tenant
+        )
+        endpoint = await new_endpoint(client, tenant, url="https://8.8.8.8/hook")
+        patched = await client.patch(
+            f"/v1/endpoints/{endpoint['id']}", json={"url": "http://localhost/"}, headers=tenant
+        )
+    for response in (created, patched):
+        assert response.status_code == 422
+        assert response.json()["type"].endswith("/destination-refused")
+        assert "'localhost' resolves to a non-public address" in response.json()["detail"]
+        assert ip_addresses_in(response.text) == set()
+
+
+# What is saved must be what is sent: aiohttp refuses these forms at send time, so they are
+# refused at save (even where the address itself is allowlisted, as loopback is here).
+NON_CANONICAL_IPV4 = [
+    ("2130706433", "127.0.0.1"),
+    ("0x7f000001", "127.0.0.1"),
+    ("017700000001", "127.0.0.1"),
+    ("127.1", "127.0.0.1"),
+    ("0x7f.0.0.1", "127.0.0.1"),
+    ("0177.0.0.1", "127.0.0.1"),
+    ("127.000.000.001", "127.0.0.1"),
+]
+
+
+@pytest.mark.parametrize(("host", "canonical"), NON_CANONICAL_IPV4)
+async def test_non_canonical_ipv4_is_refused_when_created(
+    client: httpx.AsyncClient, tenant: dict[str, str], host: str, canonical: str
+) -> None:
+    response = await client.post(
+        "/v1/endpoints", json={"url": f"http://{host}:9/hook"}, headers=tenant
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == (
+        f"URL host {host!r} is not a canonical IPv4 address: write it as {canonical}"
+    )
+
+
+@pytest.mark.parametrize(("host", "canonical"), NON_CANONICAL_IPV4)
+async def test_non_canonical_ipv4_is_refused_when_updated(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    host: str,
+    canonical: str,
+) -> None:
+    response = await client.patch(
+        f"/v1/endpoints/{endpoint['id']}", json={"url": f"http://{host}:9/"}, headers=tenant
+    )
+    assert response.status_code == 422, response.text
+    assert f"write it as {canonical}" in response.json()["detail"]
     current = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
     assert current.json()["url"] == endpoint["url"]

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import queue
@@ -23,7 +24,14 @@ from app.services.sender import build_http_session
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import Stack, count_rows, delivery_row, fast_path_settled, new_endpoint
+from tests.support import (
+    Stack,
+    count_rows,
+    delivery_row,
+    fast_path_settled,
+    ip_addresses_in,
+    new_endpoint,
+)
 
 
 @asynccontextmanager
@@ -74,6 +82,11 @@ async def test_send_time_guard_blocks_without_connecting(
     assert row["dead_reason"].startswith("destination_blocked")
     assert receiver.requests == []
     assert await count_rows(engine, "attempts", "outcome = 'blocked'") == 1
+    # What the tenant can read names the host, never an address a name resolved to.
+    async with engine.connect() as connection:
+        errors = (await connection.execute(text("SELECT error FROM attempts"))).scalars().all()
+    for stored in (row["dead_reason"], row["last_error"], *errors):
+        assert ip_addresses_in(stored) <= {host}, stored
 
 
 async def test_stale_lease_holder_cannot_write(
@@ -171,3 +184,50 @@ async def test_the_same_job_in_two_worker_processes_sends_once(
 
     assert len(receiver.on("/twice-queued")) == 1
     assert await count_rows(engine, "attempts") == 1
+
+
+async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    receiver.script("/gap", Reply(500), Reply(500))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/gap"))
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    url = f"/v1/endpoints/{endpoint['id']}"
+
+    async def attempt_now() -> None:
+        async with engine.begin() as connection:  # the retry is due now, not after its backoff
+            await connection.execute(
+                text("UPDATE deliveries SET next_attempt_at = now() WHERE id = :d"),
+                {"d": delivery_id},
+            )
+        await worker.deliver(delivery_id, endpoint["id"])
+
+    async with dispatcher(settings, engine) as worker:
+        await attempt_now()
+        await attempt_now()
+        await client.patch(url, json={"enabled": False}, headers=tenant)
+        await attempt_now()  # attempt #3: the endpoint is disabled, nothing is sent
+        assert (await delivery_row(engine, delivery_id))["state"] == "dead"
+        await client.patch(url, json={"enabled": True}, headers=tenant)
+        redriven = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
+        assert redriven.status_code == 202
+        await fast_path_settled(engine)
+        await attempt_now()
+
+    assert len(receiver.on("/gap")) == 3
+    body = (await client.get(f"/v1/deliveries/{delivery_id}", headers=tenant)).json()
+    assert body["state"] == "succeeded"
+    steps = [(step["event"], step["detail"] or "") for step in body["timeline"]]
+    assert [event for event, _ in steps] == [
+        "accepted", "published", "attempt", "attempt", "dead", "redriven", "published",
+        "attempt", "succeeded",
+    ]  # fmt: skip
+    assert [detail.split(":")[0] for event, detail in steps if event == "attempt"] == [
+        "#1", "#2", "#4",
+    ]  # fmt: skip
+    assert ("dead", "endpoint_disabled (attempt #3 was not sent)") in steps

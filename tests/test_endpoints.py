@@ -135,9 +135,9 @@ async def test_endpoint_list_pages_newest_first(
     assert seen == list(reversed(created))
 
 
-async def test_garbage_cursor_is_400(client: httpx.AsyncClient, tenant: dict[str, str]) -> None:
+async def test_garbage_cursor_is_422(client: httpx.AsyncClient, tenant: dict[str, str]) -> None:
     response = await client.get("/v1/endpoints", params={"cursor": "%%%"}, headers=tenant)
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert response.headers["content-type"] == PROBLEM
 
 
@@ -179,3 +179,38 @@ async def test_stats_count_recent_attempts_and_show_health(
     assert stats["circuit"] == "closed" and stats["enabled"] is True
     missing = await client.get("/v1/endpoints/ep_01J00000000000000000000000/stats", headers=tenant)
     assert missing.status_code == 404
+
+
+async def test_a_pause_that_has_ended_is_not_shown(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: Any
+) -> None:
+    from sqlalchemy import text
+
+    ended = await new_endpoint(client, tenant)
+    current = await new_endpoint(client, tenant)
+    async with engine.begin() as connection:
+        # By the database clock: one pause ended a second ago, the other lasts another hour.
+        await connection.execute(
+            text(
+                "UPDATE endpoints SET pause_reason = 'receiver answered 429 with Retry-After',"
+                " paused_until = now() + CASE WHEN id = :e THEN interval '-1 second'"
+                " ELSE interval '1 hour' END"
+            ),
+            {"e": ended["id"]},
+        )
+    url = f"/v1/endpoints/{ended['id']}"
+    shown = [
+        (await client.get(url, headers=tenant)).json(),
+        (await client.get(f"{url}/stats", headers=tenant)).json(),
+        (await client.patch(url, json={"description": "x"}, headers=tenant)).json(),
+        *[
+            item
+            for item in (await client.get("/v1/endpoints", headers=tenant)).json()["items"]
+            if item["id"] == ended["id"]
+        ],
+    ]
+    for body in shown:
+        assert body["paused_until"] is None and body["pause_reason"] is None, body
+    still = (await client.get(f"/v1/endpoints/{current['id']}", headers=tenant)).json()
+    assert still["paused_until"] is not None
+    assert still["pause_reason"] == "receiver answered 429 with Retry-After"

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import httpx
+import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.config import Settings
+from app.db import is_transaction_conflict
 from app.main import create_app
 from tests.support import client_for, count_rows
 
@@ -96,3 +102,101 @@ async def test_unknown_route_and_wrong_method_are_problem_json(client: httpx.Asy
     assert missing.status_code == 404 and missing.headers["content-type"] == PROBLEM
     wrong = await client.put("/healthz")
     assert wrong.status_code == 405 and wrong.headers["content-type"] == PROBLEM
+
+
+@pytest.mark.parametrize(
+    ("error", "conflict"),
+    [
+        (asyncpg.exceptions.DeadlockDetectedError("deadlock detected"), True),
+        (asyncpg.exceptions.SerializationError("could not serialize access"), True),
+        (asyncpg.exceptions.UniqueViolationError("duplicate key"), False),
+        (ConnectionRefusedError(), False),
+    ],
+    ids=["40P01", "40001", "23505", "refused"],
+)
+def test_deadlocks_and_serialization_failures_count_as_transaction_conflicts(
+    error: Exception, conflict: bool
+) -> None:
+    # As the single-statement paths meet them (the driver's own error) and as SQLAlchemy
+    # wraps them everywhere else.
+    assert is_transaction_conflict(error) is conflict
+    assert is_transaction_conflict(DBAPIError("SELECT 1", None, error)) is conflict
+
+
+async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    for _ in range(1500):
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_a_deadlock_is_503_with_retry_after_and_changes_nothing(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+) -> None:
+    """A real deadlock between a keyed batch and another transaction: the batch is the one
+    PostgreSQL aborts (40P01), and its client hears "retry", not "internal error"."""
+
+    async def pid(connection: AsyncConnection) -> int:
+        return int((await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one())
+
+    async with engine.connect() as holder, engine.connect() as blocker, engine.connect() as probe:
+        holder_pid, blocker_pid = await pid(holder), await pid(blocker)
+
+        async def waiting(*, holder_side: bool) -> bool:
+            rows = await probe.execute(
+                text("SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            )
+            pids = set(rows.scalars())
+            return holder_pid in pids if holder_side else bool(pids - {holder_pid, blocker_pid})
+
+        tenant_id = (
+            await probe.execute(
+                text("SELECT tenant_id FROM endpoints WHERE id = :e"), {"e": endpoint["id"]}
+            )
+        ).scalar_one()
+        claim = text(
+            "INSERT INTO idempotency_keys (tenant_id, key, request_hash, resource_id,"
+            " response_status, expires_at) VALUES (:t, :k, '', 'x', 202, now() + interval '1h')"
+        )
+        try:  # (each connection is in a transaction since its first statement)
+            # Only the batch may detect the deadlock, so only the batch is aborted.
+            await holder.execute(text("SET LOCAL deadlock_timeout = '10min'"))
+        except DBAPIError:
+            pytest.skip("needs a superuser to set deadlock_timeout")
+        await holder.execute(
+            text("SELECT 1 FROM endpoints WHERE id = :e FOR UPDATE"), {"e": endpoint["id"]}
+        )
+        await blocker.execute(claim, {"t": tenant_id, "k": "b"})
+        body = {
+            "items": [
+                {
+                    "endpoint_id": endpoint["id"],
+                    "event_type": "a",
+                    "payload": {},
+                    "idempotency_key": k,
+                }
+                for k in ("a", "b")
+            ]
+        }
+        batch = asyncio.create_task(client.post("/v1/deliveries/batch", json=body, headers=tenant))
+        # The batch holds key "a" and waits for "b"; the holder then waits for "a".
+        await _until(lambda: waiting(holder_side=False), "the batch waits for key b")
+        taking = asyncio.create_task(holder.execute(claim, {"t": tenant_id, "k": "a"}))
+        await _until(lambda: waiting(holder_side=True), "the holder waits for key a")
+        # Key "b" comes free; the batch goes on to its deliveries, whose endpoint the holder
+        # has locked: a cycle, closed by the batch, which is the one to find it.
+        await blocker.rollback()
+        response = await batch
+        await taking
+        await holder.rollback()
+
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"] == PROBLEM
+    assert int(response.headers["retry-after"]) > 0
+    assert "Traceback" not in response.text and "deadlock detected" not in response.text
+    assert await count_rows(engine, "deliveries") == 0
+    assert await count_rows(engine, "idempotency_keys") == 0

@@ -65,7 +65,13 @@ async def test_unpaired_surrogates_in_the_payload_are_422(
 
 
 @pytest.mark.parametrize(
-    "when", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "2999-01-01T00:00:00Z"]
+    "when",
+    [
+        "0001-01-01T00:00:00Z",
+        "0001-01-01T00:00:00+14:00",  # year 0 in UTC
+        "9999-12-31T23:59:59-14:00",  # year 10000 in UTC
+        "2999-01-01T00:00:00Z",
+    ],
 )
 async def test_out_of_range_deliver_after_is_422_or_now(
     client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], when: str
@@ -80,7 +86,7 @@ async def test_out_of_range_deliver_after_is_422_or_now(
         },
         headers=tenant,
     )
-    if when.startswith("0001"):
+    if when.endswith("Z") and when.startswith("0001"):
         assert response.status_code == 202  # the distant past means "now"
     else:
         assert response.status_code == 422 and response.headers["content-type"] == PROBLEM

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.faults import FAULT_EXIT_CODE
 from tests.processes import clean_env, free_port, herald_env, start_api, wait_healthy
+from tests.receiver import Receiver
 from tests.support import ADMIN, Stack, count_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -318,6 +319,56 @@ def wait_exit(process: subprocess.Popen[bytes], timeout: float) -> int | None:
         return process.wait(timeout)
     except subprocess.TimeoutExpired:
         return None
+
+
+def test_keys_create_and_purge_work_against_the_dev_stack_with_no_urls_set(
+    dev: DevHarness,
+) -> None:
+    env = clean_env(HERALD_DATA_DIR=str(dev.data_dir))
+    running = dev.start("first")
+
+    created = run_cli(env, "keys", "create", "--tenant", "acme")
+    assert created.returncode == 0, created.stderr
+    [key] = created.stdout.splitlines()
+    with httpx.Client(base_url=running.base_url, timeout=10) as http:
+        assert http.get("/v1/endpoints", headers=bearer(key)).status_code == 200
+    purged = run_cli(env, "purge")
+    assert purged.returncode == 0, purged.stderr
+    assert "purged_deliveries=" in purged.stdout
+    dev.assert_servers_running(running)  # still its servers, untouched
+    assert dev.stop(running, signal.SIGTERM) == 0, running.output()
+
+    # With `herald dev` stopped, the command starts the data dir's database and stops it again.
+    later = run_cli(env, "keys", "create", "--tenant", "acme")
+    assert later.returncode == 0, later.stderr
+    assert dev.servers() == [], describe(dev.servers())
+    again = dev.start("second")
+    with httpx.Client(base_url=again.base_url, timeout=10) as http:
+        assert http.get("/v1/endpoints", headers=bearer(later.stdout.strip())).status_code == 200
+    assert dev.stop(again, signal.SIGTERM) == 0, again.output()
+    dev.assert_nothing_left(running, again)
+
+
+def test_keys_create_with_no_urls_and_no_dev_stack_says_what_to_do(tmp_path: Path) -> None:
+    env = clean_env(HERALD_DATA_DIR=str(tmp_path / "never-used"))
+    result = run_cli(env, "keys", "create", "--tenant", "acme")
+    assert result.returncode != 0 and result.stdout == ""
+    assert "herald dev" in result.stderr and "HERALD_DATABASE_URL" in result.stderr
+
+
+async def test_dev_with_its_port_taken_says_so_before_starting_anything(
+    dev: DevHarness, receiver: Receiver
+) -> None:
+    # Something else holds the port and answers 200 to everything, /readyz included.
+    env = clean_env(HERALD_DATA_DIR=str(dev.data_dir), HERALD_PORT=str(receiver.port))
+    result = await asyncio.to_thread(run_cli, env, "dev")
+
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert f"port {receiver.port}" in output and "HERALD_PORT" in output, output
+    assert "Herald is running" not in output and "hrk_" not in output, output
+    assert not (dev.data_dir / "postgres").exists()  # nothing was started
+    assert dev.servers() == []
 
 
 async def test_crash_before_commit_drops_the_request_and_writes_nothing(

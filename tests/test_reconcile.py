@@ -10,12 +10,19 @@ import httpx
 from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from structlog.testing import capture_logs
 
 from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.services.reconcile import run_reconcile
-from tests.support import ADMIN, count_rows, fast_path_settled, post_deliveries
+from tests.support import (
+    ADMIN,
+    count_rows,
+    fast_path_settled,
+    post_deliveries,
+    postgres_refuses,
+)
 
 PROBLEM = "application/problem+json"
 
@@ -261,3 +268,26 @@ async def test_reconcile_with_redis_down_is_503_and_recorded(
     assert response.status_code == 503
     assert response.headers["content-type"] == PROBLEM and "retry-after" in response.headers
     assert runs[0]["status"] == "failed" and "queue unavailable" in runs[0]["error"]
+
+
+async def test_a_failed_run_stores_a_generic_error_and_logs_the_detail(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    await post_deliveries(client, tenant, endpoint["id"], 2)
+    await lose_every_job(settings, engine)
+    # PostgreSQL refuses the scans' UPDATEs: the run meets a real database error.
+    async with postgres_refuses(engine, "deliveries", "UPDATE") as refusal:
+        with capture_logs() as logs:
+            run = await reconcile_now(client, settings, engine)
+
+    assert run["status"] == "failed"
+    assert run["error"] == (
+        f"internal error; see the worker logs (reconcile.failed, run_id {run['run_id']})"
+    )
+    [failure] = [entry for entry in logs if entry["event"] == "reconcile.failed"]
+    assert failure["run_id"] == run["run_id"] and failure["log_level"] == "error"
+    assert refusal in str(failure["exc_info"])

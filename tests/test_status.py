@@ -152,3 +152,28 @@ async def test_timeline_tells_the_custody_story(
     assert "#1: retryable (503, 120 ms)" in body["timeline"][2]["detail"]
     times = [e["at"] for e in body["timeline"]]
     assert times == sorted(times)
+
+
+async def test_timeline_tells_a_claim_that_left_no_record(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
+) -> None:
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    # Claim #2's worker died (or lost its lease) before recording; claim #3 took over.
+    await sql(
+        engine,
+        "INSERT INTO attempts (delivery_id, attempt_number, started_at, duration_ms, status_code,"
+        " outcome) VALUES (:d, 1, now(), 120, 503, 'retryable'), (:d, 3, now() + interval"
+        " '1 minute', 80, 200, 'success')",
+        d=delivery_id,
+    )
+    await sql(
+        engine,
+        "UPDATE deliveries SET state = 'succeeded', attempt_count = 3,"
+        " completed_at = now() + interval '61 seconds'",
+    )
+    body = await explained(client, tenant, delivery_id)
+    attempts = [e["detail"] for e in body["timeline"] if e["event"] == "attempt"]
+    assert [detail.split(":")[0] for detail in attempts] == ["#1", "#2", "#3"]
+    assert attempts[1].startswith("#2: no result recorded")
+    assert body["timeline"][-1]["event"] == "succeeded"

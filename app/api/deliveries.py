@@ -20,6 +20,7 @@ from app.api.pagination import (
     decode_number_cursor,
     page_of,
 )
+from app.api.paths import DeliveryIdPath, RedriveJobIdPath
 from app.errors import (
     BadRequest,
     Conflict,
@@ -29,14 +30,14 @@ from app.errors import (
     PayloadTooLarge,
     ServiceUnavailable,
     Unauthorized,
+    UnsupportedMediaType,
     problem_body,
     problem_responses,
 )
 from app.faults import crash_point
-from app.ids import ID_REGEX
 from app.models import Delivery
 from app.repositories import attempts, deliveries, redrive_jobs
-from app.schemas.common import EVENT_TYPE_PATTERN, Page
+from app.schemas.common import EndpointId, EventTypeSelector, Page
 from app.schemas.deliveries import (
     AttemptOut,
     BatchAccepted,
@@ -63,7 +64,13 @@ REPLAYED_HEADER = "Idempotent-Replayed"
     responses={
         200: {"model": DeliveryOut, "description": "Replay of an earlier request with this key"},
         **problem_responses(
-            *_AUTH, BadRequest, NotFound, Conflict, PayloadTooLarge, IdempotencyMismatch
+            *_AUTH,
+            BadRequest,
+            NotFound,
+            Conflict,
+            PayloadTooLarge,
+            UnsupportedMediaType,
+            IdempotencyMismatch,
         ),
     },
     summary="Accept a delivery intent",
@@ -104,7 +111,7 @@ async def create_delivery(
 @router.post(
     "/batch",
     response_model=BatchAccepted,
-    responses=problem_responses(*_AUTH, PayloadTooLarge),
+    responses=problem_responses(*_AUTH, PayloadTooLarge, UnsupportedMediaType),
     summary="Accept up to 1000 delivery intents in one transaction, each judged on its own",
 )
 async def create_deliveries_batch(
@@ -141,7 +148,7 @@ async def create_deliveries_batch(
     "/redrive",
     status_code=202,
     response_model=RedriveJobOut,
-    responses=problem_responses(*_AUTH, ServiceUnavailable),
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, ServiceUnavailable),
     summary="Send again every dead delivery matching a filter, in the background",
 )
 async def start_bulk_redrive(
@@ -176,7 +183,9 @@ async def start_bulk_redrive(
     responses=problem_responses(*_AUTH, NotFound),
     summary="A bulk redrive's progress",
 )
-async def get_bulk_redrive(job_id: str, tenant_id: TenantDep, session: SessionDep) -> RedriveJobOut:
+async def get_bulk_redrive(
+    tenant_id: TenantDep, job_id: RedriveJobIdPath, session: SessionDep
+) -> RedriveJobOut:
     async with session.begin():
         job = await redrive_jobs.get_for_tenant(session, tenant_id, job_id)
     if job is None:
@@ -187,15 +196,15 @@ async def get_bulk_redrive(job_id: str, tenant_id: TenantDep, session: SessionDe
 @router.get(
     "",
     response_model=Page[DeliveryOut],
-    responses=problem_responses(*_AUTH, BadRequest),
+    responses=problem_responses(*_AUTH),
     summary="List deliveries, newest first",
 )
 async def list_deliveries(
     tenant_id: TenantDep,
     session: SessionDep,
     state: DeliveryState | None = None,
-    endpoint_id: Annotated[str | None, Query(pattern=ID_REGEX)] = None,
-    event_type: Annotated[str | None, Query(pattern=EVENT_TYPE_PATTERN)] = None,
+    endpoint_id: Annotated[EndpointId | None, Query()] = None,
+    event_type: Annotated[EventTypeSelector | None, Query()] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Page[DeliveryOut]:
@@ -204,7 +213,7 @@ async def list_deliveries(
             session,
             tenant_id,
             limit=limit + 1,
-            before_id=decode_id_cursor(cursor),
+            before_id=decode_id_cursor(cursor, "dlv"),
             state=state,
             endpoint_id=endpoint_id,
             event_type=event_type,
@@ -226,7 +235,7 @@ async def _get_delivery(session: SessionDep, tenant_id: str, delivery_id: str) -
     summary="A delivery: its state, why it is waiting, and its custody timeline",
 )
 async def get_delivery(
-    delivery_id: str, tenant_id: TenantDep, session: SessionDep, resources: ResourcesDep
+    tenant_id: TenantDep, delivery_id: DeliveryIdPath, session: SessionDep, resources: ResourcesDep
 ) -> DeliveryDetail:
     async with session.begin():
         return await explain.delivery_detail(
@@ -242,8 +251,8 @@ async def get_delivery(
     summary="Send a dead delivery again (same id, attempt history kept)",
 )
 async def redrive_delivery(
-    delivery_id: str,
     tenant_id: TenantDep,
+    delivery_id: DeliveryIdPath,
     session: SessionDep,
     settings: SettingsDep,
     publisher: PublisherDep,
@@ -258,12 +267,12 @@ async def redrive_delivery(
 @router.get(
     "/{delivery_id}/attempts",
     response_model=Page[AttemptOut],
-    responses=problem_responses(*_AUTH, NotFound, BadRequest),
+    responses=problem_responses(*_AUTH, NotFound),
     summary="A delivery's attempt log, oldest first",
 )
 async def list_attempts(
-    delivery_id: str,
     tenant_id: TenantDep,
+    delivery_id: DeliveryIdPath,
     session: SessionDep,
     limit: Limit = 50,
     cursor: Cursor = None,

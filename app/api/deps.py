@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -12,9 +13,10 @@ from fastapi import Depends, Header, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.errors import BadRequest, Forbidden, Unauthorized
+from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.repositories import api_keys
 from app.repositories.api_keys import Principal
+from app.schemas.common import IDEMPOTENCY_KEY_RULE, is_idempotency_key
 from app.services.api_keys import PrincipalCache, hash_key
 from app.services.fleet import FleetGauges
 from app.services.publishing import FastPublisher
@@ -119,9 +121,34 @@ async def parse_idempotency_key(
     if len(key) >= 2 and key[0] == key[-1] == '"':
         # An RFC 8941 sf-string: unescape \" and \\.
         key = key[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    if not 1 <= len(key) <= 255 or any(not (0x20 <= ord(ch) <= 0x7E) for ch in key):
-        raise BadRequest("Idempotency-Key must be 1-255 printable ASCII characters")
+    if not is_idempotency_key(key):
+        raise BadRequest(f"Idempotency-Key {IDEMPOTENCY_KEY_RULE}")
     return key
 
 
 IdempotencyKeyDep = Annotated[str | None, Depends(parse_idempotency_key)]
+
+
+_MEDIA_TYPE = re.compile(r"^[a-z0-9!#$&^_.+-]+/[a-z0-9!#$&^_.+-]+$")
+
+
+async def require_json_body(request: Request) -> None:
+    """Every body Herald reads is JSON. One sent as anything else -- a form (``curl -d``
+    without a Content-Type), text, no Content-Type at all -- is refused with 415 here, once for
+    every route, rather than failing validation as "Input should be a valid dictionary"."""
+    if getattr(request.scope.get("route"), "body_field", None) is None or not await request.body():
+        return
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    ):
+        return  # the media types FastAPI parses as JSON
+    if not media_type:
+        sent = "this request has none"
+    elif _MEDIA_TYPE.match(media_type):  # echoed only when it is plainly a media type
+        sent = f"not {media_type}"
+    else:
+        sent = "this request's is not JSON"
+    raise UnsupportedMediaType(
+        f"this route reads a JSON body: send it with Content-Type: application/json ({sent})"
+    )

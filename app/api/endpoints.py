@@ -4,12 +4,13 @@ from fastapi import APIRouter, Response
 
 from app.api.deps import ResourcesDep, SessionDep, SettingsDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.api.paths import EndpointIdPath
 from app.errors import (
-    BadRequest,
     DestinationRefused,
     Forbidden,
     NotFound,
     Unauthorized,
+    UnsupportedMediaType,
     problem_responses,
 )
 from app.repositories import endpoints as endpoint_rows
@@ -34,7 +35,7 @@ _AUTH = (Unauthorized, Forbidden)
     "",
     status_code=201,
     response_model=EndpointCreated,
-    responses=problem_responses(*_AUTH, DestinationRefused),
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, DestinationRefused),
     summary="Register a destination",
 )
 async def create_endpoint(
@@ -55,7 +56,7 @@ async def create_endpoint(
 @router.get(
     "",
     response_model=Page[EndpointOut],
-    responses=problem_responses(*_AUTH, BadRequest),
+    responses=problem_responses(*_AUTH),
     summary="List endpoints, newest first",
 )
 async def list_endpoints(
@@ -63,7 +64,7 @@ async def list_endpoints(
 ) -> Page[EndpointOut]:
     async with session.begin():
         rows = await endpoint_rows.list_page(
-            session, tenant_id, limit=limit + 1, before_id=decode_id_cursor(cursor)
+            session, tenant_id, limit=limit + 1, before_id=decode_id_cursor(cursor, "ep")
         )
     return page_of(rows, limit, EndpointOut.model_validate, lambda item: item.id)
 
@@ -73,7 +74,9 @@ async def list_endpoints(
     response_model=EndpointOut,
     responses=problem_responses(*_AUTH, NotFound),
 )
-async def get_endpoint(endpoint_id: str, tenant_id: TenantDep, session: SessionDep) -> EndpointOut:
+async def get_endpoint(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+) -> EndpointOut:
     async with session.begin():
         endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
     return EndpointOut.model_validate(endpoint)
@@ -86,7 +89,7 @@ async def get_endpoint(endpoint_id: str, tenant_id: TenantDep, session: SessionD
     summary="Attempts and successes over the last hour and day; health, pause and breaker",
 )
 async def get_endpoint_stats(
-    endpoint_id: str, tenant_id: TenantDep, session: SessionDep
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> EndpointStats:
     async with session.begin():
         return await endpoints.endpoint_stats(session, tenant_id, endpoint_id)
@@ -99,7 +102,7 @@ async def get_endpoint_stats(
     summary="The endpoint's current signing secret",
 )
 async def get_endpoint_secret(
-    endpoint_id: str, tenant_id: TenantDep, session: SessionDep
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> EndpointSecret:
     async with session.begin():
         endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
@@ -113,7 +116,7 @@ async def get_endpoint_secret(
     summary="Rotate the signing secret; the old one keeps signing during the overlap",
 )
 async def rotate_endpoint_secret(
-    endpoint_id: str, tenant_id: TenantDep, session: SessionDep, settings: SettingsDep
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, settings: SettingsDep
 ) -> RotatedSecret:
     async with session.begin():
         endpoint = await endpoints.rotate_secret(
@@ -125,12 +128,12 @@ async def rotate_endpoint_secret(
 @router.patch(
     "/{endpoint_id}",
     response_model=EndpointOut,
-    responses=problem_responses(*_AUTH, NotFound, DestinationRefused),
+    responses=problem_responses(*_AUTH, NotFound, UnsupportedMediaType, DestinationRefused),
 )
 async def update_endpoint(
-    endpoint_id: str,
-    body: EndpointUpdate,
     tenant_id: TenantDep,
+    endpoint_id: EndpointIdPath,
+    body: EndpointUpdate,
     session: SessionDep,
     resources: ResourcesDep,
 ) -> EndpointOut:
@@ -150,7 +153,9 @@ async def update_endpoint(
     responses=problem_responses(*_AUTH, NotFound),
     summary="Delete an endpoint; its delivery history is kept",
 )
-async def delete_endpoint(endpoint_id: str, tenant_id: TenantDep, session: SessionDep) -> Response:
+async def delete_endpoint(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+) -> Response:
     async with session.begin():
         await endpoints.delete_endpoint(session, tenant_id, endpoint_id)
     return Response(status_code=204)

@@ -10,6 +10,7 @@ from app.errors import (
     IdempotencyMismatch,
     PayloadTooLarge,
     Unauthorized,
+    UnsupportedMediaType,
     problem_responses,
 )
 from app.faults import crash_point
@@ -26,7 +27,12 @@ router = APIRouter(prefix="/v1/events", tags=["events"])
     responses={
         200: {"model": EventAccepted, "description": "Replay of an earlier request with this key"},
         **problem_responses(
-            Unauthorized, Forbidden, BadRequest, PayloadTooLarge, IdempotencyMismatch
+            Unauthorized,
+            Forbidden,
+            BadRequest,
+            PayloadTooLarge,
+            UnsupportedMediaType,
+            IdempotencyMismatch,
         ),
     },
     summary="Publish an event to every subscribed endpoint",

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, TypeVar
 
 from fastapi import Query
+from fastapi.exceptions import RequestValidationError
 
-from app.errors import BadRequest
-from app.ids import ID_PATTERN
+from app.ids import looks_like
 from app.schemas.common import Page
 
 Row = TypeVar("Row")
@@ -24,22 +24,36 @@ def encode_cursor(value: str | int) -> str:
     return base64.urlsafe_b64encode(str(value).encode()).decode().rstrip("=")
 
 
+def _not_ours() -> RequestValidationError:
+    # A query parameter like any other: 422 in the validation problem's shape, naming it.
+    return RequestValidationError(
+        [
+            {
+                "loc": ("query", "cursor"),
+                "msg": "must be a next_cursor this list returned, passed back unchanged",
+                "type": "cursor",
+            }
+        ]
+    )
+
+
 def decode_cursor(cursor: str | None, valid: Callable[[str], bool]) -> str | None:
-    """The position a cursor encodes; 400 for anything this API did not hand out."""
+    """The position a cursor encodes; 422 for anything this API did not hand out."""
     if cursor is None:
         return None
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         position = base64.b64decode(padded, altchars=b"-_", validate=True).decode("ascii")
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise BadRequest("invalid cursor") from None
+        raise _not_ours() from None
     if not valid(position):
-        raise BadRequest("invalid cursor")
+        raise _not_ours()
     return position
 
 
-def decode_id_cursor(cursor: str | None) -> str | None:
-    return decode_cursor(cursor, lambda position: ID_PATTERN.match(position) is not None)
+def decode_id_cursor(cursor: str | None, prefix: str) -> str | None:
+    """A cursor over a list of ``prefix`` ids holds one of them (the id rule of ``app.ids``)."""
+    return decode_cursor(cursor, lambda position: looks_like(prefix, position))
 
 
 def decode_number_cursor(cursor: str | None) -> int | None:

@@ -5,12 +5,13 @@ from fastapi import APIRouter, Body, Response
 from app import queue
 from app.api.deps import AdminDep, ResourcesDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.api.paths import RunIdPath
 from app.errors import (
-    BadRequest,
     Forbidden,
     NotFound,
     ServiceUnavailable,
     Unauthorized,
+    UnsupportedMediaType,
     problem_responses,
 )
 from app.repositories import reconcile_runs
@@ -26,7 +27,7 @@ QUEUE_RETRY_AFTER_SECONDS = 10
     "",
     status_code=202,
     response_model=ReconcileAccepted,
-    responses=problem_responses(*_AUTH, ServiceUnavailable),
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, ServiceUnavailable),
     summary="Start a reconcile run (admin; for cron). Returns at once.",
 )
 async def start_reconcile(
@@ -59,7 +60,7 @@ async def start_reconcile(
 @router.get(
     "/runs",
     response_model=Page[ReconcileRunOut],
-    responses=problem_responses(*_AUTH, BadRequest),
+    responses=problem_responses(*_AUTH),
     summary="Reconcile runs, newest first (admin)",
 )
 async def list_runs(
@@ -67,7 +68,7 @@ async def list_runs(
 ) -> Page[ReconcileRunOut]:
     async with session.begin():
         rows = await reconcile_runs.list_page(
-            session, limit=limit + 1, before_id=decode_id_cursor(cursor)
+            session, limit=limit + 1, before_id=decode_id_cursor(cursor, "run")
         )
     return page_of(rows, limit, ReconcileRunOut.model_validate, lambda item: item.run_id)
 
@@ -78,7 +79,7 @@ async def list_runs(
     responses=problem_responses(*_AUTH, NotFound),
     summary="One reconcile run: status, counts per category, error (admin)",
 )
-async def get_run(run_id: str, _admin: AdminDep, session: SessionDep) -> ReconcileRunOut:
+async def get_run(_admin: AdminDep, run_id: RunIdPath, session: SessionDep) -> ReconcileRunOut:
     async with session.begin():
         run = await reconcile_runs.get(session, run_id)
     if run is None:

@@ -3,7 +3,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import AdminDep, SessionDep
-from app.errors import Conflict, Forbidden, Unauthorized, problem_responses
+from app.errors import (
+    Conflict,
+    Forbidden,
+    Unauthorized,
+    UnsupportedMediaType,
+    problem_responses,
+)
 from app.repositories import tenants
 from app.schemas.tenants import TenantCreate, TenantCreated
 from app.services.api_keys import issue_key
@@ -15,7 +21,7 @@ router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
     "",
     status_code=201,
     response_model=TenantCreated,
-    responses=problem_responses(Unauthorized, Forbidden, Conflict),
+    responses=problem_responses(Unauthorized, Forbidden, UnsupportedMediaType, Conflict),
     summary="Create a tenant and its first API key (admin)",
 )
 async def create_tenant(body: TenantCreate, _admin: AdminDep, session: SessionDep) -> TenantCreated:

@@ -2,6 +2,7 @@
 
 from app.models.api_key import ApiKey
 from app.models.attempt import Attempt
+from app.models.custody_record import CustodyRecord
 from app.models.delivery import Delivery
 from app.models.endpoint import Endpoint
 from app.models.event import Event
@@ -14,6 +15,7 @@ from app.models.tenant import Tenant
 __all__ = [
     "ApiKey",
     "Attempt",
+    "CustodyRecord",
     "Delivery",
     "Endpoint",
     "Event",

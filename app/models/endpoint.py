@@ -15,7 +15,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from app.db import Base
 
@@ -52,6 +52,9 @@ class Endpoint(Base):
     # Flow control owned by the delivery workers: backpressure pauses and the circuit breaker.
     paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pause_reason: Mapped[str | None] = mapped_column(Text)
+    # Whether the pause is still in force, by the database clock: a paused_until in the past is
+    # history, and is shown as no pause at all. Loaded with every endpoint row.
+    pause_in_force: Mapped[bool] = column_property(func.coalesce(paused_until > func.now(), False))
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Start of the current run of failures (NULL while healthy): disabling is measured from it.
     failing_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

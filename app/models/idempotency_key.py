@@ -17,7 +17,7 @@ class IdempotencyKey(Base):
 
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     key: Mapped[str] = mapped_column(Text, primary_key=True)
-    # SHA-256 over the route and the canonical JSON of the request body.
+    # SHA-256 over the route, the intent's other fields and its payload as encoded (stored).
     request_hash: Mapped[bytes] = mapped_column(LargeBinary)
     resource_id: Mapped[str] = mapped_column(Text)
     response_status: Mapped[int] = mapped_column(Integer)

@@ -5,11 +5,11 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import ColumnElement, Update, func, insert, literal, select, union_all, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
-from app.models import Delivery, Endpoint
+from app.models import CustodyRecord, Delivery, Endpoint
 from app.states import DeliveryState
 
 
@@ -130,42 +130,69 @@ async def mark_enqueued(
     await connection.execute(_MARK_ENQUEUED, ids, counts, list(outbox_ids))
 
 
-def _revived() -> dict[str, Any]:
-    """dead -> pending, due now, same id; the attempt log stays and the budget starts over
-    (attempt numbers keep counting, so the floor moves up to them)."""
-    return {
-        "state": DeliveryState.PENDING.value,
-        "next_attempt_at": func.now(),
-        "attempt_floor": Delivery.attempt_count,
-        "dead_reason": None,
-        "completed_at": None,
-        "enqueued_at": None,
-        "updated_at": func.now(),
-    }
+def _revive(detail: str, *conditions: ColumnElement[bool]) -> Update:
+    """dead -> pending, due now, same id, for the dead rows matching ``conditions``; the
+    attempt log stays and the budget starts over (attempt numbers keep counting, so the floor
+    moves up to them).
+
+    Reviving clears the row's dead step, so the same statement archives that step -- when and
+    why it died, after which claim -- and the redrive itself (``detail`` says by what) as
+    custody records: the timeline keeps the whole story.
+    """
+    target = (
+        select(
+            Delivery.id,
+            func.coalesce(Delivery.completed_at, Delivery.updated_at).label("died_at"),
+            Delivery.dead_reason,
+            Delivery.attempt_count,
+        )
+        .where(*conditions, Delivery.state == DeliveryState.DEAD.value)
+        .with_for_update()
+        .cte("target")
+    )
+    dead_then = [target.c.id, target.c.died_at, literal("dead"), target.c.attempt_count]
+    redriven_now = [target.c.id, func.now(), literal("redriven"), target.c.attempt_count]
+    archived = (
+        insert(CustodyRecord)
+        .from_select(
+            ["delivery_id", "at", "event", "attempt_number", "detail"],
+            union_all(
+                select(*dead_then, target.c.dead_reason), select(*redriven_now, literal(detail))
+            ),
+        )
+        .cte("archived")
+    )
+    return (
+        update(Delivery)
+        .where(Delivery.id == target.c.id)
+        .values(
+            state=DeliveryState.PENDING.value,
+            next_attempt_at=func.now(),
+            attempt_floor=Delivery.attempt_count,
+            dead_reason=None,
+            completed_at=None,
+            enqueued_at=None,
+            updated_at=func.now(),
+        )
+        .returning(Delivery)
+        .add_cte(archived)
+        # Callers may have loaded these rows a moment ago: refresh them from what the UPDATE
+        # returned.
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
 
 
 async def redrive(session: AsyncSession, tenant_id: str, delivery_id: str) -> Delivery | None:
-    """dead -> pending, due now, same id; the attempt log stays and the budget starts over."""
-    return (
-        await session.execute(
-            update(Delivery)
-            .where(
-                Delivery.id == delivery_id,
-                Delivery.tenant_id == tenant_id,
-                Delivery.state == DeliveryState.DEAD.value,
-            )
-            .values(**_revived())
-            .returning(Delivery)
-            # The caller loaded this row a moment ago: refresh it from what the UPDATE returned.
-            .execution_options(synchronize_session=False, populate_existing=True)
-        )
-    ).scalar_one_or_none()
+    """dead -> pending (see _revive); None when the delivery is not dead."""
+    revived = _revive("on request", Delivery.id == delivery_id, Delivery.tenant_id == tenant_id)
+    return (await session.execute(revived)).scalar_one_or_none()
 
 
 async def redrive_page(
     session: AsyncSession,
     tenant_id: str,
     *,
+    job_id: str,
     region: str,
     after_id: str | None,
     limit: int,
@@ -204,13 +231,7 @@ async def redrive_page(
     live_endpoint = select(Endpoint.id).where(
         Endpoint.enabled.is_(True), Endpoint.deleted_at.is_(None)
     )
-    revived = (
-        await session.execute(
-            update(Delivery)
-            .where(Delivery.id.in_(page), Delivery.endpoint_id.in_(live_endpoint))
-            .values(**_revived())
-            .returning(Delivery)
-            .execution_options(synchronize_session=False, populate_existing=True)
-        )
-    ).scalars()
-    return list(revived), page[-1]
+    revived = _revive(
+        f"bulk redrive {job_id}", Delivery.id.in_(page), Delivery.endpoint_id.in_(live_endpoint)
+    )
+    return list((await session.execute(revived)).scalars()), page[-1]

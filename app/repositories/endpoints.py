@@ -4,19 +4,33 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import Row, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.ids import is_id
 from app.models import Endpoint
 
 _live = Endpoint.deleted_at.is_(None)
+# RETURNING an entity leaves its column properties unloaded (and an async session cannot load
+# them lazily), so statements that return an endpoint return its pause state alongside.
+_RETURNED = (Endpoint, Endpoint.pause_in_force)
+
+
+def _returned(row: Row[Endpoint, bool] | None) -> Endpoint | None:
+    if row is None:
+        return None
+    endpoint, pause_in_force = row
+    set_committed_value(endpoint, "pause_in_force", pause_in_force)
+    return endpoint
 
 
 async def insert_endpoint(session: AsyncSession, **values: Any) -> Endpoint:
-    return (
-        await session.execute(insert(Endpoint).values(**values).returning(Endpoint))
-    ).scalar_one()
+    endpoint = _returned(
+        (await session.execute(insert(Endpoint).values(**values).returning(*_RETURNED))).one()
+    )
+    assert endpoint is not None
+    return endpoint
 
 
 async def get_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint | None:
@@ -63,14 +77,16 @@ async def update_fields(
 ) -> Endpoint | None:
     if not is_id(endpoint_id):
         return None
-    return (
-        await session.execute(
-            update(Endpoint)
-            .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
-            .values(**values, updated_at=func.now())
-            .returning(Endpoint)
-        )
-    ).scalar_one_or_none()
+    return _returned(
+        (
+            await session.execute(
+                update(Endpoint)
+                .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+                .values(**values, updated_at=func.now())
+                .returning(*_RETURNED)
+            )
+        ).one_or_none()
+    )
 
 
 async def rotate_secret(
@@ -80,20 +96,22 @@ async def rotate_secret(
     ``overlap`` has passed, so receivers can switch without missing a delivery."""
     if not is_id(endpoint_id):
         return None
-    return (
-        await session.execute(
-            update(Endpoint)
-            .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
-            .values(
-                previous_secret=Endpoint.secret,
-                previous_secret_expires_at=func.now() + overlap,
-                secret=secret,
-                updated_at=func.now(),
+    return _returned(
+        (
+            await session.execute(
+                update(Endpoint)
+                .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+                .values(
+                    previous_secret=Endpoint.secret,
+                    previous_secret_expires_at=func.now() + overlap,
+                    secret=secret,
+                    updated_at=func.now(),
+                )
+                .returning(*_RETURNED)
+                .execution_options(populate_existing=True)
             )
-            .returning(Endpoint)
-            .execution_options(populate_existing=True)
-        )
-    ).scalar_one_or_none()
+        ).one_or_none()
+    )
 
 
 async def soft_delete(session: AsyncSession, tenant_id: str, endpoint_id: str) -> bool:

@@ -78,7 +78,12 @@ async def claim_many(
     session: AsyncSession, *, tenant_id: str, claims: list[KeyClaim], ttl: timedelta
 ) -> dict[str, StoredKey]:
     """``claim`` for many distinct keys in two statements; returns the live earlier claims of
-    the keys this call did not get (the rest are now ours)."""
+    the keys this call did not get (the rest are now ours).
+
+    Keys are claimed in sorted order. Each claim locks its key until the transaction ends, in
+    the order the rows are listed: two batches sharing keys in opposite orders would each hold
+    one the other waits for, a deadlock. In one order, the later batch just waits its turn.
+    """
     if not claims:
         return {}
     statement = pg_insert(IdempotencyKey).values(
@@ -88,7 +93,7 @@ async def claim_many(
                 "resource_id": c.resource_id, "response_status": 202,
                 "expires_at": func.now() + ttl,
             }
-            for c in claims
+            for c in sorted(claims, key=lambda claim: claim.key)
         ]
     )  # fmt: skip
     statement = statement.on_conflict_do_update(

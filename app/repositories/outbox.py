@@ -116,11 +116,20 @@ async def claim_unpublished(
     return [PendingPublication(*row) for row in rows]
 
 
-async def published_times(session: AsyncSession, delivery_id: str) -> list[datetime]:
+@dataclass(frozen=True)
+class Publication:
+    """A publication in a delivery's history: when its outbox row was written, and when it was
+    marked published (after the job was handed to the queue)."""
+
+    created_at: datetime
+    published_at: datetime
+
+
+async def publications(session: AsyncSession, delivery_id: str) -> list[Publication]:
     rows = await session.execute(
-        select(OutboxEntry.published_at)
+        select(OutboxEntry.created_at, OutboxEntry.published_at)
         .where(OutboxEntry.delivery_id == delivery_id, OutboxEntry.published_at.is_not(None))
         .order_by(OutboxEntry.published_at)
         .limit(100)
     )
-    return [at for at in rows.scalars() if at is not None]
+    return [Publication(created, published) for created, published in rows if published]

@@ -3,30 +3,38 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app.schemas.common import EVENT_TYPE_PATTERN
+from app.schemas.common import EndpointId, EventType, EventTypeSelector, IdempotencyKey, Timestamp
 from app.states import DeliveryState, Outcome
 
 MAX_DEFER = timedelta(days=365)
+# How deep a payload's objects and arrays may nest (the payload itself is level 1). Whatever
+# Herald accepts, a receiver must be able to parse: 64 is .NET's System.Text.Json default, the
+# lowest of the common parsers' limits (Ruby 100, serde_json 128, Python ~1000).
+MAX_PAYLOAD_DEPTH = 64
+_PAYLOAD = (
+    "A JSON object, sent as the request body. Objects and arrays in it may nest at most "
+    f"{MAX_PAYLOAD_DEPTH} levels deep (the payload itself is level 1)."
+)
 
 
 def _within_a_year(value: datetime) -> datetime:
     if value - datetime.now(UTC) > MAX_DEFER:
         raise ValueError("deliver_after may be at most 365 days ahead")
-    # Clamp the far past: PostgreSQL cannot store year 1 at -14:00, and the past means "now".
+    # The past means "now"; clamped so that nothing downstream works with the far past.
     return max(value, datetime(2000, 1, 1, tzinfo=UTC))
 
 
-DeliverAfter = Annotated[AwareDatetime, AfterValidator(_within_a_year)]
+DeliverAfter = Annotated[Timestamp, AfterValidator(_within_a_year)]
 
 
 class DeliveryIntent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    endpoint_id: str = Field(max_length=64, description="The endpoint's id (ep_...).")
-    event_type: str = Field(pattern=EVENT_TYPE_PATTERN)
-    payload: dict[str, Any] = Field(description="A JSON object, sent as the request body.")
+    endpoint_id: EndpointId = Field(description="The endpoint's id (ep_...).")
+    event_type: EventType
+    payload: dict[str, Any] = Field(description=_PAYLOAD)
     deliver_after: DeliverAfter | None = Field(
         default=None,
         description="RFC 3339 time with offset; no attempt starts before it. At most 365 days "
@@ -37,8 +45,8 @@ class DeliveryIntent(BaseModel):
 class EventIntent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    event_type: str = Field(pattern=EVENT_TYPE_PATTERN)
-    payload: dict[str, Any]
+    event_type: EventType
+    payload: dict[str, Any] = Field(description=_PAYLOAD)
     deliver_after: DeliverAfter | None = None
 
 
@@ -88,7 +96,7 @@ class CustodyEventOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     at: datetime
-    event: str = Field(description="accepted | published | attempt | succeeded | dead")
+    event: str = Field(description="accepted | published | attempt | dead | redriven | succeeded")
     detail: str | None
 
 
@@ -106,10 +114,20 @@ class RedriveFilter(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    endpoint_id: str | None = Field(default=None, max_length=64)
-    event_type: str | None = Field(default=None, pattern=EVENT_TYPE_PATTERN)
-    dead_after: AwareDatetime | None = Field(default=None, description="died at or after")
-    dead_before: AwareDatetime | None = Field(default=None, description="died before")
+    endpoint_id: EndpointId | None = None
+    event_type: EventTypeSelector | None = None
+    dead_after: Timestamp | None = Field(default=None, description="died at or after")
+    dead_before: Timestamp | None = Field(default=None, description="died before")
+
+
+class RedriveFilterOut(BaseModel):
+    """A job's filter as it was stored: read back as it is, not held again to today's rules
+    (a job accepted under older ones must stay readable)."""
+
+    endpoint_id: str | None = None
+    event_type: str | None = None
+    dead_after: datetime | None = None
+    dead_before: datetime | None = None
 
 
 class RedriveJobOut(BaseModel):
@@ -117,7 +135,7 @@ class RedriveJobOut(BaseModel):
 
     id: str
     status: str = Field(description="queued | running | succeeded | failed")
-    filter: RedriveFilter
+    filter: RedriveFilterOut
     redriven: int = Field(description="Deliveries sent again so far.")
     error: str | None
     created_at: datetime
@@ -128,10 +146,9 @@ BATCH_LIMIT = 1000
 
 
 class BatchItem(DeliveryIntent):
-    idempotency_key: str | None = Field(
-        default=None, min_length=1, max_length=255, pattern=r"^[\x20-\x7e]+$",
-        description="Per-item key, as the Idempotency-Key header of a single POST.",
-    )  # fmt: skip
+    idempotency_key: IdempotencyKey | None = Field(
+        default=None, description="Per-item key, as the Idempotency-Key header of a single POST."
+    )
 
 
 class BatchIntents(BaseModel):

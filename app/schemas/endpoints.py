@@ -5,13 +5,15 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from app.schemas.common import EVENT_TYPE_PATTERN, PRINTABLE_PATTERN
+from app.models import Endpoint
+from app.schemas.common import PRINTABLE_RULE, EventTypeSelector, TextRule
 
-EventType = Annotated[str, StringConstraints(pattern=EVENT_TYPE_PATTERN)]
-EndpointUrl = Annotated[
-    str, StringConstraints(min_length=1, max_length=2048, pattern=r"^[^\x00-\x20\x7f]+$")
-]
-Description = Annotated[str, StringConstraints(max_length=1000, pattern=PRINTABLE_PATTERN)]
+URL_RULE = TextRule(
+    r"^[^\x00-\x20\x7f]+$",
+    "must be an absolute http(s) URL without spaces or control characters (encode a space as %20)",
+)
+EndpointUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048), URL_RULE]
+Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 
 
 class EndpointCreate(BaseModel):
@@ -19,8 +21,10 @@ class EndpointCreate(BaseModel):
 
     url: EndpointUrl
     description: Description | None = None
-    event_types: list[EventType] | None = Field(
-        default=None, max_length=100, description="Event types to receive; null receives all."
+    event_types: list[EventTypeSelector] | None = Field(
+        default=None,
+        max_length=100,
+        description="Event types to receive, matched exactly (no wildcards); null receives all.",
     )
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
@@ -34,10 +38,18 @@ class EndpointUpdate(BaseModel):
 
     url: EndpointUrl | None = None
     description: Description | None = None
-    event_types: list[EventType] | None = Field(default=None, max_length=100)
+    event_types: list[EventTypeSelector] | None = Field(default=None, max_length=100)
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
     enabled: bool | None = None
+
+
+def current_pause(endpoint: Endpoint) -> dict[str, Any]:
+    """``paused_until`` and ``pause_reason`` as they stand now: a pause that has ended (by the
+    database clock) is no pause at all."""
+    if endpoint.pause_in_force:
+        return {"paused_until": endpoint.paused_until, "pause_reason": endpoint.pause_reason}
+    return {"paused_until": None, "pause_reason": None}
 
 
 class EndpointOut(BaseModel):
@@ -63,10 +75,11 @@ class EndpointOut(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _circuit(cls, value: Any) -> Any:
+    def _from_row(cls, value: Any) -> Any:
         if hasattr(value, "breaker_trips"):
             return {
                 **{name: getattr(value, name) for name in cls.model_fields if hasattr(value, name)},
+                **current_pause(value),
                 "circuit": "open" if value.breaker_trips > 0 else "closed",
             }
         return value

@@ -1,17 +1,23 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from app.schemas.common import TextRule
+
+TRIGGER_RULE = TextRule(
+    r"^[A-Za-z0-9_.:\-]{1,100}$", "must be 1-100 characters: letters, digits and _ . : -"
+)
 
 
 class ReconcileRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    trigger: str = Field(
-        default="api", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:\-]+$",
-        description="Who asked: e.g. cron, dev-timer, an operator's name.",
-    )  # fmt: skip
+    trigger: Annotated[str, TRIGGER_RULE] = Field(
+        default="api", description="Who asked: e.g. cron, dev-timer, an operator's name."
+    )
 
 
 class ReconcileAccepted(BaseModel):

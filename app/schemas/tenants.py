@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from app.schemas.common import ONE_LINE_RULE
+
 
 class TenantCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    name: Annotated[str, Field(min_length=1, max_length=200), ONE_LINE_RULE]
 
 
 class TenantCreated(BaseModel):

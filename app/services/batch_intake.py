@@ -124,7 +124,7 @@ async def _settle_keys(
 ) -> list[_Candidate]:
     """Claim every item's key at once; items whose key was used before replay or fail."""
     claims = [
-        KeyClaim(c.key, request_fingerprint(ROUTE, c.intent), c.event_id)
+        KeyClaim(c.key, request_fingerprint(ROUTE, c.intent, c.payload), c.event_id)
         for c in candidates
         if c.key is not None
     ]

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
+
+import structlog
 
 from app.errors import DestinationRefused
 
@@ -21,7 +23,11 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 MAX_URL_LENGTH = 2048
 
+log = structlog.get_logger("herald.destinations")
+
 # Ranges that `is_global` calls global but that reach, or can be steered to, internal hosts.
+# Each is refused whole, even where it embeds a public IPv4 address: a destination is named by
+# its own address, never by a translation of it.
 _TRANSLATION_RANGES = tuple(
     ipaddress.ip_network(n)
     for n in (
@@ -30,6 +36,8 @@ _TRANSLATION_RANGES = tuple(
         "2002::/16",  # 6to4: 2002:7f00:1:: embeds 127.0.0.1
         "2001::/32",  # Teredo: embeds an IPv4 server and client
         "::/96",  # IPv4-compatible IPv6 (deprecated), ::7f00:1
+        "::ffff:0:0/96",  # IPv4-mapped (RFC 4291): ::ffff:127.0.0.1 is 127.0.0.1 to the kernel
+        "::ffff:0:0:0/96",  # IPv4-translated (RFC 2765, SIIT): ::ffff:0:7f00:1 is 127.0.0.1
     )
 )
 _SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")  # CGNAT: not is_private
@@ -44,28 +52,88 @@ class Destination:
 
 
 def _normalise(address: IPAddress) -> IPAddress:
-    """Judge ``::ffff:127.0.0.1`` as the IPv4 address it is."""
+    """``::ffff:127.0.0.1`` as the IPv4 address it is, so that an allowlisted IPv4 network
+    also admits its IPv4-mapped spelling."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address
 
 
 def refusal_reason(address: IPAddress, allowlist: Sequence[IPNetwork]) -> str | None:
-    """Why Herald must not connect to ``address``, or None when it may."""
+    """Why Herald must not connect to ``address`` (``"is not a public address"``), or None
+    when it may."""
     effective = _normalise(address)
     if any(effective in net or address in net for net in allowlist if net.version in (4, 6)):
         return None
-    if isinstance(effective, ipaddress.IPv6Address) and any(
-        effective in net for net in _TRANSLATION_RANGES
+    if isinstance(address, ipaddress.IPv6Address) and any(
+        address in net for net in _TRANSLATION_RANGES
     ):
-        return f"{address} is an IPv6 translation address that can reach internal hosts"
-    if effective in _SHARED_ADDRESS_SPACE:
-        return f"{address} is in shared address space (100.64.0.0/10)"
-    if effective.is_multicast or effective.is_unspecified:
-        return f"{address} is not a unicast destination"
-    if not effective.is_global:
-        return f"{address} is not a public address"
+        return "is an IPv6 translation address that can reach internal hosts"
+    if address in _SHARED_ADDRESS_SPACE:
+        return "is in shared address space (100.64.0.0/10)"
+    if address.is_multicast or address.is_unspecified:
+        return "is not a unicast destination"
+    if not address.is_global:
+        return "is not a public address"
     return None
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def refusal(
+    host: str, addresses: Iterable[IPAddress], allowlist: Sequence[IPNetwork]
+) -> str | None:
+    """Why ``host``, at ``addresses``, is refused -- in words a tenant may read -- or None.
+
+    An IP literal is named (the tenant wrote it). A name's addresses are not: echoing them
+    would let any tenant map internal DNS names through this message. The operator log keeps
+    the address.
+    """
+    for address in addresses:
+        reason = refusal_reason(address, allowlist)
+        if reason is None:
+            continue
+        if _is_ip_literal(host):
+            return f"{address} {reason}"
+        log.info("destination.refused", host=host, address=str(address), reason=reason)
+        return f"{host!r} resolves to a non-public address"
+    return None
+
+
+def _canonical_ipv4(host: str) -> str | None:
+    """The dotted-quad form of ``host`` read as an IPv4 number the way ``inet_aton`` (and so
+    ``getaddrinfo``) reads it -- ``2130706433``, ``0x7f.1``, ``127.1``, ``0177.0.0.1`` -- or
+    None when it is no such number."""
+    try:
+        return str(ipaddress.IPv4Address(socket.inet_aton(host)))
+    except OSError:
+        return None
+
+
+def _check_ipv4_spelling(host: str) -> None:
+    """Refuse IPv4 addresses not written as four decimal numbers. ``getaddrinfo`` reads the
+    legacy forms as addresses, but aiohttp refuses the all-digit ones when sending (the delivery
+    went straight to ``dead``) and takes the others for names: what is saved must be what is
+    sent, so there is one spelling."""
+    if _is_ip_literal(host):
+        return
+    canonical = _canonical_ipv4(host)
+    if canonical is not None:
+        raise DestinationRefused(
+            f"URL host {host!r} is not a canonical IPv4 address: write it as {canonical}"
+        )
+    if host.replace(".", "").isascii() and host.replace(".", "").isdigit():
+        # aiohttp takes any all-digit host for an IPv4 address, and refuses this one.
+        raise DestinationRefused(
+            f"URL host {host!r} is not a valid IPv4 address: write four decimal numbers "
+            "from 0 to 255, like 192.0.2.1"
+        )
 
 
 def parse_destination(url: str) -> Destination:
@@ -87,6 +155,7 @@ def parse_destination(url: str) -> Destination:
         raise DestinationRefused("URL has no host")
     if any(ch.isspace() for ch in url):
         raise DestinationRefused("URL must not contain whitespace")
+    _check_ipv4_spelling(host)
     return Destination(
         url=url, scheme=scheme, host=host, port=port or (443 if scheme == "https" else 80)
     )
@@ -116,10 +185,9 @@ async def vet(host: str, port: int, allowlist: Sequence[IPNetwork]) -> list[IPAd
     otherwise let the connection land on whichever the client happens to try.
     """
     addresses = await resolve(host, port)
-    for address in addresses:
-        reason = refusal_reason(address, allowlist)
-        if reason is not None:
-            raise DestinationRefused(f"destination {host!r} refused: {reason}")
+    refused = refusal(host, addresses, allowlist)
+    if refused is not None:
+        raise DestinationRefused(refused)
     return addresses
 
 

@@ -274,6 +274,12 @@ class Dispatcher:
                 self.gate.succeeded(claimed.endpoint_id)
             return recorded
         pause = 0.0
+        retry_after = self._retry_after(result) if failed and result is not None else None
+        if retry_after:
+            # Close every worker's gate before the record transaction starts: a request that
+            # starts after the receiver's Retry-After was recorded would defy it. (Requests that
+            # were already in flight when the answer came are unaffected, as they must be.)
+            await self.gate.pause(claimed.endpoint_id, retry_after)
         async with self.sessionmaker() as session, session.begin():
             recorded = await delivery_leases.record_in(
                 session, claimed.id, token=token, finished=finished
@@ -282,10 +288,11 @@ class Dispatcher:
                 await endpoints.disable(session, claimed.endpoint_id, "receiver answered 410 Gone")
             if recorded and failed and result is not None:
                 pause = await destination_health.after_failure(
-                    session, self.settings, claimed.endpoint_id, result.status_code,
-                    self._retry_after(result),
-                )  # fmt: skip
+                    session, self.settings, claimed.endpoint_id, result.status_code, retry_after
+                )
         if pause > 0:
+            # Again after the commit: a breaker trip is only known now, and a policy read while
+            # the transaction was open (not yet paused) must not stay cached.
             await self.gate.pause(claimed.endpoint_id, pause)
         return recorded
 

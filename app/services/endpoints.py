@@ -19,6 +19,7 @@ from app.schemas.endpoints import (
     EndpointStats,
     EndpointUpdate,
     WindowStats,
+    current_pause,
 )
 from app.services.destinations import IPNetwork, check_endpoint_url
 
@@ -119,8 +120,7 @@ async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str
         last_failure_at=endpoint.last_failure_at,
         consecutive_failures=endpoint.consecutive_failures,
         circuit="open" if endpoint.breaker_trips > 0 else "closed",
-        paused_until=endpoint.paused_until,
-        pause_reason=endpoint.pause_reason,
+        **current_pause(endpoint),
         enabled=endpoint.enabled,
         disabled_reason=endpoint.disabled_reason,
     )

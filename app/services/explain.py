@@ -9,11 +9,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.errors import NotFound
-from app.repositories import attempts, deliveries, endpoints, outbox
+from app.repositories import attempts, custody_records, deliveries, endpoints, outbox
 from app.schemas.deliveries import CustodyEventOut, DeliveryDetail, DeliveryOut
 from app.services import status
 from app.services.flow import flow_snapshot
 from app.states import DeliveryState
+
+# A timeline tells at most this many attempts (and dead steps, and redrives): bounded work.
+TIMELINE_ATTEMPTS = 100
 
 
 async def delivery_detail(
@@ -24,8 +27,11 @@ async def delivery_detail(
         raise NotFound(f"delivery {delivery_id} not found")
     endpoint = await endpoints.get_any(session, delivery.endpoint_id)
     assert endpoint is not None  # a foreign key
-    published = await outbox.published_times(session, delivery.id)
-    tried = await attempts.list_page(session, delivery.id, limit=100, after_number=None)
+    published = await outbox.publications(session, delivery.id)
+    tried = await attempts.list_page(
+        session, delivery.id, limit=TIMELINE_ATTEMPTS + 1, after_number=None
+    )
+    archive = await custody_records.list_for(session, delivery.id, limit=TIMELINE_ATTEMPTS)
     now = datetime.now(UTC)
     flow = None
     waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
@@ -33,11 +39,13 @@ async def delivery_detail(
         ceiling = endpoint.max_in_flight or settings.default_max_in_flight
         flow = await flow_snapshot(redis, endpoint.id, ceiling)
     why = status.explain(delivery, endpoint, now, settings, flow)
+    story = status.timeline(
+        delivery, published, tried[:TIMELINE_ATTEMPTS], archive,
+        all_attempts=len(tried) <= TIMELINE_ATTEMPTS,
+    )  # fmt: skip
     return DeliveryDetail(
         **DeliveryOut.model_validate(delivery).model_dump(),
         waiting_reason=why.reason,
         waiting_detail=why.detail,
-        timeline=[
-            CustodyEventOut.model_validate(e) for e in status.timeline(delivery, published, tried)
-        ],
+        timeline=[CustodyEventOut.model_validate(step) for step in story],
     )

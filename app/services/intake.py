@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
@@ -19,7 +18,7 @@ from app.ids import is_id, new_id
 from app.models import Delivery
 from app.repositories import deliveries, endpoints, events, idempotency_keys, intents, outbox
 from app.repositories.outbox import PendingPublication
-from app.schemas.deliveries import DeliveryIntent, DeliveryOut, EventIntent
+from app.schemas.deliveries import MAX_PAYLOAD_DEPTH, DeliveryIntent, DeliveryOut, EventIntent
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,15 @@ class Accepted:
 
 
 def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
-    """The bytes every attempt will send: compact JSON, encoded once, never re-serialised."""
+    """The bytes every attempt will send: compact JSON, encoded once, never re-serialised.
+
+    Every accept path comes through here, so this is where a payload's limits are enforced:
+    its depth (before anything walks it recursively) and its size."""
+    if _nests_deeper_than(payload, MAX_PAYLOAD_DEPTH):
+        raise Unprocessable(
+            f"payload nests too deeply: objects and arrays may nest at most {MAX_PAYLOAD_DEPTH} "
+            "levels (the payload itself is level 1)"
+        )
     try:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         encoded = body.encode()
@@ -51,11 +58,32 @@ def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
     return encoded
 
 
-def request_fingerprint(route: str, request: BaseModel) -> bytes:
-    canonical = json.dumps(
-        request.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), allow_nan=False
+def _nests_deeper_than(payload: dict[str, Any], limit: int) -> bool:
+    """Level by level, not recursively: recursion is what a deep payload breaks (pydantic's
+    serialiser gives up near 255 levels, the JSON encoder near 1000)."""
+    level: list[dict[str, Any] | list[Any]] = [payload]
+    for _ in range(limit):
+        below = [
+            child
+            for container in level
+            for child in (container.values() if isinstance(container, dict) else container)
+            if isinstance(child, dict | list)
+        ]
+        if not below:
+            return False
+        level = below
+    return True
+
+
+def request_fingerprint(route: str, intent: DeliveryIntent | EventIntent, payload: bytes) -> bytes:
+    """What makes two requests with one idempotency key the same request: the route, the
+    intent's fields, and the payload as encoded -- the bytes already made, never a second
+    serialisation of the payload."""
+    fields = json.dumps(
+        intent.model_dump(mode="json", exclude={"payload"}), sort_keys=True, separators=(",", ":")
     )
-    return hashlib.sha256(f"{route}\n{canonical}".encode()).digest()
+    # Neither line can hold a newline (JSON escapes it), so the parts cannot run together.
+    return hashlib.sha256(f"{route}\n{fields}\n".encode() + payload).digest()
 
 
 async def _claim_key(
@@ -198,7 +226,7 @@ async def _accept(
     event_id = new_id("evt")
     earlier = await _claim_key(
         session, settings, tenant_id=tenant_id, key=idempotency_key,
-        fingerprint=request_fingerprint(route, intent), resource_id=event_id,
+        fingerprint=request_fingerprint(route, intent, payload), resource_id=event_id,
     )  # fmt: skip
     if earlier is not None:
         replayed = await deliveries.list_for_event(session, tenant_id, earlier)

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics
 from app.config import Settings
+from app.logs import log_failure
 from app.repositories import outbox, reconcile_runs, reconcile_scans
 from app.repositories.outbox import DeliveryRef, PendingPublication
 from app.repositories.reconcile_scans import Cursor, Page
@@ -161,8 +162,7 @@ async def run_reconcile(
         )
         raise
     except Exception as exc:
-        log.warning("reconcile.failed", run_id=run_id, error=type(exc).__name__)
-        error = f"{type(exc).__name__}: {exc}"[:1000]
+        error = log_failure(log, "reconcile.failed", exc, run_id=run_id)
         await _record_failure(sessionmaker, run_id, reconciler.counts, error)
         return
     async with sessionmaker() as session, session.begin():

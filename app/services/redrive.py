@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import asyncio
 
+import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.errors import Conflict, NotFound
+from app.logs import log_failure
 from app.models import Delivery
 from app.repositories import deliveries, endpoints, outbox, redrive_jobs
 from app.repositories.outbox import PendingPublication
 from app.schemas.deliveries import RedriveFilter
 from app.services.publishing import publish_and_mark
+
+log = structlog.get_logger("herald.redrive")
 
 
 async def redrive_one(
@@ -54,13 +58,13 @@ async def run_bulk_redrive(
         if job is None:
             return
         await redrive_jobs.update_job(session, job_id, status="running")
-    wanted = RedriveFilter.model_validate(job.filter)
     cursor, total = job.cursor, job.redriven
     try:
+        wanted = RedriveFilter.model_validate(job.filter)
         while True:
             async with sessionmaker() as session, session.begin():
                 revived, cursor = await deliveries.redrive_page(
-                    session, job.tenant_id, region=job.region, after_id=cursor,
+                    session, job.tenant_id, job_id=job_id, region=job.region, after_id=cursor,
                     limit=REDRIVE_BATCH, endpoint_id=wanted.endpoint_id,
                     event_type=wanted.event_type, dead_after=wanted.dead_after,
                     dead_before=wanted.dead_before,
@@ -76,7 +80,8 @@ async def run_bulk_redrive(
         await asyncio.shield(_finish(sessionmaker, job_id, "failed", "interrupted: worker stopped"))
         raise
     except Exception as exc:
-        await _finish(sessionmaker, job_id, "failed", f"{type(exc).__name__}: {exc}"[:1000])
+        error = log_failure(log, "redrive.failed", exc, job_id=job_id)
+        await _finish(sessionmaker, job_id, "failed", error)
         return
     await _finish(sessionmaker, job_id, "succeeded", None)
 

@@ -21,7 +21,7 @@ from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from app.errors import DestinationRefused
-from app.services.destinations import IPNetwork, refusal_reason
+from app.services.destinations import IPNetwork, refusal
 from app.services.outcomes import classify_status
 from app.states import Outcome
 
@@ -46,10 +46,12 @@ class VettingResolver(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         results = await self._inner.resolve(host, port, family)
-        for result in results:
-            reason = refusal_reason(ipaddress.ip_address(result["host"]), self._allowlist)
-            if reason is not None:
-                raise DestinationBlocked(f"{host} resolves to a refused address: {reason}")
+        addresses = [ipaddress.ip_address(result["host"]) for result in results]
+        # Stored in the attempt row and dead_reason, which the tenant reads: `refusal` never
+        # names the address a name resolved to.
+        refused = refusal(host, addresses, self._allowlist)
+        if refused is not None:
+            raise DestinationBlocked(refused)
         return results
 
     async def close(self) -> None:
@@ -62,9 +64,9 @@ def _vet_literal(host: str, allowlist: Sequence[IPNetwork]) -> None:
         address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return
-    reason = refusal_reason(address, allowlist)
-    if reason is not None:
-        raise DestinationBlocked(reason)
+    refused = refusal(host, [address], allowlist)
+    if refused is not None:
+        raise DestinationBlocked(refused)
 
 
 @dataclass

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.config import Settings
-from app.models import Attempt, Delivery, Endpoint
+from app.models import Attempt, CustodyRecord, Delivery, Endpoint
+from app.repositories.outbox import Publication
 from app.states import DeliveryState
 
 
@@ -29,7 +30,7 @@ class Explanation:
 @dataclass(frozen=True)
 class CustodyEvent:
     at: datetime
-    event: str  # accepted | published | attempt | succeeded | dead
+    event: str  # accepted | published | attempt | succeeded | dead | redriven
     detail: str | None
 
 
@@ -62,9 +63,10 @@ def explain(
             "run returns it to the queue",
         )  # fmt: skip
     due = delivery.next_attempt_at
-    if endpoint.paused_until is not None and endpoint.paused_until > max(now, due):
+    paused_until = endpoint.paused_until if endpoint.pause_in_force else None  # database clock
+    if paused_until is not None and paused_until > due:
         return Explanation(
-            "throttled", f"destination paused until {endpoint.paused_until.isoformat()}: "
+            "throttled", f"destination paused until {paused_until.isoformat()}: "
             f"{endpoint.pause_reason}",
         )  # fmt: skip
     if due > now:
@@ -97,15 +99,85 @@ def _due_now(
     return Explanation("queued", "due; waiting for a worker")
 
 
+# Steps that share a timestamp are told cause first: a redrive's outbox row is written in the
+# redrive's transaction (one now() for both), and a publication may be dated by the attempt
+# it led to (see _published).
+_TELLING_ORDER = {
+    "accepted": 0, "redriven": 1, "published": 2, "attempt": 3, "succeeded": 4, "dead": 4,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _End:
+    """A dead step: when, after which claim, and why."""
+
+    at: datetime
+    attempt_number: int
+    reason: str | None
+
+
 def timeline(
-    delivery: Delivery, published: list[datetime], attempts: list[Attempt]
+    delivery: Delivery,
+    publications: list[Publication],
+    attempts: list[Attempt],
+    archive: list[CustodyRecord],
+    *,
+    all_attempts: bool,
 ) -> list[CustodyEvent]:
+    """The custody story in order: accepted, every publication, every numbered attempt, every
+    dead step and redrive (from ``archive``: reviving a row clears its dead step), and how it
+    ended. ``attempts`` are the first of the delivery's attempt rows, all of them when
+    ``all_attempts``; numbers past the last row are then left untold rather than guessed."""
+    recorded = {attempt.attempt_number: attempt for attempt in attempts}
+    told_up_to = delivery.attempt_count if all_attempts else max(recorded, default=0)
+    ends = [_End(r.at, r.attempt_number, r.detail) for r in archive if r.event == "dead"]
+    finished = delivery.completed_at
+    if delivery.state == DeliveryState.DEAD.value and finished is not None:
+        ends.append(_End(finished, delivery.attempt_count, delivery.dead_reason))
     events = [CustodyEvent(delivery.created_at, "accepted", None)]
-    events += [CustodyEvent(at, "published", "handed to the queue") for at in published]
-    for attempt in attempts:
-        status = attempt.status_code if attempt.status_code is not None else "no response"
-        what = f"#{attempt.attempt_number}: {attempt.outcome} ({status}, {attempt.duration_ms} ms)"
-        events.append(CustodyEvent(attempt.started_at, "attempt", what))
-    if delivery.completed_at is not None and delivery.state in ("succeeded", "dead"):
-        events.append(CustodyEvent(delivery.completed_at, delivery.state, delivery.dead_reason))
-    return sorted(events, key=lambda event: event.at)
+    events += [CustodyEvent(r.at, "redriven", r.detail) for r in archive if r.event == "redriven"]
+    events += [_published(publication, attempts) for publication in publications]
+    events += _attempts(delivery, recorded, ends, told_up_to)
+    for end in ends:
+        # A claim that ended in `dead` without an attempt row sent nothing (endpoint disabled
+        # or deleted, budget spent): the dead step accounts for its number.
+        unsent = end.attempt_number not in recorded and end.attempt_number <= told_up_to
+        note = f" (attempt #{end.attempt_number} was not sent)" if unsent else ""
+        events.append(CustodyEvent(end.at, "dead", f"{end.reason or 'dead'}{note}"))
+    if delivery.state == DeliveryState.SUCCEEDED.value and finished is not None:
+        events.append(CustodyEvent(finished, "succeeded", None))
+    return sorted(events, key=lambda event: (event.at, _TELLING_ORDER[event.event]))
+
+
+def _published(publication: Publication, attempts: list[Attempt]) -> CustodyEvent:
+    """A publication is marked after the job is in the queue, and a quick worker may start on
+    it first: it is dated no later than the first attempt started after its outbox row."""
+    at = publication.published_at
+    after = [a.started_at for a in attempts if a.started_at >= publication.created_at]
+    return CustodyEvent(min([at, *after]), "published", "handed to the queue")
+
+
+def _attempts(
+    delivery: Delivery, recorded: dict[int, Attempt], ends: list[_End], told_up_to: int
+) -> list[CustodyEvent]:
+    """One step per claim number. A number with neither an attempt row nor a dead step is a
+    claim whose worker stopped or lost its lease before recording anything."""
+    ended = {end.attempt_number for end in ends}
+    in_flight = delivery.attempt_count if delivery.state == DeliveryState.LEASED.value else None
+    events = []
+    for number in range(1, told_up_to + 1):
+        attempt = recorded.get(number)
+        if attempt is not None:
+            status = attempt.status_code if attempt.status_code is not None else "no response"
+            what = f"#{number}: {attempt.outcome} ({status}, {attempt.duration_ms} ms)"
+            events.append(CustodyEvent(attempt.started_at, "attempt", what))
+        elif number not in ended and number != in_flight:
+            # Its time was never recorded: it is told just before whatever came next.
+            later = [a.started_at for n, a in recorded.items() if n > number]
+            later += [end.at for end in ends if end.attempt_number > number]
+            what = (
+                f"#{number}: no result recorded (its worker stopped or lost the lease; the "
+                "request may have gone out)"
+            )
+            events.append(CustodyEvent(min(later, default=delivery.updated_at), "attempt", what))
+    return events

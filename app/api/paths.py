@@ -1,0 +1,48 @@
+"""Ids in a path: one that cannot be one of ours names nothing, so it is 404 -- the same answer
+as a well-formed id that does not exist -- and it never reaches SQL.
+
+(In a body or a query the same id rule answers 422 and names the field; see
+``app.schemas.common.id_rule``.)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path
+
+from app.errors import NotFound
+from app.ids import KINDS, describe_id, looks_like
+
+
+def known_id(prefix: str, value: str) -> str:
+    if not looks_like(prefix, value):
+        # The value is not echoed: it may be anything, NUL and megabytes included.
+        raise NotFound(f"no such {KINDS[prefix]}: the path does not hold {describe_id(prefix)}")
+    return value
+
+
+def _described(prefix: str) -> str:
+    return f"The {KINDS[prefix]}'s id ({prefix}_...)."
+
+
+async def _delivery_id(delivery_id: Annotated[str, Path(description=_described("dlv"))]) -> str:
+    return known_id("dlv", delivery_id)
+
+
+async def _endpoint_id(endpoint_id: Annotated[str, Path(description=_described("ep"))]) -> str:
+    return known_id("ep", endpoint_id)
+
+
+async def _job_id(job_id: Annotated[str, Path(description=_described("rdv"))]) -> str:
+    return known_id("rdv", job_id)
+
+
+async def _run_id(run_id: Annotated[str, Path(description=_described("run"))]) -> str:
+    return known_id("run", run_id)
+
+
+DeliveryIdPath = Annotated[str, Depends(_delivery_id)]
+EndpointIdPath = Annotated[str, Depends(_endpoint_id)]
+RedriveJobIdPath = Annotated[str, Depends(_job_id)]
+RunIdPath = Annotated[str, Depends(_run_id)]

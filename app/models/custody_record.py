@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    Text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+CUSTODY_RECORD_EVENTS = ("dead", "redriven")
+
+
+class CustodyRecord(Base):
+    """What a delivery's own row forgets. A redrive clears the row's dead step (its time and
+    reason), so it archives that step here, and itself, in the statement that revives the row.
+    The rest of the custody timeline comes from the delivery, its outbox rows and attempts."""
+
+    __tablename__ = "custody_records"
+    __table_args__ = (
+        Index("ix_custody_records_delivery", "delivery_id", "id"),
+        CheckConstraint(
+            "event IN (" + ", ".join(repr(e) for e in CUSTODY_RECORD_EVENTS) + ")", name="event"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    event: Mapped[str] = mapped_column(Text)
+    # The delivery's attempt count then: for a dead step, the number of the claim that ended it.
+    attempt_number: Mapped[int] = mapped_column(Integer)
+    detail: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,198 @@
+"""Validation answers in words: what is allowed, never the regular expression behind a rule; and
+times are checked for range up front rather than failing later in a job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.support import ADMIN, count_rows, datetime_inputs, patterned_inputs
+
+PROBLEM = "application/problem+json"
+UNKNOWN_ENDPOINT = "ep_01ARZ3NDEKTSV4RRFFQ69G5FAV"
+REGEX_SIGNS = ("pattern", "^", "$", "\\x", "[", "]", "{", "(?")
+
+
+def _delivery(**fields: Any) -> dict[str, Any]:
+    return {"endpoint_id": UNKNOWN_ENDPOINT, "event_type": "a", "payload": {}, **fields}
+
+
+VALUE = "<the value>"  # where a case's request template takes the value under test
+
+
+def _fill(template: Any, value: str) -> Any:
+    if template == VALUE:
+        return value
+    if isinstance(template, dict):
+        return {name: _fill(item, value) for name, item in template.items()}
+    if isinstance(template, list):
+        return [_fill(item, value) for item in template]
+    return template
+
+
+@dataclass(frozen=True)
+class Case:
+    field: str  # as tests.support.patterned_inputs names it
+    route: str  # "METHOD /path"
+    request: dict[str, Any]  # httpx keywords (json or params), VALUE where the value goes
+    loc: str  # where the problem says the value was
+    bad: tuple[str, ...]
+    says: str  # what the message says is allowed
+    admin: bool = False
+
+
+EVENT_TYPE = "letters, digits and _ . : - / (starting with a letter or digit)"
+BAD_EVENT_TYPES = ("has space", "a\x00b", "", ".dot-first", "x" * 256, "tab\t")
+PRINTABLE = "printable text: no NUL or other control characters except tab and line breaks"
+ENDPOINT_ID = "an endpoint id (ep_ followed by 26 capital letters and digits)"
+URL = "URL without spaces or control characters (encode a space as %20)"
+BAD_URLS = ("http://127.0.0.1/a b", "http://127.0.0.1/\x00", "http://127.0.0.1/\x7f", " ")
+UPDATE = f"PATCH /v1/endpoints/{UNKNOWN_ENDPOINT}"
+CASES = [
+    Case("DeliveryIntent.event_type", "POST /v1/deliveries",
+         {"json": _delivery(event_type=VALUE)}, "body.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
+    Case("DeliveryIntent.endpoint_id", "POST /v1/deliveries",
+         {"json": _delivery(endpoint_id=VALUE)}, "body.endpoint_id", ("nope", "ep_\x00"),
+         ENDPOINT_ID),
+    Case("EventIntent.event_type", "POST /v1/events",
+         {"json": {"event_type": VALUE, "payload": {}}}, "body.event_type", BAD_EVENT_TYPES,
+         EVENT_TYPE),
+    Case("BatchItem.event_type", "POST /v1/deliveries/batch",
+         {"json": {"items": [_delivery(event_type=VALUE)]}}, "event_type", BAD_EVENT_TYPES,
+         EVENT_TYPE),
+    Case("BatchItem.endpoint_id", "POST /v1/deliveries/batch",
+         {"json": {"items": [_delivery(endpoint_id=VALUE)]}}, "endpoint_id", ("nope",),
+         ENDPOINT_ID),
+    Case("BatchItem.idempotency_key", "POST /v1/deliveries/batch",
+         {"json": {"items": [_delivery(idempotency_key=VALUE)]}}, "idempotency_key",
+         ("", "k\x00", "café", "x" * 256), "1-255 printable ASCII characters"),
+    Case("RedriveFilter.event_type", "POST /v1/deliveries/redrive",
+         {"json": {"event_type": VALUE}}, "body.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
+    Case("RedriveFilter.endpoint_id", "POST /v1/deliveries/redrive",
+         {"json": {"endpoint_id": VALUE}}, "body.endpoint_id", ("nope", "\x00"), ENDPOINT_ID),
+    Case("GET /v1/deliveries?event_type", "GET /v1/deliveries",
+         {"params": {"event_type": VALUE}}, "query.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
+    Case("GET /v1/deliveries?endpoint_id", "GET /v1/deliveries",
+         {"params": {"endpoint_id": VALUE}}, "query.endpoint_id", ("nope", "\x00"), ENDPOINT_ID),
+    Case("EndpointCreate.url", "POST /v1/endpoints",
+         {"json": {"url": VALUE}}, "body.url", BAD_URLS, URL),
+    Case("EndpointCreate.description", "POST /v1/endpoints",
+         {"json": {"url": "http://127.0.0.1/", "description": VALUE}}, "body.description",
+         ("a\x00b", "bell\x07"), PRINTABLE),
+    Case("EndpointCreate.event_types", "POST /v1/endpoints",
+         {"json": {"url": "http://127.0.0.1/", "event_types": ["ok", VALUE]}},
+         "body.event_types.1", BAD_EVENT_TYPES, EVENT_TYPE),
+    Case("EndpointUpdate.url", UPDATE, {"json": {"url": VALUE}}, "body.url", BAD_URLS, URL),
+    Case("EndpointUpdate.description", UPDATE,
+         {"json": {"description": VALUE}}, "body.description", ("a\x00b",), PRINTABLE),
+    Case("EndpointUpdate.event_types", UPDATE,
+         {"json": {"event_types": [VALUE]}}, "body.event_types.0", BAD_EVENT_TYPES, EVENT_TYPE),
+    Case("ReconcileRequest.trigger", "POST /v1/reconcile",
+         {"json": {"trigger": VALUE}}, "body.trigger", ("cron job", "c\x00n", "", "x" * 101),
+         "1-100 characters: letters, digits and _ . : -", admin=True),
+    Case("TenantCreate.name", "POST /v1/tenants",
+         {"json": {"name": VALUE}}, "body.name", ("two\nlines", "nul\x00", "tab\t"),
+         "printable text on one line", admin=True),
+]  # fmt: skip
+
+
+def test_every_field_held_to_a_text_rule_is_covered(app: FastAPI) -> None:
+    assert set(patterned_inputs(app)) == {case.field for case in CASES}
+
+
+def _messages(response: httpx.Response, case: Case) -> str:
+    """The problem's detail (and each listed error): for a batch, the item's problem."""
+    problem = response.json()
+    if case.route.endswith("/batch"):
+        assert response.status_code == 200, response.text
+        problem = problem["items"][0]["error"]
+    assert problem["status"] == 422, response.text
+    return " | ".join([problem["detail"], *(e["msg"] for e in problem.get("errors", []))])
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.field)
+async def test_a_refused_value_is_explained_in_words_not_a_regex(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, case: Case
+) -> None:
+    method, path = case.route.split(" ")
+    for value in case.bad:
+        request = _fill(case.request, value)
+        response = await client.request(
+            method, path, **request, headers=ADMIN if case.admin else tenant
+        )
+        assert response.headers["content-type"] in (PROBLEM, "application/json"), response.text
+        said = _messages(response, case)
+        assert f"{case.loc}: " in said, (value, said)
+        assert case.says in said, (value, said)
+        assert not [sign for sign in REGEX_SIGNS if sign in said], (value, said)
+    for table in ("events", "deliveries", "endpoints", "redrive_jobs", "reconcile_runs"):
+        assert await count_rows(engine, table) == 0
+
+
+@pytest.mark.parametrize(
+    ("route", "request_template"),
+    [
+        ("POST /v1/endpoints", {"json": {"url": "http://127.0.0.1/", "event_types": [VALUE]}}),
+        (UPDATE, {"json": {"event_types": [VALUE]}}),
+        ("POST /v1/deliveries/redrive", {"json": {"event_type": VALUE}}),
+        ("GET /v1/deliveries", {"params": {"event_type": VALUE}}),
+    ],
+)
+@pytest.mark.parametrize("wildcard", ["order.*", "*", "order.created*"])
+async def test_a_wildcard_event_type_is_not_supported_yet(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    route: str,
+    request_template: dict[str, Any],
+    wildcard: str,
+) -> None:
+    method, path = route.split(" ")
+    response = await client.request(
+        method, path, **_fill(request_template, wildcard), headers=tenant
+    )
+    assert response.status_code == 422 and response.headers["content-type"] == PROBLEM
+    detail = response.json()["detail"]
+    assert "wildcards are not supported: event types match exactly, so list each one" in detail
+
+
+# Times that no Python or PostgreSQL code could work with once converted to UTC.
+UNREPRESENTABLE = ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00")
+TIME_CASES = [
+    Case("DeliveryIntent.deliver_after", "POST /v1/deliveries",
+         {"json": _delivery(deliver_after=VALUE)}, "body.deliver_after", UNREPRESENTABLE, ""),
+    Case("EventIntent.deliver_after", "POST /v1/events",
+         {"json": {"event_type": "a", "payload": {}, "deliver_after": VALUE}},
+         "body.deliver_after", UNREPRESENTABLE, ""),
+    Case("BatchItem.deliver_after", "POST /v1/deliveries/batch",
+         {"json": {"items": [_delivery(deliver_after=VALUE)]}}, "deliver_after", UNREPRESENTABLE,
+         ""),
+    Case("RedriveFilter.dead_after", "POST /v1/deliveries/redrive",
+         {"json": {"dead_after": VALUE}}, "body.dead_after", UNREPRESENTABLE, ""),
+    Case("RedriveFilter.dead_before", "POST /v1/deliveries/redrive",
+         {"json": {"dead_before": VALUE}}, "body.dead_before", UNREPRESENTABLE, ""),
+]  # fmt: skip
+
+
+def test_every_time_input_is_covered(app: FastAPI) -> None:
+    assert datetime_inputs(app) == {case.field for case in TIME_CASES}
+
+
+@pytest.mark.parametrize("case", TIME_CASES, ids=lambda case: case.field)
+async def test_a_time_out_of_range_in_utc_is_422_up_front(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, case: Case
+) -> None:
+    method, path = case.route.split(" ")
+    for value in case.bad:
+        response = await client.request(method, path, **_fill(case.request, value), headers=tenant)
+        said = _messages(response, case)
+        assert (
+            f"{case.loc}: must lie between 0001-01-01 and 9999-12-31 once converted to UTC" in said
+        )
+    # Nothing was accepted to fail later: no redrive job, no delivery.
+    for table in ("events", "deliveries", "redrive_jobs"):
+        assert await count_rows(engine, table) == 0
