@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
+from app.services import status
 from tests.support import fast_path_settled, new_endpoint
 
 
@@ -177,3 +178,33 @@ async def test_timeline_tells_a_claim_that_left_no_record(
     assert [detail.split(":")[0] for detail in attempts] == ["#1", "#2", "#3"]
     assert attempts[1].startswith("#2: no result recorded")
     assert body["timeline"][-1]["event"] == "succeeded"
+
+
+async def test_a_timeline_stays_bounded_however_many_claims_and_redrives(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
+) -> None:
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+
+    async def redriven(cycles: int) -> None:
+        await sql(
+            engine,
+            "INSERT INTO custody_records (delivery_id, at, event, attempt_number, detail)"
+            " SELECT :d, now() + g * interval '1 second', e, g, 'test'"
+            " FROM generate_series(1, :n) g, unnest(ARRAY['dead', 'redriven']) e",
+            d=delivery_id, n=cycles,
+        )  # fmt: skip
+
+    # 5,000 claims that left no attempt row (each dead step accounts for one of them).
+    await sql(engine, "UPDATE deliveries SET attempt_count = 5000")
+    await redriven(40)
+    told = (await explained(client, tenant, delivery_id))["timeline"]
+    unrecorded = [e for e in told if e["event"] == "attempt"]
+    assert len(unrecorded) == status.MOST_UNRECORDED_CLAIMS - 40  # 40 are told by dead steps
+    assert len([e for e in told if e["event"] == "dead"]) == 40
+    # More dead steps and redrives than one timeline tells: the archive is cut, and claim
+    # numbers past what is shown are not guessed at.
+    await redriven(200)
+    told = (await explained(client, tenant, delivery_id))["timeline"]
+    assert len([e for e in told if e["event"] in ("dead", "redriven")]) == status.TIMELINE_ATTEMPTS
+    assert [e for e in told if e["event"] == "attempt"] == []

@@ -15,9 +15,6 @@ from app.services import status
 from app.services.flow import flow_snapshot
 from app.states import DeliveryState
 
-# A timeline tells at most this many attempts (and dead steps, and redrives): bounded work.
-TIMELINE_ATTEMPTS = 100
-
 
 async def delivery_detail(
     session: AsyncSession, redis: ArqRedis, settings: Settings, tenant_id: str, delivery_id: str
@@ -28,10 +25,9 @@ async def delivery_detail(
     endpoint = await endpoints.get_any(session, delivery.endpoint_id)
     assert endpoint is not None  # a foreign key
     published = await outbox.publications(session, delivery.id)
-    tried = await attempts.list_page(
-        session, delivery.id, limit=TIMELINE_ATTEMPTS + 1, after_number=None
-    )
-    archive = await custody_records.list_for(session, delivery.id, limit=TIMELINE_ATTEMPTS)
+    most = status.TIMELINE_ATTEMPTS
+    tried = await attempts.list_page(session, delivery.id, limit=most + 1, after_number=None)
+    archive = await custody_records.list_for(session, delivery.id, limit=most + 1)
     now = datetime.now(UTC)
     flow = None
     waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
@@ -39,9 +35,10 @@ async def delivery_detail(
         ceiling = endpoint.max_in_flight or settings.default_max_in_flight
         flow = await flow_snapshot(redis, endpoint.id, ceiling)
     why = status.explain(delivery, endpoint, now, settings, flow)
+    # A cut list hides attempts or dead steps: claim numbers past what is shown are not guessed.
     story = status.timeline(
-        delivery, published, tried[:TIMELINE_ATTEMPTS], archive,
-        all_attempts=len(tried) <= TIMELINE_ATTEMPTS,
+        delivery, published, tried[:most], archive[:most],
+        all_attempts=len(tried) <= most and len(archive) <= most,
     )  # fmt: skip
     return DeliveryDetail(
         **DeliveryOut.model_validate(delivery).model_dump(),

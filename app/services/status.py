@@ -99,6 +99,11 @@ def _due_now(
     return Explanation("queued", "due; waiting for a worker")
 
 
+# A timeline tells at most this many attempt rows (and as many dead steps and redrives), and
+# at most MOST_UNRECORDED_CLAIMS claim numbers past the last attempt row: bounded work.
+TIMELINE_ATTEMPTS = 100
+MOST_UNRECORDED_CLAIMS = 100
+
 # Steps that share a timestamp are told cause first: a redrive's outbox row is written in the
 # redrive's transaction (one now() for both), and a publication may be dated by the attempt
 # it led to (see _published).
@@ -130,6 +135,9 @@ def timeline(
     ``all_attempts``; numbers past the last row are then left untold rather than guessed."""
     recorded = {attempt.attempt_number: attempt for attempt in attempts}
     told_up_to = delivery.attempt_count if all_attempts else max(recorded, default=0)
+    # Claims that left no row are told one by one, so a delivery whose claims keep dying
+    # unsent could otherwise grow its timeline without bound.
+    told_up_to = min(told_up_to, max(recorded, default=0) + MOST_UNRECORDED_CLAIMS)
     ends = [_End(r.at, r.attempt_number, r.detail) for r in archive if r.event == "dead"]
     finished = delivery.completed_at
     if delivery.state == DeliveryState.DEAD.value and finished is not None:
