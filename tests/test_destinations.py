@@ -214,3 +214,15 @@ async def test_non_canonical_ipv4_is_refused_when_updated(
     assert f"write it as {canonical}" in response.json()["detail"]
     current = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
     assert current.json()["url"] == endpoint["url"]
+
+
+async def test_ipv4_in_other_digits_is_refused_as_the_sender_would_read_it(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    # Full-width digits: the sender's URL parser reads them as the all-digit 2130706433.
+    full_width = "".join(chr(ord("\N{FULLWIDTH DIGIT ZERO}") + int(d)) for d in "2130706433")
+    response = await client.post(
+        "/v1/endpoints", json={"url": f"http://{full_width}:9/hook"}, headers=tenant
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].endswith("write it as 127.0.0.1")

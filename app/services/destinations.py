@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 import structlog
+from yarl import URL
 
 from app.errors import DestinationRefused
 
@@ -155,7 +156,14 @@ def parse_destination(url: str) -> Destination:
         raise DestinationRefused("URL has no host")
     if any(ch.isspace() for ch in url):
         raise DestinationRefused("URL must not contain whitespace")
-    _check_ipv4_spelling(host)
+    # Judge the host as the sender's URL parser (yarl, under aiohttp) will spell it on the
+    # wire: IDNA turns full-width digits into ASCII ones, so 2130706433 in full-width digits
+    # is sent as the all-digit 2130706433.
+    try:
+        wire_host = URL(url).raw_host or host
+    except ValueError as exc:
+        raise DestinationRefused(f"URL is malformed: {exc}") from None
+    _check_ipv4_spelling(wire_host)
     return Destination(
         url=url, scheme=scheme, host=host, port=port or (443 if scheme == "https" else 80)
     )
