@@ -29,6 +29,7 @@ REFUSED_URLS = [
     "http://100.127.255.254/",
     "http://[fd00::1]/",
     "http://[fc00::5]/",
+    "http://[fec0::1]/",  # site-local (deprecated), which is_global calls global
     "http://[::ffff:127.0.0.1]/",
     "http://[::ffff:10.0.0.1]/",
     "http://[::ffff:7f00:1]/",

@@ -74,7 +74,11 @@ def refusal_reason(address: IPAddress, allowlist: Sequence[IPNetwork]) -> str | 
         return "is in shared address space (100.64.0.0/10)"
     if address.is_multicast or address.is_unspecified:
         return "is not a unicast destination"
-    if not address.is_global:
+    # Site-local (fec0::/10, deprecated but still routed inside some networks) counts as
+    # global to `is_global`.
+    if not address.is_global or (
+        isinstance(address, ipaddress.IPv6Address) and address.is_site_local
+    ):
         return "is not a public address"
     return None
 
