@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,9 +16,6 @@ from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
 from app.repositories import delivery_leases
-from app.services.dispatch import Dispatcher
-from app.services.flow import Gate
-from app.services.sender import build_http_session
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
@@ -28,27 +23,11 @@ from tests.support import (
     Stack,
     count_rows,
     delivery_row,
+    dispatcher,
     fast_path_settled,
     ip_addresses_in,
     new_endpoint,
 )
-
-
-@asynccontextmanager
-async def dispatcher(
-    settings: Settings, engine: AsyncEngine, **overrides: Any
-) -> AsyncIterator[Dispatcher]:
-    configured = settings.model_copy(update=overrides)
-    http = build_http_session(configured.destination_allowlist, 10)
-    assert configured.redis_url is not None
-    redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
-    try:
-        sessionmaker = create_sessionmaker(engine)
-        gate = Gate(configured, sessionmaker, redis)
-        yield Dispatcher(configured, sessionmaker, http, redis, gate)
-    finally:
-        await http.close()
-        await redis.aclose()
 
 
 async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str) -> str:
