@@ -27,7 +27,7 @@ from app.repositories.delivery_leases import ClaimedDelivery
 from app.services import deadlines, destination_health, outcomes, sender
 from app.services.deadlines import STEP_SECONDS, best_effort, unstoppable
 from app.services.flow import Gate
-from app.services.requeue import redefer_if_early, requeue, schedule_retry
+from app.services.requeue import give_back, redefer_if_early, requeue, schedule_retry
 from app.services.signing import signed_headers
 from app.states import DeliveryState, Outcome
 
@@ -71,11 +71,13 @@ class Dispatcher:
     async def _attempt(self, delivery_id: str, endpoint_id: str, *, lease_by: float) -> None:
         token = uuid.uuid4()
         clock = asyncio.get_running_loop()
-        claiming_at = clock.time()
         async with (
             asyncio.timeout_at(lease_by),
             single_statements(self.sessionmaker) as connection,
         ):
+            # Only now, with a connection in hand: waiting for one (a busy pool) is no part of
+            # the lease, and must not eat into its margin for a stall.
+            claiming_at = clock.time()
             claimed = await delivery_leases.claim(
                 connection, delivery_id, region=self.settings.region, token=token,
                 lease_seconds=self.settings.lease_duration,
@@ -87,7 +89,7 @@ class Dispatcher:
                 )
             return
         # When the lease ends on this process's clock: what the database says is left, counted
-        # from before the claim was sent, so never later than the database's own end.
+        # from just before the claim was sent, so never later than the database's own end.
         lease_ends = claiming_at + claimed.lease_left
         crash_point("worker.after_claim_before_send", self.settings.fault)
         stall_point("worker.stall_after_claim", self.settings.fault)
@@ -96,7 +98,10 @@ class Dispatcher:
             await self._finish(claimed, token, refusal, result=None, lease_ends=lease_ends)
             return
         if lease_ends - clock.time() < self.settings.lease_left_to_send:
-            await self._give_back(claimed, token, left=lease_ends - clock.time())
+            await give_back(
+                self.sessionmaker, self.redis, self.settings.region, claimed, token,
+                left=lease_ends - clock.time(),
+            )  # fmt: skip
             return
         progress = sender.SendProgress()
         try:
@@ -111,23 +116,6 @@ class Dispatcher:
         # shutdown. Recording is bounded by the lease, past which the write is refused anyway.
         transition = self._decide(claimed, result)
         await unstoppable(self._finish(claimed, token, transition, result, lease_ends=lease_ends))
-
-    async def _give_back(self, claimed: ClaimedDelivery, token: uuid.UUID, left: float) -> None:
-        """Too little lease left for a whole request and its record (the worker stalled since
-        the claim): a request sent now could still be under way when the lease ends and another
-        worker sends it too. Give the lease back, uncounted, and queue the delivery again."""
-        log.warning(
-            "delivery.lease_too_short", delivery_id=claimed.id, attempt=claimed.attempt_number,
-            lease_left_seconds=round(left, 3),
-        )  # fmt: skip
-        async with asyncio.timeout(STEP_SECONDS), single_statements(self.sessionmaker) as db:
-            released = await delivery_leases.release(db, claimed.id, token=token)
-        if released:  # else the lease ran out and the delivery is someone else's to send
-            async with asyncio.timeout(STEP_SECONDS):
-                await requeue(
-                    self.redis, self.settings.region, claimed.id, claimed.endpoint_id, "l",
-                    after=0,
-                )  # fmt: skip
 
     def _retry_after(self, result: sender.AttemptResult) -> float | None:
         if result.status_code not in outcomes.RETRY_AFTER_STATUSES:

@@ -4,17 +4,25 @@ recorded retry."""
 
 from __future__ import annotations
 
+import asyncio
+import random
 import uuid
 
 import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import queue
+from app import metrics, queue
 from app.db import single_statements
 from app.repositories import deliveries, delivery_leases
+from app.services.deadlines import STEP_SECONDS
 
 log = structlog.get_logger("herald.delivery")
+
+# A lease given back comes back after this long (jittered): not straight into the congestion
+# that made its claim late (a saturated pool, a starved event loop), and not all together.
+GIVE_BACK_MIN_SECONDS = 1.0
+GIVE_BACK_MAX_SECONDS = 3.0
 
 
 async def requeue(
@@ -32,6 +40,33 @@ async def requeue(
     job_id = f"{delivery_id}:{why}{uuid.uuid4().hex[:12]}"
     job = queue.QueuedJob(job_id, delivery_id, endpoint_id, queue.seconds_from_now(after))
     await queue.publish(redis, region, [job])
+
+
+async def give_back(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    redis: ArqRedis,
+    region: str,
+    claimed: delivery_leases.ClaimedDelivery,
+    token: uuid.UUID,
+    *,
+    left: float,
+) -> None:
+    """Too little lease left for a whole request and its record (the worker stalled since
+    the claim): a request sent now could still be under way when the lease ends and another
+    worker sends it too. Give the lease back, uncounted, and queue the delivery again."""
+    metrics.LEASES_GIVEN_BACK.inc()
+    log.warning(
+        "delivery.lease_too_short", delivery_id=claimed.id, attempt=claimed.attempt_number,
+        lease_left_seconds=round(left, 3),
+    )  # fmt: skip
+    async with asyncio.timeout(STEP_SECONDS), single_statements(sessionmaker) as connection:
+        await delivery_leases.release(connection, claimed.id, token=token)
+    # Queued again even when the release was refused: then the lease has run out, perhaps with
+    # nobody holding the delivery, and a job that finds it leased after all does no harm (the
+    # claim is fenced).
+    after = random.uniform(GIVE_BACK_MIN_SECONDS, GIVE_BACK_MAX_SECONDS)  # noqa: S311
+    async with asyncio.timeout(STEP_SECONDS):
+        await requeue(redis, region, claimed.id, claimed.endpoint_id, "l", after=after)
 
 
 async def redefer_if_early(
