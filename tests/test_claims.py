@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from prometheus_client import REGISTRY
@@ -15,7 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
-from app.db import create_engine
+from app.db import create_engine, create_sessionmaker, single_statements
+from app.repositories import delivery_leases
 from app.services.requeue import GIVE_BACK_MIN_SECONDS
 from tests.receiver import Receiver
 from tests.support import (
@@ -132,3 +135,31 @@ async def test_a_lease_that_ran_out_before_it_could_be_given_back_is_queued_agai
     row = await delivery_row(engine, delivery_id)
     assert row["state"] == "leased" and row["attempt_count"] == 1
     assert [job for job in await queued_jobs(settings, delivery_id) if ":l" in job]
+
+
+async def test_jobs_that_find_a_live_lease_leave_one_job_for_when_it_ends(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    endpoint: dict[str, Any],
+) -> None:
+    [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    await fast_path_settled(engine)
+    # A claim that committed but whose worker never heard back (or a live worker's).
+    token = uuid.uuid4()
+    async with single_statements(create_sessionmaker(engine)) as connection:
+        held = await delivery_leases.claim(
+            connection, delivery_id, region=settings.region, token=token, lease_seconds=30
+        )
+    assert held is not None
+    async with dispatcher(settings, engine) as worker:
+        for _ in range(3):  # arq's rerun of that job, and duplicates of it
+            await worker.deliver(delivery_id, endpoint["id"])
+
+    lease_until = (await delivery_row(engine, delivery_id))["lease_until"].timestamp()
+    deferred = {job: due for job, due in (await queued_jobs(settings, delivery_id)).items()
+                if ":L" in job}  # fmt: skip
+    # One job per lease, however many ran into it, due when the lease ends.
+    assert list(deferred) == [f"{delivery_id}:L{token.hex}"]
+    assert deferred[f"{delivery_id}:L{token.hex}"] >= lease_until

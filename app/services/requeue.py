@@ -1,6 +1,6 @@
 """Putting a delivery back in the queue when the job that holds it cannot attempt it now: the
-gate deferred it, it ran before it was due, or its lease was given back unused; and queueing a
-recorded retry."""
+gate deferred it, it ran before it was due, it found the delivery leased, or its lease was given
+back unused; and queueing a recorded retry."""
 
 from __future__ import annotations
 
@@ -23,6 +23,11 @@ log = structlog.get_logger("herald.delivery")
 # that made its claim late (a saturated pool, a starved event loop), and not all together.
 GIVE_BACK_MIN_SECONDS = 1.0
 GIVE_BACK_MAX_SECONDS = 3.0
+# A job coming back for a lease's end comes just after it (the claim needs `lease_until < now()`).
+PAST_THE_END_SECONDS = 0.05
+# A lease this close to its end is most likely its own job come back for it, early by the skew
+# between this worker's clock and the database's (see redefer_if_early).
+_NEARLY_OVER_SECONDS = 2.0
 
 
 async def requeue(
@@ -33,11 +38,13 @@ async def requeue(
     why: str,
     *,
     after: float,
+    once_per: str | None = None,
 ) -> None:
     """A job of its own for this delivery, ``after`` seconds from now. Its id is new (``why``
     plus a random part: g gate, w wait, l lease given back), so arq never drops it as a
-    duplicate of the job running now."""
-    job_id = f"{delivery_id}:{why}{uuid.uuid4().hex[:12]}"
+    duplicate of the job running now. With ``once_per``, the id is ``why`` plus that instead:
+    however many jobs ask, arq keeps one."""
+    job_id = f"{delivery_id}:{why}{once_per or uuid.uuid4().hex[:12]}"
     job = queue.QueuedJob(job_id, delivery_id, endpoint_id, queue.seconds_from_now(after))
     await queue.publish(redis, region, [job])
 
@@ -76,16 +83,27 @@ async def redefer_if_early(
     delivery_id: str,
     endpoint_id: str,
 ) -> None:
-    """A job that ran a little too early must not just vanish: put a job back for when the
-    delivery can be claimed. That covers a job firing before its due time (clock skew, an
-    early duplicate) and arq rerunning a dead worker's job moments before its lease ends.
-    A live lease with time left, or a finished delivery: a true duplicate, dropped."""
+    """A job that could not claim its delivery must not just vanish while the delivery is not
+    finished: put a job back for when it can be claimed. That covers a job firing before its
+    due time (clock skew, an early duplicate), arq rerunning a dead worker's job, and a claim
+    that committed but whose answer was lost (the job runs again and finds the lease its own
+    claim took, which nobody holds) -- none of it waits for the reconciler.
+
+    A live worker may hold the lease just as well, with any number of duplicate jobs running
+    into it: one job comes back per lease (its id names the lease), for when the lease ends."""
     async with sessionmaker() as session, session.begin():
-        wait = await delivery_leases.seconds_until_claimable(session, delivery_id, region)
-    if wait is None or wait <= 0:
-        log.debug("delivery.skipped", delivery_id=delivery_id, why="leased, finished or gone")
+        claimable = await delivery_leases.when_claimable(session, delivery_id, region)
+    if claimable is None:
+        log.debug("delivery.skipped", delivery_id=delivery_id, why="finished or gone")
         return
-    await requeue(redis, region, delivery_id, endpoint_id, "w", after=wait + 0.05)
+    after = max(claimable.seconds, 0.0) + PAST_THE_END_SECONDS
+    token = claimable.lease_token
+    if token is not None and claimable.seconds > _NEARLY_OVER_SECONDS:
+        await requeue(redis, region, delivery_id, endpoint_id, "L", after=after, once_per=token.hex)
+    else:
+        # Nearly over, this may be that very job, come back a moment early: arq would refuse
+        # its own id while it runs, so it comes back under a new one.
+        await requeue(redis, region, delivery_id, endpoint_id, "w", after=after)
 
 
 async def schedule_retry(
