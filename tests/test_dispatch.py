@@ -210,3 +210,36 @@ async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
         "#1", "#2", "#4",
     ]  # fmt: skip
     assert ("dead", "endpoint_disabled (attempt #3 was not sent)") in steps
+
+
+async def test_a_retry_after_closes_the_gate_before_the_answers_body_arrives(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    body = asyncio.Event()
+    receiver.script("/later", Reply(429, headers={"Retry-After": "60"}, body_hold=body))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/later"))
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    patient = {"request_timeout_seconds": 60, "lease_seconds": 120}
+    async with (
+        dispatcher(settings, engine, **patient) as worker,
+        dispatcher(settings, engine) as other,  # another worker's view of the destination
+    ):
+        attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint["id"]))
+        await receiver.wait_for("/later", 1)
+        # The status and headers are out; the body is held back for as long as this waits.
+        deadline = asyncio.get_running_loop().time() + 30
+        while (admission := await other.gate.admit(endpoint["id"])).reason != "paused":
+            await other.gate.release(admission)
+            assert asyncio.get_running_loop().time() < deadline, "the gate never closed"
+            await asyncio.sleep(0.02)
+        assert not attempt.done()
+        body.set()
+        await attempt
+
+    row = await delivery_row(engine, delivery_id)
+    assert row["state"] == "enqueued" and row["last_status_code"] == 429
+    assert len(receiver.on("/later")) == 1

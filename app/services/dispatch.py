@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import aiohttp
 import structlog
@@ -117,20 +118,13 @@ class Dispatcher:
         transition = self._decide(claimed, result)
         await unstoppable(self._finish(claimed, token, transition, result, lease_ends=lease_ends))
 
-    def _retry_after(self, result: sender.AttemptResult) -> float | None:
-        if result.status_code not in outcomes.RETRY_AFTER_STATUSES:
-            return None
-        return outcomes.parse_retry_after(
-            result.retry_after_header, datetime.now(UTC), self.settings.retry_after_max_seconds
-        )
-
     def _decide(
         self, claimed: ClaimedDelivery, result: sender.AttemptResult
     ) -> outcomes.Transition:
         return outcomes.decide(
             outcome=result.outcome, status_code=result.status_code,
             attempts_used=claimed.attempts_used, max_attempts=self.settings.attempts_limit,
-            schedule=self.settings.retry_schedule, retry_after=self._retry_after(result),
+            schedule=self.settings.retry_schedule, retry_after=result.retry_after_left(),
             error=result.error,
         )  # fmt: skip
 
@@ -169,7 +163,16 @@ class Dispatcher:
             self.http, url=claimed.url, body=claimed.payload, headers=headers,
             timeout=self.settings.request_timeout_seconds,
             allowlist=self.settings.destination_allowlist, progress=progress,
+            retry_after_max=self.settings.retry_after_max_seconds,
+            on_answer=functools.partial(self._answered, claimed.endpoint_id),
         )  # fmt: skip
+
+    async def _answered(self, endpoint_id: str, progress: sender.SendProgress) -> None:
+        if progress.retry_after_until is not None:
+            # Close every worker's gate the moment the receiver's Retry-After is heard, before
+            # the body and the record: a request that starts after it would defy it. (Requests
+            # already in flight when it came are unaffected, as they must be.)
+            await self.gate.pause(endpoint_id, progress.retry_after_until - time.monotonic())
 
     async def _finish(
         self,
@@ -275,12 +278,9 @@ class Dispatcher:
                 self.gate.succeeded(claimed.endpoint_id)
             return recorded, 0.0
         pause = 0.0
-        retry_after = self._retry_after(result) if failed and result is not None else None
-        if retry_after:
-            # Close every worker's gate before the record transaction starts: a request that
-            # starts after the receiver's Retry-After was recorded would defy it. (Requests that
-            # were already in flight when the answer came are unaffected, as they must be.)
-            await self.gate.pause(claimed.endpoint_id, retry_after)
+        # Counted from the answer (the gate closed then), not from this try: a record retried
+        # through a database outage must not push the pause later.
+        retry_after = result.retry_after_left() if failed and result is not None else None
         async with self.sessionmaker() as session, session.begin():
             recorded = await delivery_leases.record_in(
                 session, claimed.id, token=token, finished=finished
