@@ -28,6 +28,10 @@ DEFERRALS = Counter(
 LEASES_LOST = Counter(
     "herald_leases_lost", "Results refused because the worker's lease had expired"
 )
+LEASES_GIVEN_BACK = Counter(
+    "herald_leases_given_back",
+    "Leases given back unused: too little was left of them to send on (a late claim, a stall)",
+)
 LEASE_EXPIRATIONS = Counter(
     "herald_lease_expirations", "Expired leases returned to the queue by reconcile"
 )

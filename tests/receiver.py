@@ -22,6 +22,7 @@ class Reply:
     delay: float = 0.0  # seconds before answering (a receiver that "never answers": large)
     trickle: float = 0.0  # seconds between body bytes (a slow trickle)
     hold: asyncio.Event | None = None  # answer only once the test sets this
+    body_hold: asyncio.Event | None = None  # send status and headers, the body once this is set
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,12 @@ class Receiver:
             if reply.hold is not None:
                 await reply.hold.wait()
             await asyncio.sleep(reply.delay)
+            if reply.body_hold is not None:
+                response = web.StreamResponse(status=reply.status, headers=reply.headers)
+                await response.prepare(request)  # the status line and headers go out now
+                await reply.body_hold.wait()
+                await response.write(reply.body)
+                return response
             if reply.trickle:
                 response = web.StreamResponse(status=reply.status, headers=reply.headers)
                 await response.prepare(request)

@@ -14,11 +14,17 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import queue
 from app.config import Settings, to_asyncpg_url
+from app.db import create_sessionmaker
 from app.embedded import EmbeddedPostgres
+from app.services.dispatch import Dispatcher
+from app.services.flow import Gate
+from app.services.sender import build_http_session
 
 ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -232,3 +238,66 @@ def ip_addresses_in(written: str) -> set[str]:
             except ValueError:
                 continue
     return found
+
+
+@asynccontextmanager
+async def stalled_statements(engine: AsyncEngine, into_state: str) -> AsyncIterator[None]:
+    """While inside, PostgreSQL holds every statement that moves a delivery into
+    ``into_state`` (it waits for a lock this keeps): a database that does not answer, for one
+    step of an attempt. The statement goes on when the block ends, unless it was cancelled."""
+    lock = secrets.randbits(31)
+    trigger = f"test_stall_{into_state}"
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                f"CREATE FUNCTION {trigger}() RETURNS trigger LANGUAGE plpgsql AS"
+                f" $$ BEGIN PERFORM pg_advisory_xact_lock({lock}); RETURN NEW; END $$"
+            )
+        )
+        await connection.execute(
+            text(
+                f"CREATE TRIGGER {trigger} BEFORE UPDATE ON deliveries FOR EACH ROW"
+                f" WHEN (NEW.state = '{into_state}') EXECUTE FUNCTION {trigger}()"
+            )
+        )
+    async with engine.connect() as holder:
+        await holder.execute(text(f"SELECT pg_advisory_lock({lock})"))
+        try:
+            yield
+        finally:
+            await holder.execute(text(f"SELECT pg_advisory_unlock({lock})"))
+            await holder.commit()
+    async with engine.begin() as connection:
+        await connection.execute(text(f"DROP TRIGGER {trigger} ON deliveries"))
+        await connection.execute(text(f"DROP FUNCTION {trigger}()"))
+
+
+@asynccontextmanager
+async def dispatcher(
+    settings: Settings, engine: AsyncEngine, *, policy_cache_seconds: float = 1.0, **overrides: Any
+) -> AsyncIterator[Dispatcher]:
+    """A worker's dispatcher in this process, on ``engine``'s pool, with ``overrides`` to its
+    settings. It makes attempts when called; nothing runs the jobs it queues."""
+    configured = settings.model_copy(update=overrides)
+    http = build_http_session(configured.destination_allowlist, 10)
+    assert configured.redis_url is not None
+    redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
+    try:
+        sessionmaker = create_sessionmaker(engine)
+        gate = Gate(configured, sessionmaker, redis, cache_seconds=policy_cache_seconds)
+        yield Dispatcher(configured, sessionmaker, http, redis, gate)
+    finally:
+        await http.close()
+        await redis.aclose()
+
+
+async def queued_jobs(settings: Settings, delivery_id: str) -> dict[str, float]:
+    """The delivery's jobs waiting in the queue: job id -> when it is due (epoch seconds)."""
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1, withscores=True)
+    finally:
+        await redis.aclose()
+    jobs = {job.decode(): score / 1000 for job, score in queued}
+    return {job: due for job, due in jobs.items() if job.startswith(f"{delivery_id}:")}

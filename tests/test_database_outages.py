@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+from sqlalchemy import text
 
 from app.config import Settings
 from app.main import create_app
@@ -93,3 +94,35 @@ async def test_a_sent_attempt_is_recorded_through_an_outage_longer_than_a_job_ti
         await wait_state(own_postgres.engine, delivery_id, "succeeded", timeout=40)
     assert len(receiver.on(PATH)) == 1
     assert await count_rows(own_postgres.engine, "attempts", "outcome = 'success'") == 1
+
+
+async def test_a_retry_after_counts_from_the_answer_not_from_a_late_record(
+    receiver: Receiver, settings: Settings, own_postgres: OwnPostgres, tmp_path: Path
+) -> None:
+    answer = asyncio.Event()
+    receiver.script(PATH, Reply(429, headers={"Retry-After": "2"}, hold=answer))
+    delivery_id = await accept_one(settings, own_postgres, receiver)
+    slow = {"HERALD_REQUEST_TIMEOUT_SECONDS": str(REQUEST_TIMEOUT), "HERALD_LEASE_SECONDS": "60"}
+    with running_worker(own_postgres.stack, tmp_path / "worker.log", **slow) as worker:
+        await receiver.wait_for(PATH, 1)
+        await asyncio.to_thread(own_postgres.server.stop)
+        answer.set()
+        answered = time.monotonic()
+        await asyncio.to_thread(worker.wait_for_log, "delivery.record_retry")
+        # The database is back only after the pause the receiver asked for has ended.
+        await asyncio.sleep(answered + 3 - time.monotonic())
+        await restart(own_postgres)
+        await wait_state(own_postgres.engine, delivery_id, "succeeded", timeout=40)
+    async with own_postgres.engine.connect() as connection:
+        paused_until = (
+            await connection.execute(
+                text(
+                    "SELECT e.paused_until FROM endpoints AS e JOIN deliveries AS d"
+                    " ON d.endpoint_id = e.id WHERE d.id = :d"
+                ),
+                {"d": delivery_id},
+            )
+        ).scalar_one()
+    # The 429 was recorded late, and its pause was over by then: nothing to pause any more.
+    assert await count_rows(own_postgres.engine, "attempts", "status_code = 429") == 1
+    assert paused_until is None

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,9 +16,6 @@ from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
 from app.repositories import delivery_leases
-from app.services.dispatch import Dispatcher
-from app.services.flow import Gate
-from app.services.sender import build_http_session
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
@@ -28,27 +23,11 @@ from tests.support import (
     Stack,
     count_rows,
     delivery_row,
+    dispatcher,
     fast_path_settled,
     ip_addresses_in,
     new_endpoint,
 )
-
-
-@asynccontextmanager
-async def dispatcher(
-    settings: Settings, engine: AsyncEngine, **overrides: Any
-) -> AsyncIterator[Dispatcher]:
-    configured = settings.model_copy(update=overrides)
-    http = build_http_session(configured.destination_allowlist, 10)
-    assert configured.redis_url is not None
-    redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
-    try:
-        sessionmaker = create_sessionmaker(engine)
-        gate = Gate(configured, sessionmaker, redis)
-        yield Dispatcher(configured, sessionmaker, http, redis, gate)
-    finally:
-        await http.close()
-        await redis.aclose()
 
 
 async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str) -> str:
@@ -231,3 +210,36 @@ async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
         "#1", "#2", "#4",
     ]  # fmt: skip
     assert ("dead", "endpoint_disabled (attempt #3 was not sent)") in steps
+
+
+async def test_a_retry_after_closes_the_gate_before_the_answers_body_arrives(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    body = asyncio.Event()
+    receiver.script("/later", Reply(429, headers={"Retry-After": "60"}, body_hold=body))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/later"))
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    patient = {"request_timeout_seconds": 60, "lease_seconds": 120}
+    async with (
+        dispatcher(settings, engine, **patient) as worker,
+        dispatcher(settings, engine) as other,  # another worker's view of the destination
+    ):
+        attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint["id"]))
+        await receiver.wait_for("/later", 1)
+        # The status and headers are out; the body is held back for as long as this waits.
+        deadline = asyncio.get_running_loop().time() + 30
+        while (admission := await other.gate.admit(endpoint["id"])).reason != "paused":
+            await other.gate.release(admission)
+            assert asyncio.get_running_loop().time() < deadline, "the gate never closed"
+            await asyncio.sleep(0.02)
+        assert not attempt.done()
+        body.set()
+        await attempt
+
+    row = await delivery_row(engine, delivery_id)
+    assert row["state"] == "enqueued" and row["last_status_code"] == 429
+    assert len(receiver.on("/later")) == 1

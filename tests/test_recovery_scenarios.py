@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import uuid
 from pathlib import Path
 
 import httpx
@@ -13,8 +14,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
+from app.db import create_sessionmaker, single_statements
 from app.embedded import EmbeddedRedis
 from app.main import create_app
+from app.repositories import delivery_leases
 from tests.processes import RECOVERY_ENV, running_worker, start_api, wait_healthy
 from tests.receiver import Receiver, Reply
 from tests.recovery import assert_recovered, reconcile_until_succeeded, states
@@ -23,7 +26,9 @@ from tests.support import (
     OwnPostgres,
     Stack,
     client_for,
+    count_rows,
     delivery_row,
+    fast_path_settled,
     new_endpoint,
     new_tenant,
     wait_state,
@@ -252,3 +257,31 @@ async def test_a_lease_too_short_for_a_whole_request_is_given_back_unused(
         ]  # fmt: skip
     # Given back (uncounted) and taken again, by the same worker, without a reconcile run.
     assert steps[-3:] == [("leased", "pending"), ("pending", "leased"), ("leased", "succeeded")]
+
+
+async def test_a_claim_whose_answer_was_lost_is_taken_up_when_its_lease_ends(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
+    delivery_id = (await accept(client, tenant, endpoint["id"], 0)).json()["id"]
+    await fast_path_settled(engine)
+    # The claim committed, but the worker that sent it never heard back (its connection broke
+    # with the answer on the way): the delivery is leased by no one. Its job runs again.
+    async with single_statements(create_sessionmaker(engine)) as connection:
+        lost = await delivery_leases.claim(
+            connection, delivery_id, region=settings.region, token=uuid.uuid4(), lease_seconds=8
+        )
+    assert lost is not None
+    with running_worker(stack, tmp_path / "worker.log", **RECOVERY_ENV):
+        # No reconcile run: the job that found the lease comes back when it ends.
+        await wait_state(engine, delivery_id, "succeeded", timeout=40)
+
+    assert len(receiver.on(PATH)) == 1
+    assert (await delivery_row(engine, delivery_id))["attempt_count"] == 2
+    assert await count_rows(engine, "reconcile_runs") == 0

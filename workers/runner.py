@@ -21,6 +21,7 @@ from prometheus_client import start_http_server
 from app import queue
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
+from app.services.deadlines import BEFORE_LEASE_SECONDS, STEP_SECONDS
 from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
 from app.services.sender import build_http_session
@@ -37,18 +38,25 @@ POLL_DELAY_SECONDS = 0.01
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
 CANCEL_RETRY_SECONDS = 1.0
-# A delivery job's attempt ends with its lease: the send, then recording the result (retried
-# until the lease runs out). Around the lease come the gate and the claim before it, and after
-# it the last record statement and scheduling the retry, each a few statements bounded by the
-# pool's and the driver's timeouts (5 s, 30 s). arq counts a job that outlives its timeout as
-# failed and cancels it; recording is shielded from that cancellation anyway.
-JOB_TIMEOUT_BEYOND_LEASE_SECONDS = 60.0
+# On top of the sum of a delivery job's bounds: for an event loop that runs late.
+JOB_TIMEOUT_MARGIN_SECONDS = 10.0
 
 
 def delivery_job_timeout(settings: Settings) -> float:
-    """arq's timeout for a delivery job: never shorter than the attempt, whose lease (at least
-    twice the request timeout) bounds the send and the retries to record it."""
-    return settings.lease_duration + JOB_TIMEOUT_BEYOND_LEASE_SECONDS
+    """arq's timeout for a delivery job: the most its steps can take, each held to its own
+    bound (app/services/deadlines.py), so that arq never times a job out -- a job that did
+    would end in arq's failure states (design.md, invariant 8). It adds up:
+
+    - before the lease, the gate and the claim: BEFORE_LEASE_SECONDS together;
+    - the lease, which the send and every try to record it end with, and one step more (the
+      first try to record always gets a step of its own); or, with a lease too short to send
+      on, two steps instead: give it back, queue the delivery again;
+    - after the record, three steps: pause the destination, queue the retry, release the
+      gate's slot;
+    - and a margin."""
+    during = max(settings.lease_duration, STEP_SECONDS) + STEP_SECONDS
+    after = 3 * STEP_SECONDS
+    return BEFORE_LEASE_SECONDS + during + after + JOB_TIMEOUT_MARGIN_SECONDS
 
 
 def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Worker:
@@ -129,7 +137,12 @@ async def supervise(
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
-            await _drain(worker, settings.shutdown_grace)
+            # One grace for all: reconcile runs in the background finish (or are cut short)
+            # alongside the attempts, not after them.
+            await asyncio.gather(
+                _drain(worker, settings.shutdown_grace),
+                _finish_background(ctx["background"], settings.shutdown_grace),
+            )
             await asyncio.gather(run, return_exceptions=True)
             return
         stopping.cancel()

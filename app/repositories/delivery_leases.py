@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import asyncpg
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import Delivery
@@ -167,33 +167,31 @@ async def record_in(
     return bool(result.scalar_one() == 1)
 
 
-# A lease this close to its end is taken as its holder being dead (a rerun of its job).
-_NEARLY_EXPIRED = timedelta(seconds=2)
+@dataclass(frozen=True)
+class Claimable:
+    """When a claim of a delivery could succeed, by the database clock."""
+
+    seconds: float  # from now; 0 or less: already
+    lease_token: uuid.UUID | None  # the lease it waits for, if it is leased
 
 
-async def seconds_until_claimable(
-    session: AsyncSession, delivery_id: str, region: str
-) -> float | None:
-    """Seconds until a claim could succeed, by the database clock: until it is due (pending,
-    enqueued), or until a lease that is about to run out does. None for anything else."""
+async def when_claimable(session: AsyncSession, delivery_id: str, region: str) -> Claimable | None:
+    """When a waiting (pending, enqueued) delivery is due, or when its lease runs out. None for
+    a finished delivery, or none at all."""
     remaining = case(
         (Delivery.state.in_(_WAITING), Delivery.next_attempt_at - func.now()),
-        (
-            and_(
-                Delivery.state == DeliveryState.LEASED.value,
-                Delivery.lease_until - func.now() < _NEARLY_EXPIRED,
-            ),
-            Delivery.lease_until - func.now(),
-        ),
+        (Delivery.state == DeliveryState.LEASED.value, Delivery.lease_until - func.now()),
     )
     row = (
         await session.execute(
-            select(func.extract("epoch", remaining)).where(
+            select(func.extract("epoch", remaining), Delivery.lease_token).where(
                 Delivery.id == delivery_id, Delivery.region == region
             )
         )
-    ).scalar_one_or_none()
-    return None if row is None else float(row)
+    ).one_or_none()
+    if row is None or row[0] is None:
+        return None
+    return Claimable(float(row[0]), row[1])
 
 
 _RELEASE = f"""

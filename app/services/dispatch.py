@@ -1,52 +1,38 @@
 """One delivery attempt, end to end: claim with a lease, send, record, schedule the retry.
 
-Each step is its own short transaction; none is held across the HTTP request or a publish.
+Each step is its own short transaction; none is held across the HTTP request or a publish. And
+each step ends by itself: the lease bounds the send and its record, and every step around it
+holds itself to a bound of its own (deadlines.py), so that arq never times a job out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import time
 import uuid
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
 import aiohttp
 import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics, queue
+from app import metrics
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, single_statements
 from app.faults import crash_point, stall_point
-from app.repositories import deliveries, delivery_leases, endpoints
+from app.repositories import delivery_leases, endpoints
 from app.repositories.delivery_leases import ClaimedDelivery
-from app.services import destination_health, outcomes, sender
+from app.services import deadlines, destination_health, outcomes, sender
+from app.services.deadlines import STEP_SECONDS, best_effort, unstoppable
 from app.services.flow import Gate
-from app.services.requeue import redefer_if_early, requeue
+from app.services.requeue import give_back, redefer_if_early, requeue, schedule_retry
 from app.services.signing import signed_headers
 from app.states import DeliveryState, Outcome
 
 log = structlog.get_logger("herald.delivery")
-
-
-async def _unstoppable(work: Coroutine[Any, Any, None]) -> None:
-    """Run ``work`` to its end even if the caller is cancelled meanwhile (arq's job timeout, a
-    shutdown past its grace), then pass the cancellation on. Only for work that must not be cut
-    short and that ends by itself: giving back a lease, recording an attempt that was sent."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = True
-    task.result()
-    if cancelled:
-        raise asyncio.CancelledError
 
 
 @dataclass
@@ -59,40 +45,52 @@ class Dispatcher:
 
     async def deliver(self, delivery_id: str, endpoint_id: str) -> None:
         """Pass the destination's flow-control gate, then make one attempt. A delivery that
-        may not start yet waits as a deferred job: no attempt counted, no worker slot held."""
-        admission = await self.gate.admit(endpoint_id)
+        may not start yet waits as a deferred job: no attempt counted, no worker slot held.
+        The gate and the claim share one deadline; past it the job raises TimeoutError, a
+        passing error (workers/deliver.py runs the job again)."""
+        lease_by = asyncio.get_running_loop().time() + deadlines.BEFORE_LEASE_SECONDS
+        async with asyncio.timeout_at(lease_by):
+            admission = await self.gate.admit(endpoint_id)
         if not admission.admitted:
             metrics.DEFERRALS.labels(admission.reason).inc()
             log.debug(
                 "delivery.throttled", delivery_id=delivery_id, endpoint_id=endpoint_id,
                 reason=admission.reason, wait_seconds=round(admission.wait_seconds, 3),
             )  # fmt: skip
-            await requeue(
-                self.redis, self.settings.region, delivery_id, endpoint_id, "g",
-                after=admission.wait_seconds,
-            )  # fmt: skip
+            async with asyncio.timeout(STEP_SECONDS):
+                await requeue(
+                    self.redis, self.settings.region, delivery_id, endpoint_id, "g",
+                    after=admission.wait_seconds,
+                )  # fmt: skip
             return
         try:
-            await self._attempt(delivery_id, endpoint_id)
+            await self._attempt(delivery_id, endpoint_id, lease_by=lease_by)
         finally:
-            await self.gate.release(admission)
+            releasing = self.gate.release(admission)
+            await best_effort(releasing, "flow.release_failed", endpoint_id=endpoint_id)
 
-    async def _attempt(self, delivery_id: str, endpoint_id: str) -> None:
+    async def _attempt(self, delivery_id: str, endpoint_id: str, *, lease_by: float) -> None:
         token = uuid.uuid4()
         clock = asyncio.get_running_loop()
-        claiming_at = clock.time()
-        async with single_statements(self.sessionmaker) as connection:
+        async with (
+            asyncio.timeout_at(lease_by),
+            single_statements(self.sessionmaker) as connection,
+        ):
+            # Only now, with a connection in hand: waiting for one (a busy pool) is no part of
+            # the lease, and must not eat into its margin for a stall.
+            claiming_at = clock.time()
             claimed = await delivery_leases.claim(
                 connection, delivery_id, region=self.settings.region, token=token,
                 lease_seconds=self.settings.lease_duration,
             )  # fmt: skip
         if claimed is None:
-            await redefer_if_early(
-                self.sessionmaker, self.redis, self.settings.region, delivery_id, endpoint_id
-            )
+            async with asyncio.timeout(STEP_SECONDS):
+                await redefer_if_early(
+                    self.sessionmaker, self.redis, self.settings.region, delivery_id, endpoint_id
+                )
             return
         # When the lease ends on this process's clock: what the database says is left, counted
-        # from before the claim was sent, so never later than the database's own end.
+        # from just before the claim was sent, so never later than the database's own end.
         lease_ends = claiming_at + claimed.lease_left
         crash_point("worker.after_claim_before_send", self.settings.fault)
         stall_point("worker.stall_after_claim", self.settings.fault)
@@ -101,7 +99,10 @@ class Dispatcher:
             await self._finish(claimed, token, refusal, result=None, lease_ends=lease_ends)
             return
         if lease_ends - clock.time() < self.settings.lease_left_to_send:
-            await self._give_back(claimed, token, left=lease_ends - clock.time())
+            await give_back(
+                self.sessionmaker, self.redis, self.settings.region, claimed, token,
+                left=lease_ends - clock.time(),
+            )  # fmt: skip
             return
         progress = sender.SendProgress()
         try:
@@ -109,35 +110,13 @@ class Dispatcher:
         except asyncio.CancelledError:
             # Shutting down mid-attempt. Nothing may stay leased by us, and a request that went
             # out must not be forgotten: it is recorded as `unknown` and retried with its key.
-            await _unstoppable(self._abandon(claimed, token, progress, lease_ends=lease_ends))
+            await unstoppable(self._abandon(claimed, token, progress, lease_ends=lease_ends))
             raise
         crash_point("worker.after_send_before_record", self.settings.fault)
         # A request went out: nothing may cut its record short -- not arq's job timeout, not a
         # shutdown. Recording is bounded by the lease, past which the write is refused anyway.
         transition = self._decide(claimed, result)
-        await _unstoppable(self._finish(claimed, token, transition, result, lease_ends=lease_ends))
-
-    async def _give_back(self, claimed: ClaimedDelivery, token: uuid.UUID, left: float) -> None:
-        """Too little lease left for a whole request and its record (the worker stalled since
-        the claim): a request sent now could still be under way when the lease ends and another
-        worker sends it too. Give the lease back, uncounted, and queue the delivery again."""
-        log.warning(
-            "delivery.lease_too_short", delivery_id=claimed.id, attempt=claimed.attempt_number,
-            lease_left_seconds=round(left, 3),
-        )  # fmt: skip
-        async with single_statements(self.sessionmaker) as connection:
-            released = await delivery_leases.release(connection, claimed.id, token=token)
-        if released:  # else the lease ran out and the delivery is someone else's to send
-            await requeue(
-                self.redis, self.settings.region, claimed.id, claimed.endpoint_id, "l", after=0
-            )
-
-    def _retry_after(self, result: sender.AttemptResult) -> float | None:
-        if result.status_code not in outcomes.RETRY_AFTER_STATUSES:
-            return None
-        return outcomes.parse_retry_after(
-            result.retry_after_header, datetime.now(UTC), self.settings.retry_after_max_seconds
-        )
+        await unstoppable(self._finish(claimed, token, transition, result, lease_ends=lease_ends))
 
     def _decide(
         self, claimed: ClaimedDelivery, result: sender.AttemptResult
@@ -145,7 +124,7 @@ class Dispatcher:
         return outcomes.decide(
             outcome=result.outcome, status_code=result.status_code,
             attempts_used=claimed.attempts_used, max_attempts=self.settings.attempts_limit,
-            schedule=self.settings.retry_schedule, retry_after=self._retry_after(result),
+            schedule=self.settings.retry_schedule, retry_after=result.retry_after_left(),
             error=result.error,
         )  # fmt: skip
 
@@ -158,8 +137,8 @@ class Dispatcher:
         lease_ends: float,
     ) -> None:
         if not progress.sent:
-            async with single_statements(self.sessionmaker) as connection:
-                await delivery_leases.release(connection, claimed.id, token=token)
+            async with asyncio.timeout(STEP_SECONDS), single_statements(self.sessionmaker) as db:
+                await delivery_leases.release(db, claimed.id, token=token)
             return
         result = progress.result(Outcome.UNKNOWN, error="worker shut down mid-attempt")
         transition = self._decide(claimed, result)
@@ -184,7 +163,16 @@ class Dispatcher:
             self.http, url=claimed.url, body=claimed.payload, headers=headers,
             timeout=self.settings.request_timeout_seconds,
             allowlist=self.settings.destination_allowlist, progress=progress,
+            retry_after_max=self.settings.retry_after_max_seconds,
+            on_answer=functools.partial(self._answered, claimed.endpoint_id),
         )  # fmt: skip
+
+    async def _answered(self, endpoint_id: str, progress: sender.SendProgress) -> None:
+        if progress.retry_after_until is not None:
+            # Close every worker's gate the moment the receiver's Retry-After is heard, before
+            # the body and the record: a request that starts after it would defy it. (Requests
+            # already in flight when it came are unaffected, as they must be.)
+            await self.gate.pause(endpoint_id, progress.retry_after_until - time.monotonic())
 
     async def _finish(
         self,
@@ -195,7 +183,7 @@ class Dispatcher:
         *,
         lease_ends: float,
     ) -> None:
-        recorded = await self._record_persistently(
+        recorded, pause = await self._record_persistently(
             claimed, token, transition, result, lease_ends=lease_ends
         )
         if not recorded:
@@ -217,8 +205,17 @@ class Dispatcher:
             duration_ms=result.duration_ms if result else None, state=transition.state.value,
             reason=transition.dead_reason,
         )  # fmt: skip
+        if pause > 0:
+            # Again after the commit: a breaker trip is only known now, and a policy read while
+            # the transaction was open (not yet paused) must not stay cached.
+            pausing = self.gate.pause(claimed.endpoint_id, pause)
+            await best_effort(pausing, "flow.pause_failed", endpoint_id=claimed.endpoint_id)
         if transition.state is DeliveryState.PENDING and transition.delay_seconds is not None:
-            await self._schedule_retry(claimed, transition.delay_seconds)
+            retry = schedule_retry(
+                self.sessionmaker, self.redis, self.settings.region, claimed,
+                transition.delay_seconds,
+            )  # fmt: skip
+            await best_effort(retry, "delivery.retry_publish_failed", delivery_id=claimed.id)
         crash_point("worker.after_record_before_ack", self.settings.fault)
 
     async def _record_persistently(
@@ -229,21 +226,27 @@ class Dispatcher:
         result: sender.AttemptResult | None,
         *,
         lease_ends: float,
-    ) -> bool:
+    ) -> tuple[bool, float]:
         """Record, retrying a failing database for as long as our lease lasts: a real send's
-        result is worth keeping. Past the lease the write would be refused anyway."""
+        result is worth keeping. Past the lease the write would be refused anyway, so every
+        try ends with it too, even a statement the database holds on to -- except that the
+        first gets a step's time in any case: after a stall past the lease by this worker's
+        clock, the database's fence has the last word."""
+        clock = asyncio.get_running_loop()
+        deadline = max(lease_ends, clock.time() + STEP_SECONDS)
         delay = 0.25
         while True:
             try:
-                return await self._record(claimed, token, transition, result)
-            except DATABASE_TROUBLE as exc:
-                if asyncio.get_running_loop().time() + delay > lease_ends:
+                async with asyncio.timeout_at(deadline):
+                    return await self._record(claimed, token, transition, result)
+            except DATABASE_TROUBLE as exc:  # TimeoutError included (an OSError)
+                if clock.time() + delay > lease_ends:
                     raise
                 log.warning(
                     "delivery.record_retry", delivery_id=claimed.id, error=type(exc).__name__
                 )
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay, deadline = min(delay * 2, 5.0), lease_ends
 
     async def _record(
         self,
@@ -251,7 +254,8 @@ class Dispatcher:
         token: uuid.UUID,
         transition: outcomes.Transition,
         result: sender.AttemptResult | None,
-    ) -> bool:
+    ) -> tuple[bool, float]:
+        """Whether it was recorded, and how long the destination must now pause."""
         finished = delivery_leases.Finished(
             state=transition.state, delay_seconds=transition.delay_seconds,
             dead_reason=transition.dead_reason, attempt_number=claimed.attempt_number,
@@ -272,14 +276,11 @@ class Dispatcher:
                 )
             if recorded and result is not None and result.outcome is Outcome.SUCCESS:
                 self.gate.succeeded(claimed.endpoint_id)
-            return recorded
+            return recorded, 0.0
         pause = 0.0
-        retry_after = self._retry_after(result) if failed and result is not None else None
-        if retry_after:
-            # Close every worker's gate before the record transaction starts: a request that
-            # starts after the receiver's Retry-After was recorded would defy it. (Requests that
-            # were already in flight when the answer came are unaffected, as they must be.)
-            await self.gate.pause(claimed.endpoint_id, retry_after)
+        # Counted from the answer (the gate closed then), not from this try: a record retried
+        # through a database outage must not push the pause later.
+        retry_after = result.retry_after_left() if failed and result is not None else None
         async with self.sessionmaker() as session, session.begin():
             recorded = await delivery_leases.record_in(
                 session, claimed.id, token=token, finished=finished
@@ -290,26 +291,4 @@ class Dispatcher:
                 pause = await destination_health.after_failure(
                     session, self.settings, claimed.endpoint_id, result.status_code, retry_after
                 )
-        if pause > 0:
-            # Again after the commit: a breaker trip is only known now, and a policy read while
-            # the transaction was open (not yet paused) must not stay cached.
-            await self.gate.pause(claimed.endpoint_id, pause)
-        return recorded
-
-    async def _schedule_retry(self, claimed: ClaimedDelivery, delay_seconds: float) -> None:
-        """A deferred job at the retry time. Best effort: the row already says when the next
-        attempt is due, so a lost job only delays it until the reconciler finds the row."""
-        # Relative to now, like next_attempt_at (set from the database clock a moment ago).
-        job_id = queue.retry_job_id(claimed.id, claimed.attempt_number)
-        run_at = queue.seconds_from_now(delay_seconds)
-        job = queue.QueuedJob(job_id, claimed.id, claimed.endpoint_id, run_at)
-        try:
-            await queue.publish(self.redis, self.settings.region, [job])
-            # Now a job exists: `enqueued`, so the reconciler waits ENQUEUED_STALE_SECONDS for
-            # it rather than republishing a retry that is merely waiting its turn.
-            async with single_statements(self.sessionmaker) as connection:
-                await deliveries.mark_enqueued(connection, [(claimed.id, claimed.attempt_number)])
-        except Exception as exc:
-            log.warning(
-                "delivery.retry_publish_failed", delivery_id=claimed.id, error=type(exc).__name__
-            )
+        return recorded, pause

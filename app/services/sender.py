@@ -9,7 +9,7 @@ import asyncio
 import ipaddress
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -22,7 +22,7 @@ from yarl import URL
 
 from app.errors import DestinationRefused
 from app.services.destinations import IPNetwork, refusal
-from app.services.outcomes import classify_status
+from app.services.outcomes import RETRY_AFTER_STATUSES, classify_status, parse_retry_after
 from app.states import Outcome
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -77,7 +77,15 @@ class AttemptResult:
     status_code: int | None = None
     error: str | None = None
     response_body: str | None = None
-    retry_after_header: str | None = None
+    # When (time.monotonic()) a pause the receiver asked for with Retry-After ends.
+    retry_after_until: float | None = None
+
+    def retry_after_left(self) -> float | None:
+        """What is left now of the pause the receiver asked for, if any."""
+        if self.retry_after_until is None:
+            return None
+        left = self.retry_after_until - time.monotonic()
+        return left if left > 0 else None
 
 
 def _stored_body(raw: bytes) -> str:
@@ -134,11 +142,25 @@ class SendProgress:
     clock: float = field(default_factory=time.monotonic)
     sent: bool = False
     status: int | None = None
-    retry_after: str | None = None
+    retry_after_until: float | None = None
+
+    def answered(self, response: aiohttp.ClientResponse, retry_after_max: float) -> None:
+        """The status and headers are in. A Retry-After counts from this moment, once: however
+        long the body or the record then take, the pause it asks for ends at the same time."""
+        self.status = response.status
+        if response.status in RETRY_AFTER_STATUSES:
+            header = response.headers.get("Retry-After")
+            asked = parse_retry_after(header, datetime.now(UTC), retry_after_max)
+            if asked is not None:
+                self.retry_after_until = time.monotonic() + asked
 
     def result(self, outcome: Outcome, **fields: Any) -> AttemptResult:
         duration_ms = int((time.monotonic() - self.clock) * 1000)
         return AttemptResult(self.started_at, duration_ms, outcome, **fields)
+
+
+# Called when an answer's status and headers are in, before its body is read.
+OnAnswer = Callable[[SendProgress], Awaitable[None]]
 
 
 async def send(
@@ -150,6 +172,8 @@ async def send(
     timeout: float,
     allowlist: Sequence[IPNetwork],
     progress: SendProgress,
+    retry_after_max: float,
+    on_answer: OnAnswer,
 ) -> AttemptResult:
     """POST once. Never raises for anything the destination does; the result says what
     happened and whether the request had been sent when it went wrong."""
@@ -166,10 +190,12 @@ async def send(
                 trace_request_ctx={"progress": progress},
             ) as response,
         ):
-            progress.status = response.status
-            progress.retry_after = response.headers.get("Retry-After")
+            progress.answered(response, retry_after_max)
+            # Before the body, which may trickle in for the rest of the timeout: a receiver's
+            # Retry-After is acted on as soon as it is heard.
+            await on_answer(progress)
             raw = await _read_capped(response)
-            return _answered(progress, progress.status, response_body=_stored_body(raw))
+            return _answered(progress, response.status, response_body=_stored_body(raw))
     except (DestinationBlocked, DestinationRefused) as exc:
         return progress.result(Outcome.BLOCKED, error=str(exc))
     except TimeoutError:
@@ -184,7 +210,7 @@ def _answered(progress: SendProgress, status: int, **fields: Any) -> AttemptResu
     return progress.result(
         classify_status(status),
         status_code=status,
-        retry_after_header=progress.retry_after,
+        retry_after_until=progress.retry_after_until,
         **fields,
     )
 

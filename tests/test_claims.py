@@ -1,0 +1,165 @@
+"""Claims that wait, leases too short to send on, leases held by others: the dispatcher in this
+process against real PostgreSQL, Redis and a receiver. None of them may spin, and none may
+leave a delivery to wait for the reconciler."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from prometheus_client import REGISTRY
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.db import create_engine, create_sessionmaker, single_statements
+from app.repositories import delivery_leases
+from app.services.requeue import GIVE_BACK_MIN_SECONDS
+from tests.receiver import Receiver
+from tests.support import (
+    Stack,
+    delivery_row,
+    dispatcher,
+    fast_path_settled,
+    new_endpoint,
+    post_deliveries,
+    queued_jobs,
+)
+
+# A worker sends only while at least 0.5 + (6 - 0.5) / 2 = 3.25 s of its lease is left: a
+# claim that costs it more than 2.75 s of the lease leaves too little.
+SHORT_REQUESTS = {"request_timeout_seconds": 0.5, "lease_seconds": 6.0}
+LONGER_THAN_THE_MARGIN = 3.25
+
+
+def given_back() -> float:
+    return REGISTRY.get_sample_value("herald_leases_given_back_total") or 0.0
+
+
+async def one_delivery(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, url: str
+) -> tuple[str, str]:
+    """(delivery id, endpoint id), its first job queued and nothing running it."""
+    endpoint = await new_endpoint(client, tenant, url=url)
+    [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    await fast_path_settled(engine)
+    return delivery_id, endpoint["id"]
+
+
+@asynccontextmanager
+async def row_locked(engine: AsyncEngine, delivery_id: str) -> AsyncIterator[None]:
+    """Hold the delivery's row lock: a claim sent meanwhile waits for it inside PostgreSQL,
+    and its lease (now() + lease) counts from when the claim started waiting."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("SELECT 1 FROM deliveries WHERE id = :d FOR UPDATE"), {"d": delivery_id}
+        )
+        yield
+
+
+async def test_a_claim_that_waited_for_a_pooled_connection_still_sends(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    stack: Stack,
+    engine: AsyncEngine,
+) -> None:
+    delivery_id, endpoint_id = await one_delivery(client, tenant, engine, receiver.url("/pool"))
+    pool = create_engine(stack.database_url, pool_size=1)
+    try:
+        async with dispatcher(settings, pool, policy_cache_seconds=600, **SHORT_REQUESTS) as worker:
+            await worker.gate.policy(endpoint_id)  # admitting it needs no connection now
+            async with pool.connect():  # the pool's only connection is busy
+                attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
+                await asyncio.sleep(LONGER_THAN_THE_MARGIN)
+            await attempt
+    finally:
+        await pool.dispose()
+
+    # Waiting for a connection cost the lease nothing: the lease starts with the claim.
+    assert len(receiver.on("/pool")) == 1
+    row = await delivery_row(engine, delivery_id)
+    assert row["state"] == "succeeded" and row["attempt_count"] == 1
+
+
+async def test_a_lease_too_short_to_send_on_is_given_back_and_queued_for_later(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    delivery_id, endpoint_id = await one_delivery(client, tenant, engine, receiver.url("/back"))
+    before = given_back()
+    async with dispatcher(settings, engine, **SHORT_REQUESTS) as worker:
+        async with row_locked(engine, delivery_id):
+            attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
+            await asyncio.sleep(LONGER_THAN_THE_MARGIN)
+            unlocked_at = time.time()
+        await attempt
+
+    assert receiver.on("/back") == []
+    row = await delivery_row(engine, delivery_id)
+    assert row["state"] == "pending" and row["attempt_count"] == 0  # given back, uncounted
+    again = {job: due for job, due in (await queued_jobs(settings, delivery_id)).items()
+             if ":l" in job}  # fmt: skip
+    assert len(again) == 1
+    # Not straight back into the congestion that made the claim late: after a pause.
+    [due] = again.values()
+    assert due >= unlocked_at + GIVE_BACK_MIN_SECONDS
+    assert given_back() == before + 1
+
+
+async def test_a_lease_that_ran_out_before_it_could_be_given_back_is_queued_again(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    delivery_id, endpoint_id = await one_delivery(client, tenant, engine, "http://127.0.0.1:9/")
+    lease = {"request_timeout_seconds": 0.5, "lease_seconds": 1.0}
+    async with dispatcher(settings, engine, **lease) as worker:
+        async with row_locked(engine, delivery_id):
+            attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
+            await asyncio.sleep(1.5)  # the lease runs out while its claim waits
+        await attempt
+
+    # The release was refused (the lease had ended); nobody else holds the delivery either,
+    # so the job puts it back in the queue rather than leave it to the reconciler.
+    row = await delivery_row(engine, delivery_id)
+    assert row["state"] == "leased" and row["attempt_count"] == 1
+    assert [job for job in await queued_jobs(settings, delivery_id) if ":l" in job]
+
+
+async def test_jobs_that_find_a_live_lease_leave_one_job_for_when_it_ends(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    endpoint: dict[str, Any],
+) -> None:
+    [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    await fast_path_settled(engine)
+    # A claim that committed but whose worker never heard back (or a live worker's).
+    token = uuid.uuid4()
+    async with single_statements(create_sessionmaker(engine)) as connection:
+        held = await delivery_leases.claim(
+            connection, delivery_id, region=settings.region, token=token, lease_seconds=30
+        )
+    assert held is not None
+    async with dispatcher(settings, engine) as worker:
+        for _ in range(3):  # arq's rerun of that job, and duplicates of it
+            await worker.deliver(delivery_id, endpoint["id"])
+
+    lease_until = (await delivery_row(engine, delivery_id))["lease_until"].timestamp()
+    deferred = {job: due for job, due in (await queued_jobs(settings, delivery_id)).items()
+                if ":L" in job}  # fmt: skip
+    # One job per lease, however many ran into it, due when the lease ends.
+    assert list(deferred) == [f"{delivery_id}:L{token.hex}"]
+    assert deferred[f"{delivery_id}:L{token.hex}"] >= lease_until
