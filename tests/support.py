@@ -244,7 +244,9 @@ def ip_addresses_in(written: str) -> set[str]:
 async def stalled_statements(engine: AsyncEngine, into_state: str) -> AsyncIterator[None]:
     """While inside, PostgreSQL holds every statement that moves a delivery into
     ``into_state`` (it waits for a lock this keeps): a database that does not answer, for one
-    step of an attempt. The statement goes on when the block ends, unless it was cancelled."""
+    step of an attempt. A statement still held when the block ends dies with its connection,
+    as it would with a database that never answered: whether the worker's own cancel reached
+    the server first is a race that must not decide what the test sees."""
     lock = secrets.randbits(31)
     trigger = f"test_stall_{into_state}"
     async with engine.begin() as connection:
@@ -265,6 +267,14 @@ async def stalled_statements(engine: AsyncEngine, into_state: str) -> AsyncItera
         try:
             yield
         finally:
+            # A one-key advisory lock shows as classid 0, objid = the key.
+            await holder.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+                    " AND classid = 0 AND objid = :lock AND NOT granted"
+                ),
+                {"lock": lock},
+            )
             await holder.execute(text(f"SELECT pg_advisory_unlock({lock})"))
             await holder.commit()
     async with engine.begin() as connection:
