@@ -39,3 +39,6 @@ RECONCILE_RUNS = Counter("herald_reconcile_runs", "Reconcile runs finished, by s
 RECONCILE_ROWS = Counter(
     "herald_reconcile_rows", "Rows brought back (or purged) by reconcile, by category", ["category"]
 )
+CLAIMS = Counter("herald_claims", "Batch claims that leased at least one delivery or none")
+CLAIMED_ROWS = Counter("herald_claimed_rows", "Deliveries leased by batch claims")
+RECORD_FLUSHES = Counter("herald_record_flushes", "Group commits of attempt outcomes")

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import queue
 from app.config import Settings, to_asyncpg_url
 from app.db import create_sessionmaker
+from app.services.reconcile import run_reconcile
 from app.embedded import EmbeddedPostgres
 from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
@@ -311,3 +312,33 @@ async def queued_jobs(settings: Settings, delivery_id: str) -> dict[str, float]:
         await redis.aclose()
     jobs = {job.decode(): score / 1000 for job, score in queued}
     return {job: due for job, due in jobs.items() if job.startswith(f"{delivery_id}:")}
+
+
+def sample(body: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text format."""
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    pattern = (
+        rf"^{re.escape(name)}\{{{re.escape(wanted)}\}} (\S+)$" if labels else rf"^{name} (\S+)$"
+    )
+    match = re.search(pattern, body, re.MULTILINE)
+    assert match, f"{name}{{{wanted}}} not in:\n{body}"
+    return float(match.group(1))
+
+
+async def reconcile_now(
+    client: httpx.AsyncClient, settings: Settings, engine: AsyncEngine, **overrides: Any
+) -> dict[str, Any]:
+    """Record a run through the API, then run the job in-process (no worker in these tests)."""
+    started = await client.post("/v1/reconcile", json={"trigger": "test"}, headers=ADMIN)
+    assert started.status_code == 202, started.text
+    run_id = started.json()["run_id"]
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        await run_reconcile(
+            settings.model_copy(update=overrides), create_sessionmaker(engine), redis, run_id
+        )
+    finally:
+        await redis.aclose()
+    run: dict[str, Any] = (await client.get(f"/v1/reconcile/runs/{run_id}", headers=ADMIN)).json()
+    return run

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.processes import free_port, running_worker
 from tests.receiver import Receiver, Reply
 from tests.recovery import states
-from tests.support import ADMIN, Stack, fast_path_settled, new_endpoint
-
-
-def sample(body: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text format."""
-    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    pattern = (
-        rf"^{re.escape(name)}\{{{re.escape(wanted)}\}} (\S+)$" if labels else rf"^{name} (\S+)$"
-    )
-    match = re.search(pattern, body, re.MULTILINE)
-    assert match, f"{name}{{{wanted}}} not in:\n{body}"
-    return float(match.group(1))
+from tests.support import ADMIN, Stack, fast_path_settled, new_endpoint, sample
 
 
 async def test_metrics_need_an_admin_key(client: httpx.AsyncClient, tenant: dict[str, str]) -> None:

@@ -18,6 +18,7 @@ from app.db import create_sessionmaker
 from app.services.reconcile import run_reconcile
 from tests.support import (
     ADMIN,
+    reconcile_now,
     count_rows,
     fast_path_settled,
     post_deliveries,
@@ -61,25 +62,6 @@ async def lose_every_job(settings: Settings, engine: AsyncEngine) -> None:
         "UPDATE deliveries SET enqueued_at = now() - interval '10 minutes',"
         " next_attempt_at = now() - interval '10 minutes'",
     )
-
-
-async def reconcile_now(
-    client: httpx.AsyncClient, settings: Settings, engine: AsyncEngine, **overrides: Any
-) -> dict[str, Any]:
-    """Record a run through the API, then run the job in-process (no worker in these tests)."""
-    started = await client.post("/v1/reconcile", json={"trigger": "test"}, headers=ADMIN)
-    assert started.status_code == 202, started.text
-    run_id = started.json()["run_id"]
-    assert settings.redis_url is not None
-    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    try:
-        await run_reconcile(
-            settings.model_copy(update=overrides), create_sessionmaker(engine), redis, run_id
-        )
-    finally:
-        await redis.aclose()
-    run: dict[str, Any] = (await client.get(f"/v1/reconcile/runs/{run_id}", headers=ADMIN)).json()
-    return run
 
 
 async def test_reconcile_is_admin_only_and_answers_at_once(

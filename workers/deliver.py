@@ -13,6 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.db import is_transient
 from app.services.dispatch import Dispatcher
+from app.services.pump import Pump
 
 log = structlog.get_logger("herald.worker")
 
@@ -45,7 +46,13 @@ async def deliver(ctx: dict[str, Any], delivery_id: str, endpoint_id: str, *_: A
     that could not reach PostgreSQL or Redis runs again, a bounded number of times; that is
     about the job getting through, not a retry of the delivery (nothing counts an attempt)."""
     dispatcher: Dispatcher = ctx["dispatcher"]
+    pump: Pump | None = ctx.get("pump")
     try:
+        if pump is not None:
+            # A job from a process still on the job engine (a rolling upgrade): served by
+            # waking its destination, whose pump then claims whatever is due there.
+            await pump.wake(endpoint_id)
+            return
         await dispatcher.deliver(delivery_id, endpoint_id)
     except asyncio.CancelledError:
         raise

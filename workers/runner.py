@@ -23,7 +23,9 @@ from app.config import Settings
 from app.db import create_engine, create_sessionmaker
 from app.services.deadlines import BEFORE_LEASE_SECONDS, STEP_SECONDS
 from app.services.dispatch import Dispatcher
+from app.services.attempt import Attempts
 from app.services.flow import Gate
+from app.services.pump import Pump
 from app.services.sender import build_http_session
 from workers.deliver import DELIVER_MAX_TRIES, deliver
 from workers.reconcile import bulk_redrive, reconcile
@@ -139,9 +141,11 @@ async def supervise(
         if stop.is_set():
             # One grace for all: reconcile runs in the background finish (or are cut short)
             # alongside the attempts, not after them.
+            pump: Pump | None = ctx["pump"]
             await asyncio.gather(
                 _drain(worker, settings.shutdown_grace),
                 _finish_background(ctx["background"], settings.shutdown_grace),
+                *([pump.drain(settings.shutdown_grace)] if pump is not None else []),
             )
             await asyncio.gather(run, return_exceptions=True)
             return
@@ -182,10 +186,14 @@ async def run_worker(settings: Settings) -> None:
     sessionmaker = create_sessionmaker(engine)
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
     http = build_http_session(settings.destination_allowlist, settings.worker_concurrency)
+    gate = Gate(settings, sessionmaker, redis)
     dispatcher = Dispatcher(
-        settings=settings, sessionmaker=sessionmaker, http=http, redis=redis,
-        gate=Gate(settings, sessionmaker, redis),
-    )  # fmt: skip
+        settings=settings, sessionmaker=sessionmaker, http=http, redis=redis, gate=gate
+    )
+    pump = None
+    if settings.delivery_engine == "wakeups":
+        pump = Pump(settings, sessionmaker, redis, gate, Attempts(settings, http, gate))
+        pump.start()
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
     background: set[asyncio.Task[None]] = set()  # reconcile runs
     ctx = {
@@ -194,14 +202,20 @@ async def run_worker(settings: Settings) -> None:
         "sessionmaker": sessionmaker,
         "redis_queue": redis,
         "background": background,
+        "pump": pump,
     }
-    log.info("worker.started", region=settings.region, concurrency=settings.worker_concurrency)
+    log.info(
+        "worker.started", region=settings.region, concurrency=settings.worker_concurrency,
+        engine=settings.delivery_engine,
+    )  # fmt: skip
     try:
         await supervise(settings, redis, ctx, stop)
     finally:
         stop.set()
         await asyncio.gather(relay, return_exceptions=True)
         await _finish_background(background, settings.shutdown_grace)
+        if pump is not None:
+            await pump.drain(settings.shutdown_grace)  # a no-op after a normal stop
         await http.close()
         await redis.aclose()
         await engine.dispose()

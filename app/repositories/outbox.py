@@ -21,6 +21,7 @@ class PendingPublication:
     endpoint_id: str
     run_at: datetime
     attempt_count: int
+    tenant_id: str  # its destination's wake-up is filed under its tenant
 
 
 class Publishable(Protocol):
@@ -34,6 +35,8 @@ class Publishable(Protocol):
     def next_attempt_at(self) -> datetime: ...
     @property
     def attempt_count(self) -> int: ...
+    @property
+    def tenant_id(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class DeliveryRef:
     endpoint_id: str
     next_attempt_at: datetime
     attempt_count: int
+    tenant_id: str
 
 
 # An array, not a multi-row VALUES list: one prepared statement for every page size (compiling
@@ -72,6 +76,7 @@ async def insert_entries(
             endpoint_id=by_id[delivery_id].endpoint_id,
             run_at=by_id[delivery_id].next_attempt_at,
             attempt_count=by_id[delivery_id].attempt_count,
+            tenant_id=by_id[delivery_id].tenant_id,
         )
         for outbox_id, delivery_id in rows
     ]
@@ -110,6 +115,7 @@ async def claim_unpublished(
             Delivery.endpoint_id,
             Delivery.next_attempt_at,
             Delivery.attempt_count,
+            Delivery.tenant_id,
         )
         .execution_options(synchronize_session=False)
     )

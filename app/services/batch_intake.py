@@ -110,7 +110,7 @@ async def accept_batch(
         outcomes[candidate.index] = ItemOutcome(candidate.index, 202, delivery=delivery)
         publications.append(
             PendingPublication(outbox_id, delivery.id, delivery.endpoint_id,
-                               delivery.next_attempt_at, delivery.attempt_count)
+                               delivery.next_attempt_at, delivery.attempt_count, tenant_id)
         )  # fmt: skip
     return [outcomes[i] for i in range(len(items))], publications
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 from arq.connections import ArqRedis
@@ -13,6 +14,7 @@ from app.repositories import attempts, custody_records, deliveries, endpoints, o
 from app.schemas.deliveries import CustodyEventOut, DeliveryDetail, DeliveryOut
 from app.services import status
 from app.services.flow import flow_snapshot
+from app.services.wakeups import Wakeups
 from app.states import DeliveryState
 
 
@@ -34,6 +36,9 @@ async def delivery_detail(
     if delivery.state in waiting and delivery.next_attempt_at <= now:
         ceiling = endpoint.max_in_flight or settings.default_max_in_flight
         flow = await flow_snapshot(redis, endpoint.id, ceiling)
+        if flow is not None and settings.delivery_engine == "wakeups":
+            wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
+            flow = dataclasses.replace(flow, wakeups=True, woken_in=wake.due_in)
     why = status.explain(delivery, endpoint, now, settings, flow)
     # A cut list hides attempts or dead steps: claim numbers past what is shown are not guessed.
     story = status.timeline(

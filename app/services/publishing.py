@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import UTC, datetime
 from collections.abc import Sequence
 
 import structlog
@@ -20,6 +21,7 @@ from app.db import single_statements
 from app.faults import crash_point
 from app.repositories import deliveries
 from app.repositories.outbox import PendingPublication
+from app.services.wakeups import Arm, Wakeups
 
 log = structlog.get_logger("herald.publish")
 
@@ -31,14 +33,19 @@ async def publish_and_mark(
     publications: Sequence[PendingPublication],
     *,
     fault: str | None = None,
+    engine: str = "jobs",
 ) -> None:
-    jobs = [
-        queue.QueuedJob(
-            queue.outbox_job_id(p.delivery_id, p.outbox_id), p.delivery_id, p.endpoint_id, p.run_at
-        )
-        for p in publications
-    ]
-    await queue.publish(redis, region, jobs)
+    if engine == "wakeups":
+        await Wakeups(redis, region).arm(destinations(publications))
+    else:
+        jobs = [
+            queue.QueuedJob(
+                queue.outbox_job_id(p.delivery_id, p.outbox_id), p.delivery_id, p.endpoint_id,
+                p.run_at,
+            )  # fmt: skip
+            for p in publications
+        ]
+        await queue.publish(redis, region, jobs)
     crash_point("relay.after_enqueue_before_mark", fault)
     async with single_statements(sessionmaker) as connection:
         await deliveries.mark_enqueued(
@@ -46,6 +53,20 @@ async def publish_and_mark(
             [(p.delivery_id, p.attempt_count) for p in publications],
             [p.outbox_id for p in publications],
         )
+
+
+def destinations(publications: Sequence[PendingPublication]) -> list[Arm]:
+    """One wake-up per destination, for its earliest publication: however many deliveries a
+    page holds for one endpoint, Redis gets one entry."""
+    now = datetime.now(UTC)
+    earliest: dict[tuple[str, str], float] = {}
+    for p in publications:
+        key = (p.tenant_id, p.endpoint_id)
+        # run_at is the database's clock; the skew to ours only makes the wake-up early or
+        # late by that much (an early one finds nothing due and settles for the right time).
+        in_seconds = (p.run_at - now).total_seconds()
+        earliest[key] = min(in_seconds, earliest.get(key, in_seconds))
+    return [Arm(tenant, endpoint, at) for (tenant, endpoint), at in earliest.items()]
 
 
 class FastPublisher:
@@ -59,12 +80,14 @@ class FastPublisher:
         redis: ArqRedis,
         region: str,
         *,
+        engine: str = "jobs",
         max_batch: int = 500,
         max_backlog: int = 50_000,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._redis = redis
         self._region = region
+        self._engine = engine
         self._max_batch = max_batch
         self._backlog: asyncio.Queue[PendingPublication] = asyncio.Queue(max_backlog)
         self._task: asyncio.Task[None] | None = None
@@ -94,7 +117,9 @@ class FastPublisher:
             while len(batch) < self._max_batch and not self._backlog.empty():
                 batch.append(self._backlog.get_nowait())
             try:
-                await publish_and_mark(self._sessionmaker, self._redis, self._region, batch)
+                await publish_and_mark(
+                    self._sessionmaker, self._redis, self._region, batch, engine=self._engine
+                )
             except Exception as exc:
                 log.warning("publish.fast_path_failed", count=len(batch), error=type(exc).__name__)
             finally:

@@ -19,18 +19,23 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics
 from app.config import Settings
+from app.db import single_statements
 from app.logs import log_failure
 from app.repositories import outbox, reconcile_runs, reconcile_scans
 from app.repositories.outbox import DeliveryRef, PendingPublication
 from app.repositories.reconcile_scans import Cursor, Page
 from app.services import retention
 from app.services.publishing import publish_and_mark
+from app.services.wakeups import Arm, Wakeups
 
 log = structlog.get_logger("herald.reconcile")
 
 # A run that has not finished this long after it started had its worker die under it.
 ABANDONED_AFTER = timedelta(hours=1)
 CATEGORIES = ("lease_expirations", "stale_enqueued", "due_pending", "unpublished_outbox")
+# With wake-ups, nothing is republished: destinations are armed again from PostgreSQL.
+# `destinations_armed` counts real repairs (an entry created or moved earlier).
+WAKEUP_CATEGORIES = ("destinations_checked", "destinations_armed", "unpublished_outbox")
 # A scan takes one page of at most ``limit`` rows: (rows examined, rows published).
 Scan = Callable[[int], Awaitable[tuple[int, int]]]
 Take = Callable[[AsyncSession], Awaitable[list[DeliveryRef]]]
@@ -41,7 +46,11 @@ class Reconciler:
     settings: Settings
     sessionmaker: async_sessionmaker[AsyncSession]
     redis: ArqRedis
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0))
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        wakeups = self.settings.delivery_engine == "wakeups"
+        self.counts = dict.fromkeys(WAKEUP_CATEGORIES if wakeups else CATEGORIES, 0)
 
     @property
     def _budget(self) -> int:
@@ -59,6 +68,11 @@ class Reconciler:
             ("due_pending", self._due_pending()),
             ("unpublished_outbox", self._unpublished_outbox),
         ]
+        if self.settings.delivery_engine == "wakeups":
+            scans = [
+                ("destinations_armed", self._destinations()),
+                ("unpublished_outbox", self._unpublished_outbox),
+            ]
         for category, scan in scans:
             while (limit := self._page_size) > 0:
                 examined, published = await scan(limit)
@@ -80,8 +94,9 @@ class Reconciler:
     async def _publish(self, publications: list[PendingPublication]) -> None:
         if publications:
             await publish_and_mark(
-                self.sessionmaker, self.redis, self.settings.region, publications
-            )
+                self.sessionmaker, self.redis, self.settings.region, publications,
+                engine=self.settings.delivery_engine,
+            )  # fmt: skip
 
     def _paged(self, take: Callable[[AsyncSession, Cursor | None, int], Awaitable[Page]]) -> Scan:
         """A scan that pages by a keyset cursor: each page starts where the last one ended."""
@@ -122,6 +137,28 @@ class Reconciler:
                 session, region=region, limit=limit, grace_seconds=grace, after=after
             )
         )
+
+    def _destinations(self) -> Scan:
+        """Arm every destination with live deliveries for when its first one can be claimed
+        (Redis may have lost its entry). Arming only ever moves an entry earlier: a parked
+        destination stays parked, a destination already armed is left alone, and no delivery
+        row and no outbox row is written -- so runs can repeat without anything growing."""
+        after = [""]
+        wakeups = Wakeups(self.redis, self.settings.region)
+
+        async def scan(limit: int) -> tuple[int, int]:
+            async with single_statements(self.sessionmaker) as connection:
+                page = await reconcile_scans.live_destinations(
+                    connection, region=self.settings.region, after=after[0], limit=limit
+                )
+            if not page:
+                return 0, 0
+            after[0] = page[-1].endpoint_id
+            armed = await wakeups.arm([Arm(d.tenant_id, d.endpoint_id, d.wake_in) for d in page])
+            self.counts["destinations_checked"] += len(page)
+            return len(page), armed
+
+        return scan
 
     async def _unpublished_outbox(self, limit: int) -> tuple[int, int]:
         async with self.sessionmaker() as session, session.begin():

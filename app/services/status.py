@@ -19,6 +19,8 @@ class FlowSnapshot:
     in_flight: int
     max_in_flight: int  # 0: no ceiling
     next_start_in: float  # seconds until the start-rate ceiling admits the next start
+    wakeups: bool = False  # the wake-up engine runs: its destination's entry is known
+    woken_in: float | None = None  # seconds until its destination's wake-up; None: it has none
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ def explain(
 def _due_now(
     delivery: Delivery, now: datetime, settings: Settings, flow: FlowSnapshot | None
 ) -> Explanation:
+    if flow is not None and flow.wakeups:
+        return _due_with_wakeups(delivery, now, settings, flow)
     due = delivery.next_attempt_at
     if delivery.state == DeliveryState.ENQUEUED.value:
         waiting_since = max(delivery.enqueued_at or due, due)
@@ -96,6 +100,29 @@ def _due_now(
         )
     if flow is not None and flow.next_start_in > 0:
         return Explanation("throttled", "destination at its start-rate ceiling")
+    return Explanation("queued", "due; waiting for a worker")
+
+
+def _due_with_wakeups(
+    delivery: Delivery, now: datetime, settings: Settings, flow: FlowSnapshot
+) -> Explanation:
+    """A due delivery waits for its destination's wake-up. Parked by policy is `throttled`,
+    never `stuck`: only a destination with no wake-up at all is (what reconcile repairs)."""
+    if flow.max_in_flight and flow.in_flight >= flow.max_in_flight:
+        return Explanation(
+            "throttled", f"destination at its in-flight ceiling ({flow.max_in_flight}); it "
+            "starts when a slot frees",
+        )  # fmt: skip
+    if flow.next_start_in > 0:
+        return Explanation("throttled", "destination at its start-rate ceiling")
+    if flow.woken_in is not None:
+        return Explanation("queued", "due; its destination is queued for a worker")
+    due = delivery.next_attempt_at
+    if now - due > timedelta(seconds=settings.reconcile_grace_seconds):
+        return Explanation(
+            "stuck", f"due since {due.isoformat()} and its destination has no wake-up (lost "
+            "with Redis?); the next reconcile run arms it again",
+        )  # fmt: skip
     return Explanation("queued", "due; waiting for a worker")
 
 

@@ -1,0 +1,310 @@
+"""The delivery pump: every `herald worker` runs one. It takes due destinations from Redis's
+wake-ups, asks the destination's gate how many deliveries may start, claims that many in one
+statement, sends each, and hands the endings to the recorder's group commit.
+
+Nothing is polled while it waits: a destination that may not start anything (paused, at its
+in-flight ceiling, out of rate, half-open with its probe out) is settled for the moment its gate
+opens, or left for the freed slot that wakes it. Capacity is local: a claimed row holds one unit
+of ``WORKER_CONCURRENCY`` until it is recorded or given back, and takers claim only what can
+start now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from dataclasses import dataclass
+
+import structlog
+from arq.connections import ArqRedis
+from redis.exceptions import RedisError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app import metrics
+from app.config import Settings
+from app.db import DATABASE_TROUBLE, single_statements
+from app.faults import crash_point, stall_point
+from app.repositories import delivery_leases, endpoints
+from app.repositories.delivery_leases import ClaimedDelivery
+from app.services import sender
+from app.services.attempt import Attempts, Ended
+from app.services.deadlines import BEFORE_LEASE_SECONDS, STEP_SECONDS, unstoppable
+from app.services.flow import Gate, Grant
+from app.services.recorder import Recorder
+from app.services.wakeups import Arm, Taken, Wakeups
+
+log = structlog.get_logger("herald.delivery")
+
+# A taken destination is held this long: if its taker dies, it comes due again by itself.
+HOLD_SECONDS = 10.0
+TAKERS = 2
+# When other tenants are due too, one tenant may fill at most this share of a worker's capacity
+# (work-conserving: alone, it may use all of it).
+TENANT_SHARE = 0.5
+BACKOFF_MAX_SECONDS = 5.0
+# A rate-limited start later than its slot by more than one interval, or than this (an event
+# loop is never that punctual), is given back: starts delayed by a stall must not bunch up and
+# break the ceiling. So at most R·(1 + this) + 1 starts fall in any second.
+LATE_START_SECONDS = 0.02
+
+
+@dataclass
+class _Capacity:
+    """Local units of work: one per claimed row, until its ending is recorded or it is given
+    back. Per tenant too, for the share rule."""
+
+    free: int
+    room: asyncio.Event
+    by_tenant: dict[str, int]
+
+    def take(self, tenant_id: str, count: int) -> None:
+        self.free -= count
+        self.by_tenant[tenant_id] = self.by_tenant.get(tenant_id, 0) + count
+        if self.free <= 0:
+            self.room.clear()
+
+    def give(self, tenant_id: str, count: int = 1) -> None:
+        self.free += count
+        left = self.by_tenant.get(tenant_id, 0) - count
+        if left > 0:
+            self.by_tenant[tenant_id] = left
+        else:
+            self.by_tenant.pop(tenant_id, None)
+        if self.free > 0:
+            self.room.set()
+
+
+class Pump:
+    def __init__(
+        self,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        redis: ArqRedis,
+        gate: Gate,
+        attempts: Attempts,
+    ) -> None:
+        self._settings = settings
+        self._sessionmaker = sessionmaker
+        self._redis = redis
+        self._gate = gate
+        self._attempts = attempts
+        self._wakeups = Wakeups(redis, settings.region)
+        self.recorder = Recorder(
+            settings, sessionmaker, gate, self._wakeups, batch_max=settings.record_batch_max
+        )
+        room = asyncio.Event()
+        room.set()
+        self._capacity = _Capacity(settings.worker_concurrency, room, {})
+        self._takers: list[asyncio.Task[None]] = []
+        self._attempts_running: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        self._takers = [
+            asyncio.create_task(self._taker(), name=f"herald-taker-{n}") for n in range(TAKERS)
+        ]
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._attempts_running)
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking; give running attempts ``grace`` seconds, then cut them short (an
+        unsent one is given back, a sent one recorded `unknown`); record everything."""
+        for taker in self._takers:
+            taker.cancel()
+        await asyncio.gather(*self._takers, return_exceptions=True)
+        running = list(self._attempts_running)
+        if running:
+            log.info("worker.draining", in_flight=len(running), grace_seconds=grace)
+            _, pending = await asyncio.wait(running, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+        await self.recorder.close()
+
+    async def wake(self, endpoint_id: str) -> None:
+        """Wake a destination now, knowing only its id."""
+        async with self._sessionmaker() as session, session.begin():
+            endpoint = await endpoints.get_any(session, endpoint_id)
+        if endpoint is not None:
+            await self._wakeups.arm([Arm(endpoint.tenant_id, endpoint_id, 0.0)])
+
+    async def _taker(self) -> None:
+        backoff = 0.25
+        while True:
+            await self._capacity.room.wait()
+            try:
+                taken = await self._wakeups.take(hold_seconds=HOLD_SECONDS, token=uuid.uuid4().hex)
+                if taken.endpoint_id is None:
+                    await self._wakeups.wait_bell(self._redis, taken.retry_in)
+                    continue
+                await self._serve(taken)
+                backoff = 0.25
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError, *DATABASE_TROUBLE) as exc:
+                # Redis or PostgreSQL is away: the held destination comes due again by itself.
+                log.warning("pump.backoff", error=type(exc).__name__, seconds=backoff)
+                await asyncio.sleep(backoff * random.uniform(0.5, 1.0))  # noqa: S311
+                backoff = min(backoff * 2, BACKOFF_MAX_SECONDS)
+            except Exception:
+                log.exception("pump.take_failed")
+                await asyncio.sleep(backoff)
+
+    def _want(self, taken: Taken) -> int:
+        want = min(self._settings.delivery_batch_max, self._capacity.free)
+        if taken.others_due and taken.tenant_id is not None:
+            share = int(self._settings.worker_concurrency * TENANT_SHARE)
+            held = self._capacity.by_tenant.get(taken.tenant_id, 0)
+            want = min(want, max(share - held, 0))
+        return want
+
+    async def _serve(self, taken: Taken) -> None:
+        endpoint_id, tenant_id = taken.endpoint_id, taken.tenant_id
+        assert endpoint_id is not None and tenant_id is not None
+        want = self._want(taken)
+        if want <= 0:
+            # This tenant has its share while others wait: look again soon, after them.
+            await self._wakeups.settle(taken, in_seconds=0.0)
+            return
+        async with asyncio.timeout(BEFORE_LEASE_SECONDS):
+            policy = await self._gate.policy(endpoint_id)
+            if policy.paused_for > 0:
+                metrics.DEFERRALS.labels("paused").inc()
+                await self._wakeups.settle(taken, in_seconds=policy.paused_for)
+                return
+            grant = await self._gate.grant(
+                endpoint_id, tenant_id=tenant_id, want=want, policy=policy
+            )
+            granted_at = asyncio.get_running_loop().time()
+            if grant.count == 0:
+                metrics.DEFERRALS.labels(grant.reason or "none").inc()
+                await self._wakeups.settle(taken, in_seconds=grant.reopens_in)
+                return
+            self._capacity.take(tenant_id, grant.count)
+            try:
+                batch, claimed_at = await self._claim(endpoint_id, grant.count)
+            except BaseException:
+                self._capacity.give(tenant_id, grant.count)
+                await self._gate.return_unused(grant, used=0)
+                raise
+        rows = batch.rows
+        if rows:
+            crash_point("worker.after_claim_before_send", self._settings.fault)
+            stall_point("worker.stall_after_claim", self._settings.fault)
+        for i, row in enumerate(rows):
+            start_at = granted_at + grant.start_offset(i)
+            task = asyncio.create_task(
+                self._attempt(row, grant, i, start_at=start_at, lease_ends=claimed_at + row.lease_left)
+            )
+            self._attempts_running.add(task)
+            task.add_done_callback(self._attempts_running.discard)
+        # The attempts run whatever happens next: a settle lost with Redis only leaves the
+        # destination held, and it comes due again when the hold ends.
+        if len(rows) < grant.count:
+            self._capacity.give(tenant_id, grant.count - len(rows))
+            await self._gate.return_unused(grant, used=len(rows))
+        await self._wakeups.settle(taken, in_seconds=self._next_look(grant, batch))
+
+    def _next_look(self, grant: Grant, batch: delivery_leases.ClaimBatch) -> float | None:
+        """When the destination should be taken next: when its next row is due, if this claim
+        took everything due; when the gate opens again, if the gate limited it; else now (more
+        is due, and the destination queues behind those that waited longer). Never later than
+        the lease end of what was claimed, should this worker die."""
+        if len(batch.rows) < grant.count:
+            at = batch.next_wake
+        elif grant.reason is not None:
+            at = grant.reopens_in
+        else:
+            at = 0.0
+        if batch.rows:
+            lease = min(row.lease_left for row in batch.rows)
+            at = lease if at is None else min(at, lease)
+        return at
+
+    async def _claim(
+        self, endpoint_id: str, limit: int
+    ) -> tuple[delivery_leases.ClaimBatch, float]:
+        clock = asyncio.get_running_loop()
+        async with single_statements(self._sessionmaker) as connection:
+            # Only now, with a connection in hand: waiting for one is no part of the lease.
+            claiming_at = clock.time()
+            batch = await delivery_leases.claim_batch(
+                connection, region=self._settings.region, endpoint_id=endpoint_id, limit=limit,
+                lease_seconds=self._settings.lease_duration,
+            )  # fmt: skip
+        metrics.CLAIMS.inc()
+        metrics.CLAIMED_ROWS.inc(len(batch.rows))
+        return batch, claiming_at
+
+    async def _attempt(
+        self, claimed: ClaimedDelivery, grant: Grant, i: int, *, start_at: float, lease_ends: float
+    ) -> None:
+        slot = grant.slot(i)
+        try:
+            await self._run(claimed, grant, slot, start_at=start_at, lease_ends=lease_ends)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Left to the lease: another claim takes it over when it ends.
+            log.exception("delivery.attempt_failed", delivery_id=claimed.id)
+        finally:
+            self._capacity.give(claimed.tenant_id)
+
+    async def _run(
+        self,
+        claimed: ClaimedDelivery,
+        grant: Grant,
+        slot: str,
+        *,
+        start_at: float,
+        lease_ends: float,
+    ) -> None:
+        clock = asyncio.get_running_loop()
+        refusal = self._attempts.refusal(claimed)
+        if refusal is not None:
+            ended = Ended(claimed, refusal, None, lease_ends)
+            await unstoppable(self.recorder.record(ended, slot=slot))
+            return
+        if grant.interval > 0:
+            # Each start keeps to its own slot in the rate: one that could not start within its
+            # slot (a stalled loop) is given back rather than bunched with the next.
+            if start_at > clock.time():
+                await asyncio.sleep(start_at - clock.time())
+            if clock.time() - start_at > max(grant.interval, LATE_START_SECONDS):
+                await unstoppable(self._give_back(claimed, slot, why="start slot missed"))
+                return
+        if lease_ends - clock.time() < self._settings.lease_left_to_send:
+            await unstoppable(self._give_back(claimed, slot, why="lease too short"))
+            return
+        progress = sender.SendProgress()
+        try:
+            result = await self._attempts.send(claimed, progress)
+        except asyncio.CancelledError:
+            # Shutting down mid-attempt. Nothing may stay leased by us, and a request that went
+            # out must not be forgotten: it is recorded as `unknown` and retried with its key.
+            if progress.sent:
+                ended = self._attempts.cut_short(claimed, progress, lease_ends=lease_ends)
+                await unstoppable(self.recorder.record(ended, slot=slot))
+            else:
+                await unstoppable(self._give_back(claimed, slot, why="worker stopping"))
+            raise
+        crash_point("worker.after_send_before_record", self._settings.fault)
+        ended = Ended(claimed, self._attempts.decide(claimed, result), result, lease_ends)
+        await unstoppable(self.recorder.record(ended, slot=slot))
+
+    async def _give_back(self, claimed: ClaimedDelivery, slot: str, *, why: str) -> None:
+        """Hand an unsent lease back, uncounted, and wake its destination for another taker."""
+        metrics.LEASES_GIVEN_BACK.inc()
+        log.warning(
+            "delivery.lease_given_back", delivery_id=claimed.id, attempt=claimed.attempt_number,
+            why=why,
+        )  # fmt: skip
+        async with asyncio.timeout(STEP_SECONDS):
+            with contextlib.suppress(*DATABASE_TROUBLE):
+                async with single_statements(self._sessionmaker) as connection:
+                    await delivery_leases.release_batch(connection, [(claimed.id, claimed.token)])
+            await self._gate.release_slots(claimed.endpoint_id, [slot])
+            await self._wakeups.arm([Arm(claimed.tenant_id, claimed.endpoint_id, 0.0)])

@@ -1,0 +1,221 @@
+"""Group commit for attempt outcomes: many attempts' records in one statement and one commit.
+
+No timers: whenever fewer than ``MAX_FLUSHES`` flushes are running, a new one takes everything
+buffered (at most ``batch_max``). At low load each outcome flushes alone, so nothing waits for
+company; under load, outcomes arrive while a flush runs and the next flush takes them together.
+
+Fencing stays per row (design.md, invariant 4): a row whose lease ended is simply not written,
+and its attempt is reported lost. Endings that judge the destination's health (a failure, a
+410) keep a transaction of their own (services/attempt.py), as the breaker and Retry-After need
+reads and decisions beside the record.
+
+After the commit, in one pipelined round trip each: the gate's slots are freed (a destination
+that waited for a slot is woken once), retries are armed for their time, and pauses are set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app import metrics
+from app.config import Settings
+from app.db import DATABASE_TROUBLE, single_statements
+from app.faults import crash_point
+from app.repositories import delivery_leases
+from app.repositories.delivery_leases import Recording
+from app.services.attempt import Ended, record_judging_health
+from app.services.deadlines import STEP_SECONDS, best_effort
+from app.services.flow import Gate
+from app.services.wakeups import Arm, Wakeups
+from app.states import Outcome
+
+log = structlog.get_logger("herald.delivery")
+
+MAX_FLUSHES = 2
+FIRST_RETRY_SECONDS = 0.25
+MAX_RETRY_SECONDS = 5.0
+
+
+@dataclass
+class _Pending:
+    ended: Ended
+    slot: str | None
+    done: asyncio.Future[bool]
+
+
+@dataclass
+class _Effects:
+    """What a flush does in Redis once its records are committed."""
+
+    slots: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    tenants: dict[str, str] = field(default_factory=dict)  # endpoint -> tenant
+    arms: list[Arm] = field(default_factory=list)
+    pauses: dict[str, float] = field(default_factory=dict)
+
+
+class Recorder:
+    def __init__(
+        self,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        gate: Gate,
+        wakeups: Wakeups,
+        *,
+        batch_max: int,
+    ) -> None:
+        self._settings = settings
+        self._sessionmaker = sessionmaker
+        self._gate = gate
+        self._wakeups = wakeups
+        self._batch_max = batch_max
+        self._buffer: list[_Pending] = []
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    async def record(self, ended: Ended, *, slot: str | None) -> bool:
+        """Record one attempt's ending; whether it was recorded (False: the lease was lost).
+        Callers hold this under ``unstoppable``: the flush itself runs in a task of its own,
+        which no caller's cancellation reaches."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._buffer.append(_Pending(ended, slot, done))
+        self._maybe_flush()
+        return await asyncio.shield(done)
+
+    async def close(self) -> None:
+        """Wait for every buffered outcome to be recorded (at shutdown)."""
+        while self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+
+    def _maybe_flush(self) -> None:
+        if self._buffer and len(self._flushes) < MAX_FLUSHES:
+            batch, self._buffer = self._buffer[: self._batch_max], self._buffer[self._batch_max :]
+            task = asyncio.create_task(self._flush(batch), name="herald-record-flush")
+            self._flushes.add(task)
+            task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Task[None]) -> None:
+        self._flushes.discard(task)
+        self._maybe_flush()
+
+    async def _flush(self, batch: list[_Pending]) -> None:
+        effects = _Effects()
+        metrics.RECORD_FLUSHES.inc()
+        try:
+            grouped = [p for p in batch if not p.ended.touches_health]
+            recorded = await self._record_group(grouped) if grouped else set()
+            for pending in batch:
+                if pending.ended.touches_health:
+                    ok = await self._record_alone(pending, effects)
+                else:
+                    ok = pending.ended.claimed.id in recorded
+                self._account(pending, ok, effects)
+            crash_point("worker.after_record_before_ack", self._settings.fault)
+            await best_effort(self._apply(effects), "delivery.after_record_failed")
+        except Exception as exc:
+            # Left to the lease: another worker takes the rows over when it ends.
+            log.error("delivery.record_failed", count=len(batch), error=type(exc).__name__)
+            for pending in batch:
+                if not pending.done.done():
+                    pending.done.set_result(False)
+        finally:
+            for pending in batch:
+                if not pending.done.done():
+                    pending.done.set_result(True)
+
+    async def _record_group(self, group: Sequence[_Pending]) -> set[str]:
+        """One statement for the whole group, retried through a failing database for as long
+        as the latest lease among them lasts (past it, the fence refuses the write anyway)."""
+        items = [
+            Recording(p.ended.claimed.id, p.ended.claimed.token, p.ended.finished) for p in group
+        ]
+        lease_ends = max(p.ended.lease_ends for p in group)
+        clock = asyncio.get_running_loop()
+        deadline = max(lease_ends, clock.time() + STEP_SECONDS)
+        delay = FIRST_RETRY_SECONDS
+        while True:
+            try:
+                async with (
+                    asyncio.timeout_at(deadline),
+                    single_statements(self._sessionmaker) as connection,
+                ):
+                    return await delivery_leases.record_batch(connection, items)
+            except DATABASE_TROUBLE as exc:
+                if clock.time() + delay > lease_ends:
+                    raise
+                log.warning("delivery.record_retry", count=len(items), error=type(exc).__name__)
+                await asyncio.sleep(delay)
+                delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), lease_ends
+
+    async def _record_alone(self, pending: _Pending, effects: _Effects) -> bool:
+        ended = pending.ended
+        clock = asyncio.get_running_loop()
+        deadline = max(ended.lease_ends, clock.time() + STEP_SECONDS)
+        delay = FIRST_RETRY_SECONDS
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    recorded, pause = await record_judging_health(
+                        self._sessionmaker, self._settings, ended
+                    )
+                break
+            except DATABASE_TROUBLE as exc:
+                if clock.time() + delay > ended.lease_ends:
+                    raise
+                log.warning(
+                    "delivery.record_retry", delivery_id=ended.claimed.id,
+                    error=type(exc).__name__,
+                )  # fmt: skip
+                await asyncio.sleep(delay)
+                delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), ended.lease_ends
+        if recorded and pause > 0:
+            endpoint = ended.claimed.endpoint_id
+            effects.pauses[endpoint] = max(pause, effects.pauses.get(endpoint, 0.0))
+        return recorded
+
+    def _account(self, pending: _Pending, recorded: bool, effects: _Effects) -> None:
+        ended, claimed, result = pending.ended, pending.ended.claimed, pending.ended.result
+        pending.done.set_result(recorded)
+        if pending.slot is not None:
+            effects.slots[claimed.endpoint_id].append(pending.slot)
+            effects.tenants[claimed.endpoint_id] = claimed.tenant_id
+        if not recorded:
+            # Our lease expired (and perhaps another worker took over): the result that counts
+            # is the one a live lease holder records.
+            metrics.LEASES_LOST.inc()
+            log.warning(
+                "delivery.lease_lost", delivery_id=claimed.id, attempt=claimed.attempt_number
+            )
+            return
+        if result is not None:
+            metrics.ATTEMPTS.labels(result.outcome.value).inc()
+            metrics.ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
+            metrics.DISPATCHES.labels(claimed.endpoint_id).inc()
+            if result.outcome is Outcome.SUCCESS:
+                self._gate.succeeded(claimed.endpoint_id)
+        log.info(
+            "delivery.attempt", delivery_id=claimed.id, endpoint_id=claimed.endpoint_id,
+            attempt=claimed.attempt_number, outcome=result.outcome.value if result else None,
+            status_code=result.status_code if result else None,
+            duration_ms=result.duration_ms if result else None,
+            state=ended.finished.state.value, reason=ended.transition.dead_reason,
+        )  # fmt: skip
+        if ended.retry_in is not None:
+            effects.arms.append(Arm(claimed.tenant_id, claimed.endpoint_id, ended.retry_in))
+
+    async def _apply(self, effects: _Effects) -> None:
+        # Pauses first (again after the commit: a breaker trip is only known now, and a policy
+        # read while the transaction was open must not stay cached), then the slots: a
+        # destination woken by a freed slot must find itself paused.
+        for endpoint_id, seconds in effects.pauses.items():
+            await self._gate.pause(endpoint_id, seconds)
+        for endpoint_id, slots in effects.slots.items():
+            waiting = await self._gate.release_slots(endpoint_id, slots)
+            if waiting is not None:
+                effects.arms.append(Arm(waiting, endpoint_id, 0.0))
+        if effects.arms:
+            await self._wakeups.arm(effects.arms)

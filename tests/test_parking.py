@@ -1,0 +1,119 @@
+"""Work held back by policy costs nothing while it waits (issue 12): a destination paused by a
+receiver's Retry-After or by the circuit breaker keeps its deliveries in PostgreSQL, untouched,
+and one wake-up in Redis -- however often reconcile runs meanwhile. Counted, never timed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.queue import create_queue_redis, queue_name
+from app.services.wakeups import Wakeups
+from tests.processes import running_worker
+from tests.receiver import Receiver, Reply
+from tests.support import Stack, count_rows, make_settings, new_endpoint, post_deliveries, reconcile_now
+
+RUNS = 10
+
+
+@pytest.fixture
+def settings(stack: Stack) -> Settings:
+    return make_settings(stack, delivery_engine="wakeups")
+
+
+async def footprint(settings: Settings, engine: AsyncEngine, ids: list[str]) -> dict[str, Any]:
+    """Everything a waiting delivery could cost: Redis keys and wake-up entries, queued jobs,
+    outbox rows, and each delivery row's version (xmin changes with any write)."""
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    arq_redis = create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        keys = {k.decode() async for k in redis.scan_iter("herald:*")} - {queue_name("local")}
+        jobs = [j for j in await redis.zrange(queue_name(settings.region), 0, -1)]
+        entries = await Wakeups(arq_redis, settings.region).count_entries()
+    finally:
+        await redis.aclose()
+        await arq_redis.aclose()
+    async with engine.connect() as connection:
+        versions = dict(
+            (await connection.execute(
+                text("SELECT id, xmin::text FROM deliveries WHERE id = ANY(:ids)"), {"ids": ids}
+            )).all()
+        )  # fmt: skip
+    return {
+        "keys": keys,
+        "delivery_jobs": [j for j in jobs if j.startswith(b"dlv_")],
+        "wake_entries": entries,
+        "outbox_rows": await count_rows(engine, "outbox"),
+        "versions": versions,
+    }
+
+
+async def paused_in_postgres(engine: AsyncEngine, endpoint_id: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await count_rows(
+        engine, "endpoints", "id = :e AND paused_until > now()", e=endpoint_id
+    ):
+        assert asyncio.get_running_loop().time() < deadline, "the destination never paused"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("answer", "worker_env"),
+    [
+        pytest.param(Reply(429, headers={"Retry-After": "3600"}), {}, id="retry-after-3600"),
+        pytest.param(
+            Reply(500), {"HERALD_BREAKER_FAILURES": "1", "HERALD_BREAKER_COOLDOWN_SECONDS": "3600"},
+            id="breaker-open",
+        ),
+    ],
+)
+async def test_a_paused_destination_costs_nothing_while_reconcile_runs(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    stack: Stack,
+    engine: AsyncEngine,
+    settings: Settings,
+    tmp_path: Path,
+    answer: Reply,
+    worker_env: dict[str, str],
+) -> None:
+    receiver.script("/parked", answer)
+    # One at a time: exactly one request meets the answer that pauses the destination.
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/parked"), max_in_flight=1)
+    env = {"HERALD_DELIVERY_ENGINE": "wakeups", **worker_env}
+    with running_worker(stack, tmp_path / "worker.log", **env):
+        ids = await post_deliveries(client, tenant, endpoint["id"], 30)
+        await paused_in_postgres(engine, endpoint["id"])
+        await receiver.wait_for("/parked", 1)
+        first_sent = receiver.on("/parked")[0].headers["webhook-id"]
+        # Its failure recorded: from here on, nothing may change.
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await count_rows(engine, "attempts", "delivery_id = :d", d=first_sent):
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        before = await footprint(settings, engine, ids)
+        runs = [await reconcile_now(client, settings, engine) for _ in range(RUNS)]
+        after = await footprint(settings, engine, ids)
+        explained = [
+            (await client.get(f"/v1/deliveries/{d}", headers=tenant)).json()
+            for d in ids
+            if d != first_sent
+        ]
+
+    assert [r["status"] for r in runs] == ["succeeded"] * RUNS
+    assert before == after, "waiting work changed or grew"
+    assert before["wake_entries"] == 1 and before["delivery_jobs"] == []
+    assert sum(r["counts"].get("unpublished_outbox", 0) for r in runs) == 0
+    assert len(receiver.on("/parked")) == 1  # nothing was sent past the pause
+    assert {d["waiting_reason"] for d in explained} == {"throttled"}
+    assert all("paused until" in d["waiting_detail"] for d in explained)
