@@ -16,11 +16,13 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from arq.connections import ArqRedis
 from fastapi import FastAPI
 from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import queue
 from app.config import Settings, to_asyncpg_url
 from app.db import create_engine
 from app.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -148,6 +150,15 @@ async def _clean_slate(engine: AsyncEngine, stack: Stack) -> None:
         await redis.flushdb()
     finally:
         await redis.aclose()
+
+
+@pytest.fixture
+async def redis(settings: Settings) -> AsyncIterator[ArqRedis]:
+    """The session's Redis, connected as the service connects (ArqRedis, lazy pool)."""
+    assert settings.redis_url is not None
+    connection = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    yield connection
+    await connection.aclose()
 
 
 @pytest.fixture

@@ -80,6 +80,12 @@ async def count_rows(engine: AsyncEngine, table: str, where: str = "TRUE", **par
         return int(result.scalar_one())
 
 
+async def redis_now_us(redis: Redis) -> int:
+    """Redis's clock (TIME), in microseconds: the clock Herald's scripts decide on."""
+    seconds, microseconds = await redis.time()
+    return int(seconds) * 1_000_000 + int(microseconds)
+
+
 async def new_tenant(client: httpx.AsyncClient, name: str) -> dict[str, str]:
     response = await client.post("/v1/tenants", json={"name": name}, headers=ADMIN)
     assert response.status_code == 201, response.text

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -13,26 +12,12 @@ from arq.connections import ArqRedis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.services.flow import Gate, Grant, flow_snapshot
-from tests.support import new_endpoint
+from tests.support import new_endpoint, redis_now_us
 
 CALLS = 500  # all at once: Redis runs them back to back, far faster than any rate below
-
-
-@pytest.fixture
-async def redis(settings: Settings) -> AsyncIterator[ArqRedis]:
-    assert settings.redis_url is not None
-    connection = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    yield connection
-    await connection.aclose()
-
-
-async def redis_now_us(redis: ArqRedis) -> int:
-    seconds, microseconds = await redis.time()
-    return int(seconds) * 1_000_000 + int(microseconds)
 
 
 # 2000/s and 1500/s were unlimited (a whole-millisecond interval of 0); 600/s was 1000/s.
