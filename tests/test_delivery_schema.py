@@ -5,18 +5,25 @@ the live, or the dead, rows -- and the queries that need them reach them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 from alembic import command
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.config import Settings
+from app.db import create_sessionmaker
 from app.migrate import alembic_config
+from app.repositories import deliveries
+from app.services.fleet import FleetGauges
+from app.states import DeliveryState
 from tests.support import (
     Stack,
     delivery_row,
@@ -57,9 +64,160 @@ async def test_the_database_refuses_a_row_whose_columns_contradict_its_state(
     assert await delivery_row(engine, delivery_id) == before
 
 
+async def _finished_history(engine: AsyncEngine, endpoint_id: str, region: str) -> str:
+    """2,000 succeeded deliveries on the endpoint, as a real table is mostly history: what a
+    partial index over unfinished rows leaves out, and a full index has to read past. Returns
+    the endpoint's tenant id."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "WITH e AS ("
+                " INSERT INTO events (id, tenant_id, event_type, payload)"
+                " SELECT 'evt_history' || lpad(g::text, 15, '0'), tenant_id, 'history',"
+                "        CAST('{}' AS bytea)"
+                "   FROM generate_series(1, 2000) AS g, endpoints WHERE endpoints.id = :ep"
+                " RETURNING id, tenant_id)"
+                " INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
+                "                         state, next_attempt_at, completed_at)"
+                " SELECT 'dlv' || substr(e.id, 4), e.tenant_id, :ep, e.id, 'history', :r,"
+                "        'succeeded', now() - interval '1 day', now() - interval '1 day' FROM e"
+            ),
+            {"ep": endpoint_id, "r": region},
+        )
+        await connection.execute(text("ANALYZE deliveries"))
+        tenant_id = await connection.execute(
+            text("SELECT tenant_id FROM endpoints WHERE id = :ep"), {"ep": endpoint_id}
+        )
+        return str(tenant_id.scalar_one())
+
+
+async def _statement_of(
+    engine: AsyncEngine, run: Callable[[async_sessionmaker[AsyncSession]], Awaitable[object]]
+) -> tuple[str, Any]:
+    """The SQL and parameters code sends about deliveries, exactly as sent."""
+    sent: list[tuple[str, Any]] = []
+
+    def seen(*args: Any) -> None:
+        _, _, statement, parameters, _, _ = args
+        if "FROM deliveries" in statement:
+            sent.append((statement, parameters))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        await run(create_sessionmaker(engine))
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", seen)
+    [(statement, parameters)] = sent
+    return statement, parameters
+
+
 # The indexes that name `state`, which the contract migration drops once the job path is gone.
 OLD_STATE_INDEXES = ("ix_deliveries_due", "ix_deliveries_enqueued", "ix_deliveries_leased",
                      "ix_deliveries_dead", "ix_deliveries_tenant_state")  # fmt: skip
+
+
+async def _reads_after_contract(engine: AsyncEngine, statement: str, parameters: Any) -> set[str]:
+    """The indexes (and sequential scans of deliveries) a statement's plan reads once the old
+    indexes are gone. While they exist the planner may rightly prefer one that fits a query
+    exactly, so they are dropped in this transaction only, and rolled back."""
+    async with engine.connect() as connection:
+        for name in OLD_STATE_INDEXES:
+            await connection.execute(text(f"DROP INDEX {name}"))
+        result = await connection.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {statement}", parameters)
+        raw = result.scalar_one()
+        await connection.rollback()
+    nodes = [(json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]]
+    reads = set()
+    while nodes:
+        node = nodes.pop()
+        if "Index Name" in node:
+            reads.add(node["Index Name"])
+        if node["Node Type"] == "Seq Scan" and node["Relation Name"] == "deliveries":
+            reads.add("seq scan of deliveries")
+        nodes.extend(node.get("Plans", []))
+    return reads
+
+
+@pytest.mark.parametrize("state", [DeliveryState.ENQUEUED, DeliveryState.DEAD])
+async def test_a_tenant_list_by_state_reads_the_unfinished_index(
+    state: DeliveryState,
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    settings: Settings,
+) -> None:
+    await post_deliveries(client, tenant, endpoint["id"], 5)
+    await fast_path_settled(engine)
+    if state is DeliveryState.DEAD:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text(
+                    "UPDATE deliveries SET state = 'dead', completed_at = now(),"
+                    " dead_reason = 'permanent_failure: HTTP 400'"
+                )
+            )
+    tenant_id = await _finished_history(engine, endpoint["id"], settings.region)
+
+    async def list_page(sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+        async with sessionmaker() as session:
+            await deliveries.list_page(
+                session, tenant_id, limit=51, before_id=None, state=state, endpoint_id=None,
+                event_type=None,
+            )  # fmt: skip
+
+    statement, parameters = await _statement_of(engine, list_page)
+    assert await _reads_after_contract(engine, statement, parameters) == {
+        "ix_deliveries_tenant_unfinished"
+    }
+
+
+async def test_the_fleet_gauges_read_the_live_and_dead_indexes(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    settings: Settings,
+) -> None:
+    ids = await post_deliveries(client, tenant, endpoint["id"], 4)
+    await fast_path_settled(engine)
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET state = 'dead', completed_at = now(),"
+                " dead_reason = 'permanent_failure: HTTP 400' WHERE id = :d"
+            ),
+            {"d": ids[0]},
+        )
+    await _finished_history(engine, endpoint["id"], settings.region)
+
+    async def render(sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+        await FleetGauges(sessionmaker, settings.region, ttl=0).render()
+
+    statement, parameters = await _statement_of(engine, render)
+    reads = await _reads_after_contract(engine, statement, parameters)
+    assert {"ix_deliveries_live", "ix_deliveries_dead_since"} <= reads
+    assert "seq scan of deliveries" not in reads
+
+
+async def test_the_live_probe_of_a_destination_reads_the_live_index(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    settings: Settings,
+) -> None:
+    await post_deliveries(client, tenant, endpoint["id"], 5)
+    await fast_path_settled(engine)
+    await _finished_history(engine, endpoint["id"], settings.region)
+    probe = (
+        "SELECT id, state, next_attempt_at FROM deliveries"
+        " WHERE region = $1 AND endpoint_id = $2 AND completed_at IS NULL"
+        " ORDER BY next_attempt_at, id LIMIT 10"
+    )
+    assert await _reads_after_contract(engine, probe, (settings.region, endpoint["id"])) == {
+        "ix_deliveries_live"
+    }
 
 
 # Rows older code or a hand could have left, by g % 5: finished without a completion time, dead
