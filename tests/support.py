@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 from fastapi import FastAPI
 from redis.asyncio import Redis
@@ -51,6 +52,20 @@ class OwnPostgres:
 def plain_dsn(url: str) -> str:
     """The URL as asyncpg itself (not SQLAlchemy) wants it."""
     return to_asyncpg_url(url).replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+async def scratch_database(server_url: str, name: str, *, create: bool) -> str:
+    """Create (or drop) the database ``name`` on the server of ``server_url``; returns its URL."""
+    head, _, query = to_asyncpg_url(server_url).partition("?")
+    base = head.rsplit("/", 1)[0]
+    connection = await asyncpg.connect(plain_dsn(server_url))
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+    return f"{base}/{name}" + (f"?{query}" if query else "")
 
 
 def make_settings(stack: Stack, **overrides: Any) -> Settings:
