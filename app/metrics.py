@@ -25,6 +25,7 @@ DEFERRALS = Counter(
     "Deliveries deferred by per-destination flow control, by reason",
     ["reason"],
 )
+WAKEUPS = Counter("herald_wakeups", "Due destinations taken from the wake-up queue (one turn each)")
 LEASES_LOST = Counter(
     "herald_leases_lost", "Results refused because the worker's lease had expired"
 )

@@ -16,12 +16,14 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from arq.connections import ArqRedis
 from fastapi import FastAPI
 from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings, to_asyncpg_url
+from app import queue
+from app.config import Settings
 from app.db import create_engine
 from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.main import create_app
@@ -36,6 +38,7 @@ from tests.support import (
     new_endpoint,
     new_tenant,
     plain_dsn,
+    scratch_database,
 )
 
 TABLES = (
@@ -55,29 +58,15 @@ async def _speed_up_throwaway_cluster(database_url: str) -> None:
         await connection.close()
 
 
-async def _scratch_database(server_url: str, create: bool) -> str:
-    """Create (or drop) ``herald_test_<pid>`` on an external server; returns its URL."""
-    name = f"herald_test_{os.getpid()}"
-    head, _, query = to_asyncpg_url(server_url).partition("?")
-    base = head.rsplit("/", 1)[0]
-    connection = await asyncpg.connect(plain_dsn(server_url))
-    try:
-        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if create:
-            await connection.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await connection.close()
-    return f"{base}/{name}" + (f"?{query}" if query else "")
-
-
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("stack")
     with ExitStack() as cleanup:
         external_db = os.environ.get("HERALD_DATABASE_URL")
         if external_db:
-            database_url = asyncio.run(_scratch_database(external_db, create=True))
-            cleanup.callback(lambda: asyncio.run(_scratch_database(external_db, create=False)))
+            name = f"herald_test_{os.getpid()}"
+            database_url = asyncio.run(scratch_database(external_db, name, create=True))
+            cleanup.callback(lambda: asyncio.run(scratch_database(external_db, name, create=False)))
         else:
             postgres = EmbeddedPostgres(workdir / "pg")
             cleanup.callback(postgres.stop)
@@ -148,6 +137,15 @@ async def _clean_slate(engine: AsyncEngine, stack: Stack) -> None:
         await redis.flushdb()
     finally:
         await redis.aclose()
+
+
+@pytest.fixture
+async def redis(settings: Settings) -> AsyncIterator[ArqRedis]:
+    """The session's Redis, connected as the service connects (ArqRedis, lazy pool)."""
+    assert settings.redis_url is not None
+    connection = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    yield connection
+    await connection.aclose()
 
 
 @pytest.fixture

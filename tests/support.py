@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 from fastapi import FastAPI
 from redis.asyncio import Redis
@@ -54,6 +55,20 @@ def plain_dsn(url: str) -> str:
     return to_asyncpg_url(url).replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
+async def scratch_database(server_url: str, name: str, *, create: bool) -> str:
+    """Create (or drop) the database ``name`` on the server of ``server_url``; returns its URL."""
+    head, _, query = to_asyncpg_url(server_url).partition("?")
+    base = head.rsplit("/", 1)[0]
+    connection = await asyncpg.connect(plain_dsn(server_url))
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+    return f"{base}/{name}" + (f"?{query}" if query else "")
+
+
 def make_settings(stack: Stack, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "database_url": stack.database_url,
@@ -79,6 +94,12 @@ async def count_rows(engine: AsyncEngine, table: str, where: str = "TRUE", **par
             params,
         )
         return int(result.scalar_one())
+
+
+async def redis_now_us(redis: Redis) -> int:
+    """Redis's clock (TIME), in microseconds: the clock Herald's scripts decide on."""
+    seconds, microseconds = await redis.time()
+    return int(seconds) * 1_000_000 + int(microseconds)
 
 
 async def new_tenant(client: httpx.AsyncClient, name: str) -> dict[str, str]:

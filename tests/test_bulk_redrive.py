@@ -42,7 +42,10 @@ async def test_bulk_redrive_in_batches(
     await fast_path_settled(engine)
     async with engine.begin() as connection:
         await connection.execute(
-            text("UPDATE deliveries SET state = 'dead', completed_at = now(), attempt_count = 3")
+            text(
+                "UPDATE deliveries SET state = 'dead', completed_at = now(), attempt_count = 3,"
+                " dead_reason = 'max_attempts_exhausted (3)'"
+            )
         )
     await client.patch(f"/v1/endpoints/{disabled['id']}", json={"enabled": False}, headers=tenant)
     started = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
@@ -92,7 +95,12 @@ async def test_a_failed_job_stores_a_generic_error_and_logs_the_detail(
     await post_deliveries(client, tenant, endpoint["id"], 2)
     await fast_path_settled(engine)
     async with engine.begin() as connection:
-        await connection.execute(text("UPDATE deliveries SET state = 'dead', completed_at = now()"))
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET state = 'dead', completed_at = now(),"
+                " dead_reason = 'permanent_failure: HTTP 400'"
+            )
+        )
     job_id = (await client.post("/v1/deliveries/redrive", json={}, headers=tenant)).json()["id"]
 
     assert settings.redis_url is not None

@@ -39,7 +39,10 @@ async def test_filters_by_state_endpoint_and_event_type(
     async with engine.begin() as connection:
         await connection.execute(text("UPDATE deliveries SET state = 'pending'"))
         await connection.execute(
-            text("UPDATE deliveries SET state = 'dead', dead_reason = 'test' WHERE id = :d"),
+            text(
+                "UPDATE deliveries SET state = 'dead', dead_reason = 'test', completed_at = now()"
+                " WHERE id = :d"
+            ),
             {"d": c},
         )
 

@@ -1,36 +1,23 @@
-"""The flow-control gate against real Redis and PostgreSQL: start rates held on Redis's clock."""
+"""The flow-control gate against real Redis and PostgreSQL: start rates held on Redis's clock,
+and batch grants: how many starts a destination may have, and when each may begin."""
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 from arq.connections import ArqRedis
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
-from app.services.flow import Gate, flow_snapshot
-from tests.support import new_endpoint
+from app.services.flow import Gate, Grant, flow_snapshot
+from tests.support import new_endpoint, redis_now_us
 
 CALLS = 500  # all at once: Redis runs them back to back, far faster than any rate below
-
-
-@pytest.fixture
-async def redis(settings: Settings) -> AsyncIterator[ArqRedis]:
-    assert settings.redis_url is not None
-    connection = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    yield connection
-    await connection.aclose()
-
-
-async def redis_now_us(redis: ArqRedis) -> int:
-    seconds, microseconds = await redis.time()
-    return int(seconds) * 1_000_000 + int(microseconds)
 
 
 # 2000/s and 1500/s were unlimited (a whole-millisecond interval of 0); 600/s was 1000/s.
@@ -70,3 +57,232 @@ async def test_the_gate_holds_any_start_rate_on_redis_clock(
     # What a status page shows: the wait for the next start, never more than one interval.
     snapshot = await flow_snapshot(redis, endpoint["id"], max_in_flight=0)
     assert snapshot is not None and 0 <= snapshot.next_start_in <= step / 1e6
+
+
+async def tenant_of(engine: AsyncEngine, endpoint_id: str) -> str:
+    async with engine.connect() as connection:
+        statement = text("SELECT tenant_id FROM endpoints WHERE id = :e")
+        return str((await connection.execute(statement, {"e": endpoint_id})).scalar_one())
+
+
+async def flow_key(redis: ArqRedis, endpoint_id: str, name: str) -> str | None:
+    value = await redis.get(f"herald:flow:{endpoint_id}:{name}")
+    return None if value is None else value.decode()
+
+
+async def slots_held(redis: ArqRedis, endpoint_id: str) -> set[str]:
+    return {m.decode() for m in await redis.zrange(f"herald:flow:{endpoint_id}:slots", 0, -1)}
+
+
+async def test_a_grant_takes_only_the_free_slots_and_a_release_wakes_the_destination_once(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, max_in_flight=3)  # and no rate ceiling
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    gate = Gate(settings, create_sessionmaker(engine), redis)
+
+    grant = await gate.grant(endpoint_id, tenant_id=tenant_id, want=10)
+    assert (grant.count, grant.reason) == (3, "in_flight")
+    assert [grant.start_offset(i) for i in range(3)] == [0.0, 0.0, 0.0]
+    assert await slots_held(redis, endpoint_id) == {grant.slot(i) for i in range(3)}
+    # The destination has more work than slots: the first slot freed must wake it.
+    assert await flow_key(redis, endpoint_id, "waiting") == tenant_id
+
+    full = await gate.grant(endpoint_id, tenant_id=tenant_id, want=10)
+    assert (full.count, full.reason) == (0, "in_flight")
+    assert full.reopens_in > 0  # the earliest slot's expiry: a safety wake only
+    assert await slots_held(redis, endpoint_id) == {grant.slot(i) for i in range(3)}
+
+    assert await gate.release_slots(endpoint_id, [grant.slot(0)]) == tenant_id
+    assert await gate.release_slots(endpoint_id, [grant.slot(0)]) is None  # woken once
+    assert await flow_key(redis, endpoint_id, "waiting") is None
+    assert await slots_held(redis, endpoint_id) == {grant.slot(1), grant.slot(2)}
+    freed = await gate.grant(endpoint_id, tenant_id=tenant_id, want=10)
+    assert (freed.count, freed.reason) == (1, "in_flight")
+
+
+async def test_rate_grants_start_a_whole_interval_apart_across_grants(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=5, max_in_flight=100)
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
+    await gate.policy(endpoint_id)
+    interval_us = 200_000
+
+    async def granted(want: int) -> tuple[Grant, int]:
+        """The grant, and when (µs, Redis's clock) its start 0 is due, bracketed by Redis's
+        clock around the call: the stored tat is one interval past the grant's last start."""
+        before = await redis_now_us(redis)
+        grant = await gate.grant(endpoint_id, tenant_id=tenant_id, want=want)
+        after = await redis_now_us(redis)
+        tat = int(await flow_key(redis, endpoint_id, "tat") or 0)
+        first_us = round(grant.first_start_in * 1e6)
+        start_0 = tat - grant.count * interval_us
+        assert before <= start_0 - first_us <= after  # offsets count from the grant itself
+        return grant, start_0
+
+    first, first_start = await granted(3)
+    assert (first.count, first.reason, first.first_start_in) == (3, None, 0.0)
+    assert first.interval == interval_us / 1e6
+    assert [round((first.start_offset(i) - first.first_start_in) * 1e6) for i in range(3)] == [
+        0, interval_us, 2 * interval_us,
+    ]  # fmt: skip
+    second, second_start = await granted(3)
+    assert second.count == 3
+    # The second grant's first start comes a whole interval (or, had this machine dawdled past
+    # it, more) after the first grant's last: together their starts keep to the rate.
+    assert second_start >= first_start + 3 * interval_us
+
+
+async def test_a_rate_grant_fits_the_horizon_and_a_refusal_costs_nothing(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    # One start in 100 s: within the 1 s horizon only "now" fits, so the refusal is certain.
+    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=0.01, max_in_flight=100)
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    gate = Gate(settings, create_sessionmaker(engine), redis)
+
+    grant = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    assert (grant.count, grant.reason, grant.first_start_in) == (1, "rate", 0.0)
+    assert grant.reopens_in == 99.0  # next start at 100 s, granted once it is within 1 s
+    tat = await flow_key(redis, endpoint_id, "tat")
+
+    refused = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    assert (refused.count, refused.reason) == (0, "rate")
+    assert 0 < refused.reopens_in <= 99.0
+    assert await flow_key(redis, endpoint_id, "tat") == tat
+    assert await slots_held(redis, endpoint_id) == {grant.slot(0)}
+    assert await flow_key(redis, endpoint_id, "waiting") is None  # the rate, not a slot, opens
+
+
+async def test_return_unused_moves_the_rate_back_only_when_no_grant_came_after(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=100)
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    gate = Gate(settings, create_sessionmaker(engine), redis)
+    interval_us = 100_000
+
+    alone = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    tat = int(await flow_key(redis, endpoint_id, "tat") or 0)
+    await gate.return_unused(alone, used=2)
+    assert int(await flow_key(redis, endpoint_id, "tat") or 0) == tat - 3 * interval_us
+    assert await slots_held(redis, endpoint_id) == {alone.slot(0), alone.slot(1)}
+
+    earlier = await gate.grant(endpoint_id, tenant_id=tenant_id, want=3)
+    later = await gate.grant(endpoint_id, tenant_id=tenant_id, want=2)
+    assert (earlier.count, later.count) == (3, 2)
+    tat_of_later = await flow_key(redis, endpoint_id, "tat")
+    await gate.return_unused(earlier, used=1)
+    # The later grant's starts follow the earlier's: pulling the tat back would overlap them.
+    assert await flow_key(redis, endpoint_id, "tat") == tat_of_later
+    assert await slots_held(redis, endpoint_id) == {
+        alone.slot(0), alone.slot(1), earlier.slot(0), later.slot(0), later.slot(1),
+    }  # fmt: skip
+
+
+async def test_half_open_grants_one_probe_at_a_time(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, max_in_flight=10)
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    async with engine.begin() as connection:  # tripped, and its cool-down is over
+        await connection.execute(
+            text("UPDATE endpoints SET breaker_trips = 1 WHERE id = :e"), {"e": endpoint_id}
+        )
+    gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
+
+    grants = await asyncio.gather(
+        *(gate.grant(endpoint_id, tenant_id=tenant_id, want=5) for _ in range(10))
+    )
+    [probe] = [grant for grant in grants if grant.count]
+    assert (probe.count, probe.reason) == (1, "probe")
+    assert {(g.count, g.reason) for g in grants if g is not probe} == {(0, "probing")}
+    assert all(grant.reopens_in > 0 for grant in grants)
+    assert await flow_key(redis, endpoint_id, "probe") == probe.grant_id
+    assert await slots_held(redis, endpoint_id) == {probe.slot(0)}
+
+    # A probe that found no row gives the probe back at once.
+    await gate.return_unused(probe, used=0)
+    assert await flow_key(redis, endpoint_id, "probe") is None
+    retried = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    assert (retried.count, retried.reason) == (1, "probe")
+    # Its record frees the probe and wakes the destination, whose other grants waited for it.
+    assert await gate.release_slots(endpoint_id, [retried.slot(0)]) == tenant_id
+    assert await flow_key(redis, endpoint_id, "probe") is None
+    assert await slots_held(redis, endpoint_id) == set()
+
+
+async def test_a_probe_refused_by_the_rate_is_not_taken(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=0.01, max_in_flight=10)
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE endpoints SET breaker_trips = 1 WHERE id = :e"), {"e": endpoint_id}
+        )
+    gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
+    probe = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    assert (probe.count, probe.reason) == (1, "probe")
+    await gate.release_slots(endpoint_id, [probe.slot(0)])
+
+    # The next start is 100 s away: the rate refuses, and the probe stays free for whoever
+    # comes when it is due.
+    refused = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    assert (refused.count, refused.reason) == (0, "rate")
+    for name in ("probe", "waiting"):
+        assert await flow_key(redis, endpoint_id, name) is None
+    assert await slots_held(redis, endpoint_id) == set()
+
+
+async def test_a_paused_destination_is_granted_nothing_and_nothing_is_reserved(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    by_redis = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=3)
+    by_database = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=3)
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE endpoints SET paused_until = now() + interval '1 minute' WHERE id = :e"),
+            {"e": by_database["id"]},
+        )
+    gate = Gate(settings, create_sessionmaker(engine), redis)
+    await gate.pause(by_redis["id"], 30)  # a Retry-After seen by some worker a moment ago
+
+    for endpoint, longest in ((by_redis, 30.0), (by_database, 60.0)):
+        tenant_id = await tenant_of(engine, endpoint["id"])
+        grant = await gate.grant(endpoint["id"], tenant_id=tenant_id, want=5)
+        assert (grant.count, grant.reason) == (0, "paused")
+        assert 0 < grant.reopens_in <= longest
+        for name in ("tat", "waiting", "probe"):
+            assert await flow_key(redis, endpoint["id"], name) is None
+        assert await slots_held(redis, endpoint["id"]) == set()

@@ -35,7 +35,10 @@ async def test_fleet_gauges_after_known_traffic(
     async with engine.begin() as connection:
         first = (await connection.execute(text("SELECT min(id) FROM deliveries"))).scalar_one()
         await connection.execute(
-            text("UPDATE deliveries SET state = 'dead', completed_at = now() WHERE id = :d"),
+            text(
+                "UPDATE deliveries SET state = 'dead', completed_at = now(),"
+                " dead_reason = 'permanent_failure: HTTP 400' WHERE id = :d"
+            ),
             {"d": first},
         )
         await connection.execute(

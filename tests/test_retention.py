@@ -42,9 +42,10 @@ async def old_delivery(
         await connection.execute(
             text(
                 "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
-                " state, next_attempt_at, completed_at) VALUES (:d, :t, :ep, :e, 'a', 'local', :s,"
-                " now(), CASE WHEN CAST(:c AS int) IS NULL THEN NULL"
-                " ELSE now() - make_interval(days => CAST(:c AS int)) END)"
+                " state, next_attempt_at, completed_at, dead_reason) VALUES (:d, :t, :ep, :e,"
+                " 'a', 'local', :s, now(), CASE WHEN CAST(:c AS int) IS NULL THEN NULL"
+                " ELSE now() - make_interval(days => CAST(:c AS int)) END,"
+                " CASE WHEN :s = 'dead' THEN 'permanent_failure: HTTP 400' END)"
             ),
             {"d": delivery_id, "t": tenant_id, "ep": endpoint_id, "e": event_id, "s": state,
              "c": completed_days},

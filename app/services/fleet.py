@@ -12,23 +12,31 @@ from prometheus_client.registry import Collector
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-# Each query is served by a partial index (ix_deliveries_due, _enqueued, _leased, _dead,
-# ix_outbox_unpublished) and touches only live, or dead, rows: never the succeeded history.
+# Each query is served by a partial index and touches only live, or dead, rows: never the
+# succeeded history. Each states what the table's checks make its state imply (live:
+# `completed_at IS NULL`, dead: `dead_reason IS NOT NULL`), so the planner can take the indexes
+# of migration 0009 (ix_deliveries_live, _dead_since) as well as the older ones on `state`
+# (ix_deliveries_due, _enqueued, _leased, _dead) they replace; ix_outbox_unpublished for the lag.
 _SNAPSHOT_SQL = text(
     """
     SELECT
       (SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM deliveries
-        WHERE region = :r AND state = 'pending' AND next_attempt_at <= now()) AS oldest_due,
+        WHERE region = :r AND state = 'pending' AND completed_at IS NULL
+          AND next_attempt_at <= now()) AS oldest_due,
       (SELECT extract(epoch FROM now() - min(enqueued_at)) FROM deliveries
-        WHERE region = :r AND state = 'enqueued') AS oldest_enqueued,
+        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL) AS oldest_enqueued,
       (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox
         WHERE region = :r AND published_at IS NULL) AS relay_lag,
-      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'pending') AS pending,
-      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'enqueued') AS enqueued,
-      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'leased') AS leased,
+      (SELECT count(*) FROM deliveries
+        WHERE region = :r AND state = 'pending' AND completed_at IS NULL) AS pending,
+      (SELECT count(*) FROM deliveries
+        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL) AS enqueued,
+      (SELECT count(*) FROM deliveries
+        WHERE region = :r AND state = 'leased' AND completed_at IS NULL) AS leased,
       (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'leased'
-        AND lease_until < now()) AS expired_leases,
-      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'dead') AS dead,
+        AND completed_at IS NULL AND lease_until < now()) AS expired_leases,
+      (SELECT count(*) FROM deliveries
+        WHERE region = :r AND state = 'dead' AND dead_reason IS NOT NULL) AS dead,
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now())
         AS paused,
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND NOT enabled) AS disabled

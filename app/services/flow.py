@@ -3,7 +3,10 @@
 Two ceilings, because they protect against different overloads: an in-flight ceiling (sockets,
 memory, the receiver's concurrent capacity) and a start-rate ceiling (a receiver allowing N
 requests per interval). Plus pauses (a receiver's Retry-After, the circuit breaker's cool-down)
-and the breaker's single probe. One Lua script decides atomically, on Redis's clock.
+and the breaker's single probe. One Lua script (flow_scripts.GRANT) decides atomically, on
+Redis's clock, how many starts a destination may have now -- a batch for the delivery engine,
+one for the job path's ``admit`` -- and reserves them: an in-flight slot each, and a start time
+each on the rate ceiling.
 
 Losing Redis only resets these counters: limits start over, nothing blocks forever. In-flight
 slots are leases that expire by themselves, so a dead worker's slot frees itself.
@@ -16,7 +19,8 @@ import math
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import structlog
 from arq.connections import ArqRedis
@@ -24,72 +28,19 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.repositories import endpoints
+from app.services import flow_scripts
+from app.services.flow_scripts import flow_keys
 from app.services.status import FlowSnapshot
 
 log = structlog.get_logger("herald.flow")
 
-# Times in microseconds on Redis's clock (TIME): a Lua number (a double) holds microseconds
-# since the epoch exactly, so any start interval down to the microsecond is honoured as given.
-# KEYS: 1 pause, 2 rate (GCRA theoretical arrival time, whole µs), 3 in-flight slots, 4 probe
-# ARGV: 1 start interval in whole µs (0: no rate), 2 max in flight (0: none), 3 slot id,
-#       4 slot lease ms, 5 "1" if half-open (one probe at a time)
-# Returns {admitted, µs to wait, reason}. Nothing is changed unless the caller is admitted, so
-# a refusal costs no capacity. In-flight slots stay in milliseconds.
-_GATE = """
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = math.floor(now_us / 1000)
-local paused = redis.call('PTTL', KEYS[1])
-if paused > 0 then return {0, paused * 1000, 'paused'} end
-local max = tonumber(ARGV[2])
-if max > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= max then return {0, 0, 'in_flight'} end
-end
-if ARGV[5] == '1' and redis.call('EXISTS', KEYS[4]) == 1 then
-  return {0, redis.call('PTTL', KEYS[4]) * 1000, 'probing'}
-end
-local interval = tonumber(ARGV[1])
-if interval > 0 then
-  local tat = tonumber(redis.call('GET', KEYS[2]) or now_us)
-  if tat > now_us then return {0, tat - now_us, 'rate'} end
-  redis.call('SET', KEYS[2], string.format('%.0f', now_us + interval),
-             'PX', math.floor(interval / 1000) + 1000)
-end
-if ARGV[5] == '1' then redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4]) end
-if max > 0 then
-  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[3])
-  redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[4]))
-end
-return {1, 0, 'ok'}
-"""
-
-# KEYS: 2 rate, 3 slots (as in _GATE). Returns {live slots, µs until the next start is allowed}.
-_SNAPSHOT = """
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local live = redis.call('ZCOUNT', KEYS[2], math.floor(now_us / 1000), '+inf')
-local tat = tonumber(redis.call('GET', KEYS[1]) or now_us)
-return {live, math.max(0, tat - now_us)}
-"""
-
-_RELEASE = """
-redis.call('ZREM', KEYS[1], ARGV[1])
-if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
-return 1
-"""
-
-_PAUSE = """
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
-end
-return 1
-"""
-
-
 # Slower than one start in 35 years counts as one start in 35 years: it keeps every time in
-# the script below 2**53 µs, where doubles are exact.
+# the scripts under 2**53 µs, where doubles are exact.
 MAX_INTERVAL_US = 2**50
+
+# A batch grant schedules starts up to this far ahead on the rate ceiling: enough to keep a
+# fast destination busy between two grants, short enough that a batch is soon sent.
+RATE_HORIZON_US = 1_000_000
 
 
 def start_interval_us(rate_per_second: float) -> int:
@@ -98,6 +49,10 @@ def start_interval_us(rate_per_second: float) -> int:
     if rate_per_second <= 0:
         return 0
     return min(math.ceil(1_000_000 / rate_per_second), MAX_INTERVAL_US)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _spread(wait: float, reason: str, interval_us: int = 0) -> float:
@@ -110,19 +65,40 @@ def _spread(wait: float, reason: str, interval_us: int = 0) -> float:
     return wait + random.uniform(0, min(5.0, 0.1 * wait + 0.5))  # noqa: S311
 
 
-def _keys(endpoint_id: str) -> list[str]:
-    base = f"herald:flow:{endpoint_id}"
-    # The start rate's key was ":rate" while it held milliseconds; a new name, so that workers
-    # of both versions side by side during an upgrade never read each other's unit.
-    return [f"{base}:pause", f"{base}:tat", f"{base}:slots", f"{base}:probe"]
-
-
 @dataclass(frozen=True)
 class Policy:
     interval_us: int  # between starts; 0 = no rate ceiling
     max_in_flight: int  # 0 = no ceiling
     paused_for: float  # seconds the database says the destination is paused
     half_open: bool  # the breaker tripped: after its cool-down, one probe at a time
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Starts one caller may make to one destination now. Start i (0 <= i < count) holds
+    in-flight slot ``slot(i)`` until its outcome is recorded, and may begin ``start_offset(i)``
+    seconds after the grant came back: never early, since the offsets count (on Redis's clock)
+    from when the script ran. Consecutive starts are a whole interval apart, across grants too,
+    so starts that each begin at their offset, late by less than one interval (the reply's
+    own time included), keep to R+1 in any second."""
+
+    endpoint_id: str
+    grant_id: str
+    count: int  # how many deliveries may start (0: none)
+    reason: str | None  # None: not limited; paused | in_flight | probing | rate | probe
+    reopens_in: float  # seconds until more may be granted (in_flight: a safety wake only)
+    first_start_in: float  # seconds until start 0 may begin (rate ceiling), 0 otherwise
+    interval: float  # seconds between consecutive starts (0 without a rate ceiling)
+    # For return_unused: the tat this grant stored, exactly as stored ('': none), and the
+    # interval in the whole microseconds the script counted in.
+    _tat: str = field(default="", repr=False, compare=False)
+    _interval_us: int = field(default=0, repr=False, compare=False)
+
+    def start_offset(self, i: int) -> float:
+        return self.first_start_in + i * self.interval
+
+    def slot(self, i: int) -> str:
+        return f"{self.grant_id}:{i}"
 
 
 @dataclass(frozen=True)
@@ -149,9 +125,10 @@ class Gate:
         self._policies: dict[str, tuple[float, Policy]] = {}
         self._reading: dict[str, asyncio.Future[Policy]] = {}
         self._generations: dict[str, int] = {}
-        self._gate = redis.register_script(_GATE)
-        self._release = redis.register_script(_RELEASE)
-        self._pause = redis.register_script(_PAUSE)
+        self._grant = redis.register_script(flow_scripts.GRANT)
+        self._return_unused = redis.register_script(flow_scripts.RETURN_UNUSED)
+        self._release = redis.register_script(flow_scripts.RELEASE_SLOTS)
+        self._pause = redis.register_script(flow_scripts.PAUSE)
 
     async def policy(self, endpoint_id: str) -> Policy:
         cached = self._policies.get(endpoint_id)
@@ -206,34 +183,98 @@ class Gate:
         if cached is not None and (cached[1].half_open or cached[1].paused_for > 0):
             self.forget(endpoint_id)
 
-    async def admit(self, endpoint_id: str) -> Admission:
-        policy = await self.policy(endpoint_id)
-        slot = uuid.uuid4().hex
-        if policy.paused_for > 0:
-            return Admission(
-                False, _spread(policy.paused_for, "paused"), "paused", slot, endpoint_id
-            )
+    async def grant(
+        self, endpoint_id: str, *, tenant_id: str, want: int, policy: Policy | None = None
+    ) -> Grant:
+        """Up to ``want`` starts to this destination, reserved. A Redis error propagates:
+        unlike one job's ``admit``, a batch must not pass a gate that cannot count it."""
+        if want < 1:
+            raise ValueError("a grant wants at least one start")
+        if policy is None:
+            policy = await self.policy(endpoint_id)
+        return await self._decide(
+            endpoint_id, policy, tenant_id=tenant_id, want=want, horizon_us=RATE_HORIZON_US
+        )
+
+    async def _decide(
+        self, endpoint_id: str, policy: Policy, *, tenant_id: str, want: int, horizon_us: int
+    ) -> Grant:
+        grant_id = uuid.uuid4().hex
+        interval = policy.interval_us / 1e6
+        if policy.paused_for > 0:  # PostgreSQL's pause holds even when Redis lost its mirror
+            return Grant(endpoint_id, grant_id, 0, "paused", policy.paused_for, 0.0, interval)
         lease_ms = int(self._settings.lease_duration * 1000)
+        count, reason, reopens_us, first_us, tat = await self._grant(
+            keys=list(flow_keys(endpoint_id)),
+            args=[
+                policy.interval_us, policy.max_in_flight, grant_id, lease_ms,
+                "1" if policy.half_open else "0", want, horizon_us, tenant_id,
+            ],
+        )  # fmt: skip
+        return Grant(
+            endpoint_id, grant_id, int(count), _text(reason) or None,
+            reopens_in=max(0, int(reopens_us)) / 1e6, first_start_in=int(first_us) / 1e6,
+            interval=interval, _tat=_text(tat), _interval_us=policy.interval_us,
+        )  # fmt: skip
+
+    async def return_unused(self, grant: Grant, *, used: int) -> None:
+        """The claim found fewer rows than granted: give the rest of the grant back. Best
+        effort: unreturned slots expire with their lease, an unreturned start is a short gap."""
+        if used >= grant.count:
+            return
+        keys = flow_keys(grant.endpoint_id)
         try:
-            admitted, wait_us, reason = await self._gate(
-                keys=_keys(endpoint_id),
-                args=[
-                    policy.interval_us, policy.max_in_flight, slot, lease_ms,
-                    "1" if policy.half_open else "0",
-                ],
-            )  # fmt: skip
+            await self._return_unused(
+                keys=[keys.tat, keys.slots, keys.probe],
+                args=[grant.grant_id, max(0, used), grant.count, grant._tat, grant._interval_us],
+            )
+        except Exception as exc:
+            log.warning(
+                "flow.return_failed", endpoint_id=grant.endpoint_id, error=type(exc).__name__
+            )
+
+    async def release_slots(self, endpoint_id: str, slots: Sequence[str]) -> str | None:
+        """Free the slots of recorded attempts (and the probe, if one of them was it). Returns
+        the tenant id if work was waiting for a slot: the caller wakes the destination, once
+        -- the flag is taken atomically, so of all concurrent releases exactly one gets it."""
+        if not slots:
+            return None
+        keys = flow_keys(endpoint_id)
+        try:
+            tenant_id = await self._release(
+                keys=[keys.slots, keys.probe, keys.waiting], args=["1", *slots]
+            )
+        except Exception as exc:
+            # Not woken now, the destination wakes at the earliest slot expiry it settled at.
+            log.warning("flow.release_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
+            return None
+        return None if tenant_id is None else _text(tenant_id)
+
+    async def admit(self, endpoint_id: str) -> Admission:
+        """The job path: one start, now or never (no rate horizon). Fails open: one job's
+        limits must never block it forever, and PostgreSQL's pause holds regardless."""
+        policy = await self.policy(endpoint_id)
+        try:
+            # No tenant: the job path does not wake destinations, so it flags none waiting.
+            grant = await self._decide(endpoint_id, policy, tenant_id="", want=1, horizon_us=0)
         except Exception as exc:
             log.warning("flow.gate_unavailable", endpoint_id=endpoint_id, error=type(exc).__name__)
-            return Admission(True, 0.0, "ok", slot, endpoint_id)
-        reason = reason.decode() if isinstance(reason, bytes) else str(reason)
-        wait = _spread(int(wait_us) / 1e6, reason, policy.interval_us)
-        return Admission(bool(admitted), wait, reason, slot, endpoint_id)
+            return Admission(True, 0.0, "ok", f"{uuid.uuid4().hex}:0", endpoint_id)
+        if grant.count:
+            return Admission(True, 0.0, "ok", grant.slot(0), endpoint_id)
+        reason = grant.reason or "ok"
+        wait = _spread(grant.reopens_in, reason, policy.interval_us)
+        return Admission(False, wait, reason, grant.slot(0), endpoint_id)
 
     async def release(self, admission: Admission) -> None:
         if not admission.admitted:
             return
+        keys = flow_keys(admission.endpoint_id)
         try:
-            await self._release(keys=_keys(admission.endpoint_id)[2:4], args=[admission.slot])
+            # The job path leaves the waiting flag to the engine that set it.
+            await self._release(
+                keys=[keys.slots, keys.probe, keys.waiting], args=["0", admission.slot]
+            )
         except Exception as exc:
             log.warning(
                 "flow.release_failed", endpoint_id=admission.endpoint_id, error=type(exc).__name__
@@ -242,7 +283,9 @@ class Gate:
     async def pause(self, endpoint_id: str, seconds: float) -> None:
         self.forget(endpoint_id)
         try:
-            await self._pause(keys=_keys(endpoint_id)[:1], args=[max(1, int(seconds * 1000))])
+            await self._pause(
+                keys=[flow_keys(endpoint_id).pause], args=[max(1, int(seconds * 1000))]
+            )
         except Exception as exc:
             log.warning("flow.pause_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
 
@@ -252,8 +295,9 @@ async def flow_snapshot(
 ) -> FlowSnapshot | None:
     """What the gate would see now; None if Redis cannot say."""
     try:
-        snapshot = redis.register_script(_SNAPSHOT)
-        live, wait_us = await snapshot(keys=_keys(endpoint_id)[1:3])
+        keys = flow_keys(endpoint_id)
+        snapshot = redis.register_script(flow_scripts.SNAPSHOT)
+        live, wait_us = await snapshot(keys=[keys.tat, keys.slots])
     except Exception as exc:
         log.warning("flow.snapshot_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
         return None
@@ -263,8 +307,8 @@ async def flow_snapshot(
 async def clear_flow_state(redis: ArqRedis, endpoint_id: str) -> None:
     """A re-enabled endpoint starts afresh: no pause, no probe in the way. Best effort: a
     leftover pause expires by itself."""
-    keys = _keys(endpoint_id)
+    keys = flow_keys(endpoint_id)
     try:
-        await redis.delete(keys[0], keys[3])
+        await redis.delete(keys.pause, keys.probe)
     except Exception as exc:
         log.warning("flow.clear_failed", endpoint_id=endpoint_id, error=type(exc).__name__)

@@ -1,0 +1,300 @@
+"""Per-destination wake-ups in Redis: which destination a taker should serve next, and when.
+
+One entry per destination (endpoint) with live work, whatever its backlog: a million due
+deliveries to one endpoint are one entry. Entries are hints derived from PostgreSQL (the truth,
+re-derived by reconcile): losing them delays deliveries, never loses them.
+
+Keys of a region, all times in milliseconds on Redis's clock (``TIME``):
+
+- ``herald:wake:<region>:tenants`` ZSET tenant → when to look at the tenant next (its earliest
+  entry; after a take, the back of the line among due tenants)
+- ``herald:wake:<region>:t:<tenant>`` ZSET endpoint → when the destination is due
+- ``herald:wake:<region>:hold`` HASH endpoint → token of the taker that holds it
+- ``herald:wake:<region>:bell`` LIST ≤ 4 tokens that idle takers ``BLPOP``
+
+A take does not remove its entry: it moves it to now + hold, so a taker that dies loses nothing
+(the entry comes due again). Any arm breaks the hold, so a holder whose claim predates the
+arm's work can no longer postpone or remove the entry.
+
+Redis errors propagate: a taker backs off, a relay does not mark as published what it could
+not arm.
+
+The scripts build the per-tenant keys inside Lua, so they need one Redis node, not Cluster (the
+flow-control gate already assumes one node).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from arq.connections import ArqRedis
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
+
+from app.metrics import WAKEUPS
+
+# Every script reads Redis's clock itself: takers, relays and reconcile on different machines
+# then agree on "now". Milliseconds: a Lua number (a double) holds them exactly.
+
+# KEYS: 1 tenants, 2 hold, 3 bell. ARGV: 1 tenant-key prefix, then (tenant, endpoint, in ms)...
+# Returns how many entries were created or moved earlier.
+_ARM = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local head_at = head[2] and tonumber(head[2]) or math.huge
+local moved, rings = 0, 0
+for i = 2, #ARGV, 3 do
+  local tenant, endpoint = ARGV[i], ARGV[i + 1]
+  local at = now + tonumber(ARGV[i + 2])
+  local tkey = ARGV[1] .. tenant
+  -- Even an arm that moves nothing breaks the hold: the holder's claim may predate this arm's
+  -- work, so its settle must not remove or postpone the entry (that wake-up would be lost).
+  redis.call('HDEL', KEYS[2], endpoint)
+  local cur = redis.call('ZSCORE', tkey, endpoint)
+  if not cur or tonumber(cur) > at then
+    redis.call('ZADD', tkey, at, endpoint)
+    redis.call('ZADD', KEYS[1], 'LT', at, tenant)  -- LT still adds an absent tenant
+    moved = moved + 1
+    if at <= now or at < head_at then rings = rings + 1; head_at = math.min(head_at, at) end
+  end
+end
+if rings > 0 then
+  for _ = 1, math.min(rings, 4) do redis.call('LPUSH', KEYS[3], '1') end
+  redis.call('LTRIM', KEYS[3], 0, 3)
+end
+return moved
+"""
+
+# KEYS: 1 tenants, 2 hold. ARGV: 1 tenant-key prefix, 2 hold ms, 3 token.
+# Returns {1, tenant, endpoint, other tenants due} or {0, ms until the head (-1: none)}.
+# A rotated tenant goes strictly behind every tenant due now, even one due in this same
+# millisecond (a fraction of a millisecond later), so a tenant counts as due while its score
+# is below now + 1.
+_TAKE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due_below = now + 1
+for _ = 1, 16 do  -- repairs a few stale tenant scores, then lets the caller come back
+  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if not head[1] then return {0, -1} end
+  local tenant, score = head[1], tonumber(head[2])
+  if score >= due_below then return {0, score - now} end
+  local tkey = ARGV[1] .. tenant
+  local first = redis.call('ZRANGE', tkey, 0, 0, 'WITHSCORES')
+  if not first[1] then
+    redis.call('ZREM', KEYS[1], tenant)
+  elseif tonumber(first[2]) > now then
+    redis.call('ZADD', KEYS[1], first[2], tenant)
+  else
+    local endpoint = first[1]
+    redis.call('ZADD', tkey, now + tonumber(ARGV[2]), endpoint)  -- held, not removed
+    redis.call('HSET', KEYS[2], endpoint, ARGV[3])
+    local rotated = tonumber(redis.call('ZRANGE', tkey, 0, 0, 'WITHSCORES')[2])
+    if rotated <= now then
+      rotated = now
+      local line = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', due_below),
+                              '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+      for i = 1, #line, 2 do
+        if line[i] ~= tenant then rotated = math.max(rotated, tonumber(line[i + 1]) + 1 / 1024) end
+      end
+    end
+    redis.call('ZADD', KEYS[1], rotated, tenant)
+    local others = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. string.format('%.0f', due_below))
+    if rotated < due_below then others = others - 1 end
+    return {1, tenant, endpoint, others}
+  end
+end
+return {0, 0}
+"""
+
+# KEYS: 1 tenants, 2 hold, 3 bell, 4 the tenant's set. ARGV: 1 tenant, 2 endpoint, 3 token,
+# 4 in ms (-1: nothing live).
+_SETTLE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local in_ms = tonumber(ARGV[4])
+local at = now + math.max(in_ms, 0)
+if redis.call('HGET', KEYS[2], ARGV[2]) == ARGV[3] then  -- still ours: exactly as asked
+  redis.call('HDEL', KEYS[2], ARGV[2])
+  if in_ms < 0 then redis.call('ZREM', KEYS[4], ARGV[2])
+  else redis.call('ZADD', KEYS[4], at, ARGV[2]) end
+elseif in_ms >= 0 then  -- armed (or taken) meanwhile: only ever earlier
+  redis.call('ZADD', KEYS[4], 'LT', at, ARGV[2])
+else
+  return 0
+end
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+if not first[1] then redis.call('ZREM', KEYS[1], ARGV[1]); return 1 end
+local first_at = tonumber(first[2])
+if first_at > now then
+  redis.call('ZADD', KEYS[1], first_at, ARGV[1])  -- nothing due: exactly its earliest
+else
+  -- Something due: a tenant already in line keeps its place (a settle must not bring a
+  -- rotated tenant back to the front); one that was not joins the back.
+  local cur = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if not cur or tonumber(cur) >= now + 1 then redis.call('ZADD', KEYS[1], now, ARGV[1]) end
+end
+if first_at <= now or not head[2] or first_at < tonumber(head[2]) then
+  redis.call('LPUSH', KEYS[3], '1'); redis.call('LTRIM', KEYS[3], 0, 3)
+end
+return 1
+"""
+
+# KEYS: 1 the tenant's set, 2 hold. ARGV: 1 endpoint. Returns {exists, ms until due, held}.
+_SNAPSHOT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score then return {0, 0, 0} end
+local due_in = tonumber(score) - now
+local held = due_in > 0 and redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1
+return {1, due_in, held and 1 or 0}
+"""
+
+ARMS_PER_CALL = 500  # bounds how long one script holds Redis; a pipeline carries the rest
+BELL_FLOOR_SECONDS = 0.01  # BLPOP's timeout 0 means "forever", and < 1 ms rounds down to it
+RETRY_CAP_SECONDS = 1.0
+_MAX_SECONDS = 2**40 / 1000  # ~35 years: keeps every score far below 2**53
+
+
+def _ms(seconds: float) -> int:
+    """Whole milliseconds from now, rounded up (never due early); ≤ 0 (or NaN) is now."""
+    if not seconds > 0:
+        return 0
+    return math.ceil(min(seconds, _MAX_SECONDS) * 1000)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class Arm:
+    tenant_id: str
+    endpoint_id: str
+    in_seconds: float = 0.0  # relative to Redis's clock; <= 0 means now
+
+
+@dataclass(frozen=True)
+class Taken:
+    tenant_id: str | None  # None: nothing due anywhere
+    endpoint_id: str | None
+    token: str  # hold token (the one passed to take)
+    others_due: bool  # other tenants have due destinations right now
+    retry_in: float  # nothing taken: seconds until the earliest known entry is due (≤ 1.0)
+
+
+@dataclass(frozen=True)
+class WakeSnapshot:
+    due_in: float | None  # seconds until the destination's entry is due (<= 0: due now)
+    held: bool  # a taker holds it right now
+
+
+class Wakeups:
+    def __init__(self, redis: ArqRedis, region: str) -> None:
+        self._redis = redis
+        base = f"herald:wake:{region}"
+        self._tenants = f"{base}:tenants"
+        self._hold = f"{base}:hold"
+        self._bell = f"{base}:bell"
+        self._prefix = f"{base}:t:"
+        self._arm = redis.register_script(_ARM)
+        self._take = redis.register_script(_TAKE)
+        self._settle = redis.register_script(_SETTLE)
+        self._snapshot = redis.register_script(_SNAPSHOT)
+
+    async def arm(self, arms: Sequence[Arm]) -> int:
+        """Create entries or move them earlier (never later), in one round trip. Returns how
+        many entries were created or moved earlier."""
+        calls: list[list[str | int]] = []
+        for start in range(0, len(arms), ARMS_PER_CALL):
+            args: list[str | int] = [self._prefix]
+            for arm in arms[start : start + ARMS_PER_CALL]:
+                args += [arm.tenant_id, arm.endpoint_id, _ms(arm.in_seconds)]
+            calls.append(args)
+        if not calls:
+            return 0
+        keys = [self._tenants, self._hold, self._bell]
+        return sum(int(moved) for moved in await self._pipelined(self._arm, keys, calls))
+
+    async def _pipelined(
+        self, script: AsyncScript, keys: list[str], calls: list[list[str | int]]
+    ) -> list[Any]:
+        # redis-py's pipelined Script asks SCRIPT EXISTS first, a second round trip on every
+        # call: EVALSHA directly, and load the script only when Redis says it lacks it.
+        async def run(batch: list[list[str | int]]) -> list[Any]:
+            pipe = self._redis.pipeline(transaction=False)
+            for args in batch:
+                pipe.evalsha(script.sha, len(keys), *keys, *map(str, args))
+            return list(await pipe.execute(raise_on_error=False))
+
+        results = await run(calls)
+        missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
+        if missing:
+            await self._redis.script_load(script.script)
+            for i, result in zip(missing, await run([calls[i] for i in missing]), strict=True):
+                results[i] = result
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
+
+    async def take(self, *, hold_seconds: float, token: str) -> Taken:
+        """Hold the most deserving due destination: the tenant waiting longest, then its
+        earliest destination. The entry stays, due again after ``hold_seconds``."""
+        reply = await self._take(
+            keys=[self._tenants, self._hold],
+            args=[self._prefix, max(1, _ms(hold_seconds)), token],
+        )
+        if int(reply[0]) == 1:
+            WAKEUPS.inc()
+            return Taken(_text(reply[1]), _text(reply[2]), token, int(reply[3]) > 0, 0.0)
+        wait_ms = int(reply[1])
+        retry_in = RETRY_CAP_SECONDS if wait_ms < 0 else min(wait_ms / 1000, RETRY_CAP_SECONDS)
+        return Taken(None, None, token, others_due=False, retry_in=retry_in)
+
+    async def settle(self, taken: Taken, *, in_seconds: float | None) -> None:
+        """Still ours: due in ``in_seconds`` (None: nothing live, remove it). Armed or taken
+        by someone since: only ever earlier (None: leave it)."""
+        if taken.tenant_id is None or taken.endpoint_id is None:
+            return
+        await self._settle(
+            keys=[self._tenants, self._hold, self._bell, self._prefix + taken.tenant_id],
+            args=[
+                taken.tenant_id,
+                taken.endpoint_id,
+                taken.token,
+                -1 if in_seconds is None else _ms(in_seconds),
+            ],
+        )
+
+    async def wait_bell(self, connection: ArqRedis, timeout: float) -> None:
+        """Block until an arm or settle rings, or ``timeout`` passes. BLPOP blocks its
+        connection, so the caller passes one of its own; keep ``timeout`` below that
+        connection's socket timeout."""
+        seconds = timeout if timeout > BELL_FLOOR_SECONDS else BELL_FLOOR_SECONDS
+        # Not blpop(): redis-py types its timeout as whole seconds; Redis (≥ 6) takes decimals.
+        await connection.execute_command("BLPOP", self._bell, seconds)  # type: ignore[no-untyped-call]
+
+    async def snapshot(self, tenant_id: str, endpoint_id: str) -> WakeSnapshot:
+        exists, due_in_ms, held = await self._snapshot(
+            keys=[self._prefix + tenant_id, self._hold], args=[endpoint_id]
+        )
+        if not int(exists):
+            return WakeSnapshot(due_in=None, held=False)
+        return WakeSnapshot(due_in=int(due_in_ms) / 1000, held=bool(int(held)))
+
+    async def count_entries(self) -> int:
+        """Σ entries over the region's tenants (tests and metrics: a SCAN, not a hot path)."""
+        keys = [key async for key in self._redis.scan_iter(match=f"{self._prefix}*", count=500)]
+        if not keys:
+            return 0
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.zcard(key)
+        return sum(int(count) for count in await pipe.execute())
