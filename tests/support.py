@@ -22,10 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import queue
 from app.config import Settings, to_asyncpg_url
 from app.db import create_sessionmaker
-from app.services.reconcile import run_reconcile
 from app.embedded import EmbeddedPostgres
 from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
+from app.services.reconcile import run_reconcile
 from app.services.sender import build_http_session
 
 ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)

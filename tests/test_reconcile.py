@@ -14,15 +14,13 @@ from structlog.testing import capture_logs
 
 from app import queue
 from app.config import Settings
-from app.db import create_sessionmaker
-from app.services.reconcile import run_reconcile
 from tests.support import (
     ADMIN,
-    reconcile_now,
     count_rows,
     fast_path_settled,
     post_deliveries,
     postgres_refuses,
+    reconcile_now,
 )
 
 PROBLEM = "application/problem+json"

@@ -21,9 +21,9 @@ from prometheus_client import start_http_server
 from app import queue
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
+from app.services.attempt import Attempts
 from app.services.deadlines import BEFORE_LEASE_SECONDS, STEP_SECONDS
 from app.services.dispatch import Dispatcher
-from app.services.attempt import Attempts
 from app.services.flow import Gate
 from app.services.pump import Pump
 from app.services.sender import build_http_session

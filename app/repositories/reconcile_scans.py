@@ -6,11 +6,11 @@ does not take it again, and returns what publishing the rows needs.
 
 from __future__ import annotations
 
-import asyncpg
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import asyncpg
 from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute

@@ -105,9 +105,7 @@ class Attempts:
             # already in flight when it came are unaffected, as they must be.)
             await self.gate.pause(endpoint_id, progress.retry_after_until - time.monotonic())
 
-    def decide(
-        self, claimed: ClaimedDelivery, result: sender.AttemptResult
-    ) -> outcomes.Transition:
+    def decide(self, claimed: ClaimedDelivery, result: sender.AttemptResult) -> outcomes.Transition:
         return outcomes.decide(
             outcome=result.outcome, status_code=result.status_code,
             attempts_used=claimed.attempts_used, max_attempts=self.settings.attempts_limit,

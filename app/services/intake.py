@@ -191,7 +191,11 @@ async def accept_delivery_at_once(
         raise Conflict(f"endpoint {intent.endpoint_id} is disabled ({inserted.disabled_reason})")
     delivery = DeliveryOut.model_validate(inserted.delivery)
     publication = PendingPublication(
-        inserted.outbox_id, delivery.id, delivery.endpoint_id, delivery.next_attempt_at, 0,
+        inserted.outbox_id,
+        delivery.id,
+        delivery.endpoint_id,
+        delivery.next_attempt_at,
+        0,
         tenant_id,
     )
     return Accepted(event_id, intent.event_type, [delivery], False, [publication])

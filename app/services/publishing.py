@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import UTC, datetime
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import structlog
 from arq.connections import ArqRedis
@@ -40,9 +40,11 @@ async def publish_and_mark(
     else:
         jobs = [
             queue.QueuedJob(
-                queue.outbox_job_id(p.delivery_id, p.outbox_id), p.delivery_id, p.endpoint_id,
+                queue.outbox_job_id(p.delivery_id, p.outbox_id),
+                p.delivery_id,
+                p.endpoint_id,
                 p.run_at,
-            )  # fmt: skip
+            )
             for p in publications
         ]
         await queue.publish(redis, region, jobs)

@@ -44,6 +44,8 @@ TAKERS = 2
 # (work-conserving: alone, it may use all of it).
 TENANT_SHARE = 0.5
 BACKOFF_MAX_SECONDS = 5.0
+# What makes a taker back off and try again: Redis or PostgreSQL away for a while.
+_PASSING: tuple[type[Exception], ...] = (RedisError, OSError, *DATABASE_TROUBLE)
 # A rate-limited start later than its slot by more than one interval, or than this (an event
 # loop is never that punctual), is given back: starts delayed by a stall must not bunch up and
 # break the ceiling. So at most R·(1 + this) + 1 starts fall in any second.
@@ -144,7 +146,7 @@ class Pump:
                 backoff = 0.25
             except asyncio.CancelledError:
                 raise
-            except (RedisError, OSError, *DATABASE_TROUBLE) as exc:
+            except _PASSING as exc:
                 # Redis or PostgreSQL is away: the held destination comes due again by itself.
                 log.warning("pump.backoff", error=type(exc).__name__, seconds=backoff)
                 await asyncio.sleep(backoff * random.uniform(0.5, 1.0))  # noqa: S311
@@ -197,7 +199,9 @@ class Pump:
         for i, row in enumerate(rows):
             start_at = granted_at + grant.start_offset(i)
             task = asyncio.create_task(
-                self._attempt(row, grant, i, start_at=start_at, lease_ends=claimed_at + row.lease_left)
+                self._attempt(
+                    row, grant, i, start_at=start_at, lease_ends=claimed_at + row.lease_left
+                )
             )
             self._attempts_running.add(task)
             task.add_done_callback(self._attempts_running.discard)
@@ -262,46 +266,67 @@ class Pump:
         start_at: float,
         lease_ends: float,
     ) -> None:
+        progress = sender.SendProgress()
+        try:
+            ended = await self._try(
+                claimed, grant, progress, start_at=start_at, lease_ends=lease_ends
+            )
+        except asyncio.CancelledError:
+            # Shutting down. Nothing may stay leased by us, and a request that went out must
+            # not be forgotten: it is recorded as `unknown` and retried with its key.
+            if progress.sent:
+                ended = self._attempts.cut_short(claimed, progress, lease_ends=lease_ends)
+                await unstoppable(self.recorder.record(ended, slot=slot))
+            else:
+                await self._give_back(claimed, slot, lease_ends, "delivery.given_back_at_shutdown")
+            raise
+        if isinstance(ended, str):
+            await self._give_back(claimed, slot, lease_ends, ended)
+            return
+        if ended.result is not None:
+            crash_point("worker.after_send_before_record", self._settings.fault)
+        await unstoppable(self.recorder.record(ended, slot=slot))
+
+    async def _try(
+        self,
+        claimed: ClaimedDelivery,
+        grant: Grant,
+        progress: sender.SendProgress,
+        *,
+        start_at: float,
+        lease_ends: float,
+    ) -> Ended | str:
+        """The attempt's ending, or why its lease must be given back unsent (a log event)."""
         clock = asyncio.get_running_loop()
         refusal = self._attempts.refusal(claimed)
         if refusal is not None:
-            ended = Ended(claimed, refusal, None, lease_ends)
-            await unstoppable(self.recorder.record(ended, slot=slot))
-            return
+            return Ended(claimed, refusal, None, lease_ends)
         if grant.interval > 0:
             # Each start keeps to its own slot in the rate: one that could not start within its
             # slot (a stalled loop) is given back rather than bunched with the next.
             if start_at > clock.time():
                 await asyncio.sleep(start_at - clock.time())
             if clock.time() - start_at > max(grant.interval, LATE_START_SECONDS):
-                await unstoppable(self._give_back(claimed, slot, why="start slot missed"))
-                return
+                return "delivery.start_slot_missed"
         if lease_ends - clock.time() < self._settings.lease_left_to_send:
-            await unstoppable(self._give_back(claimed, slot, why="lease too short"))
-            return
-        progress = sender.SendProgress()
-        try:
-            result = await self._attempts.send(claimed, progress)
-        except asyncio.CancelledError:
-            # Shutting down mid-attempt. Nothing may stay leased by us, and a request that went
-            # out must not be forgotten: it is recorded as `unknown` and retried with its key.
-            if progress.sent:
-                ended = self._attempts.cut_short(claimed, progress, lease_ends=lease_ends)
-                await unstoppable(self.recorder.record(ended, slot=slot))
-            else:
-                await unstoppable(self._give_back(claimed, slot, why="worker stopping"))
-            raise
-        crash_point("worker.after_send_before_record", self._settings.fault)
-        ended = Ended(claimed, self._attempts.decide(claimed, result), result, lease_ends)
-        await unstoppable(self.recorder.record(ended, slot=slot))
+            return "delivery.lease_too_short"
+        result = await self._attempts.send(claimed, progress)
+        return Ended(claimed, self._attempts.decide(claimed, result), result, lease_ends)
 
-    async def _give_back(self, claimed: ClaimedDelivery, slot: str, *, why: str) -> None:
-        """Hand an unsent lease back, uncounted, and wake its destination for another taker."""
+    async def _give_back(
+        self, claimed: ClaimedDelivery, slot: str, lease_ends: float, event: str
+    ) -> None:
+        """Hand an unsent lease back, uncounted, and wake its destination for another taker.
+        Not cut short by a shutdown: nothing may stay leased by a stopped worker."""
         metrics.LEASES_GIVEN_BACK.inc()
+        left = lease_ends - asyncio.get_running_loop().time()
         log.warning(
-            "delivery.lease_given_back", delivery_id=claimed.id, attempt=claimed.attempt_number,
-            why=why,
+            event, delivery_id=claimed.id, attempt=claimed.attempt_number,
+            lease_left_seconds=round(left, 3),
         )  # fmt: skip
+        await unstoppable(self._hand_back(claimed, slot))
+
+    async def _hand_back(self, claimed: ClaimedDelivery, slot: str) -> None:
         async with asyncio.timeout(STEP_SECONDS):
             with contextlib.suppress(*DATABASE_TROUBLE):
                 async with single_statements(self._sessionmaker) as connection:

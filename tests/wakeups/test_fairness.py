@@ -7,19 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pytest
 
-from app.config import Settings
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import Stack, make_settings, new_endpoint, new_tenant, post_deliveries
+from tests.support import Stack, new_endpoint, new_tenant, post_deliveries
 
 ENGINE = {"HERALD_DELIVERY_ENGINE": "wakeups"}
-
-
-@pytest.fixture
-def settings(stack: Stack) -> Settings:
-    return make_settings(stack, delivery_engine="wakeups")
 
 
 def arrival_order(receiver: Receiver) -> list[str]:

@@ -10,7 +10,6 @@ import asyncio
 from pathlib import Path
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -20,18 +19,14 @@ from app.services.wakeups import Wakeups
 from tests.processes import free_port, running_worker
 from tests.receiver import Receiver, Reply
 from tests.recovery import states
-from tests.support import Stack, make_settings, new_endpoint, post_deliveries, sample
+from tests.support import Stack, new_endpoint, post_deliveries, sample
 
 ENGINE = {"HERALD_DELIVERY_ENGINE": "wakeups"}
 
 
-@pytest.fixture
-def settings(stack: Stack) -> Settings:
-    """The API of these tests arms destinations (the `app` fixture is built from this)."""
-    return make_settings(stack, delivery_engine="wakeups")
-
-
-async def all_finished(engine: AsyncEngine, ids: list[str], timeout: float = 60.0) -> dict[str, str]:
+async def all_finished(
+    engine: AsyncEngine, ids: list[str], timeout: float = 60.0
+) -> dict[str, str]:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         now = await states(engine, ids)

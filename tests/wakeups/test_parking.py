@@ -19,14 +19,15 @@ from app.queue import create_queue_redis, queue_name
 from app.services.wakeups import Wakeups
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import Stack, count_rows, make_settings, new_endpoint, post_deliveries, reconcile_now
+from tests.support import (
+    Stack,
+    count_rows,
+    new_endpoint,
+    post_deliveries,
+    reconcile_now,
+)
 
 RUNS = 10
-
-
-@pytest.fixture
-def settings(stack: Stack) -> Settings:
-    return make_settings(stack, delivery_engine="wakeups")
 
 
 async def footprint(settings: Settings, engine: AsyncEngine, ids: list[str]) -> dict[str, Any]:
@@ -36,18 +37,18 @@ async def footprint(settings: Settings, engine: AsyncEngine, ids: list[str]) -> 
     redis = Redis.from_url(settings.redis_url)
     arq_redis = create_queue_redis(settings.redis_url, region=settings.region)
     try:
-        keys = {k.decode() async for k in redis.scan_iter("herald:*")} - {queue_name("local")}
-        jobs = [j for j in await redis.zrange(queue_name(settings.region), 0, -1)]
+        queue = queue_name(settings.region)
+        keys = {k.decode() async for k in redis.scan_iter("herald:*")} - {queue}
+        jobs = await redis.zrange(queue, 0, -1)
         entries = await Wakeups(arq_redis, settings.region).count_entries()
     finally:
         await redis.aclose()
         await arq_redis.aclose()
     async with engine.connect() as connection:
-        versions = dict(
-            (await connection.execute(
-                text("SELECT id, xmin::text FROM deliveries WHERE id = ANY(:ids)"), {"ids": ids}
-            )).all()
-        )  # fmt: skip
+        rows = await connection.execute(
+            text("SELECT id, xmin::text FROM deliveries WHERE id = ANY(:ids)"), {"ids": ids}
+        )
+        versions = {row.id: row.xmin for row in rows}
     return {
         "keys": keys,
         "delivery_jobs": [j for j in jobs if j.startswith(b"dlv_")],
@@ -71,7 +72,8 @@ async def paused_in_postgres(engine: AsyncEngine, endpoint_id: str) -> None:
     [
         pytest.param(Reply(429, headers={"Retry-After": "3600"}), {}, id="retry-after-3600"),
         pytest.param(
-            Reply(500), {"HERALD_BREAKER_FAILURES": "1", "HERALD_BREAKER_COOLDOWN_SECONDS": "3600"},
+            Reply(500),
+            {"HERALD_BREAKER_FAILURES": "1", "HERALD_BREAKER_COOLDOWN_SECONDS": "3600"},
             id="breaker-open",
         ),
     ],
