@@ -22,7 +22,7 @@ from app import queue
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
 from app.services.attempt import Attempts
-from app.services.deadlines import BEFORE_LEASE_SECONDS, STEP_SECONDS
+from app.services.deadlines import BEFORE_LEASE_SECONDS, STEP_SECONDS, cancel_until_done
 from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
 from app.services.pump import Pump
@@ -39,7 +39,6 @@ log = structlog.get_logger("herald.worker")
 POLL_DELAY_SECONDS = 0.01
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
-CANCEL_RETRY_SECONDS = 1.0
 # On top of the sum of a delivery job's bounds: for an event loop that runs late.
 JOB_TIMEOUT_MARGIN_SECONDS = 10.0
 
@@ -106,16 +105,7 @@ async def _drain(worker: Worker, grace: float) -> None:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
     if worker.main_task is not None:
-        await _cancel_until_done(worker.main_task)
-
-
-async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
-    """Cancel, and cancel again until it ends: a cancellation can be swallowed on its way
-    through a library (seen: arq's poll loop went on polling, cancelled, and the worker never
-    exited on SIGTERM). Only for arq's own loop, which has nothing to clean up."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=CANCEL_RETRY_SECONDS)
+        await cancel_until_done(worker.main_task)
 
 
 async def _wait_for_redis(redis: ArqRedis, stop: asyncio.Event) -> None:

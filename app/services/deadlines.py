@@ -53,3 +53,16 @@ async def best_effort(work: Awaitable[None], event: str, **fields: Any) -> None:
             await work
     except TimeoutError:
         log.warning(event, error="TimeoutError", seconds=STEP_SECONDS, **fields)
+
+
+CANCEL_RETRY_SECONDS = 1.0
+
+
+async def cancel_until_done(task: asyncio.Task[Any]) -> None:
+    """Cancel, and cancel again until it ends: a cancellation can be swallowed on its way
+    through a library (seen: arq's poll loop went on polling, cancelled, and the worker never
+    exited on SIGTERM; and the pump's takers in a blocked BLPOP). Only for loops that have
+    nothing to clean up."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_RETRY_SECONDS)

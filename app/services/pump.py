@@ -30,7 +30,12 @@ from app.repositories import delivery_leases, endpoints
 from app.repositories.delivery_leases import ClaimedDelivery
 from app.services import sender
 from app.services.attempt import Attempts, Ended
-from app.services.deadlines import BEFORE_LEASE_SECONDS, STEP_SECONDS, unstoppable
+from app.services.deadlines import (
+    BEFORE_LEASE_SECONDS,
+    STEP_SECONDS,
+    cancel_until_done,
+    unstoppable,
+)
 from app.services.flow import Gate, Grant
 from app.services.recorder import Recorder
 from app.services.wakeups import Arm, Taken, Wakeups
@@ -100,6 +105,7 @@ class Pump:
         room.set()
         self._capacity = _Capacity(settings.worker_concurrency, room, {})
         self._takers: list[asyncio.Task[None]] = []
+        self._stopping = False
         self._attempts_running: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
@@ -114,9 +120,9 @@ class Pump:
     async def drain(self, grace: float) -> None:
         """Stop taking; give running attempts ``grace`` seconds, then cut them short (an
         unsent one is given back, a sent one recorded `unknown`); record everything."""
-        for taker in self._takers:
-            taker.cancel()
-        await asyncio.gather(*self._takers, return_exceptions=True)
+        self._stopping = True
+        # Until done: a cancellation can be swallowed inside redis-py (a blocked BLPOP).
+        await asyncio.gather(*(cancel_until_done(t) for t in self._takers))
         running = list(self._attempts_running)
         if running:
             log.info("worker.draining", in_flight=len(running), grace_seconds=grace)
@@ -135,7 +141,7 @@ class Pump:
 
     async def _taker(self) -> None:
         backoff = 0.25
-        while True:
+        while not self._stopping:
             await self._capacity.room.wait()
             try:
                 taken = await self._wakeups.take(hold_seconds=HOLD_SECONDS, token=uuid.uuid4().hex)
