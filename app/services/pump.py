@@ -191,11 +191,18 @@ class Pump:
                 metrics.DEFERRALS.labels(grant.reason or "none").inc()
                 await self._wakeups.settle(taken, in_seconds=grant.reopens_in)
                 return
-            self._capacity.take(tenant_id, grant.count)
+            # The other taker may have used capacity meanwhile: claim only what is still free.
+            count = min(grant.count, self._capacity.free)
+            if count < grant.count:
+                await self._gate.return_unused(grant, used=count)
+                if count <= 0:
+                    await self._wakeups.settle(taken, in_seconds=0.0)
+                    return
+            self._capacity.take(tenant_id, count)
             try:
-                batch, claimed_at = await self._claim(endpoint_id, grant.count)
+                batch, claimed_at = await self._claim(endpoint_id, count)
             except BaseException:
-                self._capacity.give(tenant_id, grant.count)
+                self._capacity.give(tenant_id, count)
                 await self._gate.return_unused(grant, used=0)
                 raise
         rows = batch.rows
@@ -213,17 +220,19 @@ class Pump:
             task.add_done_callback(self._attempts_running.discard)
         # The attempts run whatever happens next: a settle lost with Redis only leaves the
         # destination held, and it comes due again when the hold ends.
-        if len(rows) < grant.count:
-            self._capacity.give(tenant_id, grant.count - len(rows))
+        if len(rows) < count:
+            self._capacity.give(tenant_id, count - len(rows))
             await self._gate.return_unused(grant, used=len(rows))
-        await self._wakeups.settle(taken, in_seconds=self._next_look(grant, batch))
+        await self._wakeups.settle(taken, in_seconds=self._next_look(grant, count, batch))
 
-    def _next_look(self, grant: Grant, batch: delivery_leases.ClaimBatch) -> float | None:
+    def _next_look(
+        self, grant: Grant, count: int, batch: delivery_leases.ClaimBatch
+    ) -> float | None:
         """When the destination should be taken next: when its next row is due, if this claim
         took everything due; when the gate opens again, if the gate limited it; else now (more
         is due, and the destination queues behind those that waited longer). Never later than
         the lease end of what was claimed, should this worker die."""
-        if len(batch.rows) < grant.count:
+        if len(batch.rows) < count:
             at = batch.next_wake
         elif grant.reason is not None:
             at = grant.reopens_in

@@ -115,7 +115,6 @@ class Recorder:
                     ok = pending.ended.claimed.id in recorded
                 self._account(pending, ok, effects)
             crash_point("worker.after_record_before_ack", self._settings.fault)
-            await best_effort(self._apply(effects), "delivery.after_record_failed")
         except Exception as exc:
             # Left to the lease: another worker takes the rows over when it ends.
             log.error("delivery.record_failed", count=len(batch), error=type(exc).__name__)
@@ -126,6 +125,12 @@ class Recorder:
             for pending in batch:
                 if not pending.done.done():
                     pending.done.set_result(True)
+        try:
+            # Slots expire by themselves and retries are covered by their destination's
+            # lease-end wake-up: what follows only makes things happen sooner.
+            await best_effort(self._apply(effects), "delivery.after_record_failed")
+        except Exception as exc:
+            log.warning("delivery.after_record_failed", error=type(exc).__name__)
 
     async def _record_group(self, group: Sequence[_Pending]) -> set[str]:
         """One statement for the whole group, retried through a failing database for as long
@@ -150,6 +155,25 @@ class Recorder:
                 log.warning("delivery.record_retry", count=len(items), error=type(exc).__name__)
                 await asyncio.sleep(delay)
                 delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), lease_ends
+            except Exception:
+                if len(items) == 1:
+                    raise
+                # One bad row must not hold back the rest: each on its own, and only the bad
+                # one is left to its lease.
+                return await self._record_one_by_one(items)
+
+    async def _record_one_by_one(self, items: Sequence[Recording]) -> set[str]:
+        recorded: set[str] = set()
+        for item in items:
+            try:
+                async with single_statements(self._sessionmaker) as connection:
+                    recorded |= await delivery_leases.record_batch(connection, [item])
+            except Exception as exc:
+                log.error(
+                    "delivery.record_failed", delivery_id=item.delivery_id,
+                    error=type(exc).__name__,
+                )  # fmt: skip
+        return recorded
 
     async def _record_alone(self, pending: _Pending, effects: _Effects) -> bool:
         ended = pending.ended
