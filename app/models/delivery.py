@@ -43,36 +43,9 @@ class Delivery(Base):
         ),
         CheckConstraint("(state = 'dead') = (dead_reason IS NOT NULL)", name="dead_reason"),
         Index("ix_deliveries_tenant_id", "tenant_id", "id"),
-        Index("ix_deliveries_tenant_state", "tenant_id", "state", "id"),
         Index("ix_deliveries_endpoint", "endpoint_id", "id"),
-        # The reconciler's three scans, each a small partial index over live rows only.
-        Index(
-            "ix_deliveries_due",
-            "region",
-            "next_attempt_at",
-            postgresql_where=text("state = 'pending'"),
-        ),
-        Index(
-            "ix_deliveries_leased",
-            "region",
-            "lease_until",
-            postgresql_where=text("state = 'leased'"),
-        ),
-        Index(
-            "ix_deliveries_dead",
-            "region",
-            "completed_at",
-            postgresql_where=text("state = 'dead'"),
-        ),
-        Index(
-            "ix_deliveries_enqueued",
-            "region",
-            "enqueued_at",
-            postgresql_where=text("state = 'enqueued'"),
-        ),
         # Keyed on completion rather than state, so that a claim, a publish mark or a give-back
-        # changes no indexed column and stays a HOT update. They replace the five indexes that
-        # name `state` once the per-attempt job path is gone (the contract migration).
+        # changes no indexed column and stays a HOT update (migrations 0009 and 0010).
         Index(
             "ix_deliveries_live",
             "region",
