@@ -90,7 +90,7 @@ async def test_a_grant_takes_only_the_free_slots_and_a_release_wakes_the_destina
     assert [grant.start_offset(i) for i in range(3)] == [0.0, 0.0, 0.0]
     assert await slots_held(redis, endpoint_id) == {grant.slot(i) for i in range(3)}
     # The destination has more work than slots: the first slot freed must wake it.
-    assert await flow_key(redis, endpoint_id, "waiting") == tenant_id
+    assert await flow_key(redis, endpoint_id, "waiting") == f"{tenant_id}|{grant.grant_id}"
 
     full = await gate.grant(endpoint_id, tenant_id=tenant_id, want=10)
     assert (full.count, full.reason) == (0, "in_flight")
@@ -103,6 +103,33 @@ async def test_a_grant_takes_only_the_free_slots_and_a_release_wakes_the_destina
     assert await slots_held(redis, endpoint_id) == {grant.slot(1), grant.slot(2)}
     freed = await gate.grant(endpoint_id, tenant_id=tenant_id, want=10)
     assert (freed.count, freed.reason) == (1, "in_flight")
+
+
+async def test_slots_handed_back_wake_a_destination_refused_meanwhile_but_not_their_own(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, max_in_flight=1)
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    gate = Gate(settings, create_sessionmaker(engine), redis)
+
+    # Alone: a grant whose claim found nothing has no one to wake (its own flag only said
+    # "there may be more than the slots"); waking would grant, find nothing, flag, forever.
+    alone = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    assert (alone.count, alone.reason) == (1, "in_flight")
+    assert await gate.return_unused(alone, used=0) is None
+    assert await flow_key(redis, endpoint_id, "waiting") is None
+
+    # Another taker was refused for want of the slot this grant held: handing it back must
+    # wake the destination, or its work waits for the refused taker's safety wake.
+    holder = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    refused = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    assert (holder.count, refused.count, refused.reason) == (1, 0, "in_flight")
+    assert await gate.return_unused(holder, used=0) == tenant_id
+    assert await slots_held(redis, endpoint_id) == set()
 
 
 async def test_rate_grants_start_a_whole_interval_apart_across_grants(

@@ -143,7 +143,9 @@ async def update_endpoint(
         )
     if body.enabled:
         # Re-enabled: no leftover pause or probe may hold the destination back.
-        await clear_flow_state(resources.redis, endpoint.id)
+        await clear_flow_state(
+            resources.redis, endpoint.id, tenant_id=tenant_id, region=resources.settings.region
+        )
     return EndpointOut.model_validate(endpoint)
 
 

@@ -31,6 +31,7 @@ from app.repositories import endpoints
 from app.services import flow_scripts
 from app.services.flow_scripts import flow_keys
 from app.services.status import FlowSnapshot
+from app.services.wakeups import Arm, Wakeups
 
 log = structlog.get_logger("herald.flow")
 
@@ -49,6 +50,11 @@ def start_interval_us(rate_per_second: float) -> int:
     if rate_per_second <= 0:
         return 0
     return min(math.ceil(1_000_000 / rate_per_second), MAX_INTERVAL_US)
+
+
+def _mark(flag: bytes | str) -> str:
+    """The caller's mark in a waiting flag (the grant id after it is the script's own)."""
+    return _text(flag).rpartition("|")[0]
 
 
 def _text(value: bytes | str) -> str:
@@ -217,21 +223,25 @@ class Gate:
             interval=interval, _tat=_text(tat), _interval_us=policy.interval_us,
         )  # fmt: skip
 
-    async def return_unused(self, grant: Grant, *, used: int) -> None:
-        """The claim found fewer rows than granted: give the rest of the grant back. Best
-        effort: unreturned slots expire with their lease, an unreturned start is a short gap."""
+    async def return_unused(self, grant: Grant, *, used: int) -> str | None:
+        """The claim found fewer rows than granted: give the rest of the grant back. Like
+        ``release_slots``, returns the waiting flag it took (the caller wakes the destination).
+        Best effort: unreturned slots expire with their lease, an unreturned start is a short
+        gap."""
         if used >= grant.count:
-            return
+            return None
         keys = flow_keys(grant.endpoint_id)
         try:
-            await self._return_unused(
-                keys=[keys.tat, keys.slots, keys.probe],
+            waiting = await self._return_unused(
+                keys=[keys.tat, keys.slots, keys.probe, keys.waiting],
                 args=[grant.grant_id, max(0, used), grant.count, grant._tat, grant._interval_us],
             )
         except Exception as exc:
             log.warning(
                 "flow.return_failed", endpoint_id=grant.endpoint_id, error=type(exc).__name__
             )
+            return None
+        return None if waiting is None else _mark(waiting)
 
     async def release_slots(self, endpoint_id: str, slots: Sequence[str]) -> str | None:
         """Free the slots of recorded attempts (and the probe, if one of them was it). Returns
@@ -248,7 +258,7 @@ class Gate:
             # Not woken now, the destination wakes at the earliest slot expiry it settled at.
             log.warning("flow.release_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
             return None
-        return None if tenant_id is None else _text(tenant_id)
+        return None if tenant_id is None else _mark(tenant_id)
 
     async def admit(self, endpoint_id: str) -> Admission:
         """The job path: one start, now or never (no rate horizon). Fails open: one job's
@@ -304,11 +314,15 @@ async def flow_snapshot(
     return FlowSnapshot(int(live), max_in_flight, int(wait_us) / 1e6)
 
 
-async def clear_flow_state(redis: ArqRedis, endpoint_id: str) -> None:
-    """A re-enabled endpoint starts afresh: no pause, no probe in the way. Best effort: a
-    leftover pause expires by itself."""
+async def clear_flow_state(
+    redis: ArqRedis, endpoint_id: str, *, tenant_id: str, region: str
+) -> None:
+    """A re-enabled endpoint starts afresh: no pause, no probe in the way, and its destination
+    woken now (it may be parked until the old pause's end). Best effort: a leftover pause
+    expires by itself, and reconcile arms the destination of any live delivery."""
     keys = flow_keys(endpoint_id)
     try:
         await redis.delete(keys.pause, keys.probe)
+        await Wakeups(redis, region).arm([Arm(tenant_id, endpoint_id, 0.0)])
     except Exception as exc:
         log.warning("flow.clear_failed", endpoint_id=endpoint_id, error=type(exc).__name__)

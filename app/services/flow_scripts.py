@@ -16,7 +16,8 @@ class FlowKeys(NamedTuple):
     tat: str  # GCRA theoretical arrival time of the next start, whole µs
     slots: str  # ZSET of in-flight slot members, scored by when their lease ends (ms)
     probe: str  # the grant id of the half-open breaker's single probe (PX)
-    waiting: str  # tenant id: work found no slot (or the probe busy); a release wakes it (PX)
+    # "<caller's mark>|<grant id>": work found no slot (or the probe busy); a release wakes it
+    waiting: str
 
 
 def flow_keys(endpoint_id: str) -> FlowKeys:
@@ -43,7 +44,7 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local lease = tonumber(ARGV[4])
 local function flag_waiting()
-  if ARGV[8] ~= '' then redis.call('SET', KEYS[5], ARGV[8], 'PX', lease) end
+  if ARGV[8] ~= '' then redis.call('SET', KEYS[5], ARGV[8] .. '|' .. ARGV[3], 'PX', lease) end
 end
 local function earliest_slot_us()
   local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
@@ -89,9 +90,11 @@ end
 return {count, reason, reopens, first, tat_set}
 """
 
-# KEYS: tat, slots, probe   ARGV: 1 grant id, 2 used, 3 count, 4 the tat the grant stored ('':
-# none), 5 interval µs. The tat moves back only if no grant moved it since: a later grant has
-# already placed its starts after this one's, and pulling the tat under them would overlap.
+# KEYS: tat, slots, probe, waiting   ARGV: 1 grant id, 2 used, 3 count, 4 the tat the grant
+# stored ('': none), 5 interval µs. The tat moves back only if no grant moved it since: a later
+# grant has already placed its starts after this one's, and pulling the tat under them would
+# overlap. Slots handed back are slots freed: like a release, this takes the waiting flag and
+# returns it if another grant set it (refused while this grant held them).
 RETURN_UNUSED = """
 local used, count = tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = used, count - 1 do redis.call('ZREM', KEYS[2], ARGV[1] .. ':' .. i) end
@@ -100,7 +103,11 @@ if ARGV[4] ~= '' and redis.call('GET', KEYS[1]) == ARGV[4] then
   redis.call('SET', KEYS[1], string.format('%.0f', back), 'KEEPTTL')
 end
 if used == 0 and redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
-return 1
+local flag = redis.call('GETDEL', KEYS[4])
+-- This grant's own flag only said "there may be more than the slots": the claim just showed
+-- there was not, so nobody is woken (waking would find nothing, and grant, and flag again).
+if flag and string.sub(flag, -(#ARGV[1] + 1)) == '|' .. ARGV[1] then return false end
+return flag
 """
 
 # KEYS: slots, probe, waiting   ARGV: 1 "1" to take the waiting flag, 2.. slot members

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import uuid
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from app.services.deadlines import (
 )
 from app.services.flow import Gate, Grant
 from app.services.recorder import Recorder
-from app.services.wakeups import Arm, Taken, Wakeups
+from app.services.wakeups import Arm, Taken, Wakeups, waiting_flag, wake_waiting
 
 log = structlog.get_logger("herald.delivery")
 
@@ -81,6 +82,21 @@ class _Capacity:
             self.by_tenant.pop(tenant_id, None)
         if self.free > 0:
             self.room.set()
+
+
+@dataclass(frozen=True)
+class _StartWindow:
+    """When the gate decided a grant, on this process's clock: after the request went out and
+    before its answer came back. Start i was scheduled ``grant.start_offset(i)`` after that."""
+
+    asked_at: float
+    answered_at: float
+    grant: Grant
+
+    def start(self, i: int) -> tuple[float, float]:
+        """The earliest and the latest moment start i can have been scheduled for."""
+        offset = self.grant.start_offset(i)
+        return self.asked_at + offset, self.answered_at + offset
 
 
 class Pump:
@@ -148,7 +164,9 @@ class Pump:
                 if taken.endpoint_id is None:
                     await self._wakeups.wait_bell(self._redis, taken.retry_in)
                     continue
-                await self._serve(taken)
+                # Not cut short by a shutdown: a claim or grant cancelled half-way would leave
+                # rows leased and slots held by a stopped worker (it is bounded by itself).
+                await unstoppable(self._serve(taken))
                 backoff = 0.25
             except asyncio.CancelledError:
                 raise
@@ -164,7 +182,9 @@ class Pump:
     def _want(self, taken: Taken) -> int:
         want = min(self._settings.delivery_batch_max, self._capacity.free)
         if taken.others_due and taken.tenant_id is not None:
-            share = int(self._settings.worker_concurrency * TENANT_SHARE)
+            # At least one, so that a worker of concurrency 1 serves anyone at all; rounded up,
+            # so that two tenants at their share fill the worker and its takers wait for room.
+            share = max(1, math.ceil(self._settings.worker_concurrency * TENANT_SHARE))
             held = self._capacity.by_tenant.get(taken.tenant_id, 0)
             want = min(want, max(share - held, 0))
         return want
@@ -172,49 +192,57 @@ class Pump:
     async def _serve(self, taken: Taken) -> None:
         endpoint_id, tenant_id = taken.endpoint_id, taken.tenant_id
         assert endpoint_id is not None and tenant_id is not None
+        crash_point("worker.after_take_before_claim", self._settings.fault)
         want = self._want(taken)
         if want <= 0:
             # This tenant has its share while others wait: look again soon, after them.
             await self._wakeups.settle(taken, in_seconds=0.0)
             return
+        clock = asyncio.get_running_loop()
         async with asyncio.timeout(BEFORE_LEASE_SECONDS):
             policy = await self._gate.policy(endpoint_id)
+            if policy.paused_for > 0:
+                # Parking for the whole pause on a cached policy could outlast a pause cleared
+                # since (an operator re-enabled the endpoint, and armed it): read it afresh.
+                self._gate.forget(endpoint_id)
+                policy = await self._gate.policy(endpoint_id)
             if policy.paused_for > 0:
                 metrics.DEFERRALS.labels("paused").inc()
                 await self._wakeups.settle(taken, in_seconds=policy.paused_for)
                 return
+            # Starts are scheduled from when the gate decided, which lies between these two.
+            asked_at = clock.time()
             grant = await self._gate.grant(
-                endpoint_id, tenant_id=tenant_id, want=want, policy=policy
-            )
-            granted_at = asyncio.get_running_loop().time()
+                endpoint_id, tenant_id=waiting_flag(self._settings.region, tenant_id),
+                want=want, policy=policy,
+            )  # fmt: skip
+            window = _StartWindow(asked_at, clock.time(), grant)
             if grant.count == 0:
                 metrics.DEFERRALS.labels(grant.reason or "none").inc()
                 await self._wakeups.settle(taken, in_seconds=grant.reopens_in)
                 return
-            # The other taker may have used capacity meanwhile: claim only what is still free.
+            # The other taker may have used capacity meanwhile: claim only what is still free
+            # (taken before anything else is awaited).
             count = min(grant.count, self._capacity.free)
+            self._capacity.take(tenant_id, max(count, 0))
             if count < grant.count:
-                await self._gate.return_unused(grant, used=count)
+                await self._return(grant, used=max(count, 0))
                 if count <= 0:
                     await self._wakeups.settle(taken, in_seconds=0.0)
                     return
-            self._capacity.take(tenant_id, count)
             try:
                 batch, claimed_at = await self._claim(endpoint_id, count)
             except BaseException:
                 self._capacity.give(tenant_id, count)
-                await self._gate.return_unused(grant, used=0)
+                await self._return(grant, used=0)
                 raise
         rows = batch.rows
         if rows:
             crash_point("worker.after_claim_before_send", self._settings.fault)
             stall_point("worker.stall_after_claim", self._settings.fault)
         for i, row in enumerate(rows):
-            start_at = granted_at + grant.start_offset(i)
             task = asyncio.create_task(
-                self._attempt(
-                    row, grant, i, start_at=start_at, lease_ends=claimed_at + row.lease_left
-                )
+                self._attempt(row, grant, i, window=window, lease_ends=claimed_at + row.lease_left)
             )
             self._attempts_running.add(task)
             task.add_done_callback(self._attempts_running.discard)
@@ -222,8 +250,15 @@ class Pump:
         # destination held, and it comes due again when the hold ends.
         if len(rows) < count:
             self._capacity.give(tenant_id, count - len(rows))
-            await self._gate.return_unused(grant, used=len(rows))
+            await self._return(grant, used=len(rows))
         await self._wakeups.settle(taken, in_seconds=self._next_look(grant, count, batch))
+
+    async def _return(self, grant: Grant, *, used: int) -> None:
+        """Hand back what a claim did not use; a destination refused meanwhile for want of
+        those slots is woken."""
+        waiting = await self._gate.return_unused(grant, used=used)
+        if waiting is not None:
+            await wake_waiting(self._redis, [(grant.endpoint_id, waiting)])
 
     def _next_look(
         self, grant: Grant, count: int, batch: delivery_leases.ClaimBatch
@@ -234,7 +269,7 @@ class Pump:
         the lease end of what was claimed, should this worker die."""
         if len(batch.rows) < count:
             at = batch.next_wake
-        elif grant.reason is not None:
+        elif grant.reason is not None and count == grant.count:
             at = grant.reopens_in
         else:
             at = 0.0
@@ -259,16 +294,17 @@ class Pump:
         return batch, claiming_at
 
     async def _attempt(
-        self, claimed: ClaimedDelivery, grant: Grant, i: int, *, start_at: float, lease_ends: float
+        self,
+        claimed: ClaimedDelivery,
+        grant: Grant,
+        i: int,
+        *,
+        window: _StartWindow,
+        lease_ends: float,
     ) -> None:
         slot = grant.slot(i)
         try:
-            await self._run(claimed, grant, slot, start_at=start_at, lease_ends=lease_ends)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # Left to the lease: another claim takes it over when it ends.
-            log.exception("delivery.attempt_failed", delivery_id=claimed.id)
+            await self._run(claimed, grant, i, slot, window=window, lease_ends=lease_ends)
         finally:
             self._capacity.give(claimed.tenant_id)
 
@@ -276,25 +312,31 @@ class Pump:
         self,
         claimed: ClaimedDelivery,
         grant: Grant,
+        i: int,
         slot: str,
         *,
-        start_at: float,
+        window: _StartWindow,
         lease_ends: float,
     ) -> None:
         progress = sender.SendProgress()
         try:
-            ended = await self._try(
-                claimed, grant, progress, start_at=start_at, lease_ends=lease_ends
-            )
-        except asyncio.CancelledError:
-            # Shutting down. Nothing may stay leased by us, and a request that went out must
-            # not be forgotten: it is recorded as `unknown` and retried with its key.
+            ended = await self._try(claimed, grant, i, progress, window, lease_ends=lease_ends)
+        except BaseException as exc:
+            # Shutting down, or a bug. Nothing may stay leased by us, and a request that went
+            # out must not be forgotten: it is recorded as `unknown` and retried with its key.
+            if not isinstance(exc, asyncio.CancelledError):
+                log.exception("delivery.attempt_failed", delivery_id=claimed.id)
             if progress.sent:
                 ended = self._attempts.cut_short(claimed, progress, lease_ends=lease_ends)
                 await unstoppable(self.recorder.record(ended, slot=slot))
             else:
-                await self._give_back(claimed, slot, lease_ends, "delivery.given_back_at_shutdown")
-            raise
+                event = "delivery.given_back_at_shutdown"
+                if not isinstance(exc, asyncio.CancelledError):
+                    event = "delivery.given_back_after_error"
+                await self._give_back(claimed, slot, lease_ends, event)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
         if isinstance(ended, str):
             await self._give_back(claimed, slot, lease_ends, ended)
             return
@@ -306,9 +348,10 @@ class Pump:
         self,
         claimed: ClaimedDelivery,
         grant: Grant,
+        i: int,
         progress: sender.SendProgress,
+        window: _StartWindow,
         *,
-        start_at: float,
         lease_ends: float,
     ) -> Ended | str:
         """The attempt's ending, or why its lease must be given back unsent (a log event)."""
@@ -317,11 +360,13 @@ class Pump:
         if refusal is not None:
             return Ended(claimed, refusal, None, lease_ends)
         if grant.interval > 0:
-            # Each start keeps to its own slot in the rate: one that could not start within its
-            # slot (a stalled loop) is given back rather than bunched with the next.
-            if start_at > clock.time():
-                await asyncio.sleep(start_at - clock.time())
-            if clock.time() - start_at > max(grant.interval, LATE_START_SECONDS):
+            # Each start keeps to its own slot in the rate: never before it (counted from the
+            # latest moment the gate can have decided), and given back rather than bunched
+            # with the next when it could not start within it (counted from the earliest).
+            earliest, latest = window.start(i)
+            if latest > clock.time():
+                await asyncio.sleep(latest - clock.time())
+            if clock.time() - earliest > max(grant.interval, LATE_START_SECONDS):
                 return "delivery.start_slot_missed"
         if lease_ends - clock.time() < self._settings.lease_left_to_send:
             return "delivery.lease_too_short"
@@ -346,5 +391,7 @@ class Pump:
             with contextlib.suppress(*DATABASE_TROUBLE):
                 async with single_statements(self._sessionmaker) as connection:
                     await delivery_leases.release_batch(connection, [(claimed.id, claimed.token)])
-            await self._gate.release_slots(claimed.endpoint_id, [slot])
+            waiting = await self._gate.release_slots(claimed.endpoint_id, [slot])
             await self._wakeups.arm([Arm(claimed.tenant_id, claimed.endpoint_id, 0.0)])
+            if waiting is not None:
+                await wake_waiting(self._redis, [(claimed.endpoint_id, waiting)])

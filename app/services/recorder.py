@@ -25,14 +25,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics
 from app.config import Settings
-from app.db import DATABASE_TROUBLE, single_statements
+from app.db import DATABASE_TROUBLE, is_transient, single_statements
 from app.faults import crash_point
 from app.repositories import delivery_leases
 from app.repositories.delivery_leases import Recording
 from app.services.attempt import Ended, record_judging_health
-from app.services.deadlines import STEP_SECONDS, best_effort
+from app.services.deadlines import STEP_SECONDS
 from app.services.flow import Gate
-from app.services.wakeups import Arm, Wakeups
+from app.services.wakeups import Arm, Wakeups, wake_waiting
 from app.states import Outcome
 
 log = structlog.get_logger("herald.delivery")
@@ -105,32 +105,45 @@ class Recorder:
     async def _flush(self, batch: list[_Pending]) -> None:
         effects = _Effects()
         metrics.RECORD_FLUSHES.inc()
-        try:
-            grouped = [p for p in batch if not p.ended.touches_health]
-            recorded = await self._record_group(grouped) if grouped else set()
-            for pending in batch:
-                if pending.ended.touches_health:
-                    ok = await self._record_alone(pending, effects)
+        grouped = [p for p in batch if not p.ended.touches_health]
+        if grouped:
+            try:
+                recorded = await self._record_group(grouped)
+            except Exception as exc:
+                log.error("delivery.record_failed", count=len(grouped), error=type(exc).__name__)
+                recorded = None
+            for pending in grouped:
+                if recorded is None:
+                    self._unrecorded(pending, effects)
                 else:
-                    ok = pending.ended.claimed.id in recorded
-                self._account(pending, ok, effects)
-            crash_point("worker.after_record_before_ack", self._settings.fault)
-        except Exception as exc:
-            # Left to the lease: another worker takes the rows over when it ends.
-            log.error("delivery.record_failed", count=len(batch), error=type(exc).__name__)
-            for pending in batch:
-                if not pending.done.done():
-                    pending.done.set_result(False)
-        finally:
-            for pending in batch:
-                if not pending.done.done():
-                    pending.done.set_result(True)
+                    self._account(pending, pending.ended.claimed.id in recorded, effects)
+        for pending in batch:
+            if not pending.ended.touches_health:
+                continue
+            try:
+                ok = await self._record_alone(pending, effects)
+            except Exception as exc:
+                log.error(
+                    "delivery.record_failed", delivery_id=pending.ended.claimed.id,
+                    error=type(exc).__name__,
+                )  # fmt: skip
+                self._unrecorded(pending, effects)
+                continue
+            self._account(pending, ok, effects)
+        crash_point("worker.after_record_before_ack", self._settings.fault)
         try:
             # Slots expire by themselves and retries are covered by their destination's
             # lease-end wake-up: what follows only makes things happen sooner.
-            await best_effort(self._apply(effects), "delivery.after_record_failed")
+            await self._apply(effects)
         except Exception as exc:
             log.warning("delivery.after_record_failed", error=type(exc).__name__)
+
+    def _unrecorded(self, pending: _Pending, effects: _Effects) -> None:
+        """Not written (a database that stayed away, a bad row): left to its lease, after which
+        a claim takes it over. Its request is over, so its slot is free."""
+        pending.done.set_result(False)
+        if pending.slot is not None:
+            effects.slots[pending.ended.claimed.endpoint_id].append(pending.slot)
 
     async def _record_group(self, group: Sequence[_Pending]) -> set[str]:
         """One statement for the whole group, retried through a failing database for as long
@@ -150,6 +163,12 @@ class Recorder:
                 ):
                     return await delivery_leases.record_batch(connection, items)
             except DATABASE_TROUBLE as exc:
+                if not is_transient(exc):
+                    if len(items) == 1:
+                        raise
+                    # One bad row must not hold back the rest: each on its own, and only the
+                    # bad one is left to its lease.
+                    return await self._record_one_by_one(items)
                 if clock.time() + delay > lease_ends:
                     raise
                 log.warning("delivery.record_retry", count=len(items), error=type(exc).__name__)
@@ -158,8 +177,6 @@ class Recorder:
             except Exception:
                 if len(items) == 1:
                     raise
-                # One bad row must not hold back the rest: each on its own, and only the bad
-                # one is left to its lease.
                 return await self._record_one_by_one(items)
 
     async def _record_one_by_one(self, items: Sequence[Recording]) -> set[str]:
@@ -188,7 +205,7 @@ class Recorder:
                     )
                 break
             except DATABASE_TROUBLE as exc:
-                if clock.time() + delay > ended.lease_ends:
+                if not is_transient(exc) or clock.time() + delay > ended.lease_ends:
                     raise
                 log.warning(
                     "delivery.record_retry", delivery_id=ended.claimed.id,
@@ -237,9 +254,15 @@ class Recorder:
         # destination woken by a freed slot must find itself paused.
         for endpoint_id, seconds in effects.pauses.items():
             await self._gate.pause(endpoint_id, seconds)
-        for endpoint_id, slots in effects.slots.items():
-            waiting = await self._gate.release_slots(endpoint_id, slots)
-            if waiting is not None:
-                effects.arms.append(Arm(waiting, endpoint_id, 0.0))
-        if effects.arms:
-            await self._wakeups.arm(effects.arms)
+        waiting: list[tuple[str, str]] = []
+        try:
+            for endpoint_id, slots in effects.slots.items():
+                flag = await self._gate.release_slots(endpoint_id, slots)
+                if flag is not None:
+                    waiting.append((endpoint_id, flag))
+        finally:
+            # Whatever was released is woken, even if a later release failed.
+            if effects.arms:
+                await self._wakeups.arm(effects.arms)
+            if waiting:
+                await wake_waiting(self._wakeups.redis, waiting)

@@ -103,6 +103,10 @@ def _due_now(
     return Explanation("queued", "due; waiting for a worker")
 
 
+# A destination held by a taker is set this far ahead (pump.HOLD_SECONDS) while it is served.
+WAKE_SLACK_SECONDS = 10.0
+
+
 def _due_with_wakeups(
     delivery: Delivery, now: datetime, settings: Settings, flow: FlowSnapshot
 ) -> Explanation:
@@ -115,6 +119,11 @@ def _due_with_wakeups(
         )  # fmt: skip
     if flow.next_start_in > 0:
         return Explanation("throttled", "destination at its start-rate ceiling")
+    if flow.woken_in is not None and flow.woken_in > WAKE_SLACK_SECONDS:
+        # Set for later than the delivery is due: told with its time, so that a destination
+        # parked longer than its gate needs is visible, not hidden behind "queued".
+        at = (now + timedelta(seconds=flow.woken_in)).isoformat()
+        return Explanation("queued", f"due; its destination's next wake-up is at {at}")
     if flow.woken_in is not None:
         return Explanation("queued", "due; its destination is queued for a worker")
     due = delivery.next_attempt_at

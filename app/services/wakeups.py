@@ -197,7 +197,7 @@ class WakeSnapshot:
 
 class Wakeups:
     def __init__(self, redis: ArqRedis, region: str) -> None:
-        self._redis = redis
+        self.redis = redis
         base = f"herald:wake:{region}"
         self._tenants = f"{base}:tenants"
         self._hold = f"{base}:hold"
@@ -228,7 +228,7 @@ class Wakeups:
         # redis-py's pipelined Script asks SCRIPT EXISTS first, a second round trip on every
         # call: EVALSHA directly, and load the script only when Redis says it lacks it.
         async def run(batch: list[list[str | int]]) -> list[Any]:
-            pipe = self._redis.pipeline(transaction=False)
+            pipe = self.redis.pipeline(transaction=False)
             for args in batch:
                 pipe.evalsha(script.sha, len(keys), *keys, *map(str, args))
             return list(await pipe.execute(raise_on_error=False))
@@ -236,7 +236,7 @@ class Wakeups:
         results = await run(calls)
         missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
         if missing:
-            await self._redis.script_load(script.script)
+            await self.redis.script_load(script.script)
             for i, result in zip(missing, await run([calls[i] for i in missing]), strict=True):
                 results[i] = result
         for result in results:
@@ -291,10 +291,27 @@ class Wakeups:
 
     async def count_entries(self) -> int:
         """Σ entries over the region's tenants (tests and metrics: a SCAN, not a hot path)."""
-        keys = [key async for key in self._redis.scan_iter(match=f"{self._prefix}*", count=500)]
+        keys = [key async for key in self.redis.scan_iter(match=f"{self._prefix}*", count=500)]
         if not keys:
             return 0
-        pipe = self._redis.pipeline(transaction=False)
+        pipe = self.redis.pipeline(transaction=False)
         for key in keys:
             pipe.zcard(key)
         return sum(int(count) for count in await pipe.execute())
+
+
+def waiting_flag(region: str, tenant_id: str) -> str:
+    """What a destination's waiting flag (flow control) holds: the region and tenant its
+    wake-up is filed under. Flow keys are per endpoint, not per region, so the release that
+    takes the flag may run in another region than the grant that set it."""
+    return f"{region}/{tenant_id}"
+
+
+async def wake_waiting(redis: ArqRedis, taken: Sequence[tuple[str, str]]) -> None:
+    """Arm now each destination whose waiting flag a release took: (endpoint id, flag)."""
+    by_region: dict[str, list[Arm]] = {}
+    for endpoint_id, flag in taken:
+        region, _, tenant_id = flag.partition("/")
+        by_region.setdefault(region, []).append(Arm(tenant_id, endpoint_id, 0.0))
+    for region, arms in by_region.items():
+        await Wakeups(redis, region).arm(arms)

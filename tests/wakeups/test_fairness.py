@@ -61,3 +61,24 @@ async def test_a_tenant_with_many_slow_destinations_leaves_room_for_another(
     hog_before = sum(1 for path in order[:last_quick] if path.startswith("/hog"))
     # At most half the worker's capacity went to the hog before the other tenant was served.
     assert hog_before <= 10
+
+
+async def test_a_worker_of_concurrency_one_serves_every_tenant(
+    client: httpx.AsyncClient, receiver: Receiver, stack: Stack, tmp_path: Path
+) -> None:
+    # Two tenants, each with two due destinations: a tenant's share of a one-unit worker must
+    # still be one, or every take is refused for the other tenant's sake and nothing is sent.
+    for name in ("first", "second"):
+        headers = await new_tenant(client, name)
+        for n in range(2):
+            endpoint = await new_endpoint(client, headers, url=receiver.url(f"/{name}{n}"))
+            await post_deliveries(client, headers, endpoint["id"], 2)
+    with running_worker(
+        stack, tmp_path / "worker.log", HERALD_WORKER_CONCURRENCY="1", **ENGINE
+    ) as worker:
+        for name in ("first", "second"):
+            for n in range(2):
+                await receiver.wait_for(f"/{name}{n}", 2, timeout=60)
+    assert len(receiver.requests) == 8
+    assert receiver.max_in_flight == 1
+    assert not worker.events("pump.take_failed")
