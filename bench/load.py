@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 
+from bench import probes
 from bench.stack import ADMIN_KEY, API, Stack, percentile, pg_bin, python
 
 
@@ -112,6 +113,12 @@ class Client:
             await asyncio.sleep(0.1)
         return stats
 
+    async def wait_answered(self, name: str) -> dict[str, Any]:
+        """Until every request the receiver has seen is answered; its stats then."""
+        while (stats := await self.receiver_stats(name))["answered"] < stats["received"]:
+            await asyncio.sleep(0.05)
+        return stats
+
     # -- accept, one intent per request, against pgbench of the same transaction ---------
 
     async def accept(self, clients: int, seconds: float) -> dict[str, Any]:
@@ -188,7 +195,10 @@ class Client:
         async def client(count: int) -> None:
             nonlocal done
             for _ in range(count):
-                done += (await self.post("/v1/deliveries/batch", {"items": items}))["accepted"]
+                # Not `done += await ...`: that reads `done` before the await and loses the
+                # other clients' counts made meanwhile.
+                body = await self.post("/v1/deliveries/batch", {"items": items})
+                done += body["accepted"]
 
         started = time.perf_counter()
         await asyncio.gather(*(client(batches // clients) for _ in range(clients)))
@@ -196,9 +206,11 @@ class Client:
 
     # -- end to end against a raw aiohttp loop --------------------------------------------
 
-    async def end_to_end(self, receiver: str, total: int) -> float:
+    async def end_to_end(self, receiver: str, total: int) -> dict[str, Any]:
         """Accept ``total`` intents with no worker running, then start the workers and time
-        them until the receiver has seen every one."""
+        them until the receiver has seen every one. Also: the rate from the receiver's first
+        request to its last answer (worker start-up left out), the most it saw at once, and
+        how the engine batched its work."""
         self.stack.stop_workers()
         await self.stack.clean_slate()
         await self.reset_receiver(receiver)
@@ -206,7 +218,17 @@ class Client:
         started = time.perf_counter()
         self.stack.start_workers()
         await self.wait_received(receiver, total)
-        return total / (time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        stats = await self.wait_answered(receiver)
+        counters = await probes.engine_counters(self.stack)
+        return {
+            "per_second": total / elapsed,
+            "steady_per_second": total / (stats["last_end"] - stats["first_start"]),
+            "max_in_flight_seen": stats["max_concurrent"],
+            "rows_per_claim": counters["claimed_rows"] / max(counters["claims"], 1),
+            "outcomes_per_flush": counters["attempts"] / max(counters["record_flushes"], 1),
+            "engine_counters": counters,
+        }
 
     async def raw_loop(self, receiver: str, total: int, concurrency: int) -> float:
         body = json.dumps({"n": 1}).encode()

@@ -42,6 +42,7 @@ async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, A
         await asyncio.sleep(0.1)
     await asyncio.sleep(1)  # every worker has seen the work once
     before = await probes.counts(stack)
+    counters = await probes.engine_counters(stack)
     meter = probes.CpuMeter(stack.worker_processes())
     started, runs = time.perf_counter(), 0
     while time.perf_counter() - started < seconds:
@@ -56,6 +57,7 @@ async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, A
         )
     cpu = meter.percent()
     after = await probes.counts(stack)
+    counters = probes.counters_delta(await probes.engine_counters(stack), counters)
     received = (await client.receiver_stats("throttling"))["received"]
     stack.stop_workers()
     return {
@@ -67,6 +69,8 @@ async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, A
         "worker_cpu_percent": cpu,
         "idle_worker_cpu_percent": idle,
         "requests_received": received,
+        # What the workers did during the window: parked work should make them do nothing.
+        "engine_counters": counters,
     }
 
 
@@ -82,11 +86,10 @@ async def in_flight_one(client: Client, deliveries: int) -> dict[str, Any]:
     meter = probes.CpuMeter(stack.worker_processes())
     accepted_at = time.time()
     await client.accept_batches("slot", deliveries)
-    stats = await client.wait_received("slot", deliveries)
-    while stats["answered"] < stats["received"]:
-        await asyncio.sleep(0.1)  # the last answer is still on its way
-        stats = await client.receiver_stats("slot")
+    await client.wait_received("slot", deliveries)
+    stats = await client.wait_answered("slot")
     cpu = meter.percent()
+    counters = await probes.engine_counters(stack)
     stack.stop_workers()
     wall = stats["last_end"] - accepted_at
     return {
@@ -98,6 +101,7 @@ async def in_flight_one(client: Client, deliveries: int) -> dict[str, Any]:
         "max_concurrent": stats["max_concurrent"],
         "worker_cpu_percent": cpu,
         "idle_worker_cpu_percent": idle,
+        "engine_counters": counters,
     }
 
 

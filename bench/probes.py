@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
+import aiohttp
 import psutil
+from prometheus_client.parser import text_string_to_metric_families
 
 from app import queue
 from app.services.wakeups import Wakeups
@@ -54,6 +56,42 @@ async def delivery_updates(stack: Stack) -> tuple[int, int]:
         await connection.close()
     assert row is not None
     return int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])
+
+
+# The workers' own counters (app/metrics.py) that say how the engine did its work.
+ENGINE_COUNTERS = {
+    "herald_claims": "claims",
+    "herald_claimed_rows": "claimed_rows",
+    "herald_record_flushes": "record_flushes",
+    "herald_attempts": "attempts",
+    "herald_flow_deferrals": "deferrals",
+    "herald_leases_given_back": "leases_given_back",
+}
+
+
+async def engine_counters(stack: Stack) -> dict[str, float]:
+    """The engine's counters summed over the running workers (each counts from its start);
+    deferrals by reason as `deferrals:<reason>` too."""
+    totals = dict.fromkeys(ENGINE_COUNTERS.values(), 0.0)
+    async with aiohttp.ClientSession() as http:
+        for url in stack.worker_metrics_urls():
+            async with http.get(url) as response:
+                text = await response.text()
+            for family in text_string_to_metric_families(text):
+                name = ENGINE_COUNTERS.get(family.name)
+                if name is None:
+                    continue
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        totals[name] += sample.value
+                        if "reason" in sample.labels:
+                            key = f"{name}:{sample.labels['reason']}"
+                            totals[key] = totals.get(key, 0.0) + sample.value
+    return totals
+
+
+def counters_delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items()}
 
 
 class CpuMeter:

@@ -17,7 +17,16 @@ def _accept(r: dict[str, Any], clients: int) -> Row:
 
 def _e2e(r: dict[str, Any], name: str, label: str, goal: str) -> Row:
     e = r[name]
-    return (label, f"{e['per_second']:.0f}/s ({e['deliveries']})",
+    batching = ""
+    if e["engine_counters"]["claims"]:
+        batching = (f"; {e['rows_per_claim']:.1f} rows/claim, "
+                    f"{e['outcomes_per_flush']:.1f} outcomes/flush")  # fmt: skip
+    # An instant receiver answers each request before it reads the next: only a slow one can
+    # show how many were in flight.
+    seen = e["max_in_flight_seen"]
+    at_once = f"; at most {seen} at once" if seen > 1 else ""
+    return (label, f"{e['per_second']:.0f}/s ({e['deliveries']}; first request to last answer "
+            f"{e['steady_per_second']:.0f}/s{at_once}{batching})",
             f"raw aiohttp {e['raw_per_second']:.0f}/s", f"{e['ratio']:.2f}", goal)  # fmt: skip
 
 
@@ -37,11 +46,18 @@ def _counts(c: dict[str, int]) -> str:
             f"delivery jobs {c['delivery_jobs']}, outbox rows {c['outbox_rows']}")  # fmt: skip
 
 
+def _work(c: dict[str, float]) -> str:
+    """What the workers' counters say they did."""
+    return (f"{c['claims']:.0f} claims, {c['attempts']:.0f} attempts, "
+            f"{c['deferrals']:.0f} deferrals")  # fmt: skip
+
+
 def _parked(r: dict[str, Any]) -> Row:
     p = r["parked"]
     return (f"{p['deliveries']} behind 429 Retry-After 3600, reconcile every 2 s for "
             f"{p['seconds']:.0f} s ({p['reconcile_runs']} runs)",
-            f"after: {_counts(p['after'])}; workers {p['worker_cpu_percent']:.1f} % of a core",
+            f"after: {_counts(p['after'])}; workers {p['worker_cpu_percent']:.1f} % of a core; "
+            f"in the window {_work(p['engine_counters'])}",
             f"before: {_counts(p['before'])}; idle workers "
             f"{p['idle_worker_cpu_percent']:.1f} %", "-", "no growth; < 5 % of a core")  # fmt: skip
 
@@ -51,7 +67,7 @@ def _in_flight_1(r: dict[str, Any]) -> Row:
     return (f"{f['deliveries']} behind max_in_flight 1, 2 s receiver",
             f"workers {f['worker_cpu_percent']:.1f} % of a core; slot in use "
             f"{f['slot_utilisation']:.2f} of {f['wall_seconds']:.1f} s; "
-            f"at most {f['max_concurrent']} at once",
+            f"at most {f['max_concurrent']} at once; {_work(f['engine_counters'])}",
             f"idle workers {f['idle_worker_cpu_percent']:.1f} % of a core", "-",
             "< 5 % of a core; slot never idle (~1.0)")  # fmt: skip
 

@@ -96,8 +96,8 @@ async def end_to_end(client: Client, v: Volumes, results: dict[str, Any]) -> Non
         progress(f"{name}: {total} deliveries, then the raw aiohttp loop")
         herald = await client.end_to_end(receiver, total)
         raw = await client.raw_loop(receiver, total, IN_FLIGHT)
-        results[name] = {"per_second": herald, "raw_per_second": raw,
-                         "ratio": herald / raw, "deliveries": total}  # fmt: skip
+        results[name] = {**herald, "raw_per_second": raw, "deliveries": total,
+                         "ratio": herald["per_second"] / raw}  # fmt: skip
     stack.stop_workers()
     await asyncio.sleep(2)
     updates_after, hot_after = await probes.delivery_updates(stack)

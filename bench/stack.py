@@ -23,6 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "bench-admin-key-0123456789"
 API_PORT = 8941
 API = f"http://127.0.0.1:{API_PORT}"
+# Worker n serves its counters (claims, flushes, deferrals) on this port + n.
+WORKER_METRICS_PORT = 8950
 # A worker still importing or connecting burns a whole core; an idle one a few per cent.
 IDLE_CPU_SECONDS_PER_SECOND = 0.25
 
@@ -143,7 +145,8 @@ class Stack:
         for n in range(self.shape.workers if count is None else count):
             self.spawn(
                 f"worker{n}", python("-m", "app.cli", "worker"),
-                HERALD_WORKER_CONCURRENCY=str(self.shape.concurrency), **extra,
+                HERALD_WORKER_CONCURRENCY=str(self.shape.concurrency),
+                HERALD_WORKER_METRICS_PORT=str(WORKER_METRICS_PORT + n), **extra,
             )  # fmt: skip
 
     async def wait_workers_idle(self, timeout: float = 60) -> None:
@@ -166,6 +169,12 @@ class Stack:
     def stop_workers(self) -> None:
         for name in self.worker_names():
             self.stop(name)
+
+    def worker_metrics_urls(self) -> list[str]:
+        return [
+            f"http://127.0.0.1:{WORKER_METRICS_PORT + int(name.removeprefix('worker'))}/metrics"
+            for name in self.worker_names()
+        ]
 
     def worker_names(self) -> list[str]:
         return [n for n in self.processes if n.startswith("worker")]
