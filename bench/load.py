@@ -221,10 +221,13 @@ class Client:
         elapsed = time.perf_counter() - started
         stats = await self.wait_answered(receiver)
         counters = await probes.engine_counters(self.stack)
+        span = stats["last_end"] - stats["first_start"]
         return {
             "per_second": total / elapsed,
-            "steady_per_second": total / (stats["last_end"] - stats["first_start"]),
+            "steady_per_second": total / span,
             "max_in_flight_seen": stats["max_concurrent"],
+            # Σ request time / span: how many the receiver was answering at once, on average.
+            "mean_in_flight_seen": stats["busy_seconds"] / span,
             "rows_per_claim": counters["claimed_rows"] / max(counters["claims"], 1),
             "outcomes_per_flush": counters["attempts"] / max(counters["record_flushes"], 1),
             "engine_counters": counters,

@@ -24,7 +24,8 @@ def _e2e(r: dict[str, Any], name: str, label: str, goal: str) -> Row:
     # An instant receiver answers each request before it reads the next: only a slow one can
     # show how many were in flight.
     seen = e["max_in_flight_seen"]
-    at_once = f"; at most {seen} at once" if seen > 1 else ""
+    mean = e["mean_in_flight_seen"]
+    at_once = f"; {mean:.0f} at once on average, at most {seen}" if seen > 1 else ""
     return (label, f"{e['per_second']:.0f}/s ({e['deliveries']}; first request to last answer "
             f"{e['steady_per_second']:.0f}/s{at_once}{batching})",
             f"raw aiohttp {e['raw_per_second']:.0f}/s", f"{e['ratio']:.2f}", goal)  # fmt: skip
