@@ -1,0 +1,112 @@
+"""Large backlogs written straight into PostgreSQL: reconcile after Redis lost everything (on
+one destination, and spread over many), and a worker's memory beside a backlog."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from typing import Any
+
+import psutil
+
+from bench import probes
+from bench.load import RECEIVERS, Client
+from bench.stack import REPO, Stack, python
+
+
+async def insert_backlog(
+    stack: Stack, tenant_id: str, endpoints: list[str], count: int, *, state: str, due: str,
+    outbox: bool,
+) -> None:  # fmt: skip
+    """``count`` deliveries in ``state``, dealt round the ``endpoints``, due at ``due`` (SQL);
+    then Redis loses everything, as in an operator's accident."""
+    connection = await stack.connect()
+    try:
+        await connection.execute("TRUNCATE outbox, attempts, deliveries, events CASCADE")
+        await connection.execute(
+            "INSERT INTO events (id, tenant_id, event_type, payload) SELECT 'evt_b' ||"
+            " lpad(g::text, 21, '0'), $1, 'bench', '\\x7b7d' FROM generate_series(1, $2) g",
+            tenant_id, count,
+        )  # fmt: skip
+        await connection.execute(
+            "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
+            " state, next_attempt_at, enqueued_at) SELECT 'dlv_b' || lpad(g::text, 21, '0'),"
+            " $1, ($2::text[])[1 + g % cardinality($2::text[])], 'evt_b' || lpad(g::text, 21, '0'),"
+            " 'bench', 'local', $3,"
+            # Published over the last hour, not all in one instant.
+            f" {due}, now() - interval '1 hour' + g * interval '1 hour' / $4 / 2"
+            " FROM generate_series(1, $4) g",
+            tenant_id, endpoints, state, count,
+        )  # fmt: skip
+        if outbox:
+            await connection.execute(
+                "INSERT INTO outbox (delivery_id, region, created_at) SELECT 'dlv_b' ||"
+                " lpad(g::text, 21, '0'), 'local', now() - interval '1 minute'"
+                " FROM generate_series(1, $1) g",
+                count,
+            )
+        await connection.execute("ANALYZE")
+    finally:
+        await connection.close()
+    await stack.flush_redis()
+
+
+async def reconcile(client: Client, rows: int, destinations: int) -> dict[str, Any]:
+    """One reconcile run over ``rows`` due `enqueued` deliveries on ``destinations`` endpoints
+    after Redis was flushed: its time, its memory growth, and what it put back. The job engine
+    publishes one job per delivery; the wake-up engine arms one entry per destination."""
+    stack = client.stack
+    stack.stop_workers()
+    endpoints = [client.endpoints["instant"]]
+    if destinations > 1:
+        endpoints = await many_endpoints(client, destinations)
+    await insert_backlog(
+        stack, client.tenant_id, endpoints, rows, state="enqueued",
+        due="now() - interval '1 hour'", outbox=False,
+    )  # fmt: skip
+    out = await asyncio.to_thread(
+        subprocess.run, python("bench/reconcile_once.py"), cwd=REPO, capture_output=True,
+        text=True, check=True,
+        env=stack.env(HERALD_ENQUEUED_STALE_SECONDS="60", HERALD_RECONCILE_MAX_ROWS="1000000"),
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    after = await probes.counts(stack)
+    # What the run repaired, counted in Redis: every delivery (jobs) or destination (wake-ups)
+    # is queued again, or the figure did not measure a whole repair.
+    expected = rows if stack.shape.engine == "jobs" else destinations
+    repaired = after.delivery_jobs if stack.shape.engine == "jobs" else after.wake_entries
+    await stack.clean_slate()
+    return {
+        "rows": rows, "destinations": destinations, **result,
+        "repaired": repaired, "complete": repaired == expected,
+    }  # fmt: skip
+
+
+async def many_endpoints(client: Client, count: int) -> list[str]:
+    """``count`` endpoints on the instant receiver (created once, kept for later runs)."""
+    known = client.endpoints_spread
+    receiver = RECEIVERS["instant"]
+    missing = count - len(known)
+    for start in range(0, missing, 50):
+        known += await asyncio.gather(
+            *(client.create_endpoint(receiver) for _ in range(min(50, missing - start)))
+        )
+    return known[:count]
+
+
+async def worker_rss(client: Client, count: int) -> float:
+    """RSS of one worker (MB) after its relay has published a backlog of ``count`` rows."""
+    stack = client.stack
+    stack.stop_workers()
+    await insert_backlog(
+        stack, client.tenant_id, [client.endpoints["instant"]], count, state="pending",
+        due="now() + interval '1 day'", outbox=True,
+    )  # fmt: skip
+    stack.start_workers(count=1)
+    while await stack.sql("SELECT count(*) FROM outbox WHERE published_at IS NULL"):
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(1)
+    rss = float(psutil.Process(stack.processes["worker0"].pid).memory_info().rss) / 2**20
+    stack.stop_workers()
+    return rss

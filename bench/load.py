@@ -1,0 +1,283 @@
+"""The load a user puts on Herald, and the baselines it is measured against in the same run:
+accept (against pgbench of the same statements), batch accept, end to end (against a raw
+aiohttp loop to the same receiver), and accept-to-receipt latency at a steady rate."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from typing import Any
+
+import aiohttp
+
+from bench import probes
+from bench.stack import ADMIN_KEY, API, Stack, percentile, pg_bin, python
+
+
+class Receiver:
+    """One bench/receiver.py process and the endpoint(s) that point at it."""
+
+    def __init__(self, name: str, port: int, *args: str, max_in_flight: int) -> None:
+        self.name, self.port, self.args, self.max_in_flight = name, port, args, max_in_flight
+        self.url = f"http://127.0.0.1:{port}"
+
+    def spawn(self, stack: Stack) -> None:
+        stack.spawn(
+            f"receiver-{self.name}", python("bench/receiver.py", str(self.port), *self.args)
+        )
+
+
+RECEIVERS = {
+    r.name: r
+    for r in (
+        Receiver("instant", 8942, max_in_flight=1000),
+        # The issue's figure: 200 in flight, as many as the raw loop keeps.
+        Receiver("slow", 8943, "0.05", max_in_flight=200),
+        # One slot, and a receiver that holds it for 2 s: is the slot ever idle?
+        Receiver("slot", 8944, "2", max_in_flight=1),
+        # Pauses its destination for an hour, as a receiver under pressure would.
+        Receiver(
+            "throttling", 8945, "--status", "429", "--retry-after", "3600", max_in_flight=1000
+        ),
+    )
+}
+
+
+class Client:
+    """A tenant of the running Herald, with one endpoint per receiver."""
+
+    def __init__(self, stack: Stack, http: aiohttp.ClientSession) -> None:
+        self.stack = stack
+        self.http = http
+        self.tenant: dict[str, str] = {}
+        self.tenant_id = ""
+        self.endpoints: dict[str, str] = {}
+        self.endpoints_spread: list[str] = []  # many destinations, for reconcile
+
+    async def setup(self) -> None:
+        admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        async with self.http.post(f"{API}/v1/tenants", json={"name": "bench"}, headers=admin) as r:
+            body = await r.json()
+        self.tenant = {"Authorization": f"Bearer {body['api_key']}"}
+        self.tenant_id = str(await self.stack.sql("SELECT id FROM tenants WHERE name = 'bench'"))
+        for receiver in RECEIVERS.values():
+            self.endpoints[receiver.name] = await self.create_endpoint(receiver)
+
+    async def create_endpoint(self, receiver: Receiver) -> str:
+        body = {"url": f"{receiver.url}/hook", "max_in_flight": receiver.max_in_flight}
+        async with self.http.post(f"{API}/v1/endpoints", json=body, headers=self.tenant) as r:
+            assert r.status == 201, await r.text()
+            return str((await r.json())["id"])
+
+    async def post(self, path: str, body: Any, **headers: str) -> Any:
+        async with self.http.post(
+            f"{API}{path}", json=body, headers={**self.tenant, **headers}
+        ) as response:
+            assert response.status < 300, await response.text()
+            return await response.json()
+
+    async def get(self, path: str) -> Any:
+        async with self.http.get(f"{API}{path}", headers=self.tenant) as response:
+            return await response.json()
+
+    async def accept_batches(self, endpoint: str, total: int) -> None:
+        """``total`` intents for one endpoint, in batches of up to 1000."""
+        for start in range(0, total, 1000):
+            items = [
+                {
+                    "endpoint_id": self.endpoints[endpoint],
+                    "event_type": "bench",
+                    "payload": {"n": n},
+                }
+                for n in range(start, min(total, start + 1000))
+            ]
+            await self.post("/v1/deliveries/batch", {"items": items})
+
+    async def receiver_stats(self, name: str) -> dict[str, Any]:
+        async with self.http.get(f"{RECEIVERS[name].url}/stats") as response:
+            stats: dict[str, Any] = await response.json()
+            return stats
+
+    async def reset_receiver(self, name: str) -> None:
+        async with self.http.post(f"{RECEIVERS[name].url}/reset") as response:
+            await response.read()
+
+    async def wait_received(self, name: str, total: int, *, limit: float = 600) -> dict[str, Any]:
+        """Poll the receiver until it has seen ``total`` requests; its stats then."""
+        started = time.perf_counter()
+        while (stats := await self.receiver_stats(name))["received"] < total:
+            if time.perf_counter() - started > limit:
+                raise RuntimeError(f"{name}: {stats['received']} of {total} in {limit:.0f} s")
+            await asyncio.sleep(0.1)
+        return stats
+
+    async def wait_answered(self, name: str) -> dict[str, Any]:
+        """Until every request the receiver has seen is answered; its stats then."""
+        while (stats := await self.receiver_stats(name))["answered"] < stats["received"]:
+            await asyncio.sleep(0.05)
+        return stats
+
+    # -- accept, one intent per request, against pgbench of the same transaction ---------
+
+    async def accept(self, clients: int, seconds: float) -> dict[str, Any]:
+        latencies: list[float] = []
+        body = {
+            "endpoint_id": self.endpoints["instant"],
+            "event_type": "bench",
+            "payload": {"n": 1},
+        }
+        deadline = time.perf_counter() + seconds
+
+        async def client() -> None:
+            while time.perf_counter() < deadline:
+                started = time.perf_counter()
+                async with self.http.post(
+                    f"{API}/v1/deliveries", json=body, headers=self.tenant
+                ) as response:
+                    await response.read()
+                    assert response.status == 202, response.status
+                latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        elapsed = time.perf_counter() - started
+        return {
+            "per_second": len(latencies) / elapsed,
+            "p50_ms": percentile(latencies, 0.5) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000,
+        }
+
+    async def pgbench(self, clients: int, seconds: float) -> float:
+        script = self.stack.workdir / "accept.sql"
+        # The same statements as one POST /v1/deliveries: key lookup, then in one transaction
+        # endpoint lookup, event, delivery and outbox inserts.
+        endpoint, tenant_id = self.endpoints["instant"], self.tenant_id
+        script.write_text(
+            "\\set n random(1, 9000000000000000000)\n"
+            "SELECT tenant_id, is_admin FROM api_keys WHERE key_hash = sha256('x'::bytea)"
+            " AND revoked_at IS NULL;\n"
+            "BEGIN;\n"
+            f"SELECT * FROM endpoints WHERE id = '{endpoint}' AND tenant_id = '{tenant_id}'"
+            " AND deleted_at IS NULL;\n"
+            "INSERT INTO events (id, tenant_id, event_type, payload) VALUES"
+            f" ('evt_pgb' || :n, '{tenant_id}', 'bench', '\\x7b226e223a317d');\n"
+            "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
+            f" state, next_attempt_at) VALUES ('dlv_pgb' || :n, '{tenant_id}', '{endpoint}',"
+            " 'evt_pgb' || :n, 'bench', 'local', 'pending', now()) RETURNING *;\n"
+            "INSERT INTO outbox (delivery_id, region) VALUES ('dlv_pgb' || :n, 'local')"
+            " ON CONFLICT DO NOTHING RETURNING id, delivery_id;\n"
+            "COMMIT;\n"
+        )
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [pg_bin("pgbench"), "-h", self.stack.socket_dir, "-U", "postgres", "-n",
+             "-c", str(clients), "-j", "2", "-T", str(int(seconds)), "-f", str(script), "herald"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"pgbench failed: {result.stderr[-2000:]}")
+        for line in result.stdout.splitlines():
+            if line.startswith("tps ="):
+                return float(line.split()[2])
+        raise RuntimeError(result.stdout)
+
+    # -- batch ----------------------------------------------------------------------------
+
+    async def batch(self, clients: int, batches: int) -> float:
+        items = [
+            {"endpoint_id": self.endpoints["instant"], "event_type": "bench", "payload": {"n": n}}
+            for n in range(1000)
+        ]
+        done = 0
+
+        async def client(count: int) -> None:
+            nonlocal done
+            for _ in range(count):
+                # Not `done += await ...`: that reads `done` before the await and loses the
+                # other clients' counts made meanwhile.
+                body = await self.post("/v1/deliveries/batch", {"items": items})
+                done += body["accepted"]
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client(batches // clients) for _ in range(clients)))
+        return done / (time.perf_counter() - started)
+
+    # -- end to end against a raw aiohttp loop --------------------------------------------
+
+    async def end_to_end(self, receiver: str, total: int) -> dict[str, Any]:
+        """Accept ``total`` intents with no worker running, then start the workers and time
+        them until the receiver has seen every one. Also: the rate from the receiver's first
+        request to its last answer (worker start-up left out), the most it saw at once, and
+        how the engine batched its work."""
+        self.stack.stop_workers()
+        await self.stack.clean_slate()
+        await self.reset_receiver(receiver)
+        await self.accept_batches(receiver, total)
+        started = time.perf_counter()
+        self.stack.start_workers()
+        await self.wait_received(receiver, total)
+        elapsed = time.perf_counter() - started
+        stats = await self.wait_answered(receiver)
+        counters = await probes.engine_counters(self.stack)
+        span = stats["last_end"] - stats["first_start"]
+        return {
+            "per_second": total / elapsed,
+            "steady_per_second": total / span,
+            "max_in_flight_seen": stats["max_concurrent"],
+            # Σ request time / span: how many the receiver was answering at once, on average.
+            "mean_in_flight_seen": stats["busy_seconds"] / span,
+            "rows_per_claim": counters["claimed_rows"] / max(counters["claims"], 1),
+            "outcomes_per_flush": counters["attempts"] / max(counters["record_flushes"], 1),
+            "engine_counters": counters,
+        }
+
+    async def raw_loop(self, receiver: str, total: int, concurrency: int) -> float:
+        body = json.dumps({"n": 1}).encode()
+        url, remaining = f"{RECEIVERS[receiver].url}/hook", total
+        connector = aiohttp.TCPConnector(limit=concurrency)
+        async with aiohttp.ClientSession(connector=connector) as raw:
+
+            async def sender() -> None:
+                nonlocal remaining
+                while remaining > 0:
+                    remaining -= 1
+                    async with raw.post(
+                        url, data=body, headers={"Content-Type": "application/json"}
+                    ) as response:
+                        await response.read()
+
+            started = time.perf_counter()
+            await asyncio.gather(*(sender() for _ in range(concurrency)))
+            return total / (time.perf_counter() - started)
+
+    # -- latency at a steady rate --------------------------------------------------------
+
+    async def latency(self, rate: float, seconds: float) -> dict[str, float]:
+        await self.reset_receiver("instant")
+        sent: dict[str, float] = {}
+        body = {"endpoint_id": self.endpoints["instant"], "event_type": "bench", "payload": {}}
+
+        async def one() -> None:
+            at = time.time()
+            sent[(await self.post("/v1/deliveries", body))["id"]] = at
+
+        tasks = []
+        start = time.perf_counter()
+        for n in range(int(rate * seconds)):
+            delay = start + n / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one()))
+        await asyncio.gather(*tasks)
+        arrivals: dict[str, float] = {}
+        deadline = time.perf_counter() + 30
+        while time.perf_counter() < deadline:
+            async with self.http.get(f"{RECEIVERS['instant'].url}/arrivals") as response:
+                arrivals = await response.json()
+            if all(d in arrivals for d in sent):
+                break
+            await asyncio.sleep(0.2)
+        waits = [(arrivals[d] - at) for d, at in sent.items() if d in arrivals]
+        return {"p50_ms": percentile(waits, 0.5) * 1000, "p99_ms": percentile(waits, 0.99) * 1000}

@@ -1,0 +1,125 @@
+"""The table `make bench` prints: one row per figure, beside its same-run baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Row = tuple[str, str, str, str, str]
+
+
+def _accept(r: dict[str, Any], clients: int) -> Row:
+    a = r[f"accept_{clients}"]
+    return (f"accept, {clients} clients",
+            f"{a['per_second']:.0f}/s (p50 {a['p50_ms']:.1f} ms, p99 {a['p99_ms']:.1f} ms)",
+            f"pgbench {a['pgbench_tps']:.0f} tps", f"{a['ratio']:.2f}", ">= 0.5")  # fmt: skip
+
+
+def _e2e(r: dict[str, Any], name: str, label: str, goal: str) -> Row:
+    e = r[name]
+    batching = ""
+    if e["engine_counters"]["claims"]:
+        batching = (f"; {e['rows_per_claim']:.1f} rows/claim, "
+                    f"{e['outcomes_per_flush']:.1f} outcomes/flush")  # fmt: skip
+    # An instant receiver answers each request before it reads the next: only a slow one can
+    # show how many were in flight.
+    seen = e["max_in_flight_seen"]
+    mean = e["mean_in_flight_seen"]
+    at_once = f"; {mean:.0f} at once on average, at most {seen}" if seen > 1 else ""
+    return (label, f"{e['per_second']:.0f}/s ({e['deliveries']}; first request to last answer "
+            f"{e['steady_per_second']:.0f}/s{at_once}{batching})",
+            f"raw aiohttp {e['raw_per_second']:.0f}/s", f"{e['ratio']:.2f}", goal)  # fmt: skip
+
+
+def _batch(r: dict[str, Any]) -> Row:
+    return ("accept, batch of 1000", f"{r['batch']['per_second']:.0f} intents/s", "-", "-",
+            ">= 20000/s")  # fmt: skip
+
+
+def _latency(r: dict[str, Any]) -> Row:
+    p = r["latency_200_per_s"]
+    return ("accept-to-receipt at 200/s", f"p50 {p['p50_ms']:.1f} ms, p99 {p['p99_ms']:.1f} ms",
+            "-", "-", "p50 <= 25, p99 <= 100 ms")  # fmt: skip
+
+
+def _counts(c: dict[str, int]) -> str:
+    return (f"Redis keys {c['redis_keys']}, wake entries {c['wake_entries']}, "
+            f"delivery jobs {c['delivery_jobs']}, outbox rows {c['outbox_rows']}")  # fmt: skip
+
+
+def _work(c: dict[str, float]) -> str:
+    """What the workers' counters say they did."""
+    return (f"{c['claims']:.0f} claims, {c['attempts']:.0f} attempts, "
+            f"{c['deferrals']:.0f} deferrals")  # fmt: skip
+
+
+def _parked(r: dict[str, Any]) -> Row:
+    p = r["parked"]
+    return (f"{p['deliveries']} behind 429 Retry-After 3600, reconcile every 2 s for "
+            f"{p['seconds']:.0f} s ({p['reconcile_runs']} runs)",
+            f"after: {_counts(p['after'])}; workers {p['worker_cpu_percent']:.1f} % of a core; "
+            f"in the window {_work(p['engine_counters'])}",
+            f"before: {_counts(p['before'])}; idle workers "
+            f"{p['idle_worker_cpu_percent']:.1f} %", "-", "no growth; < 5 % of a core")  # fmt: skip
+
+
+def _in_flight_1(r: dict[str, Any]) -> Row:
+    f = r["in_flight_1"]
+    return (f"{f['deliveries']} behind max_in_flight 1, 2 s receiver",
+            f"workers {f['worker_cpu_percent']:.1f} % of a core; slot in use "
+            f"{f['slot_utilisation']:.2f} of {f['wall_seconds']:.1f} s; "
+            f"at most {f['max_concurrent']} at once; {_work(f['engine_counters'])}",
+            f"idle workers {f['idle_worker_cpu_percent']:.1f} % of a core", "-",
+            "< 5 % of a core; slot never idle (~1.0)")  # fmt: skip
+
+
+def _reconcile(r: dict[str, Any], name: str) -> Row:
+    c = r[name]
+    unit = "deliveries re-queued" if r["shape"]["engine"] == "jobs" else "destinations armed"
+    where = "" if c["destinations"] == 1 else f" over {c['destinations']} destinations"
+    whole = "" if c["complete"] else " (INCOMPLETE)"
+    return (f"reconcile {c['rows']} rows{where} (Redis flushed)",
+            f"{c['seconds']:.2f} s, RSS +{c['rss_growth_mb']:.0f} MB; "
+            f"{c['repaired']} {unit}{whole}", "-", "-", "<= 10 s, <= 64 MB")  # fmt: skip
+
+
+def _hot(r: dict[str, Any]) -> Row:
+    h = r["hot_updates"]
+    return ("HOT updates of deliveries, e2e runs",
+            f"{100 * h['ratio']:.0f} % (n_tup_hot_upd {h['hot']} / n_tup_upd {h['updates']})",
+            "-", "-", "- (plan: ~60-66 %)")  # fmt: skip
+
+
+def _rss(r: dict[str, Any]) -> Row:
+    rss = ", ".join(f"{k}: {v:.0f} MB" for k, v in r["worker_rss_mb"].items())
+    return ("worker RSS by backlog", rss, "-", "-", "flat within 10%")
+
+
+ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
+    ("accept_32", lambda r: _accept(r, 32)),
+    ("accept_64", lambda r: _accept(r, 64)),
+    ("batch", _batch),
+    ("e2e_instant", lambda r: _e2e(r, "e2e_instant", "e2e, instant receiver", ">= 0.25")),
+    ("e2e_50ms", lambda r: _e2e(r, "e2e_50ms", "e2e, 50 ms receiver, 200 in flight", ">= 0.8")),
+    ("hot_updates", _hot),
+    ("latency_200_per_s", _latency),
+    ("parked", _parked),
+    ("in_flight_1", _in_flight_1),
+    ("reconcile", lambda r: _reconcile(r, "reconcile")),
+    ("reconcile_spread", lambda r: _reconcile(r, "reconcile_spread")),
+    ("worker_rss_mb", _rss),
+]
+
+
+def table(results: dict[str, Any]) -> str:
+    shape = results["shape"]
+    rows: list[Row] = [
+        ("process shape", shape["description"], "-", "-", "what a user runs on 2 cores"),
+        *(row(results) for name, row in ROWS if name in results),
+    ]
+    head: Row = ("figure", "Herald", "baseline (same run)", "ratio", "goal")
+    width = [max(len(row[i]) for row in [head, *rows]) for i in range(5)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(head, width, strict=True))]
+    lines.append("-+-".join("-" * w for w in width))
+    lines += [" | ".join(c.ljust(w) for c, w in zip(row, width, strict=True)) for row in rows]
+    return "\n".join(lines)

