@@ -69,6 +69,14 @@ async def scratch_database(server_url: str, name: str, *, create: bool) -> str:
     return f"{base}/{name}" + (f"?{query}" if query else "")
 
 
+def wakeups_suite() -> bool:
+    """Whether this suite runs the wake-up delivery engine (issue 12): HERALD_DELIVERY_ENGINE,
+    read as the in-process API reads it, and passed on to every process tests/processes.py
+    starts. While both engines exist, a test whose job-engine assertion has a wake-up
+    equivalent asserts the one of the engine it runs."""
+    return Settings().delivery_engine == "wakeups"
+
+
 def make_settings(stack: Stack, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "database_url": stack.database_url,
