@@ -343,6 +343,22 @@ async def queued_jobs(settings: Settings, delivery_id: str) -> dict[str, float]:
     return {job: due for job, due in jobs.items() if job.startswith(f"{delivery_id}:")}
 
 
+async def armed_destinations(settings: Settings) -> dict[str, float]:
+    """Every destination's wake-up in Redis (the wake-up engine): endpoint id -> seconds until
+    it is due, on Redis's clock (0 or less: due now)."""
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        now = await redis_now_us(redis) / 1e6
+        armed = {}
+        async for key in redis.scan_iter(f"herald:wake:{settings.region}:t:*"):
+            for endpoint_id, at_ms in await redis.zrange(key, 0, -1, withscores=True):
+                armed[endpoint_id.decode()] = at_ms / 1000 - now
+        return armed
+    finally:
+        await redis.aclose()
+
+
 def sample(body: str, name: str, **labels: str) -> float:
     """The value of one sample in Prometheus text format."""
     wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
