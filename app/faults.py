@@ -20,6 +20,7 @@ FAULT_POINTS = frozenset(
         "api.before_commit",
         "api.after_commit_before_publish",
         "relay.after_enqueue_before_mark",
+        "worker.after_take_before_claim",
         "worker.after_claim_before_send",
         "worker.after_send_before_record",
         "worker.after_record_before_ack",

@@ -199,6 +199,9 @@ class Pump:
                     await self._wakeups.settle(taken, in_seconds=0.0)
                     return
             self._capacity.take(tenant_id, count)
+            # Dying here leaves the destination held and its grant reserved: both expire by
+            # themselves (the hold, the slots with their lease), and nothing was claimed.
+            crash_point("worker.after_take_before_claim", self._settings.fault)
             try:
                 batch, claimed_at = await self._claim(endpoint_id, count)
             except BaseException:
