@@ -6,7 +6,7 @@ import asyncio
 import ipaddress
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +153,16 @@ async def post_deliveries(
         assert response.status_code == 202, response.text
         ids.append(response.json()["id"])
     return ids
+
+
+async def until(
+    predicate: Callable[[], Awaitable[bool]], timeout: float = 60.0, every: float = 0.1
+) -> None:
+    """Wait, triggering nothing, until ``predicate()`` is true."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(every)
 
 
 async def delivery_row(engine: AsyncEngine, delivery_id: str) -> dict[str, Any]:
