@@ -23,10 +23,13 @@ from app import queue
 from app.config import Settings, to_asyncpg_url
 from app.db import create_sessionmaker
 from app.embedded import EmbeddedPostgres
+from app.services.attempt import Attempts
 from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
+from app.services.pump import Pump
 from app.services.reconcile import run_reconcile
 from app.services.sender import build_http_session
+from app.services.wakeups import Arm, Wakeups
 
 ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -338,6 +341,42 @@ async def dispatcher(
         yield Dispatcher(configured, sessionmaker, http, redis, gate)
     finally:
         await http.close()
+        await redis.aclose()
+
+
+@asynccontextmanager
+async def pump(
+    settings: Settings, engine: AsyncEngine, *, policy_cache_seconds: float = 1.0, **overrides: Any
+) -> AsyncIterator[tuple[Pump, Gate]]:
+    """A worker's delivery pump (the wake-up engine) in this process, on ``engine``'s pool, with
+    ``overrides`` to its settings, and its gate. Once started, it serves every due destination
+    of the region as a worker's pump does; leaving the block drains it (nothing stays leased)."""
+    configured = settings.model_copy(update={"delivery_engine": "wakeups", **overrides})
+    http = build_http_session(configured.destination_allowlist, 10)
+    assert configured.redis_url is not None
+    redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
+    try:
+        sessionmaker = create_sessionmaker(engine)
+        gate = Gate(configured, sessionmaker, redis, cache_seconds=policy_cache_seconds)
+        running = Pump(configured, sessionmaker, redis, gate, Attempts(configured, http, gate))
+        try:
+            yield running, gate
+        finally:
+            await running.drain(configured.shutdown_grace)
+    finally:
+        await http.close()
+        await redis.aclose()
+
+
+async def arm(settings: Settings, tenant_id: str, endpoint_id: str, in_seconds: float = 0.0) -> int:
+    """Arm a destination's wake-up, as a publisher or a reconcile run does (the wake-up engine);
+    how many entries it created or moved earlier."""
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        wakeups = Wakeups(redis, settings.region)
+        return await wakeups.arm([Arm(tenant_id, endpoint_id, in_seconds)])
+    finally:
         await redis.aclose()
 
 
