@@ -284,6 +284,18 @@ def ip_addresses_in(written: str) -> set[str]:
 
 
 @asynccontextmanager
+async def row_locked(engine: AsyncEngine, delivery_id: str) -> AsyncIterator[None]:
+    """Hold the delivery's row lock: a job's claim sent meanwhile waits for it inside
+    PostgreSQL, and its lease (now() + lease) counts from when the claim started waiting; a
+    batch claim skips the row while it is held."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("SELECT 1 FROM deliveries WHERE id = :d FOR UPDATE"), {"d": delivery_id}
+        )
+        yield
+
+
+@asynccontextmanager
 async def stalled_statements(engine: AsyncEngine, into_state: str) -> AsyncIterator[None]:
     """While inside, PostgreSQL holds every statement that moves a delivery into
     ``into_state`` (it waits for a lock this keeps): a database that does not answer, for one

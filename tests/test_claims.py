@@ -35,6 +35,7 @@ from tests.support import (
     post_deliveries,
     pump,
     queued_jobs,
+    row_locked,
     until,
     wait_state,
     wakeups_suite,
@@ -58,17 +59,6 @@ async def one_delivery(
     [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
     await fast_path_settled(engine)
     return delivery_id, endpoint["id"]
-
-
-@asynccontextmanager
-async def row_locked(engine: AsyncEngine, delivery_id: str) -> AsyncIterator[None]:
-    """Hold the delivery's row lock: a claim sent meanwhile waits for it inside PostgreSQL,
-    and its lease (now() + lease) counts from when the claim started waiting."""
-    async with engine.begin() as connection:
-        await connection.execute(
-            text("SELECT 1 FROM deliveries WHERE id = :d FOR UPDATE"), {"d": delivery_id}
-        )
-        yield
 
 
 async def test_a_claim_that_waited_for_a_pooled_connection_still_sends(

@@ -55,6 +55,11 @@ _PASSING: tuple[type[Exception], ...] = (RedisError, OSError, *DATABASE_TROUBLE)
 # loop is never that punctual), is given back: starts delayed by a stall must not bunch up and
 # break the ceiling. So at most R·(1 + this) + 1 starts fall in any second.
 LATE_START_SECONDS = 0.02
+# A claim skips rows another transaction holds locked (a publish mark, another claim), yet
+# they are due: the destination is looked at again after a pause that doubles while that lasts
+# (a lock is usually gone within milliseconds), instead of being claimed in a busy loop.
+LOCKED_FIRST_PAUSE_SECONDS = 0.005
+LOCKED_MAX_PAUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -107,6 +112,8 @@ class Pump:
         self._takers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._attempts_running: set[asyncio.Task[None]] = set()
+        # Destination -> how many claims in a row skipped due rows that others held locked.
+        self._skipped: dict[str, int] = {}
 
     def start(self) -> None:
         self._takers = [
@@ -226,16 +233,25 @@ class Pump:
         if len(rows) < count:
             self._capacity.give(tenant_id, count - len(rows))
             await self._gate.return_unused(grant, used=len(rows))
-        await self._wakeups.settle(taken, in_seconds=self._next_look(grant, count, batch))
+        next_look = self._next_look(endpoint_id, grant, count, batch)
+        await self._wakeups.settle(taken, in_seconds=next_look)
 
     def _next_look(
-        self, grant: Grant, count: int, batch: delivery_leases.ClaimBatch
+        self, endpoint_id: str, grant: Grant, count: int, batch: delivery_leases.ClaimBatch
     ) -> float | None:
         """When the destination should be taken next: when its next row is due, if this claim
         took everything due; when the gate opens again, if the gate limited it; else now (more
         is due, and the destination queues behind those that waited longer). Never later than
         the lease end of what was claimed, should this worker die."""
-        if len(batch.rows) < count:
+        skipped = self._skipped.pop(endpoint_id, 0)
+        if len(batch.rows) < count and batch.next_wake is not None and batch.next_wake <= 0:
+            # Due rows the claim could not take: others hold them locked (the claim's probe
+            # sees them as they were). Nothing wakes the destination when the lock goes: look
+            # again after a pause that grows while it lasts.
+            self._skipped[endpoint_id] = skipped + 1
+            pause = LOCKED_FIRST_PAUSE_SECONDS * 2 ** min(skipped, 16)
+            at: float | None = min(pause, LOCKED_MAX_PAUSE_SECONDS)
+        elif len(batch.rows) < count:
             at = batch.next_wake
         elif grant.reason is not None:
             at = grant.reopens_in
