@@ -20,11 +20,12 @@ from arq.connections import ArqRedis
 from fastapi import FastAPI
 from redis.asyncio import Redis
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import queue
 from app.config import Settings
-from app.db import create_engine
+from app.db import create_engine, is_transaction_conflict
 from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade_to_head
@@ -128,10 +129,19 @@ async def own_postgres(stack: Stack, tmp_path: Path) -> AsyncIterator[OwnPostgre
 @pytest.fixture(autouse=True)
 async def _clean_slate(engine: AsyncEngine, stack: Stack) -> None:
     """Every test starts with empty tables and an empty queue (no stale jobs from others)."""
-    async with engine.begin() as connection:
-        await connection.execute(
-            text(f"TRUNCATE {TABLES}, test_state_log RESTART IDENTITY CASCADE")
-        )
+    for tries_left in reversed(range(5)):
+        try:
+            async with engine.begin() as connection:
+                await connection.execute(
+                    text(f"TRUNCATE {TABLES}, test_state_log RESTART IDENTITY CASCADE")
+                )
+            break
+        except DBAPIError as exc:
+            # A worker kept for a whole module may be recording while this runs: its statement
+            # locks deliveries, then attempts, and TRUNCATE takes them in its own order, so
+            # PostgreSQL may end the deadlock by rolling this side back. Nothing was done.
+            if not is_transaction_conflict(exc) or not tries_left:
+                raise
     redis = Redis.from_url(stack.redis_url)
     try:
         await redis.flushdb()

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import psutil
 
+from app.faults import FAULT_EXIT_CODE
 from tests.support import ADMIN_KEY, LOOPBACK_ALLOWLIST, Stack
 
 # Short clocks so failure paths play out in seconds.
@@ -143,6 +144,17 @@ def running_worker(stack: Stack, log: Path, **overrides: str) -> Iterator[Herald
         yield worker
     finally:
         worker.stop()
+
+
+def crash_worker(stack: Stack, log: Path, point: str, **overrides: str) -> HeraldProcess:
+    """A worker (on the recovery clocks) that dies at ``point`` the first time it gets there."""
+    env = {**FAST_WORKER_ENV, **RECOVERY_ENV, **overrides, "HERALD_FAULT": point}
+    return start("worker", herald_env(stack, **env), log)
+
+
+async def wait_crashed(process: HeraldProcess, timeout: float = 30.0) -> None:
+    code = await asyncio.to_thread(process.process.wait, timeout)
+    assert code == FAULT_EXIT_CODE, process.output()
 
 
 @dataclass

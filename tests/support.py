@@ -6,7 +6,7 @@ import asyncio
 import ipaddress
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +23,13 @@ from app import queue
 from app.config import Settings, to_asyncpg_url
 from app.db import create_sessionmaker
 from app.embedded import EmbeddedPostgres
+from app.services.attempt import Attempts
 from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
+from app.services.pump import Pump
 from app.services.reconcile import run_reconcile
 from app.services.sender import build_http_session
+from app.services.wakeups import Arm, Wakeups
 
 ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -67,6 +70,14 @@ async def scratch_database(server_url: str, name: str, *, create: bool) -> str:
     finally:
         await connection.close()
     return f"{base}/{name}" + (f"?{query}" if query else "")
+
+
+def wakeups_suite() -> bool:
+    """Whether this suite runs the wake-up delivery engine (issue 12): HERALD_DELIVERY_ENGINE,
+    read as the in-process API reads it, and passed on to every process tests/processes.py
+    starts. While both engines exist, a test whose job-engine assertion has a wake-up
+    equivalent asserts the one of the engine it runs."""
+    return Settings().delivery_engine == "wakeups"
 
 
 def make_settings(stack: Stack, **overrides: Any) -> Settings:
@@ -145,6 +156,16 @@ async def post_deliveries(
         assert response.status_code == 202, response.text
         ids.append(response.json()["id"])
     return ids
+
+
+async def until(
+    predicate: Callable[[], Awaitable[bool]], timeout: float = 60.0, every: float = 0.1
+) -> None:
+    """Wait, triggering nothing, until ``predicate()`` is true."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(every)
 
 
 async def delivery_row(engine: AsyncEngine, delivery_id: str) -> dict[str, Any]:
@@ -263,6 +284,18 @@ def ip_addresses_in(written: str) -> set[str]:
 
 
 @asynccontextmanager
+async def row_locked(engine: AsyncEngine, delivery_id: str) -> AsyncIterator[None]:
+    """Hold the delivery's row lock: a job's claim sent meanwhile waits for it inside
+    PostgreSQL, and its lease (now() + lease) counts from when the claim started waiting; a
+    batch claim skips the row while it is held."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("SELECT 1 FROM deliveries WHERE id = :d FOR UPDATE"), {"d": delivery_id}
+        )
+        yield
+
+
+@asynccontextmanager
 async def stalled_statements(engine: AsyncEngine, into_state: str) -> AsyncIterator[None]:
     """While inside, PostgreSQL holds every statement that moves a delivery into
     ``into_state`` (it waits for a lock this keeps): a database that does not answer, for one
@@ -323,6 +356,42 @@ async def dispatcher(
         await redis.aclose()
 
 
+@asynccontextmanager
+async def pump(
+    settings: Settings, engine: AsyncEngine, *, policy_cache_seconds: float = 1.0, **overrides: Any
+) -> AsyncIterator[tuple[Pump, Gate]]:
+    """A worker's delivery pump (the wake-up engine) in this process, on ``engine``'s pool, with
+    ``overrides`` to its settings, and its gate. Once started, it serves every due destination
+    of the region as a worker's pump does; leaving the block drains it (nothing stays leased)."""
+    configured = settings.model_copy(update={"delivery_engine": "wakeups", **overrides})
+    http = build_http_session(configured.destination_allowlist, 10)
+    assert configured.redis_url is not None
+    redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
+    try:
+        sessionmaker = create_sessionmaker(engine)
+        gate = Gate(configured, sessionmaker, redis, cache_seconds=policy_cache_seconds)
+        running = Pump(configured, sessionmaker, redis, gate, Attempts(configured, http, gate))
+        try:
+            yield running, gate
+        finally:
+            await running.drain(configured.shutdown_grace)
+    finally:
+        await http.close()
+        await redis.aclose()
+
+
+async def arm(settings: Settings, tenant_id: str, endpoint_id: str, in_seconds: float = 0.0) -> int:
+    """Arm a destination's wake-up, as a publisher or a reconcile run does (the wake-up engine);
+    how many entries it created or moved earlier."""
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        wakeups = Wakeups(redis, settings.region)
+        return await wakeups.arm([Arm(tenant_id, endpoint_id, in_seconds)])
+    finally:
+        await redis.aclose()
+
+
 async def queued_jobs(settings: Settings, delivery_id: str) -> dict[str, float]:
     """The delivery's jobs waiting in the queue: job id -> when it is due (epoch seconds)."""
     assert settings.redis_url is not None
@@ -333,6 +402,22 @@ async def queued_jobs(settings: Settings, delivery_id: str) -> dict[str, float]:
         await redis.aclose()
     jobs = {job.decode(): score / 1000 for job, score in queued}
     return {job: due for job, due in jobs.items() if job.startswith(f"{delivery_id}:")}
+
+
+async def armed_destinations(settings: Settings) -> dict[str, float]:
+    """Every destination's wake-up in Redis (the wake-up engine): endpoint id -> seconds until
+    it is due, on Redis's clock (0 or less: due now)."""
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        now = await redis_now_us(redis) / 1e6
+        armed = {}
+        async for key in redis.scan_iter(f"herald:wake:{settings.region}:t:*"):
+            for endpoint_id, at_ms in await redis.zrange(key, 0, -1, withscores=True):
+                armed[endpoint_id.decode()] = at_ms / 1000 - now
+        return armed
+    finally:
+        await redis.aclose()
 
 
 def sample(body: str, name: str, **labels: str) -> float:

@@ -1,6 +1,7 @@
-"""Claims that wait, leases too short to send on, leases held by others: the dispatcher in this
-process against real PostgreSQL, Redis and a receiver. None of them may spin, and none may
-leave a delivery to wait for the reconciler."""
+"""Claims that wait, leases too short to send on, leases held by others: the suite's engine in
+this process (the job engine's dispatcher, or the wake-up engine's pump) against real
+PostgreSQL, Redis and a receiver. None of them may spin, and none may leave a delivery to wait
+for the reconciler."""
 
 from __future__ import annotations
 
@@ -19,16 +20,25 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker, single_statements
 from app.repositories import delivery_leases
+from app.services.pump import HOLD_SECONDS
 from app.services.requeue import GIVE_BACK_MIN_SECONDS
 from tests.receiver import Receiver
 from tests.support import (
     Stack,
+    arm,
+    armed_destinations,
+    count_rows,
     delivery_row,
     dispatcher,
     fast_path_settled,
     new_endpoint,
     post_deliveries,
+    pump,
     queued_jobs,
+    row_locked,
+    until,
+    wait_state,
+    wakeups_suite,
 )
 
 # A worker sends only while at least 0.5 + (6 - 0.5) / 2 = 3.25 s of its lease is left: a
@@ -51,17 +61,6 @@ async def one_delivery(
     return delivery_id, endpoint["id"]
 
 
-@asynccontextmanager
-async def row_locked(engine: AsyncEngine, delivery_id: str) -> AsyncIterator[None]:
-    """Hold the delivery's row lock: a claim sent meanwhile waits for it inside PostgreSQL,
-    and its lease (now() + lease) counts from when the claim started waiting."""
-    async with engine.begin() as connection:
-        await connection.execute(
-            text("SELECT 1 FROM deliveries WHERE id = :d FOR UPDATE"), {"d": delivery_id}
-        )
-        yield
-
-
 async def test_a_claim_that_waited_for_a_pooled_connection_still_sends(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
@@ -73,12 +72,18 @@ async def test_a_claim_that_waited_for_a_pooled_connection_still_sends(
     delivery_id, endpoint_id = await one_delivery(client, tenant, engine, receiver.url("/pool"))
     pool = create_engine(stack.database_url, pool_size=1)
     try:
-        async with dispatcher(settings, pool, policy_cache_seconds=600, **SHORT_REQUESTS) as worker:
-            await worker.gate.policy(endpoint_id)  # admitting it needs no connection now
-            async with pool.connect():  # the pool's only connection is busy
-                attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
-                await asyncio.sleep(LONGER_THAN_THE_MARGIN)
-            await attempt
+        if wakeups_suite():
+            async with pump(settings, pool, policy_cache_seconds=600, **SHORT_REQUESTS) as (
+                running,
+                gate,
+            ):
+                await gate.policy(endpoint_id)  # granting it needs no connection now
+                async with pool.connect():  # the pool's only connection is busy
+                    running.start()
+                    await asyncio.sleep(LONGER_THAN_THE_MARGIN)
+                await wait_state(engine, delivery_id, "succeeded")
+        else:
+            await deliver_waiting_for_the_pool(settings, pool, delivery_id, endpoint_id)
     finally:
         await pool.dispose()
 
@@ -86,6 +91,17 @@ async def test_a_claim_that_waited_for_a_pooled_connection_still_sends(
     assert len(receiver.on("/pool")) == 1
     row = await delivery_row(engine, delivery_id)
     assert row["state"] == "succeeded" and row["attempt_count"] == 1
+
+
+async def deliver_waiting_for_the_pool(
+    settings: Settings, pool: AsyncEngine, delivery_id: str, endpoint_id: str
+) -> None:
+    async with dispatcher(settings, pool, policy_cache_seconds=600, **SHORT_REQUESTS) as worker:
+        await worker.gate.policy(endpoint_id)  # admitting it needs no connection now
+        async with pool.connect():  # the pool's only connection is busy
+            attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
+            await asyncio.sleep(LONGER_THAN_THE_MARGIN)
+        await attempt
 
 
 async def test_a_lease_too_short_to_send_on_is_given_back_and_queued_for_later(
@@ -97,6 +113,24 @@ async def test_a_lease_too_short_to_send_on_is_given_back_and_queued_for_later(
 ) -> None:
     delivery_id, endpoint_id = await one_delivery(client, tenant, engine, receiver.url("/back"))
     before = given_back()
+    if wakeups_suite():
+        async with pump(settings, engine, **SHORT_REQUESTS) as (running, _):
+            # A batch claim skips locked rows: the table's lock is what makes it wait.
+            async with deliveries_locked(engine):
+                running.start()
+                await asyncio.sleep(LONGER_THAN_THE_MARGIN)
+            await wait_state(engine, delivery_id, "succeeded")
+        # Given back uncounted, and its destination woken at once: the next claim (with a
+        # whole lease) sent it, once. (The job engine waited a little first; a wake-up needs
+        # no pause: a claim that skips nothing is not held up by the table lock any more.)
+        assert len(receiver.on("/back")) == 1
+        assert (await delivery_row(engine, delivery_id))["attempt_count"] == 1
+        assert await transitions(engine, delivery_id) == [
+            ("pending", "enqueued"), ("enqueued", "leased"), ("leased", "pending"),
+            ("pending", "leased"), ("leased", "succeeded"),
+        ]  # fmt: skip
+        assert given_back() == before + 1
+        return
     async with dispatcher(settings, engine, **SHORT_REQUESTS) as worker:
         async with row_locked(engine, delivery_id):
             attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
@@ -119,11 +153,24 @@ async def test_a_lease_too_short_to_send_on_is_given_back_and_queued_for_later(
 async def test_a_lease_that_ran_out_before_it_could_be_given_back_is_queued_again(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
+    receiver: Receiver,
     settings: Settings,
     engine: AsyncEngine,
 ) -> None:
-    delivery_id, endpoint_id = await one_delivery(client, tenant, engine, "http://127.0.0.1:9/")
+    delivery_id, endpoint_id = await one_delivery(client, tenant, engine, receiver.url("/out"))
     lease = {"request_timeout_seconds": 0.5, "lease_seconds": 1.0}
+    if wakeups_suite():
+        async with pump(settings, engine, **lease) as (running, _):
+            async with deliveries_locked(engine):
+                running.start()
+                await asyncio.sleep(1.5)  # the lease runs out while its claim waits
+            await wait_state(engine, delivery_id, "succeeded")
+        # The give-back was refused (the lease had ended), but it woke the destination anyway:
+        # its next claim took the expired lease over (the lost claim counts) and sent it.
+        assert (await delivery_row(engine, delivery_id))["attempt_count"] == 2
+        assert len(receiver.on("/out")) == 1
+        assert await count_rows(engine, "reconcile_runs") == 0
+        return
     async with dispatcher(settings, engine, **lease) as worker:
         async with row_locked(engine, delivery_id):
             attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
@@ -146,6 +193,9 @@ async def test_jobs_that_find_a_live_lease_leave_one_job_for_when_it_ends(
 ) -> None:
     [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
     await fast_path_settled(engine)
+    if wakeups_suite():
+        await one_wakeup_for_a_live_lease(settings, engine, delivery_id, endpoint["id"])
+        return
     # A claim that committed but whose worker never heard back (or a live worker's).
     token = uuid.uuid4()
     async with single_statements(create_sessionmaker(engine)) as connection:
@@ -163,3 +213,61 @@ async def test_jobs_that_find_a_live_lease_leave_one_job_for_when_it_ends(
     # One job per lease, however many ran into it, due when the lease ends.
     assert list(deferred) == [f"{delivery_id}:L{token.hex}"]
     assert deferred[f"{delivery_id}:L{token.hex}"] >= lease_until
+
+
+async def one_wakeup_for_a_live_lease(
+    settings: Settings, engine: AsyncEngine, delivery_id: str, endpoint_id: str
+) -> None:
+    """The wake-up engine's side of the test above: however often its destination is woken
+    while another worker's lease is live, it keeps one wake-up, due when that lease ends."""
+    async with single_statements(create_sessionmaker(engine)) as connection:
+        held = await delivery_leases.claim_batch(
+            connection, region=settings.region, endpoint_id=endpoint_id, limit=1,
+            lease_seconds=30,
+        )  # fmt: skip
+    [claimed] = held.rows
+    tenant_id = claimed.tenant_id
+    async with pump(settings, engine) as (running, _):
+        running.start()
+        for _ in range(3):  # woken again, as by a duplicate publication
+            await arm(settings, tenant_id, endpoint_id)
+
+            async def settled_for_the_lease_end() -> bool:
+                # Later than a taker's hold: settled by what the claim saw.
+                due_in = (await armed_destinations(settings)).get(endpoint_id, 0.0)
+                return due_in > HOLD_SECONDS
+
+            await until(settled_for_the_lease_end, timeout=30, every=0.02)
+
+    armed = await armed_destinations(settings)
+    row = await delivery_row(engine, delivery_id)
+    async with engine.connect() as connection:
+        lease_left = (
+            await connection.execute(
+                text("SELECT extract(epoch FROM lease_until - now()) FROM deliveries"
+                     " WHERE id = :d"), {"d": delivery_id},
+            )
+        ).scalar_one()  # fmt: skip
+    assert list(armed) == [endpoint_id] and armed[endpoint_id] >= float(lease_left)
+    # Nothing claimed, nothing sent: the live lease is its holder's.
+    assert row["state"] == "leased" and row["attempt_count"] == 1
+    assert row["lease_token"] == claimed.token
+
+
+@asynccontextmanager
+async def deliveries_locked(engine: AsyncEngine) -> AsyncIterator[None]:
+    """Hold a lock on the deliveries table that a claim (which skips locked rows) must wait
+    for: its lease (now() + lease) counts from when it started waiting."""
+    async with engine.begin() as connection:
+        await connection.execute(text("LOCK TABLE deliveries IN EXCLUSIVE MODE"))
+        yield
+
+
+async def transitions(engine: AsyncEngine, delivery_id: str) -> list[tuple[str, str]]:
+    """The delivery's state changes, in order (the suite's test-only state log)."""
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT old_state, new_state FROM test_state_log WHERE delivery_id = :d"
+                 " ORDER BY at"), {"d": delivery_id},
+        )  # fmt: skip
+        return [(row.old_state, row.new_state) for row in rows]

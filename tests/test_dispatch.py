@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,17 +18,24 @@ from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
 from app.repositories import delivery_leases
+from app.services.dispatch import Dispatcher
+from app.services.pump import Pump
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
 from tests.support import (
     Stack,
+    arm,
     count_rows,
     delivery_row,
     dispatcher,
     fast_path_settled,
     ip_addresses_in,
     new_endpoint,
+    pump,
+    until,
+    wait_state,
+    wakeups_suite,
 )
 
 
@@ -41,6 +50,25 @@ async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id:
     return delivery_id
 
 
+@asynccontextmanager
+async def in_process_worker(
+    settings: Settings, engine: AsyncEngine, **overrides: Any
+) -> AsyncIterator[Dispatcher | Pump]:
+    """The suite's engine in this process: a dispatcher that makes an attempt when called, or a
+    pump (not yet started) that serves every due destination once started."""
+    if wakeups_suite():
+        async with pump(settings, engine, **overrides) as (running, _):
+            yield running
+    else:
+        async with dispatcher(settings, engine, **overrides) as worker:
+            yield worker
+
+
+async def recorded_status(engine: AsyncEngine, delivery_id: str) -> bool:
+    """Whether the delivery's latest attempt is on record."""
+    return (await delivery_row(engine, delivery_id))["last_status_code"] is not None
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
 async def test_send_time_guard_blocks_without_connecting(
     client: httpx.AsyncClient,
@@ -53,8 +81,13 @@ async def test_send_time_guard_blocks_without_connecting(
     # Saved while loopback was allowed; the worker's allowlist is empty (the default).
     endpoint = await new_endpoint(client, tenant, url=f"http://{host}:{receiver.port}/guarded")
     delivery_id = await accept(client, tenant, endpoint["id"])
-    async with dispatcher(settings, engine, destination_allowlist=()) as worker:
-        await worker.deliver(delivery_id, endpoint["id"])
+    if wakeups_suite():
+        async with pump(settings, engine, destination_allowlist=()) as (worker, _):
+            worker.start()
+            await wait_state(engine, delivery_id, "dead")
+    else:
+        async with dispatcher(settings, engine, destination_allowlist=()) as worker:
+            await worker.deliver(delivery_id, endpoint["id"])
 
     row = await delivery_row(engine, delivery_id)
     assert row["state"] == "dead" and row["last_outcome"] == "blocked"
@@ -119,8 +152,20 @@ async def test_concurrent_runs_of_one_delivery_send_once(
     receiver.script("/once", Reply(200, delay=0.5))
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/once"))
     delivery_id = await accept(client, tenant, endpoint["id"])
-    async with dispatcher(settings, engine) as worker:
-        await asyncio.gather(*(worker.deliver(delivery_id, endpoint["id"]) for _ in range(10)))
+    if wakeups_suite():
+        # Two workers' pumps, and the destination woken ten times more while its one delivery
+        # is in flight: every taker that gets it finds nothing it may claim.
+        tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
+        async with pump(settings, engine) as (first, _), pump(settings, engine) as (second, _):
+            first.start()
+            second.start()
+            await receiver.wait_for("/once", 1)
+            for _ in range(10):
+                await arm(settings, tenant_id, endpoint["id"])
+            await wait_state(engine, delivery_id, "succeeded")
+    else:
+        async with dispatcher(settings, engine) as worker:
+            await asyncio.gather(*(worker.deliver(delivery_id, endpoint["id"]) for _ in range(10)))
 
     assert len(receiver.on("/once")) == 1
     assert (await delivery_row(engine, delivery_id))["state"] == "succeeded"
@@ -141,19 +186,12 @@ async def test_the_same_job_in_two_worker_processes_sends_once(
     with running_worker(stack, tmp_path / "a.log"), running_worker(stack, tmp_path / "b.log"):
         delivery_id = await accept(client, tenant, endpoint["id"])
         # A duplicate publication, as a relay crash after enqueue would cause.
-        assert settings.redis_url is not None
-        redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
-        try:
-            await queue.publish(
-                redis,
-                settings.region,
-                [
-                    queue.QueuedJob(f"{delivery_id}:dup{i}", delivery_id, endpoint["id"], None)
-                    for i in range(4)
-                ],
-            )
-        finally:
-            await redis.aclose()
+        if wakeups_suite():
+            tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
+            for _ in range(4):
+                await arm(settings, tenant_id, endpoint["id"])
+        else:
+            await publish_duplicate_jobs(settings, delivery_id, endpoint["id"], 4)
         await receiver.wait_for("/twice-queued", 1)
         deadline = asyncio.get_running_loop().time() + 15
         while (await delivery_row(engine, delivery_id))["state"] != "succeeded":
@@ -163,6 +201,24 @@ async def test_the_same_job_in_two_worker_processes_sends_once(
 
     assert len(receiver.on("/twice-queued")) == 1
     assert await count_rows(engine, "attempts") == 1
+
+
+async def publish_duplicate_jobs(
+    settings: Settings, delivery_id: str, endpoint_id: str, count: int
+) -> None:
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        await queue.publish(
+            redis,
+            settings.region,
+            [
+                queue.QueuedJob(f"{delivery_id}:dup{i}", delivery_id, endpoint_id, None)
+                for i in range(count)
+            ],
+        )
+    finally:
+        await redis.aclose()
 
 
 async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
@@ -178,25 +234,40 @@ async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
     await fast_path_settled(engine)
     url = f"/v1/endpoints/{endpoint['id']}"
 
-    async def attempt_now() -> None:
+    async def attempt_now(number: int) -> None:
+        """Attempt ``number``, made now and recorded."""
         async with engine.begin() as connection:  # the retry is due now, not after its backoff
             await connection.execute(
                 text("UPDATE deliveries SET next_attempt_at = now() WHERE id = :d"),
                 {"d": delivery_id},
             )
-        await worker.deliver(delivery_id, endpoint["id"])
+        if isinstance(worker, Dispatcher):
+            await worker.deliver(delivery_id, endpoint["id"])
+            return
+        # The pump, once started, runs throughout: woken now, it makes the attempt (a redriven
+        # delivery's own publication may have woken it already).
+        if number == 1:
+            worker.start()
+        tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
+        await arm(settings, tenant_id, endpoint["id"])
 
-    async with dispatcher(settings, engine) as worker:
-        await attempt_now()
-        await attempt_now()
+        async def recorded() -> bool:
+            row = await delivery_row(engine, delivery_id)
+            return bool(row["attempt_count"] >= number and row["state"] != "leased")
+
+        await until(recorded, timeout=30, every=0.02)
+
+    async with in_process_worker(settings, engine) as worker:
+        await attempt_now(1)
+        await attempt_now(2)
         await client.patch(url, json={"enabled": False}, headers=tenant)
-        await attempt_now()  # attempt #3: the endpoint is disabled, nothing is sent
+        await attempt_now(3)  # the endpoint is disabled, nothing is sent
         assert (await delivery_row(engine, delivery_id))["state"] == "dead"
         await client.patch(url, json={"enabled": True}, headers=tenant)
         redriven = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
         assert redriven.status_code == 202
         await fast_path_settled(engine)
-        await attempt_now()
+        await attempt_now(4)
 
     assert len(receiver.on("/gap")) == 3
     body = (await client.get(f"/v1/deliveries/{delivery_id}", headers=tenant)).json()
@@ -224,18 +295,26 @@ async def test_a_retry_after_closes_the_gate_before_the_answers_body_arrives(
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/later"))
     delivery_id = await accept(client, tenant, endpoint["id"])
     patient = {"request_timeout_seconds": 60, "lease_seconds": 120}
+    tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
     async with (
-        dispatcher(settings, engine, **patient) as worker,
-        dispatcher(settings, engine) as other,  # another worker's view of the destination
+        in_process_worker(settings, engine, **patient) as worker,
+        pump(settings, engine) as (_, gate),  # another worker's view of the destination
     ):
-        attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint["id"]))
+        if wakeups_suite():
+            assert isinstance(worker, Pump)
+            worker.start()
+            attempt = asyncio.create_task(until(lambda: recorded_status(engine, delivery_id)))
+        else:
+            assert isinstance(worker, Dispatcher)
+            attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint["id"]))
         await receiver.wait_for("/later", 1)
         # The status and headers are out; the body is held back for as long as this waits.
         deadline = asyncio.get_running_loop().time() + 30
-        while (admission := await other.gate.admit(endpoint["id"])).reason != "paused":
-            await other.gate.release(admission)
+        while (grant := await gate.grant(endpoint["id"], tenant_id=tenant_id, want=1)).count:
+            await gate.return_unused(grant, used=0)
             assert asyncio.get_running_loop().time() < deadline, "the gate never closed"
             await asyncio.sleep(0.02)
+        assert grant.reason == "paused"
         assert not attempt.done()
         body.set()
         await attempt

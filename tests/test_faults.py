@@ -15,13 +15,11 @@ from app.config import Settings
 from app.faults import FAULT_EXIT_CODE
 from app.main import create_app
 from tests.processes import (
-    FAST_WORKER_ENV,
     RECOVERY_ENV,
-    HeraldProcess,
-    herald_env,
+    crash_worker,
     running_worker,
-    start,
     start_api,
+    wait_crashed,
     wait_healthy,
 )
 from tests.receiver import Receiver
@@ -29,17 +27,6 @@ from tests.recovery import assert_recovered, reconcile_until_succeeded
 from tests.support import Stack, client_for, count_rows, new_endpoint, new_tenant, post_deliveries
 
 PATH = "/faults"
-
-
-def crash_worker(stack: Stack, log: Path, point: str) -> HeraldProcess:
-    """A worker that dies at ``point`` the first time it gets there."""
-    env = herald_env(stack, **{**FAST_WORKER_ENV, **RECOVERY_ENV, "HERALD_FAULT": point})
-    return start("worker", env, log)
-
-
-async def wait_crashed(process: HeraldProcess, timeout: float = 30.0) -> None:
-    code = await asyncio.to_thread(process.process.wait, timeout)
-    assert code == FAULT_EXIT_CODE, process.output()
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,14 +14,7 @@ from app.ids import new_id
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
 from tests.recovery import states
-from tests.support import Stack, count_rows, new_endpoint, post_deliveries
-
-
-async def until(predicate: Any, timeout: float = 60.0, every: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(every)
+from tests.support import Stack, count_rows, new_endpoint, post_deliveries, until
 
 
 def most_starts_in_any_second(arrivals: list[float]) -> int:

@@ -14,13 +14,17 @@ from structlog.testing import capture_logs
 
 from app import queue
 from app.config import Settings
+from tests.recovery import states
 from tests.support import (
     ADMIN,
+    armed_destinations,
     count_rows,
     fast_path_settled,
+    new_endpoint,
     post_deliveries,
     postgres_refuses,
     reconcile_now,
+    wakeups_suite,
 )
 
 PROBLEM = "application/problem+json"
@@ -108,15 +112,13 @@ async def test_runs_are_listed_newest_first(client: httpx.AsyncClient) -> None:
 
 
 async def test_each_category_is_found_and_published(
-    client: httpx.AsyncClient,
-    tenant: dict[str, str],
-    endpoint: dict[str, Any],
-    settings: Settings,
-    engine: AsyncEngine,
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
 ) -> None:
-    leased, stale, due, unpublished, healthy = await post_deliveries(
-        client, tenant, endpoint["id"], 5
-    )
+    # One destination each, so that what the run did shows per destination too.
+    endpoints = [(await new_endpoint(client, tenant))["id"] for _ in range(5)]
+    leased, stale, due, unpublished, healthy = [
+        (await post_deliveries(client, tenant, endpoint_id, 1))[0] for endpoint_id in endpoints
+    ]
     await fast_path_settled(engine)
     await flush_queue(settings)  # Redis lost every job
     await sql(
@@ -144,19 +146,40 @@ async def test_each_category_is_found_and_published(
         " WHERE delivery_id = :d",
         d=unpublished,
     )
+    ids = [leased, stale, due, unpublished, healthy]
+    versions = await row_versions(engine, ids)
+    outbox_rows = await count_rows(engine, "outbox")
 
     run = await reconcile_now(client, settings, engine)
 
     assert run["status"] == "succeeded" and run["finished_at"] is not None
+    purged = {"purged_deliveries": 0, "purged_events": 0, "purged_keys": 0, "purged_runs": 0}
+    assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
+    if wakeups_suite():
+        # Nothing is republished: every destination with live work -- the healthy one's too,
+        # whose wake-up Redis lost as well -- is armed again for when its first delivery can
+        # be claimed (an expired lease: now; the next claim takes it over).
+        assert run["counts"] == {
+            "destinations_checked": 5,
+            "destinations_armed": 5,
+            "unpublished_outbox": 1,
+            **purged,
+        }
+        armed = await armed_destinations(settings)
+        assert set(armed) == set(endpoints) and max(armed.values()) <= 0, armed
+        assert await queued_deliveries(settings) == []
+        # No outbox row and no delivery row written, but the unpublished one's publish mark.
+        assert await count_rows(engine, "outbox") == outbox_rows
+        after = await row_versions(engine, ids)
+        assert [d for d in ids if after[d] != versions[d]] == [unpublished]
+        assert (await states(engine, [leased]))[leased] == "leased"
+        return
     assert run["counts"] == {
         "lease_expirations": 1,
         "stale_enqueued": 1,
         "due_pending": 1,
         "unpublished_outbox": 1,
-        "purged_deliveries": 0,
-        "purged_events": 0,
-        "purged_keys": 0,
-        "purged_runs": 0,
+        **purged,
     }
     # Everything but the healthy, recently enqueued delivery has a job again.
     assert await queued_deliveries(settings) == sorted([leased, stale, due, unpublished])
@@ -170,45 +193,78 @@ async def test_each_category_is_found_and_published(
     assert row.state == "enqueued" and row.lease_token is None
 
 
+async def row_versions(engine: AsyncEngine, ids: list[str]) -> dict[str, str]:
+    """Each delivery row's version (xmin): it changes with any write to the row."""
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT id, xmin::text AS version FROM deliveries WHERE id = ANY(:ids)"),
+            {"ids": ids},
+        )
+        return {row.id: row.version for row in rows}
+
+
+async def deliveries_to_many_destinations(
+    client: httpx.AsyncClient, tenant: dict[str, str], destinations: int, each: int
+) -> tuple[list[str], list[str]]:
+    """``each`` deliveries to each of ``destinations`` new endpoints: (delivery ids, endpoint
+    ids)."""
+    endpoints = [(await new_endpoint(client, tenant))["id"] for _ in range(destinations)]
+    ids = [
+        d
+        for endpoint_id in endpoints
+        for d in await post_deliveries(client, tenant, endpoint_id, each)
+    ]
+    return ids, endpoints
+
+
 async def test_pages_cover_the_backlog_and_the_run_cap_stops_it(
-    client: httpx.AsyncClient,
-    tenant: dict[str, str],
-    endpoint: dict[str, Any],
-    settings: Settings,
-    engine: AsyncEngine,
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
 ) -> None:
-    ids = await post_deliveries(client, tenant, endpoint["id"], 23)
+    ids, endpoints = await deliveries_to_many_destinations(client, tenant, 23, 1)
     await lose_every_job(settings, engine)
 
     capped = await reconcile_now(
         client, settings, engine, reconcile_page_size=4, reconcile_max_rows=10
     )
-    assert capped["counts"]["stale_enqueued"] == 10
-    assert len(await queued_deliveries(settings)) == 10
-
     rest = await reconcile_now(client, settings, engine, reconcile_page_size=4)
-    assert rest["counts"]["stale_enqueued"] == 13
-    assert await queued_deliveries(settings) == sorted(ids)
+    if wakeups_suite():
+        # The cap counts destinations: arming one is part of checking it, not more work.
+        assert capped["counts"]["destinations_checked"] == 10
+        assert capped["counts"]["destinations_armed"] == 10
+        assert rest["counts"]["destinations_checked"] == 23
+        assert rest["counts"]["destinations_armed"] == 13
+        assert sorted(await armed_destinations(settings)) == sorted(endpoints)
+    else:
+        assert capped["counts"]["stale_enqueued"] == 10
+        assert rest["counts"]["stale_enqueued"] == 13
+        assert await queued_deliveries(settings) == sorted(ids)
 
 
 async def test_overlapping_runs_never_republish_a_row_twice(
-    client: httpx.AsyncClient,
-    tenant: dict[str, str],
-    endpoint: dict[str, Any],
-    settings: Settings,
-    engine: AsyncEngine,
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
 ) -> None:
-    ids = await post_deliveries(client, tenant, endpoint["id"], 60)
+    ids, endpoints = await deliveries_to_many_destinations(client, tenant, 12, 5)
     await lose_every_job(settings, engine)
     before = await count_rows(engine, "outbox")
+    versions = await row_versions(engine, ids)
 
     runs = await asyncio.gather(
         *(reconcile_now(client, settings, engine, reconcile_page_size=5) for _ in range(4))
     )
 
-    assert sum(r["counts"]["stale_enqueued"] for r in runs) == len(ids)
-    assert await count_rows(engine, "outbox") - before == len(ids)
-    assert await queued_deliveries(settings) == sorted(ids)
+    if wakeups_suite():
+        # Each destination armed once in all (the other runs found it armed), and nothing
+        # written: no outbox row, no delivery row.
+        assert sum(r["counts"]["destinations_armed"] for r in runs) == len(endpoints)
+        assert [r["counts"]["destinations_checked"] for r in runs] == [len(endpoints)] * 4
+        assert await count_rows(engine, "outbox") == before
+        assert await row_versions(engine, ids) == versions
+        assert sorted(await armed_destinations(settings)) == sorted(endpoints)
+        assert await queued_deliveries(settings) == []
+    else:
+        assert sum(r["counts"]["stale_enqueued"] for r in runs) == len(ids)
+        assert await count_rows(engine, "outbox") - before == len(ids)
+        assert await queued_deliveries(settings) == sorted(ids)
 
 
 async def test_a_deferred_delivery_is_not_stale_before_its_time(
@@ -231,8 +287,15 @@ async def test_a_deferred_delivery_is_not_stale_before_its_time(
     assert response.status_code == 202
     await fast_path_settled(engine)
     await sql(engine, "UPDATE deliveries SET enqueued_at = now() - interval '1 day'")
-    run = await reconcile_now(client, settings, engine)
-    assert run["counts"]["stale_enqueued"] == 0
+    if wakeups_suite():
+        await flush_queue(settings)  # its wake-up lost: armed again, for its own time
+        run = await reconcile_now(client, settings, engine)
+        assert run["counts"]["destinations_armed"] == 1
+        armed = await armed_destinations(settings)
+        assert armed[endpoint["id"]] > timedelta(days=299).total_seconds()
+    else:
+        run = await reconcile_now(client, settings, engine)
+        assert run["counts"]["stale_enqueued"] == 0
 
 
 async def test_reconcile_with_redis_down_is_503_and_recorded(
@@ -259,8 +322,9 @@ async def test_a_failed_run_stores_a_generic_error_and_logs_the_detail(
 ) -> None:
     await post_deliveries(client, tenant, endpoint["id"], 2)
     await lose_every_job(settings, engine)
-    # PostgreSQL refuses the scans' UPDATEs: the run meets a real database error.
-    async with postgres_refuses(engine, "deliveries", "UPDATE") as refusal:
+    # PostgreSQL refuses every UPDATE of the outbox, which any run makes (it marks what it
+    # published, or claims unpublished rows): the run meets a real database error.
+    async with postgres_refuses(engine, "outbox", "UPDATE") as refusal:
         with capture_logs() as logs:
             run = await reconcile_now(client, settings, engine)
 

@@ -13,13 +13,23 @@ from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.main import create_app
-from tests.support import client_for, count_rows, fast_path_settled, new_endpoint, new_tenant
+from tests.support import (
+    armed_destinations,
+    client_for,
+    count_rows,
+    fast_path_settled,
+    new_endpoint,
+    new_tenant,
+    wakeups_suite,
+)
 from workers.relay import FAST_PATH_HEADSTART_SECONDS, relay_once
 
 
-async def _accept_without_fast_path(settings: Settings, tmp_path: Path, count: int) -> list[str]:
+async def _accept_without_fast_path(
+    settings: Settings, tmp_path: Path, count: int
+) -> tuple[list[str], str]:
     """Accept through an API whose Redis is unreachable: its fast path fails, as it would with
-    Redis down or the process killed right after commit."""
+    Redis down or the process killed right after commit. Returns (delivery ids, endpoint id)."""
     app = create_app(settings.model_copy(update={"redis_url": f"unix://{tmp_path}/no.sock"}))
     async with app.router.lifespan_context(app), client_for(app) as client:
         tenant = await new_tenant(client, "relay")
@@ -33,13 +43,35 @@ async def _accept_without_fast_path(settings: Settings, tmp_path: Path, count: i
             )
             assert response.status_code == 202
             ids.append(response.json()["id"])
-    return ids
+    return ids, endpoint["id"]
+
+
+async def queued_jobs(settings: Settings) -> list[str]:
+    """The delivery id of every job in the queue, sorted."""
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1)
+    finally:
+        await redis.aclose()
+    return sorted(job.decode().split(":")[0] for job in queued)
+
+
+async def assert_handed_on(settings: Settings, ids: list[str], endpoint_id: str) -> None:
+    """The deliveries are in Redis for a worker to find: a job each (job engine), or their
+    destination's one wake-up, due now, and no job (wake-up engine)."""
+    if wakeups_suite():
+        armed = await armed_destinations(settings)
+        assert list(armed) == [endpoint_id] and armed[endpoint_id] <= 0, armed
+        assert await queued_jobs(settings) == []
+    else:
+        assert await queued_jobs(settings) == sorted(ids)
 
 
 async def test_relay_publishes_what_the_fast_path_missed(
     settings: Settings, engine: AsyncEngine, tmp_path: Path
 ) -> None:
-    [delivery_id] = await _accept_without_fast_path(settings, tmp_path, 1)
+    [delivery_id], endpoint_id = await _accept_without_fast_path(settings, tmp_path, 1)
     assert await count_rows(engine, "outbox", "published_at IS NULL") == 1
     await asyncio.sleep(FAST_PATH_HEADSTART_SECONDS)
 
@@ -47,12 +79,11 @@ async def test_relay_publishes_what_the_fast_path_missed(
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
     try:
         published = await relay_once(create_sessionmaker(engine), redis, settings)
-        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1)
     finally:
         await redis.aclose()
 
     assert published == 1
-    assert [job.decode().split(":")[0] for job in queued] == [delivery_id]
+    await assert_handed_on(settings, [delivery_id], endpoint_id)
     assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
     assert await count_rows(engine, "deliveries", "state = 'enqueued'") == 1
 
@@ -60,7 +91,7 @@ async def test_relay_publishes_what_the_fast_path_missed(
 async def test_concurrent_relays_publish_each_row_once(
     settings: Settings, engine: AsyncEngine, tmp_path: Path
 ) -> None:
-    ids = await _accept_without_fast_path(settings, tmp_path, 60)
+    ids, endpoint_id = await _accept_without_fast_path(settings, tmp_path, 60)
     await asyncio.sleep(FAST_PATH_HEADSTART_SECONDS)
     small_pages = settings.model_copy(update={"relay_page_size": 7})
     sessionmaker = create_sessionmaker(engine)
@@ -75,12 +106,11 @@ async def test_concurrent_relays_publish_each_row_once(
 
     try:
         totals = await asyncio.gather(*(drain() for _ in range(4)))
-        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1)
     finally:
         await redis.aclose()
 
     assert sum(totals) == len(ids)  # no row published by two relays
-    assert sorted(job.decode().split(":")[0] for job in queued) == sorted(ids)
+    await assert_handed_on(settings, ids, endpoint_id)
     assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
 
 
@@ -95,11 +125,5 @@ async def test_fast_path_publishes_right_after_commit(
     )
     delivery_id = response.json()["id"]
     await fast_path_settled(engine)
-    assert settings.redis_url is not None
-    redis = Redis.from_url(settings.redis_url)
-    try:
-        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1)
-    finally:
-        await redis.aclose()
-    assert [job.decode().split(":")[0] for job in queued] == [delivery_id]
+    await assert_handed_on(settings, [delivery_id], endpoint["id"])
     assert await count_rows(engine, "deliveries", "state = 'enqueued'") == 1

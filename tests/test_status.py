@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.services import status
-from tests.support import fast_path_settled, new_endpoint
+from tests.support import fast_path_settled, new_endpoint, wakeups_suite
 
 
 async def accept(
@@ -65,8 +65,6 @@ SETUPS = {
     [
         ("in_flight", "in_flight", "under way"),
         ("stuck_lease", "stuck", "lease expired"),
-        ("stuck_enqueued", "stuck", "re-publishes"),
-        ("stuck_pending", "stuck", "no job queued"),
         ("succeeded", "succeeded", None),
         ("dead", "dead", "HTTP 400"),
         ("paused", "throttled", "paused until"),
@@ -90,6 +88,46 @@ async def test_waiting_reason(
         assert body["waiting_detail"] is None
     else:
         assert detail in body["waiting_detail"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "jobs_detail"),
+    [("stuck_enqueued", "re-publishes"), ("stuck_pending", "no job queued")],
+)
+async def test_due_work_long_waiting_is_stuck_only_when_its_queue_entry_is_gone(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    settings: Settings,
+    engine: AsyncEngine,
+    setup: str,
+    jobs_detail: str,
+) -> None:
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    await sql(engine, SETUPS[setup])
+    if wakeups_suite():
+        # Due for an hour, but its destination's wake-up is there: it waits for a worker.
+        assert (await explained(client, tenant, delivery_id))["waiting_reason"] == "queued"
+        await lose_wakeups(settings)
+        detail = "has no wake-up"
+    else:
+        # The job engine cannot see its job; it judges by how long the delivery has waited.
+        detail = jobs_detail
+    body = await explained(client, tenant, delivery_id)
+    assert body["waiting_reason"] == "stuck" and detail in body["waiting_detail"]
+
+
+async def lose_wakeups(settings: Settings) -> None:
+    """Redis loses every destination's wake-up (and nothing else)."""
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        keys = [key async for key in redis.scan_iter(f"herald:wake:{settings.region}:*")]
+        assert keys, "nothing was armed"
+        await redis.delete(*keys)
+    finally:
+        await redis.aclose()
 
 
 async def test_scheduled_queued_and_disabled(

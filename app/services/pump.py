@@ -56,6 +56,11 @@ _PASSING: tuple[type[Exception], ...] = (RedisError, OSError, *DATABASE_TROUBLE)
 # loop is never that punctual), is given back: starts delayed by a stall must not bunch up and
 # break the ceiling. So at most R·(1 + this) + 1 starts fall in any second.
 LATE_START_SECONDS = 0.02
+# A claim skips rows another transaction holds locked (a publish mark, another claim), yet
+# they are due: the destination is looked at again after a pause that doubles while that lasts
+# (a lock is usually gone within milliseconds), instead of being claimed in a busy loop.
+LOCKED_FIRST_PAUSE_SECONDS = 0.005
+LOCKED_MAX_PAUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -123,6 +128,8 @@ class Pump:
         self._takers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._attempts_running: set[asyncio.Task[None]] = set()
+        # Destination -> how many claims in a row skipped due rows that others held locked.
+        self._skipped: dict[str, int] = {}
 
     def start(self) -> None:
         self._takers = [
@@ -192,7 +199,6 @@ class Pump:
     async def _serve(self, taken: Taken) -> None:
         endpoint_id, tenant_id = taken.endpoint_id, taken.tenant_id
         assert endpoint_id is not None and tenant_id is not None
-        crash_point("worker.after_take_before_claim", self._settings.fault)
         want = self._want(taken)
         if want <= 0:
             # This tenant has its share while others wait: look again soon, after them.
@@ -230,6 +236,9 @@ class Pump:
                 if count <= 0:
                     await self._wakeups.settle(taken, in_seconds=0.0)
                     return
+            # Dying here leaves the destination held and its grant reserved: both expire by
+            # themselves (the hold, the slots with their lease), and nothing was claimed.
+            crash_point("worker.after_take_before_claim", self._settings.fault)
             try:
                 batch, claimed_at = await self._claim(endpoint_id, count)
             except BaseException:
@@ -251,7 +260,8 @@ class Pump:
         if len(rows) < count:
             self._capacity.give(tenant_id, count - len(rows))
             await self._return(grant, used=len(rows))
-        await self._wakeups.settle(taken, in_seconds=self._next_look(grant, count, batch))
+        next_look = self._next_look(endpoint_id, grant, count, batch)
+        await self._wakeups.settle(taken, in_seconds=next_look)
 
     async def _return(self, grant: Grant, *, used: int) -> None:
         """Hand back what a claim did not use; a destination refused meanwhile for want of
@@ -261,13 +271,21 @@ class Pump:
             await wake_waiting(self._redis, [(grant.endpoint_id, waiting)])
 
     def _next_look(
-        self, grant: Grant, count: int, batch: delivery_leases.ClaimBatch
+        self, endpoint_id: str, grant: Grant, count: int, batch: delivery_leases.ClaimBatch
     ) -> float | None:
         """When the destination should be taken next: when its next row is due, if this claim
         took everything due; when the gate opens again, if the gate limited it; else now (more
         is due, and the destination queues behind those that waited longer). Never later than
         the lease end of what was claimed, should this worker die."""
-        if len(batch.rows) < count:
+        skipped = self._skipped.pop(endpoint_id, 0)
+        if len(batch.rows) < count and batch.next_wake is not None and batch.next_wake <= 0:
+            # Due rows the claim could not take: others hold them locked (the claim's probe
+            # sees them as they were). Nothing wakes the destination when the lock goes: look
+            # again after a pause that grows while it lasts.
+            self._skipped[endpoint_id] = skipped + 1
+            pause = LOCKED_FIRST_PAUSE_SECONDS * 2 ** min(skipped, 16)
+            at: float | None = min(pause, LOCKED_MAX_PAUSE_SECONDS)
+        elif len(batch.rows) < count:
             at = batch.next_wake
         elif grant.reason is not None and count == grant.count:
             at = grant.reopens_in

@@ -54,7 +54,10 @@ class Reconciler:
 
     @property
     def _budget(self) -> int:
-        return self.settings.reconcile_max_rows - sum(self.counts.values())
+        # The destinations armed are among those checked: counting both would spend the
+        # budget twice on every repaired destination.
+        spent = sum(n for category, n in self.counts.items() if category != "destinations_armed")
+        return self.settings.reconcile_max_rows - spent
 
     @property
     def _page_size(self) -> int:

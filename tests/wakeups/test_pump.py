@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,9 +20,19 @@ from app.services.wakeups import Wakeups
 from tests.processes import free_port, running_worker
 from tests.receiver import Receiver, Reply
 from tests.recovery import states
-from tests.support import Stack, new_endpoint, post_deliveries, sample
+from tests.support import (
+    Stack,
+    fast_path_settled,
+    new_endpoint,
+    post_deliveries,
+    pump,
+    row_locked,
+    sample,
+    wait_state,
+)
 
 ENGINE = {"HERALD_DELIVERY_ENGINE": "wakeups"}
+LOCKED_FOR = 3.0
 
 
 async def all_finished(
@@ -114,3 +125,29 @@ async def test_an_in_flight_ceiling_waits_without_polling(
         if s.name.endswith("_total")
     )
     assert deferrals <= 12
+
+
+async def test_a_due_delivery_locked_by_another_transaction_is_not_claimed_in_a_loop(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/locked"))
+    [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    await fast_path_settled(engine)
+    claims = REGISTRY.get_sample_value("herald_claims_total") or 0.0
+    async with pump(settings, engine) as (running, _):
+        # A claim skips a row another transaction holds locked (a publish mark, another
+        # claim): it is due, yet this claim cannot take it.
+        async with row_locked(engine, delivery_id):
+            running.start()
+            await asyncio.sleep(LOCKED_FOR)
+            during = (REGISTRY.get_sample_value("herald_claims_total") or 0.0) - claims
+        await wait_state(engine, delivery_id, "succeeded")
+
+    # Looked at again after growing pauses, not claimed again and again while the lock lasts:
+    # the pauses (at least 5 ms, doubling, at most 1 s) leave room for ten claims in 3 s.
+    assert 1 <= during <= 12
+    assert [r.headers["webhook-id"] for r in receiver.on("/locked")] == [delivery_id]
