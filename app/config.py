@@ -42,10 +42,11 @@ class Settings(BaseSettings):
     lease_seconds: float | None = Field(default=None, gt=0, le=3600)
     retry_after_max_seconds: float = Field(default=86_400.0, ge=0)
     worker_concurrency: int = Field(default=100, ge=1, le=10_000)
-    # How workers find due work: "jobs", one arq job per attempt (the engine being retired), or
-    # "wakeups", one Redis wake-up per destination served by each worker's pump
-    # (docs/plans/issue-12-delivery-engine.md). API, relay and reconcile follow it too.
-    delivery_engine: Literal["jobs", "wakeups"] = "jobs"
+    # How workers find due work: "wakeups", one Redis wake-up per destination served by each
+    # worker's pump (docs/plans/issue-12-delivery-engine.md), or "jobs", one arq job per attempt
+    # (the engine being retired; kept one release for a rolling upgrade or a rollback). API,
+    # relay and reconcile follow it too.
+    delivery_engine: Literal["jobs", "wakeups"] = "wakeups"
     # The most deliveries one claim takes (one statement), and one record flush writes.
     delivery_batch_max: int = Field(default=100, ge=1, le=1000)
     record_batch_max: int = Field(default=500, ge=1, le=5000)

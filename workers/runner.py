@@ -37,6 +37,9 @@ log = structlog.get_logger("herald.worker")
 # latency (50 ms polls measured p50 77 ms accept-to-receipt at 200/s, 10 ms polls 21 ms). An
 # idle poll is one ZRANGEBYSCORE.
 POLL_DELAY_SECONDS = 0.01
+# With wake-ups, arq runs only control jobs (reconcile runs, bulk redrives), whose latency does
+# not matter: an idle poll every 10 ms cost two idle workers ~10 % of a core, every 100 ms ~3 %.
+CONTROL_POLL_DELAY_SECONDS = 0.1
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
 # On top of the sum of a delivery job's bounds: for an event loop that runs late.
@@ -81,7 +84,11 @@ def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Wo
         max_jobs=settings.worker_concurrency,
         job_timeout=job_timeout,
         keep_result=0,  # arq refuses a job id while its result key exists
-        poll_delay=POLL_DELAY_SECONDS,
+        poll_delay=(
+            CONTROL_POLL_DELAY_SECONDS
+            if settings.delivery_engine == "wakeups"
+            else POLL_DELAY_SECONDS
+        ),
         queue_read_limit=max(settings.worker_concurrency * 2, 100),
         health_check_interval=HEALTH_CHECK_SECONDS,
         job_serializer=queue.job_serializer,
