@@ -42,11 +42,6 @@ class Settings(BaseSettings):
     lease_seconds: float | None = Field(default=None, gt=0, le=3600)
     retry_after_max_seconds: float = Field(default=86_400.0, ge=0)
     worker_concurrency: int = Field(default=100, ge=1, le=10_000)
-    # How workers find due work: "wakeups", one Redis wake-up per destination served by each
-    # worker's pump (docs/plans/issue-12-delivery-engine.md), or "jobs", one arq job per attempt
-    # (the engine being retired; kept one release for a rolling upgrade or a rollback). API,
-    # relay and reconcile follow it too.
-    delivery_engine: Literal["jobs", "wakeups"] = "wakeups"
     # The most deliveries one claim takes (one statement), and one record flush writes.
     delivery_batch_max: int = Field(default=100, ge=1, le=1000)
     record_batch_max: int = Field(default=500, ge=1, le=5000)
@@ -59,10 +54,12 @@ class Settings(BaseSettings):
     reconcile_page_size: int = Field(default=1000, ge=1, le=10_000)
     # A run stops after touching this many rows; the next run carries on.
     reconcile_max_rows: int = Field(default=200_000, ge=1)
-    # An `enqueued` delivery whose job should have run this long ago is re-published.
+    # Only while Redis cannot say whether a destination has a wake-up: a due `enqueued`
+    # delivery waiting this long is shown `stuck` (app/services/status.py).
     enqueued_stale_seconds: float = Field(default=300.0, gt=0)
-    # A due `pending` delivery (its retry job presumably lost) or an unpublished outbox row is
-    # picked up once it is this overdue; the normal paths get that long to handle it first.
+    # An unpublished outbox row is picked up by reconcile once it is this old, and a due
+    # delivery whose destination has no wake-up is shown `stuck` once it is this overdue: the
+    # normal paths get that long to handle it first.
     reconcile_grace_seconds: float = Field(default=5.0, ge=0)
     idempotency_key_ttl_hours: float = Field(default=24.0, gt=0, le=24 * 365)
     # How long an API process trusts a key it has already looked up (0: ask every time). A

@@ -30,9 +30,7 @@ def create_app(settings: Settings) -> FastAPI:
         engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
         sessionmaker = create_sessionmaker(engine)
         redis = create_queue_redis(str(settings.redis_url), region=settings.region)
-        publisher = FastPublisher(
-            sessionmaker, redis, settings.region, engine=settings.delivery_engine
-        )
+        publisher = FastPublisher(sessionmaker, redis, settings.region)
         publisher.start()
         app.state.resources = Resources(
             settings=settings,

@@ -6,8 +6,8 @@ from enum import StrEnum
 
 
 class DeliveryState(StrEnum):
-    PENDING = "pending"  # waiting for next_attempt_at
-    ENQUEUED = "enqueued"  # an arq job should exist
+    PENDING = "pending"  # accepted and not yet published, or a lease given back
+    ENQUEUED = "enqueued"  # a wake-up of its destination covers it
     LEASED = "leased"  # a worker holds it until lease_until
     SUCCEEDED = "succeeded"
     DEAD = "dead"  # exhausted, permanent failure or endpoint gone; only redrive revives it

@@ -63,10 +63,6 @@ def herald_env(stack: Stack, **overrides: str) -> dict[str, str]:
         HERALD_DESTINATION_ALLOWLIST=LOOPBACK_ALLOWLIST,
         PYTHONUNBUFFERED="1",
     )
-    # The engine under test follows the suite's own environment (HERALD_DELIVERY_ENGINE), so
-    # the same tests run against either engine while both exist.
-    if "HERALD_DELIVERY_ENGINE" in os.environ:
-        env["HERALD_DELIVERY_ENGINE"] = os.environ["HERALD_DELIVERY_ENGINE"]
     env.update(overrides)
     return env
 

@@ -24,7 +24,6 @@ from app.config import Settings, to_asyncpg_url
 from app.db import create_sessionmaker
 from app.embedded import EmbeddedPostgres
 from app.services.attempt import Attempts
-from app.services.dispatch import Dispatcher
 from app.services.flow import Gate
 from app.services.pump import Pump
 from app.services.reconcile import run_reconcile
@@ -70,14 +69,6 @@ async def scratch_database(server_url: str, name: str, *, create: bool) -> str:
     finally:
         await connection.close()
     return f"{base}/{name}" + (f"?{query}" if query else "")
-
-
-def wakeups_suite() -> bool:
-    """Whether this suite runs the wake-up delivery engine (issue 12): HERALD_DELIVERY_ENGINE,
-    read as the in-process API reads it, and passed on to every process tests/processes.py
-    starts. While both engines exist, a test whose job-engine assertion has a wake-up
-    equivalent asserts the one of the engine it runs."""
-    return Settings().delivery_engine == "wakeups"
 
 
 def make_settings(stack: Stack, **overrides: Any) -> Settings:
@@ -246,7 +237,7 @@ def datetime_inputs(application: FastAPI) -> set[str]:
 @asynccontextmanager
 async def postgres_refuses(engine: AsyncEngine, table: str, operation: str) -> AsyncIterator[str]:
     """While inside, PostgreSQL itself refuses every ``operation`` (UPDATE, INSERT, ...) on
-    ``table`` with an error: a real database failure for a job to meet. Yields the message."""
+    ``table`` with an error: a real database failure for a worker to meet. Yields the message."""
     message = "refused for a test: " + secrets.token_hex(4)
     trigger = f"test_refuse_{operation.lower()}_{table}"
     async with engine.begin() as connection:
@@ -285,9 +276,8 @@ def ip_addresses_in(written: str) -> set[str]:
 
 @asynccontextmanager
 async def row_locked(engine: AsyncEngine, delivery_id: str) -> AsyncIterator[None]:
-    """Hold the delivery's row lock: a job's claim sent meanwhile waits for it inside
-    PostgreSQL, and its lease (now() + lease) counts from when the claim started waiting; a
-    batch claim skips the row while it is held."""
+    """Hold the delivery's row lock, as another transaction (a publish mark, another claim)
+    would: a batch claim skips the row while it is held."""
     async with engine.begin() as connection:
         await connection.execute(
             text("SELECT 1 FROM deliveries WHERE id = :d FOR UPDATE"), {"d": delivery_id}
@@ -338,32 +328,13 @@ async def stalled_statements(engine: AsyncEngine, into_state: str) -> AsyncItera
 
 
 @asynccontextmanager
-async def dispatcher(
-    settings: Settings, engine: AsyncEngine, *, policy_cache_seconds: float = 1.0, **overrides: Any
-) -> AsyncIterator[Dispatcher]:
-    """A worker's dispatcher in this process, on ``engine``'s pool, with ``overrides`` to its
-    settings. It makes attempts when called; nothing runs the jobs it queues."""
-    configured = settings.model_copy(update=overrides)
-    http = build_http_session(configured.destination_allowlist, 10)
-    assert configured.redis_url is not None
-    redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
-    try:
-        sessionmaker = create_sessionmaker(engine)
-        gate = Gate(configured, sessionmaker, redis, cache_seconds=policy_cache_seconds)
-        yield Dispatcher(configured, sessionmaker, http, redis, gate)
-    finally:
-        await http.close()
-        await redis.aclose()
-
-
-@asynccontextmanager
 async def pump(
     settings: Settings, engine: AsyncEngine, *, policy_cache_seconds: float = 1.0, **overrides: Any
 ) -> AsyncIterator[tuple[Pump, Gate]]:
-    """A worker's delivery pump (the wake-up engine) in this process, on ``engine``'s pool, with
-    ``overrides`` to its settings, and its gate. Once started, it serves every due destination
-    of the region as a worker's pump does; leaving the block drains it (nothing stays leased)."""
-    configured = settings.model_copy(update={"delivery_engine": "wakeups", **overrides})
+    """A worker's delivery pump in this process, on ``engine``'s pool, with ``overrides`` to its
+    settings, and its gate. Once started, it serves every due destination of the region as a
+    worker's pump does; leaving the block drains it (nothing stays leased)."""
+    configured = settings.model_copy(update=overrides)
     http = build_http_session(configured.destination_allowlist, 10)
     assert configured.redis_url is not None
     redis = queue.create_queue_redis(configured.redis_url, region=configured.region)
@@ -381,8 +352,8 @@ async def pump(
 
 
 async def arm(settings: Settings, tenant_id: str, endpoint_id: str, in_seconds: float = 0.0) -> int:
-    """Arm a destination's wake-up, as a publisher or a reconcile run does (the wake-up engine);
-    how many entries it created or moved earlier."""
+    """Arm a destination's wake-up, as a publisher or a reconcile run does; how many entries it
+    created or moved earlier."""
     assert settings.redis_url is not None
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
     try:
@@ -392,21 +363,9 @@ async def arm(settings: Settings, tenant_id: str, endpoint_id: str, in_seconds: 
         await redis.aclose()
 
 
-async def queued_jobs(settings: Settings, delivery_id: str) -> dict[str, float]:
-    """The delivery's jobs waiting in the queue: job id -> when it is due (epoch seconds)."""
-    assert settings.redis_url is not None
-    redis = Redis.from_url(settings.redis_url)
-    try:
-        queued = await redis.zrange(queue.queue_name(settings.region), 0, -1, withscores=True)
-    finally:
-        await redis.aclose()
-    jobs = {job.decode(): score / 1000 for job, score in queued}
-    return {job: due for job, due in jobs.items() if job.startswith(f"{delivery_id}:")}
-
-
 async def armed_destinations(settings: Settings) -> dict[str, float]:
-    """Every destination's wake-up in Redis (the wake-up engine): endpoint id -> seconds until
-    it is due, on Redis's clock (0 or less: due now)."""
+    """Every destination's wake-up in Redis: endpoint id -> seconds until it is due, on Redis's
+    clock (0 or less: due now)."""
     assert settings.redis_url is not None
     redis = Redis.from_url(settings.redis_url)
     try:
@@ -416,6 +375,18 @@ async def armed_destinations(settings: Settings) -> dict[str, float]:
             for endpoint_id, at_ms in await redis.zrange(key, 0, -1, withscores=True):
                 armed[endpoint_id.decode()] = at_ms / 1000 - now
         return armed
+    finally:
+        await redis.aclose()
+
+
+async def lose_wakeups(settings: Settings) -> None:
+    """Redis loses every destination's wake-up (and nothing else)."""
+    assert settings.redis_url is not None
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        keys = [key async for key in redis.scan_iter(f"herald:wake:{settings.region}:*")]
+        assert keys, "nothing was armed"
+        await redis.delete(*keys)
     finally:
         await redis.aclose()
 

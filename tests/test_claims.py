@@ -1,13 +1,10 @@
-"""Claims that wait, leases too short to send on, leases held by others: the suite's engine in
-this process (the job engine's dispatcher, or the wake-up engine's pump) against real
-PostgreSQL, Redis and a receiver. None of them may spin, and none may leave a delivery to wait
-for the reconciler."""
+"""Claims that wait, leases too short to send on, leases held by others: a worker's pump in this
+process against real PostgreSQL, Redis and a receiver. None of them may spin, and none may
+leave a delivery to wait for the reconciler."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,7 +18,6 @@ from app.config import Settings
 from app.db import create_engine, create_sessionmaker, single_statements
 from app.repositories import delivery_leases
 from app.services.pump import HOLD_SECONDS
-from app.services.requeue import GIVE_BACK_MIN_SECONDS
 from tests.receiver import Receiver
 from tests.support import (
     Stack,
@@ -29,16 +25,12 @@ from tests.support import (
     armed_destinations,
     count_rows,
     delivery_row,
-    dispatcher,
     fast_path_settled,
     new_endpoint,
     post_deliveries,
     pump,
-    queued_jobs,
-    row_locked,
     until,
     wait_state,
-    wakeups_suite,
 )
 
 # A worker sends only while at least 0.5 + (6 - 0.5) / 2 = 3.25 s of its lease is left: a
@@ -54,7 +46,7 @@ def given_back() -> float:
 async def one_delivery(
     client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, url: str
 ) -> tuple[str, str]:
-    """(delivery id, endpoint id), its first job queued and nothing running it."""
+    """(delivery id, endpoint id), its destination armed and nothing serving it."""
     endpoint = await new_endpoint(client, tenant, url=url)
     [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
     await fast_path_settled(engine)
@@ -72,18 +64,15 @@ async def test_a_claim_that_waited_for_a_pooled_connection_still_sends(
     delivery_id, endpoint_id = await one_delivery(client, tenant, engine, receiver.url("/pool"))
     pool = create_engine(stack.database_url, pool_size=1)
     try:
-        if wakeups_suite():
-            async with pump(settings, pool, policy_cache_seconds=600, **SHORT_REQUESTS) as (
-                running,
-                gate,
-            ):
-                await gate.policy(endpoint_id)  # granting it needs no connection now
-                async with pool.connect():  # the pool's only connection is busy
-                    running.start()
-                    await asyncio.sleep(LONGER_THAN_THE_MARGIN)
-                await wait_state(engine, delivery_id, "succeeded")
-        else:
-            await deliver_waiting_for_the_pool(settings, pool, delivery_id, endpoint_id)
+        async with pump(settings, pool, policy_cache_seconds=600, **SHORT_REQUESTS) as (
+            running,
+            gate,
+        ):
+            await gate.policy(endpoint_id)  # granting it needs no connection now
+            async with pool.connect():  # the pool's only connection is busy
+                running.start()
+                await asyncio.sleep(LONGER_THAN_THE_MARGIN)
+            await wait_state(engine, delivery_id, "succeeded")
     finally:
         await pool.dispose()
 
@@ -93,98 +82,55 @@ async def test_a_claim_that_waited_for_a_pooled_connection_still_sends(
     assert row["state"] == "succeeded" and row["attempt_count"] == 1
 
 
-async def deliver_waiting_for_the_pool(
-    settings: Settings, pool: AsyncEngine, delivery_id: str, endpoint_id: str
-) -> None:
-    async with dispatcher(settings, pool, policy_cache_seconds=600, **SHORT_REQUESTS) as worker:
-        await worker.gate.policy(endpoint_id)  # admitting it needs no connection now
-        async with pool.connect():  # the pool's only connection is busy
-            attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
-            await asyncio.sleep(LONGER_THAN_THE_MARGIN)
-        await attempt
-
-
-async def test_a_lease_too_short_to_send_on_is_given_back_and_queued_for_later(
+async def test_a_lease_too_short_to_send_on_is_given_back_and_claimed_again(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     receiver: Receiver,
     settings: Settings,
     engine: AsyncEngine,
 ) -> None:
-    delivery_id, endpoint_id = await one_delivery(client, tenant, engine, receiver.url("/back"))
+    delivery_id, _ = await one_delivery(client, tenant, engine, receiver.url("/back"))
     before = given_back()
-    if wakeups_suite():
-        async with pump(settings, engine, **SHORT_REQUESTS) as (running, _):
-            # A batch claim skips locked rows: the table's lock is what makes it wait.
-            async with deliveries_locked(engine):
-                running.start()
-                await asyncio.sleep(LONGER_THAN_THE_MARGIN)
-            await wait_state(engine, delivery_id, "succeeded")
-        # Given back uncounted, and its destination woken at once: the next claim (with a
-        # whole lease) sent it, once. (The job engine waited a little first; a wake-up needs
-        # no pause: a claim that skips nothing is not held up by the table lock any more.)
-        assert len(receiver.on("/back")) == 1
-        assert (await delivery_row(engine, delivery_id))["attempt_count"] == 1
-        assert await transitions(engine, delivery_id) == [
-            ("pending", "enqueued"), ("enqueued", "leased"), ("leased", "pending"),
-            ("pending", "leased"), ("leased", "succeeded"),
-        ]  # fmt: skip
-        assert given_back() == before + 1
-        return
-    async with dispatcher(settings, engine, **SHORT_REQUESTS) as worker:
-        async with row_locked(engine, delivery_id):
-            attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
+    async with pump(settings, engine, **SHORT_REQUESTS) as (running, _):
+        # A batch claim skips locked rows: the table's lock is what makes it wait.
+        async with deliveries_locked(engine):
+            running.start()
             await asyncio.sleep(LONGER_THAN_THE_MARGIN)
-            unlocked_at = time.time()
-        await attempt
-
-    assert receiver.on("/back") == []
-    row = await delivery_row(engine, delivery_id)
-    assert row["state"] == "pending" and row["attempt_count"] == 0  # given back, uncounted
-    again = {job: due for job, due in (await queued_jobs(settings, delivery_id)).items()
-             if ":l" in job}  # fmt: skip
-    assert len(again) == 1
-    # Not straight back into the congestion that made the claim late: after a pause.
-    [due] = again.values()
-    assert due >= unlocked_at + GIVE_BACK_MIN_SECONDS
+        await wait_state(engine, delivery_id, "succeeded")
+    # Given back uncounted, and its destination woken at once: the next claim (with a whole
+    # lease) sent it, once. No pause first: a claim that skips nothing is not held up by the
+    # table lock any more.
+    assert len(receiver.on("/back")) == 1
+    assert (await delivery_row(engine, delivery_id))["attempt_count"] == 1
+    assert await transitions(engine, delivery_id) == [
+        ("pending", "enqueued"), ("enqueued", "leased"), ("leased", "pending"),
+        ("pending", "leased"), ("leased", "succeeded"),
+    ]  # fmt: skip
     assert given_back() == before + 1
 
 
-async def test_a_lease_that_ran_out_before_it_could_be_given_back_is_queued_again(
+async def test_a_lease_that_ran_out_before_it_could_be_given_back_is_claimed_again(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     receiver: Receiver,
     settings: Settings,
     engine: AsyncEngine,
 ) -> None:
-    delivery_id, endpoint_id = await one_delivery(client, tenant, engine, receiver.url("/out"))
+    delivery_id, _ = await one_delivery(client, tenant, engine, receiver.url("/out"))
     lease = {"request_timeout_seconds": 0.5, "lease_seconds": 1.0}
-    if wakeups_suite():
-        async with pump(settings, engine, **lease) as (running, _):
-            async with deliveries_locked(engine):
-                running.start()
-                await asyncio.sleep(1.5)  # the lease runs out while its claim waits
-            await wait_state(engine, delivery_id, "succeeded")
-        # The give-back was refused (the lease had ended), but it woke the destination anyway:
-        # its next claim took the expired lease over (the lost claim counts) and sent it.
-        assert (await delivery_row(engine, delivery_id))["attempt_count"] == 2
-        assert len(receiver.on("/out")) == 1
-        assert await count_rows(engine, "reconcile_runs") == 0
-        return
-    async with dispatcher(settings, engine, **lease) as worker:
-        async with row_locked(engine, delivery_id):
-            attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint_id))
+    async with pump(settings, engine, **lease) as (running, _):
+        async with deliveries_locked(engine):
+            running.start()
             await asyncio.sleep(1.5)  # the lease runs out while its claim waits
-        await attempt
+        await wait_state(engine, delivery_id, "succeeded")
+    # The give-back was refused (the lease had ended), but it woke the destination anyway: its
+    # next claim took the expired lease over (the lost claim counts) and sent it.
+    assert (await delivery_row(engine, delivery_id))["attempt_count"] == 2
+    assert len(receiver.on("/out")) == 1
+    assert await count_rows(engine, "reconcile_runs") == 0
 
-    # The release was refused (the lease had ended); nobody else holds the delivery either,
-    # so the job puts it back in the queue rather than leave it to the reconciler.
-    row = await delivery_row(engine, delivery_id)
-    assert row["state"] == "leased" and row["attempt_count"] == 1
-    assert [job for job in await queued_jobs(settings, delivery_id) if ":l" in job]
 
-
-async def test_jobs_that_find_a_live_lease_leave_one_job_for_when_it_ends(
+async def test_wakes_that_find_a_live_lease_leave_one_wakeup_for_when_it_ends(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     settings: Settings,
@@ -193,33 +139,10 @@ async def test_jobs_that_find_a_live_lease_leave_one_job_for_when_it_ends(
 ) -> None:
     [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
     await fast_path_settled(engine)
-    if wakeups_suite():
-        await one_wakeup_for_a_live_lease(settings, engine, delivery_id, endpoint["id"])
-        return
-    # A claim that committed but whose worker never heard back (or a live worker's).
-    token = uuid.uuid4()
-    async with single_statements(create_sessionmaker(engine)) as connection:
-        held = await delivery_leases.claim(
-            connection, delivery_id, region=settings.region, token=token, lease_seconds=30
-        )
-    assert held is not None
-    async with dispatcher(settings, engine) as worker:
-        for _ in range(3):  # arq's rerun of that job, and duplicates of it
-            await worker.deliver(delivery_id, endpoint["id"])
-
-    lease_until = (await delivery_row(engine, delivery_id))["lease_until"].timestamp()
-    deferred = {job: due for job, due in (await queued_jobs(settings, delivery_id)).items()
-                if ":L" in job}  # fmt: skip
-    # One job per lease, however many ran into it, due when the lease ends.
-    assert list(deferred) == [f"{delivery_id}:L{token.hex}"]
-    assert deferred[f"{delivery_id}:L{token.hex}"] >= lease_until
-
-
-async def one_wakeup_for_a_live_lease(
-    settings: Settings, engine: AsyncEngine, delivery_id: str, endpoint_id: str
-) -> None:
-    """The wake-up engine's side of the test above: however often its destination is woken
-    while another worker's lease is live, it keeps one wake-up, due when that lease ends."""
+    endpoint_id = endpoint["id"]
+    # A claim that committed but whose worker never heard back (or a live worker's): however
+    # often its destination is woken while that lease is live, it keeps one wake-up, due when
+    # the lease ends.
     async with single_statements(create_sessionmaker(engine)) as connection:
         held = await delivery_leases.claim_batch(
             connection, region=settings.region, endpoint_id=endpoint_id, limit=1,

@@ -24,7 +24,6 @@ from tests.support import (
     new_tenant,
     post_deliveries,
     wait_state,
-    wakeups_suite,
 )
 
 PATH = "/outage"
@@ -38,7 +37,7 @@ async def api_on(settings: Settings, own: OwnPostgres) -> AsyncIterator[httpx.As
 
 
 async def accept_one(settings: Settings, own: OwnPostgres, receiver: Receiver) -> str:
-    """One delivery to the receiver, its job already in Redis."""
+    """One delivery to the receiver, its destination already armed in Redis."""
     async with api_on(settings, own) as client:
         tenant = await new_tenant(client, "outage")
         endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
@@ -52,16 +51,14 @@ async def restart(own: OwnPostgres) -> None:
     await own.engine.dispose()  # the test's own pooled connections died with the server
 
 
-async def test_a_job_that_meets_a_database_outage_is_retried_not_dropped(
+async def test_a_taker_that_meets_a_database_outage_tries_again_and_delivers(
     receiver: Receiver, settings: Settings, own_postgres: OwnPostgres, tmp_path: Path
 ) -> None:
     delivery_id = await accept_one(settings, own_postgres, receiver)
     await asyncio.to_thread(own_postgres.server.stop)
-    # The job, or the pump's taker that took its destination, fails before the claim (the gate
-    # reads the endpoint's limits) and tries again by itself: a passing error, not a failure.
+    # The pump's taker that took its destination fails before the claim (the gate reads the
+    # endpoint's limits) and tries again by itself: a passing error, not a failure.
     retry, failure = ("pump.backoff", "pump.take_failed")
-    if not wakeups_suite():
-        retry, failure = ("delivery.job_retry", "delivery.job_failed")
     with running_worker(own_postgres.stack, tmp_path / "worker.log") as worker:
         await asyncio.to_thread(worker.wait_for_log, f'"{retry}"')
         await restart(own_postgres)

@@ -18,7 +18,7 @@ from app import __version__
 from app.ids import id_floor
 from tests.processes import HeraldProcess, running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import ADMIN, Stack, new_endpoint, wakeups_suite
+from tests.support import ADMIN, Stack, new_endpoint
 
 TERMINAL = ("succeeded", "dead")
 
@@ -309,10 +309,7 @@ async def test_a_reconcile_run_is_carried_out_by_a_worker(
         assert asyncio.get_running_loop().time() < deadline, run
         await asyncio.sleep(0.05)
     assert run["status"] == "succeeded" and run["trigger"] == "cron"
-    if wakeups_suite():
-        scans = {"destinations_checked", "destinations_armed", "unpublished_outbox"}
-    else:
-        scans = {"lease_expirations", "stale_enqueued", "due_pending", "unpublished_outbox"}
+    scans = {"destinations_checked", "destinations_armed", "unpublished_outbox"}
     assert set(run["counts"]) >= scans | {"purged_deliveries"}
     abandoned = await client.get(f"/v1/reconcile/runs/{stale_run}", headers=ADMIN)
     assert abandoned.json()["status"] == "failed" and "abandoned" in abandoned.json()["error"]

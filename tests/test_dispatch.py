@@ -1,11 +1,10 @@
-"""The dispatcher in-process against real PostgreSQL, Redis and receivers: fencing and SSRF."""
+"""Attempts in-process (a worker's pump, and the lease statements beneath it) against real
+PostgreSQL, Redis and receivers: fencing and SSRF."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,12 +13,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
 from app.repositories import delivery_leases
-from app.services.dispatch import Dispatcher
-from app.services.pump import Pump
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
@@ -28,14 +24,12 @@ from tests.support import (
     arm,
     count_rows,
     delivery_row,
-    dispatcher,
     fast_path_settled,
     ip_addresses_in,
     new_endpoint,
     pump,
     until,
     wait_state,
-    wakeups_suite,
 )
 
 
@@ -48,20 +42,6 @@ async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id:
     assert response.status_code == 202
     delivery_id: str = response.json()["id"]
     return delivery_id
-
-
-@asynccontextmanager
-async def in_process_worker(
-    settings: Settings, engine: AsyncEngine, **overrides: Any
-) -> AsyncIterator[Dispatcher | Pump]:
-    """The suite's engine in this process: a dispatcher that makes an attempt when called, or a
-    pump (not yet started) that serves every due destination once started."""
-    if wakeups_suite():
-        async with pump(settings, engine, **overrides) as (running, _):
-            yield running
-    else:
-        async with dispatcher(settings, engine, **overrides) as worker:
-            yield worker
 
 
 async def recorded_status(engine: AsyncEngine, delivery_id: str) -> bool:
@@ -81,13 +61,9 @@ async def test_send_time_guard_blocks_without_connecting(
     # Saved while loopback was allowed; the worker's allowlist is empty (the default).
     endpoint = await new_endpoint(client, tenant, url=f"http://{host}:{receiver.port}/guarded")
     delivery_id = await accept(client, tenant, endpoint["id"])
-    if wakeups_suite():
-        async with pump(settings, engine, destination_allowlist=()) as (worker, _):
-            worker.start()
-            await wait_state(engine, delivery_id, "dead")
-    else:
-        async with dispatcher(settings, engine, destination_allowlist=()) as worker:
-            await worker.deliver(delivery_id, endpoint["id"])
+    async with pump(settings, engine, destination_allowlist=()) as (worker, _):
+        worker.start()
+        await wait_state(engine, delivery_id, "dead")
 
     row = await delivery_row(engine, delivery_id)
     assert row["state"] == "dead" and row["last_outcome"] == "blocked"
@@ -110,34 +86,36 @@ async def test_stale_lease_holder_cannot_write(
 ) -> None:
     delivery_id = await accept(client, tenant, endpoint["id"])
     await fast_path_settled(engine)
-    stale, current = uuid.uuid4(), uuid.uuid4()
     finished = delivery_leases.Finished(
         DeliveryState.SUCCEEDED, delay_seconds=None, dead_reason=None, attempt_number=1,
         outcome="success", status_code=200, started_at=datetime.now(UTC), duration_ms=3,
     )  # fmt: skip
-    async with single_statements(create_sessionmaker(engine)) as connection:
-        first = await delivery_leases.claim(
-            connection, delivery_id, region=settings.region, token=stale, lease_seconds=0.2
-        )
-        assert first is not None
-        blocked = await delivery_leases.claim(
-            connection, delivery_id, region=settings.region, token=current, lease_seconds=30
-        )
-        assert blocked is None  # the first lease is still live
-        await asyncio.sleep(0.3)
-        takeover = await delivery_leases.claim(
-            connection, delivery_id, region=settings.region, token=current, lease_seconds=30
-        )
-        assert takeover is not None and takeover.attempt_number == 2
 
-        late = await delivery_leases.record(connection, delivery_id, token=stale, finished=finished)
-        assert late is False
-        assert (await delivery_row(engine, delivery_id))["state"] == "leased"
-        assert await count_rows(engine, "attempts") == 0
-        owner = await delivery_leases.record(
-            connection, delivery_id, token=current, finished=finished
-        )
-    assert owner is True
+    async def claim(lease_seconds: float) -> list[delivery_leases.ClaimedDelivery]:
+        async with single_statements(create_sessionmaker(engine)) as connection:
+            batch = await delivery_leases.claim_batch(
+                connection, region=settings.region, endpoint_id=endpoint["id"], limit=1,
+                lease_seconds=lease_seconds,
+            )  # fmt: skip
+        return batch.rows
+
+    async def record(token: uuid.UUID) -> bool:
+        # The record that also judges a destination's health: one delivery, in a transaction.
+        async with create_sessionmaker(engine)() as session, session.begin():
+            return await delivery_leases.record_in(
+                session, delivery_id, token=token, finished=finished
+            )
+
+    [first] = await claim(0.2)
+    assert await claim(30) == []  # the first lease is still live
+    await asyncio.sleep(0.3)
+    [takeover] = await claim(30)
+    assert takeover.attempt_number == 2 and takeover.token != first.token
+
+    assert await record(first.token) is False
+    assert (await delivery_row(engine, delivery_id))["state"] == "leased"
+    assert await count_rows(engine, "attempts") == 0
+    assert await record(takeover.token) is True
     assert await count_rows(engine, "attempts") == 1
     assert (await delivery_row(engine, delivery_id))["state"] == "succeeded"
 
@@ -152,27 +130,23 @@ async def test_concurrent_runs_of_one_delivery_send_once(
     receiver.script("/once", Reply(200, delay=0.5))
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/once"))
     delivery_id = await accept(client, tenant, endpoint["id"])
-    if wakeups_suite():
-        # Two workers' pumps, and the destination woken ten times more while its one delivery
-        # is in flight: every taker that gets it finds nothing it may claim.
-        tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
-        async with pump(settings, engine) as (first, _), pump(settings, engine) as (second, _):
-            first.start()
-            second.start()
-            await receiver.wait_for("/once", 1)
-            for _ in range(10):
-                await arm(settings, tenant_id, endpoint["id"])
-            await wait_state(engine, delivery_id, "succeeded")
-    else:
-        async with dispatcher(settings, engine) as worker:
-            await asyncio.gather(*(worker.deliver(delivery_id, endpoint["id"]) for _ in range(10)))
+    # Two workers' pumps, and the destination woken ten times more while its one delivery is
+    # in flight: every taker that gets it finds nothing it may claim.
+    tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
+    async with pump(settings, engine) as (first, _), pump(settings, engine) as (second, _):
+        first.start()
+        second.start()
+        await receiver.wait_for("/once", 1)
+        for _ in range(10):
+            await arm(settings, tenant_id, endpoint["id"])
+        await wait_state(engine, delivery_id, "succeeded")
 
     assert len(receiver.on("/once")) == 1
     assert (await delivery_row(engine, delivery_id))["state"] == "succeeded"
     assert await count_rows(engine, "attempts") == 1
 
 
-async def test_the_same_job_in_two_worker_processes_sends_once(
+async def test_a_duplicate_publication_in_two_worker_processes_sends_once(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     receiver: Receiver,
@@ -186,12 +160,9 @@ async def test_the_same_job_in_two_worker_processes_sends_once(
     with running_worker(stack, tmp_path / "a.log"), running_worker(stack, tmp_path / "b.log"):
         delivery_id = await accept(client, tenant, endpoint["id"])
         # A duplicate publication, as a relay crash after enqueue would cause.
-        if wakeups_suite():
-            tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
-            for _ in range(4):
-                await arm(settings, tenant_id, endpoint["id"])
-        else:
-            await publish_duplicate_jobs(settings, delivery_id, endpoint["id"], 4)
+        tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
+        for _ in range(4):
+            await arm(settings, tenant_id, endpoint["id"])
         await receiver.wait_for("/twice-queued", 1)
         deadline = asyncio.get_running_loop().time() + 15
         while (await delivery_row(engine, delivery_id))["state"] != "succeeded":
@@ -201,24 +172,6 @@ async def test_the_same_job_in_two_worker_processes_sends_once(
 
     assert len(receiver.on("/twice-queued")) == 1
     assert await count_rows(engine, "attempts") == 1
-
-
-async def publish_duplicate_jobs(
-    settings: Settings, delivery_id: str, endpoint_id: str, count: int
-) -> None:
-    assert settings.redis_url is not None
-    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    try:
-        await queue.publish(
-            redis,
-            settings.region,
-            [
-                queue.QueuedJob(f"{delivery_id}:dup{i}", delivery_id, endpoint_id, None)
-                for i in range(count)
-            ],
-        )
-    finally:
-        await redis.aclose()
 
 
 async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
@@ -241,9 +194,6 @@ async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
                 text("UPDATE deliveries SET next_attempt_at = now() WHERE id = :d"),
                 {"d": delivery_id},
             )
-        if isinstance(worker, Dispatcher):
-            await worker.deliver(delivery_id, endpoint["id"])
-            return
         # The pump, once started, runs throughout: woken now, it makes the attempt (a redriven
         # delivery's own publication may have woken it already).
         if number == 1:
@@ -257,7 +207,7 @@ async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
 
         await until(recorded, timeout=30, every=0.02)
 
-    async with in_process_worker(settings, engine) as worker:
+    async with pump(settings, engine) as (worker, _):
         await attempt_now(1)
         await attempt_now(2)
         await client.patch(url, json={"enabled": False}, headers=tenant)
@@ -297,16 +247,11 @@ async def test_a_retry_after_closes_the_gate_before_the_answers_body_arrives(
     patient = {"request_timeout_seconds": 60, "lease_seconds": 120}
     tenant_id = (await delivery_row(engine, delivery_id))["tenant_id"]
     async with (
-        in_process_worker(settings, engine, **patient) as worker,
+        pump(settings, engine, **patient) as (worker, _),
         pump(settings, engine) as (_, gate),  # another worker's view of the destination
     ):
-        if wakeups_suite():
-            assert isinstance(worker, Pump)
-            worker.start()
-            attempt = asyncio.create_task(until(lambda: recorded_status(engine, delivery_id)))
-        else:
-            assert isinstance(worker, Dispatcher)
-            attempt = asyncio.create_task(worker.deliver(delivery_id, endpoint["id"]))
+        worker.start()
+        attempt = asyncio.create_task(until(lambda: recorded_status(engine, delivery_id)))
         await receiver.wait_for("/later", 1)
         # The status and headers are out; the body is held back for as long as this waits.
         deadline = asyncio.get_running_loop().time() + 30

@@ -1,4 +1,5 @@
-"""The reconciler finds every category of fallen-through work, in pages, and overlaps safely."""
+"""The reconciler arms every destination with fallen-through work, in pages, and overlaps
+safely: nothing is republished and nothing grows."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from tests.support import (
     post_deliveries,
     postgres_refuses,
     reconcile_now,
-    wakeups_suite,
 )
 
 PROBLEM = "application/problem+json"
@@ -42,7 +42,7 @@ async def queued_deliveries(settings: Settings) -> list[str]:
         jobs = await redis.zrange(queue.queue_name(settings.region), 0, -1)
     finally:
         await redis.aclose()
-    # Delivery jobs only (the run's own reconcile job waits in the same queue).
+    # Delivery jobs only (the run's own reconcile job waits in the same queue): none may exist.
     return sorted(j.decode().split(":")[0] for j in jobs if j.startswith(b"dlv_"))
 
 
@@ -55,8 +55,8 @@ async def flush_queue(settings: Settings) -> None:
         await redis.aclose()
 
 
-async def lose_every_job(settings: Settings, engine: AsyncEngine) -> None:
-    """Every accepted delivery was published, then Redis lost the jobs, ten minutes ago."""
+async def lose_every_wakeup(settings: Settings, engine: AsyncEngine) -> None:
+    """Every accepted delivery was published, then Redis lost the wake-ups, ten minutes ago."""
     await fast_path_settled(engine)
     await flush_queue(settings)
     await sql(
@@ -111,7 +111,7 @@ async def test_runs_are_listed_newest_first(client: httpx.AsyncClient) -> None:
     assert [r["run_id"] for r in rest.json()["items"]] == [ids[0]]
 
 
-async def test_each_category_is_found_and_published(
+async def test_every_destination_with_live_work_is_armed_and_nothing_republished(
     client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
 ) -> None:
     # One destination each, so that what the run did shows per destination too.
@@ -120,7 +120,7 @@ async def test_each_category_is_found_and_published(
         (await post_deliveries(client, tenant, endpoint_id, 1))[0] for endpoint_id in endpoints
     ]
     await fast_path_settled(engine)
-    await flush_queue(settings)  # Redis lost every job
+    await flush_queue(settings)  # Redis lost every wake-up
     await sql(
         engine,
         "UPDATE deliveries SET state = 'leased', lease_token = gen_random_uuid(),"
@@ -155,42 +155,23 @@ async def test_each_category_is_found_and_published(
     assert run["status"] == "succeeded" and run["finished_at"] is not None
     purged = {"purged_deliveries": 0, "purged_events": 0, "purged_keys": 0, "purged_runs": 0}
     assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
-    if wakeups_suite():
-        # Nothing is republished: every destination with live work -- the healthy one's too,
-        # whose wake-up Redis lost as well -- is armed again for when its first delivery can
-        # be claimed (an expired lease: now; the next claim takes it over).
-        assert run["counts"] == {
-            "destinations_checked": 5,
-            "destinations_armed": 5,
-            "unpublished_outbox": 1,
-            **purged,
-        }
-        armed = await armed_destinations(settings)
-        assert set(armed) == set(endpoints) and max(armed.values()) <= 0, armed
-        assert await queued_deliveries(settings) == []
-        # No outbox row and no delivery row written, but the unpublished one's publish mark.
-        assert await count_rows(engine, "outbox") == outbox_rows
-        after = await row_versions(engine, ids)
-        assert [d for d in ids if after[d] != versions[d]] == [unpublished]
-        assert (await states(engine, [leased]))[leased] == "leased"
-        return
+    # Nothing is republished: every destination with live work -- the healthy one's too, whose
+    # wake-up Redis lost as well -- is armed again for when its first delivery can be claimed
+    # (an expired lease: now; the next claim takes it over).
     assert run["counts"] == {
-        "lease_expirations": 1,
-        "stale_enqueued": 1,
-        "due_pending": 1,
+        "destinations_checked": 5,
+        "destinations_armed": 5,
         "unpublished_outbox": 1,
         **purged,
     }
-    # Everything but the healthy, recently enqueued delivery has a job again.
-    assert await queued_deliveries(settings) == sorted([leased, stale, due, unpublished])
-    assert healthy not in await queued_deliveries(settings)
-    async with engine.connect() as connection:
-        row = (
-            await connection.execute(
-                text("SELECT state, lease_token FROM deliveries WHERE id = :d"), {"d": leased}
-            )
-        ).one()
-    assert row.state == "enqueued" and row.lease_token is None
+    armed = await armed_destinations(settings)
+    assert set(armed) == set(endpoints) and max(armed.values()) <= 0, armed
+    assert await queued_deliveries(settings) == []
+    # No outbox row and no delivery row written, but the unpublished one's publish mark.
+    assert await count_rows(engine, "outbox") == outbox_rows
+    after = await row_versions(engine, ids)
+    assert [d for d in ids if after[d] != versions[d]] == [unpublished]
+    assert (await states(engine, [leased]))[leased] == "leased"
 
 
 async def row_versions(engine: AsyncEngine, ids: list[str]) -> dict[str, str]:
@@ -220,31 +201,26 @@ async def deliveries_to_many_destinations(
 async def test_pages_cover_the_backlog_and_the_run_cap_stops_it(
     client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
 ) -> None:
-    ids, endpoints = await deliveries_to_many_destinations(client, tenant, 23, 1)
-    await lose_every_job(settings, engine)
+    _, endpoints = await deliveries_to_many_destinations(client, tenant, 23, 1)
+    await lose_every_wakeup(settings, engine)
 
     capped = await reconcile_now(
         client, settings, engine, reconcile_page_size=4, reconcile_max_rows=10
     )
     rest = await reconcile_now(client, settings, engine, reconcile_page_size=4)
-    if wakeups_suite():
-        # The cap counts destinations: arming one is part of checking it, not more work.
-        assert capped["counts"]["destinations_checked"] == 10
-        assert capped["counts"]["destinations_armed"] == 10
-        assert rest["counts"]["destinations_checked"] == 23
-        assert rest["counts"]["destinations_armed"] == 13
-        assert sorted(await armed_destinations(settings)) == sorted(endpoints)
-    else:
-        assert capped["counts"]["stale_enqueued"] == 10
-        assert rest["counts"]["stale_enqueued"] == 13
-        assert await queued_deliveries(settings) == sorted(ids)
+    # The cap counts destinations: arming one is part of checking it, not more work.
+    assert capped["counts"]["destinations_checked"] == 10
+    assert capped["counts"]["destinations_armed"] == 10
+    assert rest["counts"]["destinations_checked"] == 23
+    assert rest["counts"]["destinations_armed"] == 13
+    assert sorted(await armed_destinations(settings)) == sorted(endpoints)
 
 
 async def test_overlapping_runs_never_republish_a_row_twice(
     client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
 ) -> None:
     ids, endpoints = await deliveries_to_many_destinations(client, tenant, 12, 5)
-    await lose_every_job(settings, engine)
+    await lose_every_wakeup(settings, engine)
     before = await count_rows(engine, "outbox")
     versions = await row_versions(engine, ids)
 
@@ -252,22 +228,17 @@ async def test_overlapping_runs_never_republish_a_row_twice(
         *(reconcile_now(client, settings, engine, reconcile_page_size=5) for _ in range(4))
     )
 
-    if wakeups_suite():
-        # Each destination armed once in all (the other runs found it armed), and nothing
-        # written: no outbox row, no delivery row.
-        assert sum(r["counts"]["destinations_armed"] for r in runs) == len(endpoints)
-        assert [r["counts"]["destinations_checked"] for r in runs] == [len(endpoints)] * 4
-        assert await count_rows(engine, "outbox") == before
-        assert await row_versions(engine, ids) == versions
-        assert sorted(await armed_destinations(settings)) == sorted(endpoints)
-        assert await queued_deliveries(settings) == []
-    else:
-        assert sum(r["counts"]["stale_enqueued"] for r in runs) == len(ids)
-        assert await count_rows(engine, "outbox") - before == len(ids)
-        assert await queued_deliveries(settings) == sorted(ids)
+    # Each destination armed once in all (the other runs found it armed), and nothing written:
+    # no outbox row, no delivery row.
+    assert sum(r["counts"]["destinations_armed"] for r in runs) == len(endpoints)
+    assert [r["counts"]["destinations_checked"] for r in runs] == [len(endpoints)] * 4
+    assert await count_rows(engine, "outbox") == before
+    assert await row_versions(engine, ids) == versions
+    assert sorted(await armed_destinations(settings)) == sorted(endpoints)
+    assert await queued_deliveries(settings) == []
 
 
-async def test_a_deferred_delivery_is_not_stale_before_its_time(
+async def test_a_deferred_delivery_is_armed_for_its_own_time(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     endpoint: dict[str, Any],
@@ -287,15 +258,11 @@ async def test_a_deferred_delivery_is_not_stale_before_its_time(
     assert response.status_code == 202
     await fast_path_settled(engine)
     await sql(engine, "UPDATE deliveries SET enqueued_at = now() - interval '1 day'")
-    if wakeups_suite():
-        await flush_queue(settings)  # its wake-up lost: armed again, for its own time
-        run = await reconcile_now(client, settings, engine)
-        assert run["counts"]["destinations_armed"] == 1
-        armed = await armed_destinations(settings)
-        assert armed[endpoint["id"]] > timedelta(days=299).total_seconds()
-    else:
-        run = await reconcile_now(client, settings, engine)
-        assert run["counts"]["stale_enqueued"] == 0
+    await flush_queue(settings)  # its wake-up lost: armed again, for its own time
+    run = await reconcile_now(client, settings, engine)
+    assert run["counts"]["destinations_armed"] == 1
+    armed = await armed_destinations(settings)
+    assert armed[endpoint["id"]] > timedelta(days=299).total_seconds()
 
 
 async def test_reconcile_with_redis_down_is_503_and_recorded(
@@ -321,7 +288,7 @@ async def test_a_failed_run_stores_a_generic_error_and_logs_the_detail(
     engine: AsyncEngine,
 ) -> None:
     await post_deliveries(client, tenant, endpoint["id"], 2)
-    await lose_every_job(settings, engine)
+    await lose_every_wakeup(settings, engine)
     # PostgreSQL refuses every UPDATE of the outbox, which any run makes (it marks what it
     # published, or claims unpublished rows): the run meets a real database error.
     async with postgres_refuses(engine, "outbox", "UPDATE") as refusal:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,8 +13,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
+from app.main import create_app
 from app.services import status
-from tests.support import fast_path_settled, new_endpoint, wakeups_suite
+from tests.support import client_for, fast_path_settled, lose_wakeups, new_endpoint
 
 
 async def accept(
@@ -90,44 +92,52 @@ async def test_waiting_reason(
         assert detail in body["waiting_detail"]
 
 
-@pytest.mark.parametrize(
-    ("setup", "jobs_detail"),
-    [("stuck_enqueued", "re-publishes"), ("stuck_pending", "no job queued")],
-)
-async def test_due_work_long_waiting_is_stuck_only_when_its_queue_entry_is_gone(
+@pytest.mark.parametrize("setup", ["stuck_enqueued", "stuck_pending"])
+async def test_due_work_long_waiting_is_stuck_only_when_its_wakeup_is_gone(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     endpoint: dict[str, Any],
     settings: Settings,
     engine: AsyncEngine,
     setup: str,
-    jobs_detail: str,
 ) -> None:
     delivery_id = await accept(client, tenant, endpoint["id"])
     await fast_path_settled(engine)
     await sql(engine, SETUPS[setup])
-    if wakeups_suite():
-        # Due for an hour, but its destination's wake-up is there: it waits for a worker.
-        assert (await explained(client, tenant, delivery_id))["waiting_reason"] == "queued"
-        await lose_wakeups(settings)
-        detail = "has no wake-up"
-    else:
-        # The job engine cannot see its job; it judges by how long the delivery has waited.
-        detail = jobs_detail
+    # Due for an hour, but its destination's wake-up is there: it waits for a worker.
+    assert (await explained(client, tenant, delivery_id))["waiting_reason"] == "queued"
+    await lose_wakeups(settings)
     body = await explained(client, tenant, delivery_id)
+    assert body["waiting_reason"] == "stuck" and "has no wake-up" in body["waiting_detail"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "detail"),
+    [("stuck_enqueued", "Redis cannot say whether"), ("stuck_pending", "not handed to Redis")],
+)
+async def test_with_redis_unreachable_due_work_is_judged_by_how_long_it_has_waited(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    settings: Settings,
+    engine: AsyncEngine,
+    tmp_path: Path,
+    setup: str,
+    detail: str,
+) -> None:
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    fresh = await accept(client, tenant, endpoint["id"])
+    await fast_path_settled(engine)
+    await sql(engine, SETUPS[setup] + " WHERE id = :d", d=delivery_id)
+    app = create_app(settings.model_copy(update={"redis_url": f"unix://{tmp_path}/no.sock"}))
+    async with app.router.lifespan_context(app), client_for(app) as blind:
+        body = await explained(blind, tenant, delivery_id)
+        waiting = await explained(blind, tenant, fresh)
+    # Whether its destination has a wake-up cannot be asked: an hour of waiting is too long.
     assert body["waiting_reason"] == "stuck" and detail in body["waiting_detail"]
-
-
-async def lose_wakeups(settings: Settings) -> None:
-    """Redis loses every destination's wake-up (and nothing else)."""
-    assert settings.redis_url is not None
-    redis = Redis.from_url(settings.redis_url)
-    try:
-        keys = [key async for key in redis.scan_iter(f"herald:wake:{settings.region}:*")]
-        assert keys, "nothing was armed"
-        await redis.delete(*keys)
-    finally:
-        await redis.aclose()
+    # Due and published a moment ago: not stuck before ENQUEUED_STALE_SECONDS.
+    assert waiting["waiting_reason"] == "queued"
+    assert "Redis cannot say more" in waiting["waiting_detail"]
 
 
 async def test_scheduled_queued_and_disabled(

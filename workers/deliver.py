@@ -1,4 +1,7 @@
-"""The arq job: a thin shell around the dispatcher."""
+"""The `deliver` arq function, kept for one release as a shim: a job published by an API
+process of the previous release (one arq job per attempt) during a rolling upgrade wakes its
+destination, whose pump then claims whatever is due there. Nothing of this release publishes
+such jobs."""
 
 from __future__ import annotations
 
@@ -12,15 +15,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.db import is_transient
-from app.services.dispatch import Dispatcher
+from app.services.deadlines import STEP_SECONDS
 from app.services.pump import Pump
 
 log = structlog.get_logger("herald.worker")
 
 # A job that meets a passing database or Redis error runs again, sooner each time apart
 # (0.5 s, 1 s, 2 s, ... at most 30 s: about three minutes in all) rather than leaving its
-# delivery to wait for the reconciler (ENQUEUED_STALE_SECONDS and the next cron run). After
-# that the reconciler is the one to bring it back.
+# destination to the next reconcile run. After that the reconciler is the one to arm it.
 TRANSIENT_TRIES = 12
 FIRST_RETRY_SECONDS = 0.5
 MAX_RETRY_SECONDS = 30.0
@@ -41,19 +43,14 @@ def _retry_delay(job_try: int) -> float:
 
 
 async def deliver(ctx: dict[str, Any], delivery_id: str, endpoint_id: str, *_: Any) -> None:
-    """Never ends in arq's failure states (design.md, invariant 8): the delivery row owns the
-    retry clock, and anything left half-done is visible there to the reconciler. Only a job
-    that could not reach PostgreSQL or Redis runs again, a bounded number of times; that is
-    about the job getting through, not a retry of the delivery (nothing counts an attempt)."""
-    dispatcher: Dispatcher = ctx["dispatcher"]
-    pump: Pump | None = ctx.get("pump")
+    """Wake the job's destination now. Never ends in arq's failure states (design.md,
+    invariant 8): the delivery row owns the retry clock, and a destination left unwoken is
+    armed by the next reconcile run. Only a job that could not reach PostgreSQL or Redis runs
+    again, a bounded number of times."""
+    pump: Pump = ctx["pump"]
     try:
-        if pump is not None:
-            # A job from a process still on the job engine (a rolling upgrade): served by
-            # waking its destination, whose pump then claims whatever is due there.
+        async with asyncio.timeout(STEP_SECONDS):
             await pump.wake(endpoint_id)
-            return
-        await dispatcher.deliver(delivery_id, endpoint_id)
     except asyncio.CancelledError:
         raise
     except Exception as exc:

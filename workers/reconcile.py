@@ -12,8 +12,8 @@ from app.services.redrive import run_bulk_redrive
 
 async def reconcile(ctx: dict[str, Any], run_id: str) -> None:
     """The run goes on in the background. arq has one in-progress timeout for all functions
-    (the longest function timeout + 10 s), and it decides how soon a dead worker's delivery jobs
-    can run again; a run bounded by rows rather than seconds must not stretch it."""
+    (the longest function timeout + 10 s), and it decides how soon a dead worker's jobs can run
+    again; a run bounded by rows rather than seconds must not stretch it."""
     background: set[asyncio.Task[None]] = ctx["background"]
     task = asyncio.create_task(
         run_reconcile(ctx["settings"], ctx["sessionmaker"], ctx["redis_queue"], run_id),

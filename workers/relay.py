@@ -35,10 +35,7 @@ async def relay_once(
             claim_seconds=settings.relay_claim_seconds,
         )
     if page:
-        await publish_and_mark(
-            sessionmaker, redis, settings.region, page, fault=settings.fault,
-            engine=settings.delivery_engine,
-        )  # fmt: skip
+        await publish_and_mark(sessionmaker, redis, settings.region, page, fault=settings.fault)
         log.info("relay.published", count=len(page))
     return len(page)
 

@@ -1,8 +1,9 @@
-"""`herald worker`: the arq worker and the outbox relay in one process, supervised.
+"""`herald worker`: arq (control jobs), the outbox relay and the delivery pump in one process,
+supervised.
 
 arq's worker exits on any Redis connection error, so this wraps it: on loss it waits for Redis
 with capped backoff (one log line per outage, not one per try) and starts a fresh worker. On
-SIGTERM or SIGINT it stops taking jobs, lets in-flight attempts finish within the grace period,
+SIGTERM or SIGINT it stops taking work, lets in-flight attempts finish within the grace period,
 and gives back the leases of any it had to cancel.
 """
 
@@ -22,8 +23,7 @@ from app import queue
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
 from app.services.attempt import Attempts
-from app.services.deadlines import BEFORE_LEASE_SECONDS, STEP_SECONDS, cancel_until_done
-from app.services.dispatch import Dispatcher
+from app.services.deadlines import STEP_SECONDS, cancel_until_done
 from app.services.flow import Gate
 from app.services.pump import Pump
 from app.services.sender import build_http_session
@@ -33,45 +33,26 @@ from workers.relay import run_relay
 
 log = structlog.get_logger("herald.worker")
 
-# arq finds new jobs by polling; the wait for the next poll is part of every delivery's
-# latency (50 ms polls measured p50 77 ms accept-to-receipt at 200/s, 10 ms polls 21 ms). An
-# idle poll is one ZRANGEBYSCORE.
-POLL_DELAY_SECONDS = 0.01
-# With wake-ups, arq runs only control jobs (reconcile runs, bulk redrives), whose latency does
-# not matter: an idle poll every 10 ms cost two idle workers ~10 % of a core, every 100 ms ~3 %.
-CONTROL_POLL_DELAY_SECONDS = 0.1
+# arq runs only control jobs (reconcile runs, bulk redrives) and the `deliver` shim, whose
+# latency does not matter: an idle poll every 10 ms cost two idle workers ~10 % of a core,
+# every 100 ms ~3 %.
+POLL_DELAY_SECONDS = 0.1
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
-# On top of the sum of a delivery job's bounds: for an event loop that runs late.
-JOB_TIMEOUT_MARGIN_SECONDS = 10.0
-
-
-def delivery_job_timeout(settings: Settings) -> float:
-    """arq's timeout for a delivery job: the most its steps can take, each held to its own
-    bound (app/services/deadlines.py), so that arq never times a job out -- a job that did
-    would end in arq's failure states (design.md, invariant 8). It adds up:
-
-    - before the lease, the gate and the claim: BEFORE_LEASE_SECONDS together;
-    - the lease, which the send and every try to record it end with, and one step more (the
-      first try to record always gets a step of its own); or, with a lease too short to send
-      on, two steps instead: give it back, queue the delivery again;
-    - after the record, three steps: pause the destination, queue the retry, release the
-      gate's slot;
-    - and a margin."""
-    during = max(settings.lease_duration, STEP_SECONDS) + STEP_SECONDS
-    after = 3 * STEP_SECONDS
-    return BEFORE_LEASE_SECONDS + during + after + JOB_TIMEOUT_MARGIN_SECONDS
+# arq's timeout for every job: each ends by itself well within it (reconcile and bulk redrive
+# hand their work to the background at once, the shim's wake is held to STEP_SECONDS), so arq
+# never times one out (design.md, invariant 8). The margin is for an event loop that runs late.
+JOB_TIMEOUT_SECONDS = STEP_SECONDS + 10.0
 
 
 def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Worker:
-    job_timeout = delivery_job_timeout(settings)
     return Worker(
         functions=[
             func(
                 deliver,
                 name=queue.DELIVER_FUNCTION,
                 keep_result=0,
-                timeout=job_timeout,
+                timeout=JOB_TIMEOUT_SECONDS,
                 max_tries=DELIVER_MAX_TRIES,
             ),
             # Never retried by arq: cron triggers the next run anyway.
@@ -82,13 +63,9 @@ def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Wo
         redis_pool=redis,
         handle_signals=False,  # shutdown is ours: finish in-flight attempts, release leases
         max_jobs=settings.worker_concurrency,
-        job_timeout=job_timeout,
+        job_timeout=JOB_TIMEOUT_SECONDS,
         keep_result=0,  # arq refuses a job id while its result key exists
-        poll_delay=(
-            CONTROL_POLL_DELAY_SECONDS
-            if settings.delivery_engine == "wakeups"
-            else POLL_DELAY_SECONDS
-        ),
+        poll_delay=POLL_DELAY_SECONDS,
         queue_read_limit=max(settings.worker_concurrency * 2, 100),
         health_check_interval=HEALTH_CHECK_SECONDS,
         job_serializer=queue.job_serializer,
@@ -99,8 +76,7 @@ def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Wo
 
 
 async def _drain(worker: Worker, grace: float) -> None:
-    """Stop taking jobs; give in-flight ones ``grace`` seconds, then cancel the rest (each
-    cancelled attempt releases its lease)."""
+    """Stop taking jobs; give in-flight ones ``grace`` seconds, then cancel the rest."""
     worker.allow_pick_jobs = False
     running = [task for task in worker.tasks.values() if not task.done()]
     if running:
@@ -138,19 +114,19 @@ async def supervise(
         if stop.is_set():
             # One grace for all: reconcile runs in the background finish (or are cut short)
             # alongside the attempts, not after them.
-            pump: Pump | None = ctx["pump"]
+            pump: Pump = ctx["pump"]
             await asyncio.gather(
                 _drain(worker, settings.shutdown_grace),
                 _finish_background(ctx["background"], settings.shutdown_grace),
-                *([pump.drain(settings.shutdown_grace)] if pump is not None else []),
+                pump.drain(settings.shutdown_grace),
             )
             await asyncio.gather(run, return_exceptions=True)
             return
         stopping.cancel()
         error = run.exception() if not run.cancelled() else None
         log.warning("worker.redis_lost", error=type(error).__name__, action="reconnecting")
-        # Attempts already running keep going (their results go to PostgreSQL); only arq's
-        # bookkeeping for them is lost with Redis.
+        # Jobs already running keep going (the pump's attempts are no arq jobs, and their
+        # results go to PostgreSQL); only arq's bookkeeping for them is lost with Redis.
         leftovers = [t for t in worker.tasks.values() if not t.done()]
         await _wait_for_redis(redis, stop)
         await asyncio.gather(*leftovers, return_exceptions=True)
@@ -184,35 +160,25 @@ async def run_worker(settings: Settings) -> None:
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
     http = build_http_session(settings.destination_allowlist, settings.worker_concurrency)
     gate = Gate(settings, sessionmaker, redis)
-    dispatcher = Dispatcher(
-        settings=settings, sessionmaker=sessionmaker, http=http, redis=redis, gate=gate
-    )
-    pump = None
-    if settings.delivery_engine == "wakeups":
-        pump = Pump(settings, sessionmaker, redis, gate, Attempts(settings, http, gate))
-        pump.start()
+    pump = Pump(settings, sessionmaker, redis, gate, Attempts(settings, http, gate))
+    pump.start()
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
     background: set[asyncio.Task[None]] = set()  # reconcile runs
     ctx = {
-        "dispatcher": dispatcher,
         "settings": settings,
         "sessionmaker": sessionmaker,
         "redis_queue": redis,
         "background": background,
         "pump": pump,
     }
-    log.info(
-        "worker.started", region=settings.region, concurrency=settings.worker_concurrency,
-        engine=settings.delivery_engine,
-    )  # fmt: skip
+    log.info("worker.started", region=settings.region, concurrency=settings.worker_concurrency)
     try:
         await supervise(settings, redis, ctx, stop)
     finally:
         stop.set()
         await asyncio.gather(relay, return_exceptions=True)
         await _finish_background(background, settings.shutdown_grace)
-        if pump is not None:
-            await pump.drain(settings.shutdown_grace)  # a no-op after a normal stop
+        await pump.drain(settings.shutdown_grace)  # a no-op after a normal stop
         await http.close()
         await redis.aclose()
         await engine.dispose()

@@ -33,11 +33,10 @@ class ReconcileRunOut(BaseModel):
     trigger: str
     status: str = Field(description="queued | running | succeeded | failed")
     counts: dict[str, int] = Field(
-        description="What the run did. With wake-ups (the default engine): "
-        "destinations_checked, destinations_armed (repairs) and unpublished_outbox; with the "
-        "job engine: lease_expirations, stale_enqueued, due_pending and unpublished_outbox. "
-        "And rows purged by retention: purged_deliveries, purged_events, purged_keys, "
-        "purged_runs."
+        description="What the run did: destinations_checked, destinations_armed (repairs) "
+        "and unpublished_outbox; and rows purged by retention: purged_deliveries, "
+        "purged_events, purged_keys, purged_runs. Runs recorded by an older release may show "
+        "lease_expirations, stale_enqueued and due_pending instead."
     )
     error: str | None
     started_at: datetime

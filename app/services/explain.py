@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.errors import NotFound
+from app.models import Endpoint
 from app.repositories import attempts, custody_records, deliveries, endpoints, outbox
 from app.schemas.deliveries import CustodyEventOut, DeliveryDetail, DeliveryOut
 from app.services import status
@@ -34,11 +35,7 @@ async def delivery_detail(
     flow = None
     waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
     if delivery.state in waiting and delivery.next_attempt_at <= now:
-        ceiling = endpoint.max_in_flight or settings.default_max_in_flight
-        flow = await flow_snapshot(redis, endpoint.id, ceiling)
-        if flow is not None and settings.delivery_engine == "wakeups":
-            wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
-            flow = dataclasses.replace(flow, wakeups=True, woken_in=wake.due_in)
+        flow = await _destination_now(redis, settings, endpoint)
     why = status.explain(delivery, endpoint, now, settings, flow)
     # A cut list hides attempts or dead steps: claim numbers past what is shown are not guessed.
     story = status.timeline(
@@ -51,3 +48,15 @@ async def delivery_detail(
         waiting_detail=why.detail,
         timeline=[CustodyEventOut.model_validate(step) for step in story],
     )
+
+
+async def _destination_now(
+    redis: ArqRedis, settings: Settings, endpoint: Endpoint
+) -> status.FlowSnapshot | None:
+    """The destination's gate and wake-up as Redis has them now; None if Redis cannot say."""
+    ceiling = endpoint.max_in_flight or settings.default_max_in_flight
+    flow = await flow_snapshot(redis, endpoint.id, ceiling)
+    if flow is None:
+        return None
+    wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
+    return dataclasses.replace(flow, woken_in=wake.due_in)

@@ -1,8 +1,8 @@
-"""Outbox -> queue: publish jobs for committed outbox rows, then mark them published.
+"""Outbox -> Redis: arm the destinations of committed outbox rows, then mark them published.
 
-The order is the invariant: Redis accepts the jobs first, the rows are marked after, in a short
-transaction of its own (never one held across the publish). A crash in between publishes again
-later; the duplicate job finds its delivery leased or finished and does nothing.
+The order is the invariant: Redis holds the wake-ups first, the rows are marked after, in a
+short transaction of its own (never one held across Redis). A crash in between arms them again
+later; arming only ever moves a destination's wake-up earlier, so that costs nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import queue
 from app.db import single_statements
 from app.faults import crash_point
 from app.repositories import deliveries
@@ -33,21 +32,8 @@ async def publish_and_mark(
     publications: Sequence[PendingPublication],
     *,
     fault: str | None = None,
-    engine: str = "jobs",
 ) -> None:
-    if engine == "wakeups":
-        await Wakeups(redis, region).arm(destinations(publications))
-    else:
-        jobs = [
-            queue.QueuedJob(
-                queue.outbox_job_id(p.delivery_id, p.outbox_id),
-                p.delivery_id,
-                p.endpoint_id,
-                p.run_at,
-            )
-            for p in publications
-        ]
-        await queue.publish(redis, region, jobs)
+    await Wakeups(redis, region).arm(destinations(publications))
     crash_point("relay.after_enqueue_before_mark", fault)
     async with single_statements(sessionmaker) as connection:
         await deliveries.mark_enqueued(
@@ -82,14 +68,12 @@ class FastPublisher:
         redis: ArqRedis,
         region: str,
         *,
-        engine: str = "jobs",
         max_batch: int = 500,
         max_backlog: int = 50_000,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._redis = redis
         self._region = region
-        self._engine = engine
         self._max_batch = max_batch
         self._backlog: asyncio.Queue[PendingPublication] = asyncio.Queue(max_backlog)
         self._task: asyncio.Task[None] | None = None
@@ -119,9 +103,7 @@ class FastPublisher:
             while len(batch) < self._max_batch and not self._backlog.empty():
                 batch.append(self._backlog.get_nowait())
             try:
-                await publish_and_mark(
-                    self._sessionmaker, self._redis, self._region, batch, engine=self._engine
-                )
+                await publish_and_mark(self._sessionmaker, self._redis, self._region, batch)
             except Exception as exc:
                 log.warning("publish.fast_path_failed", count=len(batch), error=type(exc).__name__)
             finally:

@@ -1,9 +1,11 @@
 """The reconciler: brings back everything that fell through, from PostgreSQL alone.
 
 Redis is a pressure buffer that may lose everything; every delivery that is not terminal stays
-findable by one of these scans. Each page is its own short transaction; publishing happens after
-it commits, never inside it. Any number of runs, relays and workers may overlap: pages are taken
-with SKIP LOCKED, and a duplicate job finds its delivery leased or finished and does nothing.
+findable here. A run arms the wake-up of every destination with live deliveries (Redis may have
+lost it) and publishes outbox rows the API and the relays left behind. Each page is its own
+short statement or transaction; Redis is written after it, never inside it. Any number of runs,
+relays and workers may overlap: arming only ever moves a wake-up earlier, and outbox pages are
+taken with SKIP LOCKED.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from app.config import Settings
 from app.db import single_statements
 from app.logs import log_failure
 from app.repositories import outbox, reconcile_runs, reconcile_scans
-from app.repositories.outbox import DeliveryRef, PendingPublication
-from app.repositories.reconcile_scans import Cursor, Page
+from app.repositories.outbox import PendingPublication
 from app.services import retention
 from app.services.publishing import publish_and_mark
 from app.services.wakeups import Arm, Wakeups
@@ -32,13 +33,11 @@ log = structlog.get_logger("herald.reconcile")
 
 # A run that has not finished this long after it started had its worker die under it.
 ABANDONED_AFTER = timedelta(hours=1)
-CATEGORIES = ("lease_expirations", "stale_enqueued", "due_pending", "unpublished_outbox")
-# With wake-ups, nothing is republished: destinations are armed again from PostgreSQL.
-# `destinations_armed` counts real repairs (an entry created or moved earlier).
-WAKEUP_CATEGORIES = ("destinations_checked", "destinations_armed", "unpublished_outbox")
-# A scan takes one page of at most ``limit`` rows: (rows examined, rows published).
+# Nothing is republished: destinations are armed again from PostgreSQL. `destinations_armed`
+# counts real repairs (an entry created or moved earlier).
+CATEGORIES = ("destinations_checked", "destinations_armed", "unpublished_outbox")
+# A scan takes one page of at most ``limit`` rows: (rows examined, rows repaired).
 Scan = Callable[[int], Awaitable[tuple[int, int]]]
-Take = Callable[[AsyncSession], Awaitable[list[DeliveryRef]]]
 
 
 @dataclass
@@ -49,8 +48,7 @@ class Reconciler:
     counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        wakeups = self.settings.delivery_engine == "wakeups"
-        self.counts = dict.fromkeys(WAKEUP_CATEGORIES if wakeups else CATEGORIES, 0)
+        self.counts = dict.fromkeys(CATEGORIES, 0)
 
     @property
     def _budget(self) -> int:
@@ -66,80 +64,24 @@ class Reconciler:
     async def run(self, run_id: str) -> dict[str, int]:
         """Work through every category in pages until nothing is left or the budget is spent."""
         scans: list[tuple[str, Scan]] = [
-            ("lease_expirations", self._expired_leases()),
-            ("stale_enqueued", self._stale_enqueued()),
-            ("due_pending", self._due_pending()),
+            ("destinations_armed", self._destinations()),
             ("unpublished_outbox", self._unpublished_outbox),
         ]
-        if self.settings.delivery_engine == "wakeups":
-            scans = [
-                ("destinations_armed", self._destinations()),
-                ("unpublished_outbox", self._unpublished_outbox),
-            ]
         for category, scan in scans:
             while (limit := self._page_size) > 0:
-                examined, published = await scan(limit)
-                self.counts[category] += published
+                examined, repaired = await scan(limit)
+                self.counts[category] += repaired
                 await self._record_progress(run_id)
-                log.info("reconcile.page", run_id=run_id, category=category, rows=published)
+                log.info("reconcile.page", run_id=run_id, category=category, rows=repaired)
                 if examined < limit:
                     break
         return self.counts
 
-    async def _republish(self, take: Take) -> tuple[int, int]:
-        """Take a page and write its outbox rows in one transaction, then publish them."""
-        async with self.sessionmaker() as session, session.begin():
-            taken = await take(session)
-            publications = await outbox.insert_entries(session, taken, self.settings.region)
-        await self._publish(publications)
-        return len(taken), len(publications)
-
     async def _publish(self, publications: list[PendingPublication]) -> None:
         if publications:
             await publish_and_mark(
-                self.sessionmaker, self.redis, self.settings.region, publications,
-                engine=self.settings.delivery_engine,
-            )  # fmt: skip
-
-    def _paged(self, take: Callable[[AsyncSession, Cursor | None, int], Awaitable[Page]]) -> Scan:
-        """A scan that pages by a keyset cursor: each page starts where the last one ended."""
-        cursor: list[Cursor | None] = [None]
-
-        async def scan(limit: int) -> tuple[int, int]:
-            async def one_page(session: AsyncSession) -> list[DeliveryRef]:
-                page = await take(session, cursor[0], limit)
-                cursor[0] = page.cursor or cursor[0]
-                return page.taken
-
-            return await self._republish(one_page)
-
-        return scan
-
-    def _expired_leases(self) -> Scan:
-        region = self.settings.region
-        return self._paged(
-            lambda session, after, limit: reconcile_scans.expire_leases(
-                session, region=region, limit=limit, after=after
+                self.sessionmaker, self.redis, self.settings.region, publications
             )
-        )
-
-    def _stale_enqueued(self) -> Scan:
-        region, stale = self.settings.region, self.settings.enqueued_stale_seconds
-        return self._paged(
-            lambda session, after, limit: reconcile_scans.restamp_stale_enqueued(
-                session, region=region, limit=limit, stale_seconds=stale, after=after
-            )
-        )
-
-    def _due_pending(self) -> Scan:
-        # Due rows whose outbox row is already waiting stay pending (the outbox scan publishes
-        # them), so this scan could not page by rows leaving the candidate set anyway.
-        region, grace = self.settings.region, self.settings.reconcile_grace_seconds
-        return self._paged(
-            lambda session, after, limit: reconcile_scans.due_pending(
-                session, region=region, limit=limit, grace_seconds=grace, after=after
-            )
-        )
 
     def _destinations(self) -> Scan:
         """Arm every destination with live deliveries for when its first one can be claimed
@@ -210,7 +152,6 @@ async def run_reconcile(
             session, run_id, status="succeeded", counts=counts, error=None
         )
     metrics.RECONCILE_RUNS.labels("succeeded").inc()
-    metrics.LEASE_EXPIRATIONS.inc(counts.get("lease_expirations", 0))
     for category, count in counts.items():
         metrics.RECONCILE_ROWS.labels(category).inc(count)
     log.info("reconcile.finished", run_id=run_id, **counts)

@@ -73,10 +73,7 @@ async def run_bulk_redrive(
                 total += len(revived)
                 await redrive_jobs.update_job(session, job_id, cursor=cursor, redriven=total)
             if publications:
-                await publish_and_mark(
-                    sessionmaker, redis, job.region, publications,
-                    engine=settings.delivery_engine,
-                )  # fmt: skip
+                await publish_and_mark(sessionmaker, redis, job.region, publications)
             if cursor is None:
                 break
     except asyncio.CancelledError:

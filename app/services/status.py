@@ -19,7 +19,6 @@ class FlowSnapshot:
     in_flight: int
     max_in_flight: int  # 0: no ceiling
     next_start_in: float  # seconds until the start-rate ceiling admits the next start
-    wakeups: bool = False  # the wake-up engine runs: its destination's entry is known
     woken_in: float | None = None  # seconds until its destination's wake-up; None: it has none
 
 
@@ -61,8 +60,8 @@ def explain(
             )  # fmt: skip
         expired = delivery.lease_until.isoformat()
         return Explanation(
-            "stuck", f"its worker stopped: the lease expired at {expired}; the next reconcile "
-            "run returns it to the queue",
+            "stuck", f"its worker stopped: the lease expired at {expired}; the next claim at "
+            "its destination takes it over (due then, or armed again by the next reconcile run)",
         )  # fmt: skip
     due = delivery.next_attempt_at
     paused_until = endpoint.paused_until if endpoint.pause_in_force else None  # database clock
@@ -79,39 +78,10 @@ def explain(
 def _due_now(
     delivery: Delivery, now: datetime, settings: Settings, flow: FlowSnapshot | None
 ) -> Explanation:
-    if flow is not None and flow.wakeups:
-        return _due_with_wakeups(delivery, now, settings, flow)
-    due = delivery.next_attempt_at
-    if delivery.state == DeliveryState.ENQUEUED.value:
-        waiting_since = max(delivery.enqueued_at or due, due)
-        if now - waiting_since > timedelta(seconds=settings.enqueued_stale_seconds):
-            return Explanation(
-                "stuck", f"queued since {waiting_since.isoformat()} and not picked up: its job "
-                "may have been lost with Redis; the next reconcile run re-publishes it",
-            )  # fmt: skip
-    elif now - due > timedelta(seconds=settings.reconcile_grace_seconds):
-        return Explanation(
-            "stuck", f"due since {due.isoformat()} with no job queued; the next reconcile run "
-            "publishes it",
-        )  # fmt: skip
-    if flow is not None and flow.max_in_flight and flow.in_flight >= flow.max_in_flight:
-        return Explanation(
-            "throttled", f"destination at its in-flight ceiling ({flow.max_in_flight})"
-        )
-    if flow is not None and flow.next_start_in > 0:
-        return Explanation("throttled", "destination at its start-rate ceiling")
-    return Explanation("queued", "due; waiting for a worker")
-
-
-# A destination held by a taker is set this far ahead (pump.HOLD_SECONDS) while it is served.
-WAKE_SLACK_SECONDS = 10.0
-
-
-def _due_with_wakeups(
-    delivery: Delivery, now: datetime, settings: Settings, flow: FlowSnapshot
-) -> Explanation:
     """A due delivery waits for its destination's wake-up. Parked by policy is `throttled`,
     never `stuck`: only a destination with no wake-up at all is (what reconcile repairs)."""
+    if flow is None:
+        return _due_without_redis(delivery, now, settings)
     if flow.max_in_flight and flow.in_flight >= flow.max_in_flight:
         return Explanation(
             "throttled", f"destination at its in-flight ceiling ({flow.max_in_flight}); it "
@@ -133,6 +103,31 @@ def _due_with_wakeups(
             "with Redis?); the next reconcile run arms it again",
         )  # fmt: skip
     return Explanation("queued", "due; waiting for a worker")
+
+
+# A destination held by a taker is set this far ahead (pump.HOLD_SECONDS) while it is served.
+WAKE_SLACK_SECONDS = 10.0
+
+
+def _due_without_redis(delivery: Delivery, now: datetime, settings: Settings) -> Explanation:
+    """Redis cannot say whether the destination has a wake-up: judged by how long the delivery
+    has waited. A published one gets ENQUEUED_STALE_SECONDS (its destination may be parked by
+    a gate that Redis also cannot show), an unpublished one RECONCILE_GRACE_SECONDS."""
+    due = delivery.next_attempt_at
+    if delivery.state == DeliveryState.ENQUEUED.value:
+        waiting_since = max(delivery.enqueued_at or due, due)
+        if now - waiting_since > timedelta(seconds=settings.enqueued_stale_seconds):
+            return Explanation(
+                "stuck", f"due since {waiting_since.isoformat()} and not picked up; Redis cannot "
+                "say whether its destination has a wake-up (the next reconcile run arms it "
+                "again if not)",
+            )  # fmt: skip
+    elif now - due > timedelta(seconds=settings.reconcile_grace_seconds):
+        return Explanation(
+            "stuck", f"due since {due.isoformat()} and not handed to Redis; the next reconcile "
+            "run arms its destination",
+        )  # fmt: skip
+    return Explanation("queued", "due; waiting for a worker (Redis cannot say more now)")
 
 
 # A timeline tells at most this many attempt rows (and as many dead steps and redrives), and
@@ -194,8 +189,9 @@ def timeline(
 
 
 def _published(publication: Publication, attempts: list[Attempt]) -> CustodyEvent:
-    """A publication is marked after the job is in the queue, and a quick worker may start on
-    it first: it is dated no later than the first attempt started after its outbox row."""
+    """A publication is marked after its destination's wake-up is armed, and a quick worker may
+    start on it first: it is dated no later than the first attempt started after its outbox
+    row."""
     at = publication.published_at
     after = [a.started_at for a in attempts if a.started_at >= publication.created_at]
     return CustodyEvent(min([at, *after]), "published", "handed to the queue")

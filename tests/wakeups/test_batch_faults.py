@@ -77,7 +77,7 @@ async def test_a_crash_after_a_batch_claim_costs_that_batch_one_claim_and_no_sen
     # The lost claim counts against the budget of exactly the rows it took, and no others.
     assert {d for d, (_, claims) in counts.items() if claims == 2} == crashed
     assert {claims for d, (_, claims) in counts.items() if d not in crashed} == {1}
-    await assert_recovered(engine, receiver, PATH, ids, crashes=1, wakeups=True)
+    await assert_recovered(engine, receiver, PATH, ids, crashes=1)
 
 
 async def test_a_crash_after_a_send_resends_only_what_the_dead_worker_had_claimed(
@@ -103,7 +103,7 @@ async def test_a_crash_after_a_send_resends_only_what_the_dead_worker_had_claime
     # Resent: what the dead worker had sent (its outcomes were never written), and nothing
     # it had not claimed.
     assert sent_by_the_dead <= twice <= crashed
-    await assert_recovered(engine, receiver, PATH, ids, crashes=1, wakeups=True)
+    await assert_recovered(engine, receiver, PATH, ids, crashes=1)
 
 
 async def test_a_crash_between_take_and_claim_costs_nothing(
@@ -124,4 +124,4 @@ async def test_a_crash_between_take_and_claim_costs_nothing(
 
     assert {claims for _, claims in (await attempt_counts(engine)).values()} == {1}
     # No send was lost or repeated: each arrived exactly once.
-    await assert_recovered(engine, receiver, PATH, ids, crashes=0, wakeups=True)
+    await assert_recovered(engine, receiver, PATH, ids, crashes=0)
