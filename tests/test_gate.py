@@ -14,10 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_sessionmaker
-from app.services.flow import Gate, Grant, flow_snapshot
+from app.services.flow import RATE_HORIZON_US, Gate, Grant, flow_snapshot
 from tests.support import new_endpoint, redis_now_us
 
 CALLS = 500  # all at once: Redis runs them back to back, far faster than any rate below
+WANT = 10  # CALLS * WANT starts wanted: more than the horizon holds at any rate below
 
 
 # 2000/s and 1500/s were unlimited (a whole-millisecond interval of 0); 600/s was 1000/s.
@@ -30,33 +31,39 @@ async def test_the_gate_holds_any_start_rate_on_redis_clock(
     redis: ArqRedis,
     rate: float,
 ) -> None:
-    # No in-flight ceiling in the way: only the rate may refuse.
-    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=rate, max_in_flight=CALLS)
+    # No in-flight ceiling in the way (twice what all calls want): only the rate may refuse.
+    endpoint = await new_endpoint(
+        client, tenant, rate_limit_per_second=rate, max_in_flight=2 * CALLS * WANT
+    )
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
     gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
-    await gate.policy(endpoint["id"])  # read once, before the burst
+    await gate.policy(endpoint_id)  # read once, before the burst
     start = await redis_now_us(redis)
     # Concurrently, so that however slow this machine is, the calls reach Redis together and
     # the rate (not the caller's own pace) decides.
-    admissions = await asyncio.gather(*(gate.admit(endpoint["id"]) for _ in range(CALLS)))
+    grants = await asyncio.gather(
+        *(gate.grant(endpoint_id, tenant_id=tenant_id, want=WANT) for _ in range(CALLS))
+    )
     end = await redis_now_us(redis)
-    admitted = sum(admission.admitted for admission in admissions)
-    assert {a.reason for a in admissions if not a.admitted} <= {"rate"}
-    for admission in admissions:
-        await gate.release(admission)
+    granted = sum(grant.count for grant in grants)
+    assert {grant.reason for grant in grants if grant.count < WANT} <= {"rate"}
 
-    # Consecutive starts are at least one interval apart on Redis's clock, so the span that
-    # the loop took (by that clock) bounds how many starts it can have been granted.
+    # Consecutive starts are at least one interval apart on Redis's clock, each within the
+    # horizon of its grant, so the span that the calls took (by that clock) and the horizon
+    # bound how many starts can have been granted; and the horizon itself is filled.
     interval_us = 1_000_000 / rate
-    assert 1 <= admitted <= (end - start) / interval_us + 1, (admitted, end - start)
-    assert admitted < CALLS  # the burst came faster than the rate: some calls were refused
-    # The stored theoretical arrival time moved one interval per start, in whole microseconds.
-    stored = await redis.get(f"herald:flow:{endpoint['id']}:tat")
-    assert stored is not None
     step = math.ceil(interval_us)
-    assert start + admitted * step <= int(stored) <= end + step
-    # What a status page shows: the wait for the next start, never more than one interval.
-    snapshot = await flow_snapshot(redis, endpoint["id"], max_in_flight=0)
-    assert snapshot is not None and 0 <= snapshot.next_start_in <= step / 1e6
+    assert granted <= (end - start + RATE_HORIZON_US) / interval_us + 1, (granted, end - start)
+    assert granted >= RATE_HORIZON_US // step + 1, granted
+    # The stored theoretical arrival time moved one interval per start, in whole microseconds.
+    stored = await redis.get(f"herald:flow:{endpoint_id}:tat")
+    assert stored is not None
+    assert start + granted * step <= int(stored) <= end + RATE_HORIZON_US + step
+    # What a status page shows: the wait for the next start, never beyond the horizon and one
+    # interval.
+    snapshot = await flow_snapshot(redis, endpoint_id, max_in_flight=0)
+    assert snapshot is not None
+    assert 0 <= snapshot.next_start_in <= (RATE_HORIZON_US + step) / 1e6
 
 
 async def tenant_of(engine: AsyncEngine, endpoint_id: str) -> str:

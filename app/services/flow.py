@@ -4,9 +4,8 @@ Two ceilings, because they protect against different overloads: an in-flight cei
 memory, the receiver's concurrent capacity) and a start-rate ceiling (a receiver allowing N
 requests per interval). Plus pauses (a receiver's Retry-After, the circuit breaker's cool-down)
 and the breaker's single probe. One Lua script (flow_scripts.GRANT) decides atomically, on
-Redis's clock, how many starts a destination may have now -- a batch for the delivery engine,
-one for the job path's ``admit`` -- and reserves them: an in-flight slot each, and a start time
-each on the rate ceiling.
+Redis's clock, how many starts a destination may have now -- a batch for the pump's next claim
+-- and reserves them: an in-flight slot each, and a start time each on the rate ceiling.
 
 Losing Redis only resets these counters: limits start over, nothing blocks forever. In-flight
 slots are leases that expire by themselves, so a dead worker's slot frees itself.
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 import time
 import uuid
 from collections.abc import Sequence
@@ -61,16 +59,6 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _spread(wait: float, reason: str, interval_us: int = 0) -> float:
-    """When to look again. Callers refused together must not all come back together: each
-    waits its turn plus a random share of the time the others need."""
-    if reason == "in_flight":
-        return random.uniform(0.05, 0.25)  # noqa: S311  (slots free as attempts finish)
-    if reason == "rate":
-        return wait + random.uniform(0, max(1.0, 20 * interval_us / 1e6))  # noqa: S311
-    return wait + random.uniform(0, min(5.0, 0.1 * wait + 0.5))  # noqa: S311
-
-
 @dataclass(frozen=True)
 class Policy:
     interval_us: int  # between starts; 0 = no rate ceiling
@@ -105,15 +93,6 @@ class Grant:
 
     def slot(self, i: int) -> str:
         return f"{self.grant_id}:{i}"
-
-
-@dataclass(frozen=True)
-class Admission:
-    admitted: bool
-    wait_seconds: float
-    reason: str  # ok | paused | in_flight | probing | rate
-    slot: str
-    endpoint_id: str
 
 
 class Gate:
@@ -192,19 +171,12 @@ class Gate:
     async def grant(
         self, endpoint_id: str, *, tenant_id: str, want: int, policy: Policy | None = None
     ) -> Grant:
-        """Up to ``want`` starts to this destination, reserved. A Redis error propagates:
-        unlike one job's ``admit``, a batch must not pass a gate that cannot count it."""
+        """Up to ``want`` starts to this destination, reserved. A Redis error propagates: a
+        batch must not pass a gate that cannot count it."""
         if want < 1:
             raise ValueError("a grant wants at least one start")
         if policy is None:
             policy = await self.policy(endpoint_id)
-        return await self._decide(
-            endpoint_id, policy, tenant_id=tenant_id, want=want, horizon_us=RATE_HORIZON_US
-        )
-
-    async def _decide(
-        self, endpoint_id: str, policy: Policy, *, tenant_id: str, want: int, horizon_us: int
-    ) -> Grant:
         grant_id = uuid.uuid4().hex
         interval = policy.interval_us / 1e6
         if policy.paused_for > 0:  # PostgreSQL's pause holds even when Redis lost its mirror
@@ -214,7 +186,7 @@ class Gate:
             keys=list(flow_keys(endpoint_id)),
             args=[
                 policy.interval_us, policy.max_in_flight, grant_id, lease_ms,
-                "1" if policy.half_open else "0", want, horizon_us, tenant_id,
+                "1" if policy.half_open else "0", want, RATE_HORIZON_US, tenant_id,
             ],
         )  # fmt: skip
         return Grant(
@@ -252,43 +224,13 @@ class Gate:
         keys = flow_keys(endpoint_id)
         try:
             tenant_id = await self._release(
-                keys=[keys.slots, keys.probe, keys.waiting], args=["1", *slots]
+                keys=[keys.slots, keys.probe, keys.waiting], args=list(slots)
             )
         except Exception as exc:
             # Not woken now, the destination wakes at the earliest slot expiry it settled at.
             log.warning("flow.release_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
             return None
         return None if tenant_id is None else _mark(tenant_id)
-
-    async def admit(self, endpoint_id: str) -> Admission:
-        """The job path: one start, now or never (no rate horizon). Fails open: one job's
-        limits must never block it forever, and PostgreSQL's pause holds regardless."""
-        policy = await self.policy(endpoint_id)
-        try:
-            # No tenant: the job path does not wake destinations, so it flags none waiting.
-            grant = await self._decide(endpoint_id, policy, tenant_id="", want=1, horizon_us=0)
-        except Exception as exc:
-            log.warning("flow.gate_unavailable", endpoint_id=endpoint_id, error=type(exc).__name__)
-            return Admission(True, 0.0, "ok", f"{uuid.uuid4().hex}:0", endpoint_id)
-        if grant.count:
-            return Admission(True, 0.0, "ok", grant.slot(0), endpoint_id)
-        reason = grant.reason or "ok"
-        wait = _spread(grant.reopens_in, reason, policy.interval_us)
-        return Admission(False, wait, reason, grant.slot(0), endpoint_id)
-
-    async def release(self, admission: Admission) -> None:
-        if not admission.admitted:
-            return
-        keys = flow_keys(admission.endpoint_id)
-        try:
-            # The job path leaves the waiting flag to the engine that set it.
-            await self._release(
-                keys=[keys.slots, keys.probe, keys.waiting], args=["0", admission.slot]
-            )
-        except Exception as exc:
-            log.warning(
-                "flow.release_failed", endpoint_id=admission.endpoint_id, error=type(exc).__name__
-            )
 
     async def pause(self, endpoint_id: str, seconds: float) -> None:
         self.forget(endpoint_id)

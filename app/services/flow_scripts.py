@@ -31,8 +31,8 @@ def flow_keys(endpoint_id: str) -> FlowKeys:
 
 # KEYS: pause, tat, slots, probe, waiting (FlowKeys order)
 # ARGV: 1 start interval in whole µs (0: no rate), 2 max in flight (0: none), 3 grant id,
-#       4 slot lease ms, 5 "1" if half-open, 6 starts wanted (>= 1), 7 rate horizon µs (0: the
-#       first start must be now), 8 tenant id for the waiting flag ('': set no flag)
+#       4 slot lease ms, 5 "1" if half-open, 6 starts wanted (>= 1), 7 rate horizon µs (how far
+#       ahead starts may be scheduled), 8 the caller's mark for the waiting flag
 # Returns {count, reason ('': not limited), µs until it may grant more, µs until start 0,
 #          the tat it stored ('': none)}. Start i is due at start 0 + i intervals.
 # Everything is decided before anything is written, so a grant of 0 changes nothing but the
@@ -44,7 +44,7 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
 local lease = tonumber(ARGV[4])
 local function flag_waiting()
-  if ARGV[8] ~= '' then redis.call('SET', KEYS[5], ARGV[8] .. '|' .. ARGV[3], 'PX', lease) end
+  redis.call('SET', KEYS[5], ARGV[8] .. '|' .. ARGV[3], 'PX', lease)
 end
 local function earliest_slot_us()
   local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
@@ -110,18 +110,17 @@ if flag and string.sub(flag, -(#ARGV[1] + 1)) == '|' .. ARGV[1] then return fals
 return flag
 """
 
-# KEYS: slots, probe, waiting   ARGV: 1 "1" to take the waiting flag, 2.. slot members
-# ("<grant id>:<i>"). Returns the tenant id of the waiting flag it took, or nil.
+# KEYS: slots, probe, waiting   ARGV: slot members ("<grant id>:<i>"). Returns the waiting
+# flag it took, or nil.
 RELEASE_SLOTS = """
 local probe = redis.call('GET', KEYS[2])
-for i = 2, #ARGV do
+for i = 1, #ARGV do
   redis.call('ZREM', KEYS[1], ARGV[i])
   if probe and string.match(ARGV[i], '^(.*):%d+$') == probe then
     redis.call('DEL', KEYS[2]); probe = false
   end
 end
-if ARGV[1] == '1' then return redis.call('GETDEL', KEYS[3]) end
-return false
+return redis.call('GETDEL', KEYS[3])
 """
 
 # KEYS: tat, slots. Returns {live slots, µs until the next start is allowed}.
