@@ -33,9 +33,6 @@ LEASES_GIVEN_BACK = Counter(
     "herald_leases_given_back",
     "Leases given back unused: too little was left of them to send on (a late claim, a stall)",
 )
-LEASE_EXPIRATIONS = Counter(
-    "herald_lease_expirations", "Expired leases returned to the queue by reconcile"
-)
 RECONCILE_RUNS = Counter("herald_reconcile_runs", "Reconcile runs finished, by status", ["status"])
 RECONCILE_ROWS = Counter(
     "herald_reconcile_rows", "Rows brought back (or purged) by reconcile, by category", ["category"]

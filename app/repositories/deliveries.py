@@ -114,9 +114,9 @@ async def list_page(
     return list((await session.execute(query.order_by(Delivery.id.desc()).limit(limit))).scalars())
 
 
-# pending -> enqueued for deliveries whose job Redis accepted, unless a worker moved them on
-# meanwhile (the attempt count seen at publish time must still hold); and, in the same
-# statement, their outbox rows (if any) published.
+# pending -> enqueued for deliveries whose destination Redis has armed, unless a worker moved
+# them on meanwhile (the attempt count seen at publish time must still hold); and, in the
+# same statement, their outbox rows published.
 _MARK_ENQUEUED = """
 WITH published AS (
     UPDATE outbox SET published_at = now(), claimed_until = NULL
@@ -133,7 +133,7 @@ UPDATE deliveries AS d
 async def mark_enqueued(
     connection: asyncpg.Connection,
     published: Sequence[tuple[str, int]],
-    outbox_ids: Sequence[int] = (),
+    outbox_ids: Sequence[int],
 ) -> None:
     """One statement, its own transaction (db.single_statements)."""
     if not published:

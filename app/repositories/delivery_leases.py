@@ -1,7 +1,7 @@
-"""Leases on deliveries: the claim, the fenced record, the release, of one delivery (the job
-path) or of a destination's batch. A worker holds a delivery only through these, and only while
-its lease token is current and unexpired. Each is one statement and its own transaction
-(``record_in`` excepted), so no transaction spans a send (design.md, invariant 6)."""
+"""Leases on deliveries: the batch claim of a destination's due deliveries, the fenced record
+and the give-back. A worker holds a delivery only through these, and only while its lease token
+is current and unexpired. Each is one statement and its own transaction (``record_in``
+excepted), so no transaction spans a send (design.md, invariant 6)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,9 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import Delivery
 from app.states import DeliveryState
-
-_WAITING = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
 
 # How many live rows the wake-up probe reads at most (design.md, invariant 7: bounded).
 WAKE_PROBE_ROWS = 256
@@ -53,15 +49,15 @@ class ClaimBatch:
     next_wake: float | None
 
 
-# The claims' shared parts (formatted into the statements: constants only, hence the S608
-# waivers). Claimable: waiting and due, or leased by a worker whose lease ran out (it died or
-# stalled, and its delivery is taken over).
+# The claim's parts (formatted into the statements: constants only, hence the S608 waivers).
+# Claimable: waiting and due, or leased by a worker whose lease ran out (it died or stalled,
+# and its delivery is taken over).
 _CLAIMABLE = """((d.state IN ('pending', 'enqueued') AND d.next_attempt_at <= now())
         OR (d.state = 'leased' AND d.lease_until < now()))"""
 
-# A claim's write, besides the token ($4: the lease in seconds, in both claims). Of the columns
-# an index names it changes only `state` (and `lease_until`, whose index goes with the state
-# indexes): the columns that order the live rows stay, so a claim can become a HOT update.
+# A claim's write, besides the token ($4: the lease in seconds). Of the columns an index names
+# it changes only `state` (no index names it since migration 0010): the columns that order the
+# live rows stay, so a claim is a HOT update.
 _LEASE = """state = 'leased', lease_until = now() + make_interval(secs => $4),
        attempt_count = d.attempt_count + 1, updated_at = now()"""
 
@@ -73,16 +69,6 @@ _ENDPOINT = """e.url, e.secret,
        CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret END
            AS previous_secret,
        e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted"""
-
-# The claim of one delivery (the job path): one conditional UPDATE, its own transaction.
-_CLAIM = f"""
-UPDATE deliveries AS d
-   SET lease_token = $3, {_LEASE}
-  FROM endpoints AS e, events AS v
- WHERE d.id = $1 AND d.region = $2 AND e.id = d.endpoint_id AND v.id = d.event_id
-   AND {_CLAIMABLE}
-RETURNING {_LEASED}, {_ENDPOINT}, v.payload
-"""  # noqa: S608
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -156,20 +142,6 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
     )
 
 
-async def claim(
-    connection: asyncpg.Connection,
-    delivery_id: str,
-    *,
-    region: str,
-    token: uuid.UUID,
-    lease_seconds: float,
-) -> ClaimedDelivery | None:
-    """Lease a due delivery. None when it is not due, terminal, owned by another region, or
-    leased by a live worker -- so a duplicate job does nothing."""
-    row = await connection.fetchrow(_CLAIM, delivery_id, region, token, lease_seconds)
-    return None if row is None else _claimed(row)
-
-
 async def claim_batch(
     connection: asyncpg.Connection,
     *,
@@ -226,8 +198,8 @@ class Recording:
 
 
 # What a record writes of one delivery, as (name, type) in the order of _record_args: the
-# single record takes them as parameters, the batch record as one array each. The first two
-# (id, token) are also what a release takes.
+# record in a session takes them as parameters, the batch record as one array each. The first
+# two (id, token) are also what a give-back takes.
 _RECORDED = (
     ("id", "text"), ("token", "uuid"), ("state", "text"), ("outcome", "text"),
     ("status_code", "int"), ("error", "text"), ("dead_reason", "text"), ("delay", "float8"),
@@ -303,19 +275,12 @@ def _record_args(delivery_id: str, token: uuid.UUID, finished: Finished) -> tupl
     )  # fmt: skip
 
 
-async def record(
-    connection: asyncpg.Connection, delivery_id: str, *, token: uuid.UUID, finished: Finished
-) -> bool:
-    """Finish a leased attempt as one statement (its own transaction). False when the lease
-    was lost, in which case nothing is written."""
-    recorded = await connection.fetchval(_RECORD, *_record_args(delivery_id, token, finished))
-    return recorded is not None
-
-
 async def record_in(
     session: AsyncSession, delivery_id: str, *, token: uuid.UUID, finished: Finished
 ) -> bool:
-    """The same record, inside the session's transaction, for callers that write more with it."""
+    """Finish one leased attempt inside the session's transaction, for callers that write
+    more with it (a failure's judgement of its destination). False when the lease was lost, in
+    which case nothing is written."""
     connection = await session.connection()
     result = await connection.exec_driver_sql(_RECORD, _record_args(delivery_id, token, finished))
     return result.scalar_one_or_none() is not None
@@ -331,58 +296,17 @@ async def record_batch(connection: asyncpg.Connection, items: Sequence[Recording
     return {row["id"] for row in await connection.fetch(_RECORD_BATCH, *columns)}
 
 
-@dataclass(frozen=True)
-class Claimable:
-    """When a claim of a delivery could succeed, by the database clock."""
-
-    seconds: float  # from now; 0 or less: already
-    lease_token: uuid.UUID | None  # the lease it waits for, if it is leased
-
-
-async def when_claimable(session: AsyncSession, delivery_id: str, region: str) -> Claimable | None:
-    """When a waiting (pending, enqueued) delivery is due, or when its lease runs out. None for
-    a finished delivery, or none at all."""
-    remaining = case(
-        (Delivery.state.in_(_WAITING), Delivery.next_attempt_at - func.now()),
-        (Delivery.state == DeliveryState.LEASED.value, Delivery.lease_until - func.now()),
-    )
-    row = (
-        await session.execute(
-            select(func.extract("epoch", remaining), Delivery.lease_token).where(
-                Delivery.id == delivery_id, Delivery.region == region
-            )
-        )
-    ).one_or_none()
-    if row is None or row[0] is None:
-        return None
-    return Claimable(float(row[0]), row[1])
-
-
-# A give-back: the claim did not count as an attempt.
-_GIVE_BACK = """state = 'pending', lease_token = NULL, lease_until = NULL,
-       attempt_count = d.attempt_count - 1, updated_at = now()"""
-
-_RELEASE = f"""
-UPDATE deliveries AS d SET {_GIVE_BACK}, next_attempt_at = now()
-  FROM {_one_row(_LEASE_KEY)} WHERE {_HELD}
-"""  # noqa: S608
-
-# The batch give-back leaves next_attempt_at alone: the row was due when claimed, so it still
-# is, and it keeps its place at the front of its destination's (next_attempt_at, id) order.
-# next_attempt_at orders the live rows' index, so not writing it lets the give-back be a HOT
-# update once the state indexes are gone.
+# A give-back: the claim did not count as an attempt. It leaves next_attempt_at alone: the row
+# was due when claimed, so it still is, and it keeps its place at the front of its
+# destination's (next_attempt_at, id) order. next_attempt_at orders the live rows' index, so
+# not writing it lets the give-back be a HOT update.
 _RELEASE_BATCH = f"""
-UPDATE deliveries AS d SET {_GIVE_BACK}
+UPDATE deliveries AS d
+   SET state = 'pending', lease_token = NULL, lease_until = NULL,
+       attempt_count = d.attempt_count - 1, updated_at = now()
   FROM {_many_rows(_LEASE_KEY)} WHERE {_HELD}
 RETURNING d.id
 """  # noqa: S608
-
-
-async def release(connection: asyncpg.Connection, delivery_id: str, *, token: uuid.UUID) -> bool:
-    """Give back a lease whose attempt never sent anything (worker shutting down, or too
-    little of the lease left to send): due now, and the claim does not count as an attempt."""
-    status: str = await connection.execute(_RELEASE, delivery_id, token)
-    return status == "UPDATE 1"
 
 
 async def release_batch(

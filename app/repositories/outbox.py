@@ -14,7 +14,7 @@ from app.models import Delivery, OutboxEntry
 
 @dataclass(frozen=True)
 class PendingPublication:
-    """An outbox row to publish, with what the job needs to be scheduled right."""
+    """An outbox row to publish, with what arming its destination needs."""
 
     outbox_id: int
     delivery_id: str
@@ -25,7 +25,7 @@ class PendingPublication:
 
 
 class Publishable(Protocol):
-    """What publishing needs to know of a delivery (a Delivery row, or a reconciler's page)."""
+    """What publishing needs to know of a delivery (a Delivery row)."""
 
     @property
     def id(self) -> str: ...
@@ -37,15 +37,6 @@ class Publishable(Protocol):
     def attempt_count(self) -> int: ...
     @property
     def tenant_id(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class DeliveryRef:
-    id: str
-    endpoint_id: str
-    next_attempt_at: datetime
-    attempt_count: int
-    tenant_id: str
 
 
 # An array, not a multi-row VALUES list: one prepared statement for every page size (compiling
@@ -125,7 +116,7 @@ async def claim_unpublished(
 @dataclass(frozen=True)
 class Publication:
     """A publication in a delivery's history: when its outbox row was written, and when it was
-    marked published (after the job was handed to the queue)."""
+    marked published (after its destination's wake-up was armed)."""
 
     created_at: datetime
     published_at: datetime

@@ -1,20 +1,15 @@
-"""How long each step of a delivery job may take, and the helpers that hold a step to it.
+"""How long each step around a delivery attempt may take, and the helpers that hold a step to it.
 
-arq fails a job that outlives its timeout (design.md, invariant 8: never), and a stopping worker
-waits for its jobs: both need a job whose every step ends by itself, whatever the database or
-Redis does. workers/runner.py adds these bounds up into arq's job timeout. The lease bounds the
-attempt itself: the send, and every try to record it.
+A stopping worker waits for its attempts, and a taker must be free again whatever the database
+or Redis does: every step ends by itself. The lease bounds the attempt itself: the send, and
+every try to record it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
-
-import structlog
-
-log = structlog.get_logger("herald.delivery")
 
 T = TypeVar("T")
 
@@ -22,8 +17,8 @@ T = TypeVar("T")
 # second, and one Redis script) and the claim, together. A pool that is saturated for longer
 # answers with its own timeout first (5 s, app/db.py).
 BEFORE_LEASE_SECONDS = 10.0
-# Any other step outside the attempt: re-queueing a delivery, giving a lease back, scheduling a
-# retry's job, pausing the destination after a record, releasing the gate's slot.
+# Any other step outside the attempt: giving a lease back, the first try to record an attempt,
+# waking a destination for an old release's job (workers/deliver.py).
 STEP_SECONDS = 5.0
 
 
@@ -42,17 +37,6 @@ async def unstoppable(work: Coroutine[Any, Any, T]) -> T:
     if cancelled:
         raise asyncio.CancelledError
     return result
-
-
-async def best_effort(work: Awaitable[None], event: str, **fields: Any) -> None:
-    """One step that may be skipped, held to STEP_SECONDS: what it does is already true in the
-    delivery row, or comes back by itself (a lost retry job only delays the retry until the
-    reconciler finds the row; a pause or a gate slot in Redis expires)."""
-    try:
-        async with asyncio.timeout(STEP_SECONDS):
-            await work
-    except TimeoutError:
-        log.warning(event, error="TimeoutError", seconds=STEP_SECONDS, **fields)
 
 
 CANCEL_RETRY_SECONDS = 1.0
