@@ -1,4 +1,4 @@
-"""An in-flight ceiling holds when two wake-up workers claim in batches (issue 12): each grant
+"""An in-flight ceiling holds when two workers claim in batches (issue 12): each grant
 reserves its slots before its claim, so batches taken side by side by different workers never
 add up past the ceiling. Counted at a real receiver, never timed."""
 
@@ -21,7 +21,6 @@ DELIVERIES = 300
 # could hold 40 in flight, twice the ceiling. Generous timeouts: an answer slowed down by a
 # starved machine must not time out and be (correctly) sent again, which is not this test.
 WORKER = {
-    "HERALD_DELIVERY_ENGINE": "wakeups",
     "HERALD_REQUEST_TIMEOUT_SECONDS": "10",
     "HERALD_LEASE_SECONDS": "20",
 }

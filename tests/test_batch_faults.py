@@ -1,4 +1,4 @@
-"""The fault suite's worker crash points with batches (issue 12): the wake-up engine claims up to
+"""The fault suite's worker crash points with batches (issue 12): a worker's pump claims up to
 ``DELIVERY_BATCH_MAX`` deliveries in one statement, so a worker that dies holds a whole batch.
 Recovery must still lose nothing, and cost each delivery at most one extra send: the rows a
 crash touches are exactly those the dead worker had claimed (plan, sections 5 and 8)."""
@@ -20,7 +20,7 @@ from tests.support import Stack, new_endpoint, post_deliveries
 PATH = "/batch-faults"
 DELIVERIES = 20
 BATCH = 10
-ENGINE = {"HERALD_DELIVERY_ENGINE": "wakeups", "HERALD_DELIVERY_BATCH_MAX": str(BATCH)}
+BATCHES = {"HERALD_DELIVERY_BATCH_MAX": str(BATCH)}
 
 
 async def attempt_counts(engine: AsyncEngine) -> dict[str, tuple[str, int]]:
@@ -43,7 +43,7 @@ async def crash_at(
     leased when it died)."""
     endpoint = await new_endpoint(client, tenant, url=receiver.url(PATH))
     ids = await post_deliveries(client, tenant, endpoint["id"], DELIVERIES)
-    crashing = crash_worker(stack, tmp_path / "crash.log", point, **ENGINE)
+    crashing = crash_worker(stack, tmp_path / "crash.log", point, **BATCHES)
     await wait_crashed(crashing)
     assert f"fault injected at {point}" in crashing.output()
     rows = await attempt_counts(engine)
@@ -53,7 +53,7 @@ async def crash_at(
 async def recover(
     client: httpx.AsyncClient, stack: Stack, engine: AsyncEngine, tmp_path: Path, ids: list[str]
 ) -> None:
-    with running_worker(stack, tmp_path / "worker.log", **RECOVERY_ENV, **ENGINE):
+    with running_worker(stack, tmp_path / "worker.log", **RECOVERY_ENV, **BATCHES):
         await reconcile_until_succeeded(client, engine, ids)
 
 

@@ -12,8 +12,6 @@ from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
 from tests.support import Stack, new_endpoint, new_tenant, post_deliveries
 
-ENGINE = {"HERALD_DELIVERY_ENGINE": "wakeups"}
-
 
 def arrival_order(receiver: Receiver) -> list[str]:
     return [r.path for r in receiver.requests]
@@ -32,7 +30,7 @@ async def test_a_slow_backlog_does_not_hold_back_a_healthy_destination(
     # The backlog is older: a first-in, first-out queue would serve all of it first.
     await post_deliveries(client, tenant, slow["id"], 100)
     await post_deliveries(client, tenant, healthy["id"], 20)
-    with running_worker(stack, tmp_path / "worker.log", **ENGINE):
+    with running_worker(stack, tmp_path / "worker.log"):
         await receiver.wait_for("/healthy", 20, timeout=60)
     order = arrival_order(receiver)
     slow_seen_first = order[: order.index("/healthy")].count("/slow")
@@ -54,7 +52,7 @@ async def test_a_tenant_with_many_slow_destinations_leaves_room_for_another(
     await post_deliveries(client, other, quick["id"], 10)
     # 20 units of capacity in the worker (FAST_WORKER_ENV): without a tenant's share, the hog's
     # first two destinations would fill them all for a second.
-    with running_worker(stack, tmp_path / "worker.log", **ENGINE):
+    with running_worker(stack, tmp_path / "worker.log"):
         await receiver.wait_for("/quick", 10, timeout=60)
     order = arrival_order(receiver)
     last_quick = max(i for i, path in enumerate(order) if path == "/quick")
@@ -73,9 +71,7 @@ async def test_a_worker_of_concurrency_one_serves_every_tenant(
         for n in range(2):
             endpoint = await new_endpoint(client, headers, url=receiver.url(f"/{name}{n}"))
             await post_deliveries(client, headers, endpoint["id"], 2)
-    with running_worker(
-        stack, tmp_path / "worker.log", HERALD_WORKER_CONCURRENCY="1", **ENGINE
-    ) as worker:
+    with running_worker(stack, tmp_path / "worker.log", HERALD_WORKER_CONCURRENCY="1") as worker:
         for name in ("first", "second"):
             for n in range(2):
                 await receiver.wait_for(f"/{name}{n}", 2, timeout=60)

@@ -110,8 +110,7 @@ async def test_a_paused_destination_costs_nothing_while_reconcile_runs(
     receiver.script("/parked", answer)
     # One at a time: exactly one request meets the answer that pauses the destination.
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/parked"), max_in_flight=1)
-    env = {"HERALD_DELIVERY_ENGINE": "wakeups", **worker_env}
-    with running_worker(stack, tmp_path / "worker.log", **env):
+    with running_worker(stack, tmp_path / "worker.log", **worker_env):
         ids = await post_deliveries(client, tenant, endpoint["id"], 30)
         await paused_in_postgres(engine, endpoint["id"])
         await receiver.wait_for("/parked", 1)
@@ -153,7 +152,7 @@ async def test_re_enabling_a_parked_destination_wakes_it_at_once(
 ) -> None:
     receiver.script("/resumed", Reply(429, headers={"Retry-After": "3600"}))
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/resumed"), max_in_flight=1)
-    with running_worker(stack, tmp_path / "worker.log", HERALD_DELIVERY_ENGINE="wakeups"):
+    with running_worker(stack, tmp_path / "worker.log"):
         ids = await post_deliveries(client, tenant, endpoint["id"], 5)
         await paused_in_postgres(engine, endpoint["id"])
         [first] = await receiver.wait_for("/resumed", 1)

@@ -1,5 +1,5 @@
-"""The wake-up engine end to end: a real `herald worker` (HERALD_DELIVERY_ENGINE=wakeups) and
-an API that arms destinations instead of queueing jobs, against a receiver on 127.0.0.1.
+"""The delivery pump end to end: a real `herald worker` and an API that arms destinations,
+against a receiver on 127.0.0.1.
 
 What the issue asks of it is measured here in counts: rows claimed per statement, claims per
 delivery behind a ceiling, and Redis entries left behind -- never in time."""
@@ -31,7 +31,6 @@ from tests.support import (
     wait_state,
 )
 
-ENGINE = {"HERALD_DELIVERY_ENGINE": "wakeups"}
 LOCKED_FOR = 3.0
 
 
@@ -74,9 +73,7 @@ async def test_a_backlog_is_claimed_in_batches_and_each_delivery_sent_once(
     ids = await post_deliveries(client, tenant, endpoint["id"], 60)
     assert await wake_entries(settings) == 1
     port = free_port()
-    with running_worker(
-        stack, tmp_path / "worker.log", HERALD_WORKER_METRICS_PORT=str(port), **ENGINE
-    ):
+    with running_worker(stack, tmp_path / "worker.log", HERALD_WORKER_METRICS_PORT=str(port)):
         await receiver.wait_for("/batch", 60)
         assert set((await all_finished(engine, ids)).values()) == {"succeeded"}
         body = await scrape(port)
@@ -106,9 +103,7 @@ async def test_an_in_flight_ceiling_waits_without_polling(
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/one"), max_in_flight=1)
     ids = await post_deliveries(client, tenant, endpoint["id"], 12)
     port = free_port()
-    with running_worker(
-        stack, tmp_path / "worker.log", HERALD_WORKER_METRICS_PORT=str(port), **ENGINE
-    ):
+    with running_worker(stack, tmp_path / "worker.log", HERALD_WORKER_METRICS_PORT=str(port)):
         assert set((await all_finished(engine, ids)).values()) == {"succeeded"}
         body = await scrape(port)
 
