@@ -61,6 +61,16 @@ async def states(engine: AsyncEngine, ids: Sequence[str]) -> dict[str, str]:
         return {row.id: row.state for row in rows}
 
 
+async def transitions(engine: AsyncEngine, delivery_id: str) -> list[tuple[str, str]]:
+    """The delivery's state changes, in order (the suite's test-only state log)."""
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT old_state, new_state FROM test_state_log WHERE delivery_id = :d"
+                 " ORDER BY at"), {"d": delivery_id},
+        )  # fmt: skip
+        return [(row.old_state, row.new_state) for row in rows]
+
+
 async def reconcile_until_succeeded(
     client: httpx.AsyncClient, engine: AsyncEngine, ids: Sequence[str], timeout: float = 60.0
 ) -> None:

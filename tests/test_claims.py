@@ -19,6 +19,7 @@ from app.db import create_engine, create_sessionmaker, single_statements
 from app.repositories import delivery_leases
 from app.services.pump import HOLD_SECONDS
 from tests.receiver import Receiver
+from tests.recovery import transitions
 from tests.support import (
     Stack,
     arm,
@@ -184,13 +185,3 @@ async def deliveries_locked(engine: AsyncEngine) -> AsyncIterator[None]:
     async with engine.begin() as connection:
         await connection.execute(text("LOCK TABLE deliveries IN EXCLUSIVE MODE"))
         yield
-
-
-async def transitions(engine: AsyncEngine, delivery_id: str) -> list[tuple[str, str]]:
-    """The delivery's state changes, in order (the suite's test-only state log)."""
-    async with engine.connect() as connection:
-        rows = await connection.execute(
-            text("SELECT old_state, new_state FROM test_state_log WHERE delivery_id = :d"
-                 " ORDER BY at"), {"d": delivery_id},
-        )  # fmt: skip
-        return [(row.old_state, row.new_state) for row in rows]

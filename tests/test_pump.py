@@ -19,9 +19,11 @@ from app.queue import create_queue_redis
 from app.services.wakeups import Wakeups
 from tests.processes import free_port, running_worker
 from tests.receiver import Receiver, Reply
-from tests.recovery import states
+from tests.recovery import states, transitions
 from tests.support import (
     Stack,
+    count_rows,
+    delivery_row,
     fast_path_settled,
     new_endpoint,
     post_deliveries,
@@ -146,3 +148,32 @@ async def test_a_due_delivery_locked_by_another_transaction_is_not_claimed_in_a_
     # the pauses (at least 5 ms, doubling, at most 1 s) leave room for ten claims in 3 s.
     assert 1 <= during <= 12
     assert [r.headers["webhook-id"] for r in receiver.on("/locked")] == [delivery_id]
+
+
+async def test_a_retry_is_recorded_enqueued_and_woken_at_its_time_by_its_record(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    receiver.script("/again", Reply(500), Reply(200))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/again"))
+    [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    await fast_path_settled(engine)
+    # The claim settles the destination for its lease's end (two minutes on): only the
+    # record's own arm, for the retry's time, can bring the retry sooner.
+    async with pump(
+        settings, engine, retry_schedule=(0.5,), request_timeout_seconds=30.0, lease_seconds=120.0
+    ) as (running, _):
+        running.start()
+        await wait_state(engine, delivery_id, "succeeded", timeout=60)
+
+    assert [r.headers["webhook-id"] for r in receiver.on("/again")] == [delivery_id] * 2
+    assert (await delivery_row(engine, delivery_id))["attempt_count"] == 2
+    # Written `enqueued` by the record itself: no second write marks the retry as queued.
+    assert await transitions(engine, delivery_id) == [
+        ("pending", "enqueued"), ("enqueued", "leased"), ("leased", "enqueued"),
+        ("enqueued", "leased"), ("leased", "succeeded"),
+    ]  # fmt: skip
+    assert await count_rows(engine, "reconcile_runs") == 0
