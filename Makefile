@@ -28,18 +28,17 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest
 
-# `make bench ENGINE=jobs` measures the engine being retired; BENCH_ARGS takes bench/run.py's
-# other options, e.g. BENCH_ARGS="--workers 1" (one worker of concurrency 200) or "--only e2e".
-ENGINE ?= wakeups
+# BENCH_ARGS takes bench/run.py's options, e.g. BENCH_ARGS="--workers 1" (one worker of
+# concurrency 200) or "--only e2e".
 BENCH_ARGS ?=
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py --engine $(ENGINE) $(BENCH_ARGS)
-	$(BIN)/python bench/idle_latency.py --engine $(ENGINE) --beside-paused 10000
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/idle_latency.py --beside-paused 10000
 
 bench-quick: $(STAMP)
-	$(BIN)/python bench/run.py --quick --engine $(ENGINE) $(BENCH_ARGS)
-	$(BIN)/python bench/idle_latency.py --engine $(ENGINE) --count 50 --beside-paused 2000
+	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
+	$(BIN)/python bench/idle_latency.py --count 50 --beside-paused 2000
 
 openapi: $(STAMP)
 	$(BIN)/herald openapi > openapi/openapi.json

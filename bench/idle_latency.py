@@ -9,7 +9,6 @@ with `Retry-After: 3600`), accepts N deliveries for it, waits until the relay ha
 all, and measures the healthy destination again: the same run's "alone" figure is the baseline.
 
     .venv/bin/python bench/idle_latency.py [--count 100] [--beside-paused 10000]
-        [--engine jobs|wakeups]
 """
 
 from __future__ import annotations
@@ -91,9 +90,7 @@ async def park(http: httpx.AsyncClient, admin_key: str, endpoint_id: str, count:
     await asyncio.sleep(1)  # let the worker see every queued job once
 
 
-async def main(
-    count: int, spacing: float, beside_paused: int, engine: str
-) -> dict[str, dict[str, float]]:
+async def main(count: int, spacing: float, beside_paused: int) -> dict[str, dict[str, float]]:
     receiver = Receiver()
     app = web.Application()
     app.router.add_post("/{path}", receiver.hook)
@@ -103,7 +100,7 @@ async def main(
 
     data_dir = Path(tempfile.mkdtemp(prefix="hb-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
-    env.update(HERALD_DATA_DIR=str(data_dir), HERALD_PORT=str(PORT), HERALD_DELIVERY_ENGINE=engine)
+    env.update(HERALD_DATA_DIR=str(data_dir), HERALD_PORT=str(PORT))
     dev = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "app.cli", "dev",
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -143,11 +140,8 @@ if __name__ == "__main__":
     parser.add_argument(
         "--beside-paused", type=int, default=0, help="also measure beside N paused deliveries"
     )
-    parser.add_argument(
-        "--engine", choices=("jobs", "wakeups"), default="wakeups", help="HERALD_DELIVERY_ENGINE"
-    )
     args = parser.parse_args()
-    figures = asyncio.run(main(args.count, args.spacing, args.beside_paused, args.engine))
+    figures = asyncio.run(main(args.count, args.spacing, args.beside_paused))
     for name, figure in figures.items():
         print(
             f"intent-to-first-attempt, {name.replace('_', ' ')}, over {args.count} intents: "

@@ -15,9 +15,6 @@ from bench.stack import ADMIN_KEY, API
 RECONCILE_EVERY_SECONDS = 2.0
 # The workers' CPU with nothing to do, metered this long: the floor under both figures.
 IDLE_SECONDS = 5.0
-# The job engine republishes an `enqueued` delivery whose job is this stale; the issue measured
-# its growth with 5 s. The wake-up engine's reconcile does not read it.
-ENQUEUED_STALE_SECONDS = "5"
 
 
 async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, Any]:
@@ -28,7 +25,7 @@ async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, A
     stack.stop_workers()
     await stack.clean_slate()
     await client.reset_receiver("throttling")
-    stack.start_workers(HERALD_ENQUEUED_STALE_SECONDS=ENQUEUED_STALE_SECONDS)
+    stack.start_workers()
     idle = await idle_cpu(client)
     endpoint = client.endpoints["throttling"]
     await client.accept_batches("throttling", 1)

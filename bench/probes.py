@@ -22,8 +22,8 @@ class Counts:
     """How much state waiting work holds: in Redis, and as outbox rows in PostgreSQL."""
 
     redis_keys: int  # DBSIZE
-    wake_entries: int  # Σ entries over the region's tenants (the wakeups engine's queue)
-    delivery_jobs: int  # arq jobs for deliveries in the queue (the jobs engine's queue)
+    wake_entries: int  # Σ entries over the region's tenants
+    delivery_jobs: int  # arq jobs for deliveries in the queue: none (only an old API made them)
     outbox_rows: int
 
     def as_dict(self) -> dict[str, int]:

@@ -75,12 +75,11 @@ def _in_flight_1(r: dict[str, Any]) -> Row:
 
 def _reconcile(r: dict[str, Any], name: str) -> Row:
     c = r[name]
-    unit = "deliveries re-queued" if r["shape"]["engine"] == "jobs" else "destinations armed"
     where = "" if c["destinations"] == 1 else f" over {c['destinations']} destinations"
     whole = "" if c["complete"] else " (INCOMPLETE)"
     return (f"reconcile {c['rows']} rows{where} (Redis flushed)",
             f"{c['seconds']:.2f} s, RSS +{c['rss_growth_mb']:.0f} MB; "
-            f"{c['repaired']} {unit}{whole}", "-", "-", "<= 10 s, <= 64 MB")  # fmt: skip
+            f"{c['repaired']} destinations armed{whole}", "-", "-", "<= 10 s, <= 64 MB")  # fmt: skip
 
 
 def _hot(r: dict[str, Any]) -> Row:

@@ -5,7 +5,7 @@ httptools) and `herald worker` processes in the shape asked for, the receiver pr
 (bench/receiver.py), and drives load from this process with aiohttp. Prints the table and
 writes the results as JSON.
 
-    .venv/bin/python bench/run.py [--quick] [--engine jobs|wakeups] [--workers N]
+    .venv/bin/python bench/run.py [--quick] [--workers N]
         [--concurrency C] [--api-workers N] [--only FIGURE,...] [--out FILE]
 """
 
@@ -186,12 +186,6 @@ def _interrupt(signum: int, frame: object) -> None:
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller volumes, for a smoke run")
-    parser.add_argument(
-        "--engine",
-        choices=("jobs", "wakeups"),
-        default="wakeups",
-        help="HERALD_DELIVERY_ENGINE for every Herald process (default: wakeups)",
-    )
     parser.add_argument("--workers", type=int, default=2, help="herald worker processes (2)")
     parser.add_argument(
         "--concurrency",
@@ -215,7 +209,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     args = _arguments()
     shape = Shape(
-        engine=args.engine, api_workers=args.api_workers, workers=args.workers,
+        api_workers=args.api_workers, workers=args.workers,
         concurrency=args.concurrency or max(1, IN_FLIGHT // args.workers),
     )  # fmt: skip
     started = time.perf_counter()

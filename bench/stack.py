@@ -50,16 +50,15 @@ def pg_bin(name: str) -> str:
 
 @dataclass(frozen=True)
 class Shape:
-    """What runs Herald: the delivery engine and the processes a user would start."""
+    """What runs Herald: the processes a user would start."""
 
-    engine: str  # "jobs" or "wakeups" (HERALD_DELIVERY_ENGINE)
     api_workers: int
     workers: int
     concurrency: int  # HERALD_WORKER_CONCURRENCY of each worker
 
     def describe(self) -> str:
         return (
-            f"engine {self.engine}: herald api --workers {self.api_workers}, "
+            f"herald api --workers {self.api_workers}, "
             f"{self.workers} x herald worker (concurrency {self.concurrency})"
         )
 
@@ -97,7 +96,7 @@ class Stack:
         return f"postgresql://postgres@/herald?host={self.socket_dir}"
 
     def env(self, **extra: str) -> dict[str, str]:
-        """Every Herald process gets the same settings, the engine included."""
+        """Every Herald process gets the same settings."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
         env.update(
             HERALD_DATABASE_URL=self.database_url,
@@ -107,7 +106,6 @@ class Stack:
             HERALD_PORT=str(API_PORT),
             HERALD_LOG_LEVEL="WARNING",
             HERALD_DB_POOL_SIZE="40",
-            HERALD_DELIVERY_ENGINE=self.shape.engine,
             **extra,
         )
         return env
