@@ -129,6 +129,15 @@ def _env_example() -> tuple[dict[str, str], set[str]]:
     return stated, mentioned
 
 
+def test_a_retired_setting_left_in_the_environment_is_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = load_settings().model_dump()
+    # The job engine's switch, gone with it: an old environment file must still start.
+    monkeypatch.setenv("HERALD_DELIVERY_ENGINE", "jobs")
+    assert load_settings().model_dump() == defaults
+
+
 def test_env_example_lists_every_setting_with_its_default(monkeypatch: pytest.MonkeyPatch) -> None:
     stated, mentioned = _env_example()
     assert mentioned == set(Settings.model_fields), "add or remove settings in .env.example"
