@@ -61,7 +61,7 @@ async def test_redis_flushed_with_workers_stopped_loses_nothing(
     ids = [r.json()["id"] for r in responses]
     redis = Redis.from_url(stack.redis_url)
     try:
-        await redis.flushall()  # every job and every trace of them, gone
+        await redis.flushall()  # every wake-up and every trace of them, gone
     finally:
         await redis.aclose()
     await asyncio.sleep(2.5)  # older than ENQUEUED_STALE_SECONDS
