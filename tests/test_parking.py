@@ -26,6 +26,7 @@ from tests.support import (
     new_endpoint,
     post_deliveries,
     reconcile_now,
+    until,
 )
 
 RUNS = 10
@@ -64,12 +65,11 @@ async def footprint(settings: Settings, engine: AsyncEngine, ids: list[str]) -> 
 
 
 async def paused_in_postgres(engine: AsyncEngine, endpoint_id: str) -> None:
-    deadline = asyncio.get_running_loop().time() + 30
-    while not await count_rows(
-        engine, "endpoints", "id = :e AND paused_until > now()", e=endpoint_id
-    ):
-        assert asyncio.get_running_loop().time() < deadline, "the destination never paused"
-        await asyncio.sleep(0.05)
+    async def paused() -> bool:
+        where = "id = :e AND paused_until > now()"
+        return bool(await count_rows(engine, "endpoints", where, e=endpoint_id))
+
+    await until(paused, timeout=30, every=0.05)
 
 
 async def finished(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
@@ -115,11 +115,12 @@ async def test_a_paused_destination_costs_nothing_while_reconcile_runs(
         await paused_in_postgres(engine, endpoint["id"])
         await receiver.wait_for("/parked", 1)
         first_sent = receiver.on("/parked")[0].headers["webhook-id"]
+
         # Its failure recorded: from here on, nothing may change.
-        deadline = asyncio.get_running_loop().time() + 30
-        while not await count_rows(engine, "attempts", "delivery_id = :d", d=first_sent):
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.05)
+        async def recorded() -> bool:
+            return bool(await count_rows(engine, "attempts", "delivery_id = :d", d=first_sent))
+
+        await until(recorded, timeout=30, every=0.05)
         before = await footprint(settings, engine, ids)
         # The clocks that made the job engine republish waiting work, at their shortest.
         eager = {"enqueued_stale_seconds": 0.01, "reconcile_grace_seconds": 0}
