@@ -34,7 +34,7 @@ class Ended:
     result: sender.AttemptResult | None  # None: refused without sending
     lease_ends: float  # on this process's event-loop clock
 
-    @property
+    @functools.cached_property
     def finished(self) -> Finished:
         """The row to write. A retry is written `enqueued`: the destination's wake-up covers it
         (the recorder arms it for the retry time after the commit)."""
