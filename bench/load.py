@@ -12,6 +12,8 @@ from typing import Any
 
 import aiohttp
 
+from app.ids import new_id
+from app.repositories import deliveries, intents
 from bench import probes
 from bench.stack import ADMIN_KEY, API, Stack, percentile, pg_bin, python
 
@@ -203,6 +205,34 @@ class Client:
         started = time.perf_counter()
         await asyncio.gather(*(client(batches // clients) for _ in range(clients)))
         return done / (time.perf_counter() - started)
+
+    async def batch_sql(self, clients: int, batches: int) -> float:
+        """The baseline: the statements one batch of 1000 makes PostgreSQL run -- the insert,
+        then the publish's mark -- from asyncpg directly, with no HTTP and no Python around
+        them, over as many connections as the batch figure has clients."""
+        tenant_id, endpoint = self.tenant_id, self.endpoints["instant"]
+
+        async def client(count: int) -> None:
+            connection = await self.stack.connect()
+            try:
+                for _ in range(count):
+                    events = [new_id("evt") for _ in range(1000)]
+                    async with connection.transaction():
+                        rows = await connection.fetch(
+                            intents.ACCEPT_MANY, tenant_id, "local", events, ["bench"] * 1000,
+                            [b'{"n":1}'] * 1000, [new_id("dlv") for _ in range(1000)],
+                            [endpoint] * 1000, [None] * 1000,
+                        )  # fmt: skip
+                    await connection.execute(
+                        deliveries.MARK_ENQUEUED, [r["id"] for r in rows], [0] * len(rows),
+                        [r["outbox_id"] for r in rows],
+                    )  # fmt: skip
+            finally:
+                await connection.close()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client(batches // clients) for _ in range(clients)))
+        return batches // clients * clients * 1000 / (time.perf_counter() - started)
 
     # -- end to end against a raw aiohttp loop --------------------------------------------
 

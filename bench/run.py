@@ -79,8 +79,12 @@ async def accept(client: Client, v: Volumes, results: dict[str, Any]) -> None:
 
 async def batch(client: Client, v: Volumes, results: dict[str, Any]) -> None:
     progress("batch accept")
-    runs = [await client.batch(clients=4, batches=v.batches) for _ in range(ROUNDS)]
-    results["batch"] = {"per_second": median(runs), "runs": runs}
+    runs, baseline = [], []
+    for _ in range(ROUNDS):  # alternating, as for single accepts
+        runs.append(await client.batch(clients=4, batches=v.batches))
+        baseline.append(await client.batch_sql(clients=4, batches=v.batches))
+    results["batch"] = {"per_second": median(runs), "runs": runs,
+                        "sql_per_second": median(baseline), "sql_runs": baseline}  # fmt: skip
 
 
 async def end_to_end(client: Client, v: Volumes, results: dict[str, Any]) -> None:

@@ -66,6 +66,11 @@ async def get_principal(
     resources: ResourcesDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Principal:
+    return await authenticate(resources, authorization)
+
+
+async def authenticate(resources: Resources, authorization: str | None) -> Principal:
+    """Who sent ``Authorization``: the bootstrap admin key, or an API key (cached briefly)."""
     scheme, _, key = (authorization or "").partition(" ")
     key = key.strip()
     if scheme.lower() != "bearer" or not key:
@@ -97,6 +102,10 @@ async def require_admin(principal: PrincipalDep) -> Principal:
 
 
 async def require_tenant(principal: PrincipalDep) -> str:
+    return tenant_of(principal)
+
+
+def tenant_of(principal: Principal) -> str:
     if principal.tenant_id is None:
         raise Forbidden("this key is not bound to a tenant; use a tenant key")
     return principal.tenant_id
@@ -115,9 +124,14 @@ async def parse_idempotency_key(
         ),
     ] = None,
 ) -> str | None:
-    if idempotency_key is None:
+    return idempotency_key_from(idempotency_key)
+
+
+def idempotency_key_from(header: str | None) -> str | None:
+    """The key an ``Idempotency-Key`` header carries, or 400 when it is no valid key."""
+    if header is None:
         return None
-    key = idempotency_key.strip()
+    key = header.strip()
     if len(key) >= 2 and key[0] == key[-1] == '"':
         # An RFC 8941 sf-string: unescape \" and \\.
         key = key[1:-1].replace('\\"', '"').replace("\\\\", "\\")
@@ -138,7 +152,12 @@ async def require_json_body(request: Request) -> None:
     every route, rather than failing validation as "Input should be a valid dictionary"."""
     if getattr(request.scope.get("route"), "body_field", None) is None or not await request.body():
         return
-    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    require_json_media_type(request.headers.get("content-type", ""))
+
+
+def require_json_media_type(content_type: str) -> None:
+    """415 unless ``content_type`` is one FastAPI parses as JSON."""
+    media_type = content_type.partition(";")[0].strip().lower()
     if media_type == "application/json" or (
         media_type.startswith("application/") and media_type.endswith("+json")
     ):

@@ -117,7 +117,7 @@ async def list_page(
 # pending -> enqueued for deliveries whose destination Redis has armed, unless a worker moved
 # them on meanwhile (the attempt count seen at publish time must still hold); and, in the
 # same statement, their outbox rows published.
-_MARK_ENQUEUED = """
+MARK_ENQUEUED = """
 WITH published AS (
     UPDATE outbox SET published_at = now(), claimed_until = NULL
      WHERE id = ANY($3::bigint[]) AND published_at IS NULL
@@ -140,7 +140,7 @@ async def mark_enqueued(
         return
     ids = [delivery_id for delivery_id, _ in published]
     counts = [count for _, count in published]
-    await connection.execute(_MARK_ENQUEUED, ids, counts, list(outbox_ids))
+    await connection.execute(MARK_ENQUEUED, ids, counts, list(outbox_ids))
 
 
 def _revive(detail: str, *conditions: ColumnElement[bool]) -> Update:

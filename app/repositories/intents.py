@@ -85,7 +85,7 @@ _NOT_DELIVERY = frozenset({"found", "enabled", "disabled_reason", "outbox_id"})
 # were checked by the caller in the same transaction.
 # $1 tenant, $2 region, then one array per column: $3 event ids, $4 event types, $5 payloads,
 # $6 delivery ids, $7 endpoint ids, $8 deliver_after (NULL: now).
-_ACCEPT_MANY = """
+ACCEPT_MANY = """
 WITH item AS (
     SELECT * FROM unnest($3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
                          $8::timestamptz[])
@@ -132,9 +132,11 @@ async def insert_many(
         [i.endpoint_id for i in intents], [i.deliver_after for i in intents],
     )  # fmt: skip
     connection = await session.connection()
-    result = await connection.exec_driver_sql(_ACCEPT_MANY, (tenant_id, region, *columns))
+    result = await connection.exec_driver_sql(ACCEPT_MANY, (tenant_id, region, *columns))
+    names = list(result.keys())
     inserted: dict[str, tuple[int, dict[str, Any]]] = {}
-    for row in result.mappings():
-        delivery = {k: v for k, v in row.items() if k != "outbox_id"}
-        inserted[delivery["id"]] = (row["outbox_id"], delivery)
+    for values in result.all():
+        delivery = dict(zip(names, values, strict=True))
+        outbox_id = delivery.pop("outbox_id")
+        inserted[delivery["id"]] = (outbox_id, delivery)
     return inserted

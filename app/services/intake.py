@@ -79,8 +79,11 @@ def request_fingerprint(route: str, intent: DeliveryIntent | EventIntent, payloa
     """What makes two requests with one idempotency key the same request: the route, the
     intent's fields, and the payload as encoded -- the bytes already made, never a second
     serialisation of the payload."""
+    # A batch item's own key is not part of what it asks for: it replays the single route.
     fields = json.dumps(
-        intent.model_dump(mode="json", exclude={"payload"}), sort_keys=True, separators=(",", ":")
+        intent.model_dump(mode="json", exclude={"payload", "idempotency_key"}),
+        sort_keys=True,
+        separators=(",", ":"),
     )
     # Neither line can hold a newline (JSON escapes it), so the parts cannot run together.
     return hashlib.sha256(f"{route}\n{fields}\n".encode() + payload).digest()
