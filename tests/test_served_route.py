@@ -8,15 +8,17 @@ mounted the generic way, beside the served route, and both get the same requests
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from app.api import deliveries
+from app.config import Settings
+from app.main import create_app
 from app.schemas.deliveries import DeliveryOut
-from tests.support import ADMIN
+from tests.support import ADMIN, client_for
 
 SERVED = "/v1/deliveries"
 GENERIC = "/v1/deliveries-generic"
@@ -24,15 +26,20 @@ JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture
-def generic(app: FastAPI) -> None:
-    # On the app's own router: the app-wide dependency (415 for non-JSON bodies) applies too.
-    app.router.add_api_route(
+async def both(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of an app of its own (the shared one stays as built) with the endpoint also
+    mounted the generic way, on the app's router: the app-wide dependency (415 for a body
+    that is not JSON) applies to it too."""
+    application = create_app(settings)
+    application.router.add_api_route(
         GENERIC,
         deliveries.create_delivery,
         methods=["POST"],
         status_code=202,
         response_model=DeliveryOut,
     )
+    async with application.router.lifespan_context(application), client_for(application) as http:
+        yield http
 
 
 def cases(endpoint_id: str, tenant: dict[str, str]) -> dict[str, tuple[bytes, dict[str, str]]]:
@@ -87,27 +94,25 @@ def comparable(response: httpx.Response) -> dict[str, Any]:
     return seen
 
 
-@pytest.mark.usefixtures("generic")
 async def test_the_served_route_answers_as_the_generic_one(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+    both: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
 ) -> None:
     for name, (body, headers) in cases(endpoint["id"], tenant).items():
-        served = await client.post(SERVED, content=body, headers=headers)
-        generic = await client.post(GENERIC, content=body, headers=headers)
+        served = await both.post(SERVED, content=body, headers=headers)
+        generic = await both.post(GENERIC, content=body, headers=headers)
         assert comparable(served) == comparable(generic), name
         assert served.status_code < 500, name
 
 
-@pytest.mark.usefixtures("generic")
 async def test_keyed_accept_and_replay_answer_as_the_generic_route(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+    both: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
 ) -> None:
     intent = {"endpoint_id": endpoint["id"], "event_type": "t", "payload": {"n": 1}}
     for route, key in ((SERVED, "served-1"), (GENERIC, "generic-1")):
         headers = {**tenant, "Idempotency-Key": key}
-        first = await client.post(route, json=intent, headers=headers)
-        again = await client.post(route, json=intent, headers=headers)
-        changed = await client.post(route, json={**intent, "event_type": "u"}, headers=headers)
+        first = await both.post(route, json=intent, headers=headers)
+        again = await both.post(route, json=intent, headers=headers)
+        changed = await both.post(route, json={**intent, "event_type": "u"}, headers=headers)
         assert [first.status_code, again.status_code, changed.status_code] == [202, 200, 422]
         assert again.headers[deliveries.REPLAYED_HEADER] == "true"
         assert again.json()["id"] == first.json()["id"]
