@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
+from sqlalchemy.util import greenlet_spawn
 
 # Constraint names are stable so that Alembic migrations can name what they alter or drop.
 NAMING_CONVENTION = {
@@ -139,17 +140,22 @@ async def single_statements(
     prepared-statement cache instead of building and compiling a SQLAlchemy statement per call.
     Only for work that is atomic as one statement; anything needing two uses a session.
     """
-    # No BEGIN is sent: SQLAlchemy's asyncpg adapter begins a transaction lazily, on the first
-    # statement *it* executes, and none is executed through it here.
-    async with sessionmaker() as session:
-        connection = await session.connection()
-        fairy = await connection.get_raw_connection()
-        driver: asyncpg.Connection = fairy.driver_connection
-        try:
-            yield driver
-        except _BROKEN as exc:
-            # A broken connection must not go back to the pool for the next caller to trip on.
-            # (The rest of the pool finds out one connection at a time: each such caller gets
-            # this error once -- a 503 to retry, or a job the reconciler brings back.)
-            await connection.invalidate(exc)
-            raise
+    # Straight from the pool, without a Session or a Connection around it: those cost 2-3
+    # times the checkout itself (120 us of 290 per statement, docs/benchmarks.md). No BEGIN
+    # is sent: the asyncpg adapter begins a transaction only for a statement *it* executes.
+    engine = sessionmaker.kw["bind"]
+    assert isinstance(engine, AsyncEngine)
+    pooled = await engine.raw_connection()
+    try:
+        driver: asyncpg.Connection = pooled.driver_connection
+        yield driver
+    except _BROKEN as exc:
+        # A broken connection must not go back to the pool for the next caller to trip on.
+        # (The rest of the pool finds out one connection at a time: each such caller gets
+        # this error once -- a 503 to retry, or a job the reconciler brings back.)
+        await greenlet_spawn(pooled.invalidate, exc)
+        raise
+    finally:
+        # The pool's return runs the adapter's (no-op) rollback, which may await: as SQLAlchemy
+        # runs its own asyncio calls, inside greenlet_spawn.
+        await greenlet_spawn(pooled.close)
