@@ -15,7 +15,7 @@ import aiohttp
 from app.ids import new_id
 from app.repositories import deliveries, intents
 from bench import probes
-from bench.stack import ADMIN_KEY, API, Stack, percentile, pg_bin, python
+from bench.stack import ADMIN_KEY, API, Stack, percentile, python
 
 
 class Receiver:
@@ -174,7 +174,7 @@ class Client:
         )
         result = await asyncio.to_thread(
             subprocess.run,
-            [pg_bin("pgbench"), "-h", self.stack.socket_dir, "-U", "postgres", "-n",
+            [self.stack.pg_bin("pgbench"), "-h", self.stack.socket_dir, "-U", "postgres", "-n",
              "-c", str(clients), "-j", "2", "-T", str(int(seconds)), "-f", str(script), "herald"],
             capture_output=True, text=True,
         )  # fmt: skip

@@ -154,13 +154,16 @@ RUNS = {
 }  # fmt: skip
 
 
-async def run(shape: Shape, volumes: Volumes, figures: list[str]) -> dict[str, Any]:
+async def run(
+    shape: Shape, volumes: Volumes, figures: list[str], postgres_bin: Path | None
+) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="hbench-"))
-    stack = Stack(workdir, shape)
+    stack = Stack(workdir, shape, postgres_bin)
+    server = f"PostgreSQL from {postgres_bin}" if postgres_bin else "embedded PostgreSQL"
     results: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(),
                     "memory_gb": round(psutil.virtual_memory().total / 2**30)},
-        "shape": {**asdict(shape), "description": shape.describe()},
+        "shape": {**asdict(shape), "description": f"{shape.describe()}; {server}"},
         "volumes": asdict(volumes),
     }  # fmt: skip
     try:
@@ -197,6 +200,12 @@ def _arguments() -> argparse.Namespace:
         help=f"HERALD_WORKER_CONCURRENCY of each (default: {IN_FLIGHT} / workers)",
     )
     parser.add_argument("--api-workers", type=int, default=2, help="herald api --workers (2)")
+    parser.add_argument(
+        "--postgres-bin",
+        type=Path,
+        help="a PostgreSQL build's bin directory (e.g. /usr/lib/postgresql/15/bin): run the "
+        "figures on a scratch cluster of it instead of the embedded server",
+    )
     parser.add_argument("--only", help=f"comma-separated figures, of: {', '.join(FIGURES)}")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results.json",
                         help="where the results go as JSON (bench/results.json)")  # fmt: skip
@@ -217,7 +226,8 @@ def main() -> None:
         concurrency=args.concurrency or max(1, IN_FLIGHT // args.workers),
     )  # fmt: skip
     started = time.perf_counter()
-    results = asyncio.run(run(shape, QUICK if args.quick else FULL, args.figures))
+    volumes = QUICK if args.quick else FULL
+    results = asyncio.run(run(shape, volumes, args.figures, args.postgres_bin))
     results["wall_seconds"] = time.perf_counter() - started
     args.out.write_text(json.dumps(results, indent=2))
     print(table(results))

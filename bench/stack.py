@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,10 +44,45 @@ def python(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
-def pg_bin(name: str) -> str:
+def embedded_bin_dir() -> Path:
     from pgserver._commands import POSTGRES_BIN_PATH
 
-    return str(Path(POSTGRES_BIN_PATH) / name)
+    return Path(POSTGRES_BIN_PATH)
+
+
+class StandalonePostgres:
+    """A scratch cluster of a PostgreSQL built the usual way -- a distribution's package, say
+    ``/usr/lib/postgresql/15/bin`` -- to set the accept figure beside a server other than the
+    embedded one. Reachable over a unix socket only, like the embedded server."""
+
+    def __init__(self, bin_dir: Path, data_dir: Path) -> None:
+        self.bin_dir, self.data_dir = bin_dir, data_dir
+        self.socket_dir = data_dir.parent / "pg-socket"
+
+    def _run(self, name: str, *args: str) -> None:
+        # PostgreSQL refuses to run as root: as root, run it as the package's `postgres` user.
+        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*as_user, str(self.bin_dir / name), *args], check=True,
+                       capture_output=True)  # fmt: skip
+
+    def start(self) -> str:
+        if not (self.data_dir / "PG_VERSION").exists():
+            self.socket_dir.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.data_dir.parent, 0o755)  # noqa: S103  (a scratch dir; the server's user must enter it)
+            if os.geteuid() == 0:
+                shutil.chown(self.socket_dir, "postgres")
+                self.data_dir.mkdir(mode=0o700)
+                shutil.chown(self.data_dir, "postgres")
+            self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust")
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-l", str(self.data_dir / "log"),
+                  "-o", f"-c listen_addresses='' -k {self.socket_dir}", "start")  # fmt: skip
+        with contextlib.suppress(subprocess.CalledProcessError):  # it exists after a restart
+            self._run("createdb", "-h", str(self.socket_dir), "-U", "postgres", "herald")
+        return f"postgresql+asyncpg://postgres@/herald?host={self.socket_dir}"
+
+    def stop(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
 
 
 @dataclass(frozen=True)
@@ -66,10 +103,15 @@ class Shape:
 class Stack:
     """The embedded servers and Herald's processes for one benchmark run."""
 
-    def __init__(self, workdir: Path, shape: Shape) -> None:
+    def __init__(self, workdir: Path, shape: Shape, postgres_bin: Path | None = None) -> None:
         self.workdir = workdir
         self.shape = shape
-        self.postgres = EmbeddedPostgres(workdir / "pg")
+        self.postgres: EmbeddedPostgres | StandalonePostgres = (
+            EmbeddedPostgres(workdir / "pg")
+            if postgres_bin is None
+            else StandalonePostgres(postgres_bin, workdir / "pg")
+        )
+        self.postgres_bin = postgres_bin or embedded_bin_dir()
         self.redis = EmbeddedRedis(workdir / "redis")
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.database_url = ""
@@ -79,13 +121,17 @@ class Stack:
         self.database_url = self.postgres.start()
         # Room for two API processes' pools, the workers' and pgbench's 64 clients at once.
         subprocess.run(
-            [pg_bin("psql"), self.dsn, "-c", "ALTER SYSTEM SET max_connections = 400"],
+            [self.pg_bin("psql"), self.dsn, "-c", "ALTER SYSTEM SET max_connections = 400"],
             check=True, capture_output=True,
         )  # fmt: skip
         self.postgres.stop()
         self.database_url = self.postgres.start()
         self.redis_url = self.redis.start()
         upgrade_to_head(self.database_url)
+
+    def pg_bin(self, name: str) -> str:
+        """A client program (psql, pgbench) of the same build as the server."""
+        return str(self.postgres_bin / name)
 
     @property
     def socket_dir(self) -> str:
