@@ -5,22 +5,36 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck pytest openapi bench bench-quick clean
+.PHONY: run test lint typecheck pytest openapi bench bench-quick clean lock
 
-$(STAMP): pyproject.toml
+# Installed from the lockfile: every machine gets the same versions. Herald itself on top,
+# editable, without resolving anything again.
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# Re-resolve pyproject.toml's dependencies (dev and embedded extras included) into
+# requirements.lock, in a scratch venv so that nothing installed by hand slips in.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet --upgrade pip
+	.lock-venv/bin/python -m pip install --quiet '.[dev,embedded]'
+	{ sed -n '1,3p' requirements.lock; \
+	  .lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^herald'; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
+
 run: $(STAMP)
-	$(BIN)/herald dev
+	$(BIN)/herald-dev
 
 test: $(STAMP) lint typecheck pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

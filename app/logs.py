@@ -1,5 +1,5 @@
 """Structured logs: one JSON object per line, an event name (`delivery.attempt`) and ids as
-fields; a human console format for `herald dev`. Library loggers (uvicorn, arq, SQLAlchemy)
+fields; a human console format for `herald-dev`. Library loggers (uvicorn, arq, SQLAlchemy)
 go through the same pipeline.
 
 Payloads, secrets and API keys never appear: no code logs them, and a last processor blanks any

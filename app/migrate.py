@@ -1,4 +1,4 @@
-"""Run Alembic migrations from code (``herald migrate``, ``herald dev``, the test suite)."""
+"""Run Alembic migrations from code (``herald migrate``, ``herald-dev``, the test suite)."""
 
 from __future__ import annotations
 

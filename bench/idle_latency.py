@@ -1,6 +1,6 @@
 """Intent-to-first-attempt latency on an idle system, and beside a paused destination's backlog.
 
-Starts `herald dev` (embedded PostgreSQL + Redis, one API and one worker process) in a scratch
+Starts `herald-dev` (embedded PostgreSQL + Redis, one API and one worker process) in a scratch
 data dir, a receiver on 127.0.0.1, then POSTs intents one at a time, spaced out, and measures
 from just before the POST to the receiver seeing the request.
 
@@ -102,7 +102,7 @@ async def main(count: int, spacing: float, beside_paused: int) -> dict[str, dict
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
     env.update(HERALD_DATA_DIR=str(data_dir), HERALD_PORT=str(PORT))
     dev = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", "dev",
+        sys.executable, "-m", "devstack.cli",
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     results: dict[str, dict[str, float]] = {}

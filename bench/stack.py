@@ -17,9 +17,9 @@ import aiohttp
 import asyncpg
 import psutil
 
-from app.dev import die_with_parent
-from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.migrate import upgrade_to_head
+from devstack.dev import die_with_parent
+from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
 
 REPO = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "bench-admin-key-0123456789"

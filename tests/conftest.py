@@ -26,9 +26,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import queue
 from app.config import Settings
 from app.db import create_engine, is_transaction_conflict
-from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.main import create_app
 from app.migrate import upgrade_to_head
+from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
 from tests.receiver import Receiver, running_receiver
 from tests.recovery import install_state_log
 from tests.support import (

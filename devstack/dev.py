@@ -1,4 +1,4 @@
-"""`herald dev`: the whole service on one machine, embedded servers included, stopped cleanly.
+"""`herald-dev`: the whole service on one machine, embedded servers included, stopped cleanly.
 
 It is a supervisor: it starts (or reuses) the databases, migrates, makes sure a dev tenant and
 an admin key exist, then runs `herald api` and `herald worker` as child processes, exactly as
@@ -29,13 +29,13 @@ import httpx
 
 from app.config import Settings, SettingsError
 from app.db import create_engine, create_sessionmaker
-from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from app.migrate import upgrade_to_head
 from app.repositories import api_keys
 from app.services.api_keys import generate_key, hash_key, issue_key_for_tenant_name
+from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
 
 DEV_TENANT = "dev"
-# `herald dev` is for trying Herald against receivers on this machine, so loopback is allowed
+# `herald-dev` is for trying Herald against receivers on this machine, so loopback is allowed
 # unless HERALD_DESTINATION_ALLOWLIST says otherwise. `herald api` has no such default.
 DEV_ALLOWLIST = "127.0.0.0/8,::1/128"
 _CHILD_GRACE_SECONDS = 20
@@ -100,7 +100,7 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
-        raise DevError(f"another `herald dev` is already using {data_dir}") from None
+        raise DevError(f"another `herald-dev` is already using {data_dir}") from None
     return lock
 
 
@@ -118,7 +118,7 @@ def _check_port_free(host: str, port: int) -> None:
     except OSError as exc:
         raise DevError(
             f"port {port} on {host} is not available ({exc.strerror or exc}); set HERALD_PORT "
-            f"to a free port, e.g. HERALD_PORT={port + 1 if port < 65535 else 8000} herald dev"
+            f"to a free port, e.g. HERALD_PORT={port + 1 if port < 65535 else 8000} herald-dev"
         ) from None
 
 
@@ -154,8 +154,8 @@ def dev_stack_database(data_dir: Path) -> Iterator[str]:
     """The dev stack's database in ``data_dir``, for one-off commands (``keys create``,
     ``purge``) run with HERALD_DATABASE_URL unset.
 
-    While `herald dev` runs there (it holds the lock) its server is used as it is: never
-    started, never stopped. Otherwise this holds the lock itself, so that no `herald dev` starts
+    While `herald-dev` runs there (it holds the lock) its server is used as it is: never
+    started, never stopped. Otherwise this holds the lock itself, so that no `herald-dev` starts
     on the data dir meanwhile, and starts the server only for as long as the command runs.
     """
     data_dir = data_dir.resolve()
@@ -164,7 +164,7 @@ def dev_stack_database(data_dir: Path) -> Iterator[str]:
     if not postgres.initialised:
         raise SettingsError(
             f"HERALD_DATABASE_URL is not set and there is no dev stack in {data_dir}: set it, "
-            "or run `herald dev` first (HERALD_DATA_DIR says where)"
+            "or run `herald-dev` first (HERALD_DATA_DIR says where)"
         )
     try:
         lock = _lock_data_dir(data_dir)
@@ -172,7 +172,7 @@ def dev_stack_database(data_dir: Path) -> Iterator[str]:
         url = postgres.running_url()
         if url is None:
             raise SettingsError(
-                f"`herald dev` on {data_dir} has not started its database yet; try again in a "
+                f"`herald-dev` on {data_dir} has not started its database yet; try again in a "
                 "moment, or set HERALD_DATABASE_URL"
             ) from None
         yield url
@@ -185,7 +185,7 @@ def dev_stack_database(data_dir: Path) -> Iterator[str]:
 
 
 class ReconcileTimer:
-    """`herald dev`'s stand-in for cron: POST /v1/reconcile every RECONCILE_INTERVAL_SECONDS,
+    """`herald-dev`'s stand-in for cron: POST /v1/reconcile every RECONCILE_INTERVAL_SECONDS,
     exactly as the production crontab line does."""
 
     def __init__(self, base_url: str, admin_key: str, settings: Settings) -> None:
@@ -201,7 +201,7 @@ class ReconcileTimer:
         try:
             httpx.post(self._url, json={"trigger": "dev-timer"}, headers=self._headers, timeout=5)
         except httpx.HTTPError as exc:
-            print(f"herald dev: reconcile trigger failed: {exc}", file=sys.stderr, flush=True)
+            print(f"herald-dev: reconcile trigger failed: {exc}", file=sys.stderr, flush=True)
 
 
 def _banner(
@@ -222,7 +222,7 @@ def _banner(
 def run_dev(settings: Settings) -> int:
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    # SIGINT too: a shell may start a background `herald dev &` with SIGINT ignored.
+    # SIGINT too: a shell may start a background `herald-dev &` with SIGINT ignored.
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, _raise_interrupt)
     children: list[subprocess.Popen[bytes]] = []
@@ -280,10 +280,10 @@ def run_dev(settings: Settings) -> int:
                 timer.tick()
                 time.sleep(0.5)
         except KeyboardInterrupt:
-            print("\nherald dev: stopping...", file=sys.stderr, flush=True)
+            print("\nherald-dev: stopping...", file=sys.stderr, flush=True)
             return 0
         except DevError as exc:
-            print(f"herald dev: {exc}", file=sys.stderr, flush=True)
+            print(f"herald-dev: {exc}", file=sys.stderr, flush=True)
             return 1
         finally:
             # However we leave (an error included), nothing may interrupt the cleanup.
