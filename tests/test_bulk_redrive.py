@@ -145,3 +145,21 @@ async def test_a_job_stored_under_older_rules_stays_readable_and_fails_in_words(
     job = (await client.get(f"/v1/deliveries/redrive/{job_id}", headers=tenant)).json()
     assert job["status"] == "failed"
     assert job["error"] == f"internal error; see the worker logs (redrive.failed, job_id {job_id})"
+
+
+async def test_a_bulk_redrive_with_redis_down_is_503_and_recorded_failed(
+    settings: Settings, tenant: dict[str, str], engine: AsyncEngine, tmp_path: Any
+) -> None:
+    from app.main import create_app
+    from tests.support import client_for
+
+    app = create_app(settings.model_copy(update={"redis_url": f"unix://{tmp_path}/no.sock"}))
+    async with app.router.lifespan_context(app), client_for(app) as client:
+        response = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
+    assert response.status_code == 503, response.text
+    assert response.headers["retry-after"] == "10"
+    assert "recorded as failed" in response.json()["detail"]
+    # Recorded before it was queued, then marked failed: never "queued" when it was not.
+    failed = "status = 'failed' AND error LIKE 'queue unavailable:%'"
+    assert await count_rows(engine, "redrive_jobs", failed) == 1
+    assert await count_rows(engine, "redrive_jobs") == 1

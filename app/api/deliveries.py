@@ -4,7 +4,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app import queue
 from app.api.deps import (
     IdempotencyKeyDep,
     PublisherDep,
@@ -52,7 +51,7 @@ from app.schemas.deliveries import (
     RedriveFilter,
     RedriveJobOut,
 )
-from app.services import batch_intake, explain, intake, redrive
+from app.services import batch_intake, explain, intake, redrive, tracked_jobs
 from app.states import DeliveryState
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
@@ -180,27 +179,12 @@ async def create_deliveries_batch(
     summary="Send again every dead delivery matching a filter, in the background",
 )
 async def start_bulk_redrive(
-    wanted: RedriveFilter,
-    tenant_id: TenantDep,
-    session: SessionDep,
-    resources: ResourcesDep,
-    response: Response,
+    wanted: RedriveFilter, tenant_id: TenantDep, resources: ResourcesDep, response: Response
 ) -> RedriveJobOut:
-    region = resources.settings.region
-    async with session.begin():
-        job = await redrive_jobs.insert_job(
-            session, tenant_id=tenant_id, region=region, filter=wanted.model_dump(mode="json")
-        )
-    try:
-        await queue.enqueue_bulk_redrive(resources.redis, region, job.id)
-    except Exception as exc:
-        async with session.begin():
-            await redrive_jobs.finish(
-                session, job.id, status="failed", error=f"queue unavailable: {type(exc).__name__}"
-            )
-        raise ServiceUnavailable(
-            "the queue (Redis) is unreachable; retry shortly", headers={"Retry-After": "10"}
-        ) from None
+    job = await tracked_jobs.start_bulk_redrive(
+        resources.sessionmaker, resources.redis, resources.settings,
+        tenant_id=tenant_id, wanted=wanted.model_dump(mode="json"),
+    )  # fmt: skip
     response.headers["Location"] = f"/v1/deliveries/redrive/{job.id}"
     return RedriveJobOut.model_validate(job)
 

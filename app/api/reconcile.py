@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Body, Response
 
-from app import queue
 from app.api.deps import AdminDep, ResourcesDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import RunIdPath
@@ -17,10 +16,10 @@ from app.errors import (
 from app.repositories import reconcile_runs
 from app.schemas.common import Page
 from app.schemas.reconcile import ReconcileAccepted, ReconcileRequest, ReconcileRunOut
+from app.services import tracked_jobs
 
 router = APIRouter(prefix="/v1/reconcile", tags=["reconcile"])
 _AUTH = (Unauthorized, Forbidden)
-QUEUE_RETRY_AFTER_SECONDS = 10
 
 
 @router.post(
@@ -32,27 +31,14 @@ QUEUE_RETRY_AFTER_SECONDS = 10
 )
 async def start_reconcile(
     _admin: AdminDep,
-    session: SessionDep,
     resources: ResourcesDep,
     response: Response,
     body: ReconcileRequest | None = Body(default=None),  # noqa: B008
 ) -> ReconcileAccepted:
-    settings = resources.settings
-    trigger = body.trigger if body else "api"
-    async with session.begin():
-        run = await reconcile_runs.insert_run(session, region=settings.region, trigger=trigger)
-    try:
-        await queue.enqueue_reconcile(resources.redis, settings.region, run.id)
-    except Exception as exc:
-        async with session.begin():
-            await reconcile_runs.mark_finished(
-                session, run.id, status="failed", counts={},
-                error=f"queue unavailable: {type(exc).__name__}",
-            )  # fmt: skip
-        raise ServiceUnavailable(
-            "the queue (Redis) is unreachable; the run was recorded as failed",
-            headers={"Retry-After": str(QUEUE_RETRY_AFTER_SECONDS)},
-        ) from None
+    run = await tracked_jobs.start_reconcile(
+        resources.sessionmaker, resources.redis, resources.settings,
+        trigger=body.trigger if body else "api",
+    )  # fmt: skip
     response.headers["Location"] = f"/v1/reconcile/runs/{run.id}"
     return ReconcileAccepted(run_id=run.id, status=run.status)
 

@@ -78,12 +78,12 @@ class Attempts:
         """An ending without a request: the endpoint is gone or disabled, or the budget is
         spent by earlier claims that died before recording (crashed workers)."""
         if claimed.endpoint_deleted:
-            return outcomes.Transition(DeliveryState.DEAD, None, "endpoint_deleted", False)
+            return outcomes.Transition.dead("endpoint_deleted")
         if not claimed.endpoint_enabled:
-            return outcomes.Transition(DeliveryState.DEAD, None, "endpoint_disabled", False)
+            return outcomes.Transition.dead("endpoint_disabled")
         if claimed.attempts_used > self.settings.attempts_limit:
             reason = f"max_attempts_exhausted ({self.settings.attempts_limit})"
-            return outcomes.Transition(DeliveryState.DEAD, None, reason, False)
+            return outcomes.Transition.dead(reason)
         return None
 
     async def send(

@@ -17,10 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.errors import (
-    Conflict,
     HeraldError,
     IdempotencyMismatch,
-    NotFound,
     Unprocessable,
 )
 from app.ids import new_id
@@ -28,6 +26,7 @@ from app.repositories import deliveries, endpoints, idempotency_keys, intents
 from app.repositories.idempotency_keys import KeyClaim
 from app.repositories.outbox import PendingPublication
 from app.schemas.deliveries import BatchItem, DeliveryIntent, DeliveryOut
+from app.services.endpoints import refusal_for
 from app.services.intake import encode_payload, request_fingerprint
 
 ROUTE = "POST /v1/deliveries"  # a batch item replays (and is replayed by) the single route
@@ -112,13 +111,10 @@ async def accept_batch(
     )
     accepted: list[_Candidate] = []
     for candidate in candidates:
-        endpoint = live.get(candidate.intent.endpoint_id)
-        if endpoint is None:
-            error: HeraldError = NotFound(f"endpoint {candidate.intent.endpoint_id} not found")
-            outcomes[candidate.index] = ItemOutcome(candidate.index, error.status, error=error)
-        elif not endpoint.enabled:
-            error = Conflict(f"endpoint {endpoint.id} is disabled ({endpoint.disabled_reason})")
-            outcomes[candidate.index] = ItemOutcome(candidate.index, error.status, error=error)
+        endpoint_id = candidate.intent.endpoint_id
+        refused = refusal_for(endpoint_id, live.get(endpoint_id))
+        if refused is not None:
+            outcomes[candidate.index] = ItemOutcome(candidate.index, refused.status, error=refused)
         else:
             accepted.append(candidate)
     if len(accepted) < len(candidates):

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import NotFound
+from app.errors import Conflict, HeraldError, NotFound
 from app.ids import new_id
 from app.models import Endpoint
 from app.repositories import attempts, endpoints
@@ -24,6 +24,29 @@ from app.schemas.endpoints import (
 from app.services.destinations import IPNetwork, check_endpoint_url
 
 SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
+
+
+def refusal_to_deliver(
+    endpoint_id: str, *, found: bool, enabled: bool, disabled_reason: str | None
+) -> HeraldError | None:
+    """The one rule every accept path applies to its target: the endpoint exists for this
+    tenant and is not deleted (else 404), and is enabled (else 409). None when it may be
+    delivered to. Returned rather than raised: a batch reports it per item."""
+    if not found:
+        return NotFound(f"endpoint {endpoint_id} not found")
+    if not enabled:
+        return Conflict(f"endpoint {endpoint_id} is disabled ({disabled_reason})")
+    return None
+
+
+def refusal_for(endpoint_id: str, endpoint: Endpoint | None) -> HeraldError | None:
+    """``refusal_to_deliver`` for an endpoint as looked up (None: not found)."""
+    return refusal_to_deliver(
+        endpoint_id,
+        found=endpoint is not None,
+        enabled=endpoint is not None and endpoint.enabled,
+        disabled_reason=endpoint.disabled_reason if endpoint is not None else None,
+    )
 
 
 def generate_secret() -> str:

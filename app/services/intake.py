@@ -13,12 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db import single_statements
-from app.errors import Conflict, IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
+from app.errors import IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
 from app.ids import is_id, new_id
 from app.models import Delivery
 from app.repositories import deliveries, endpoints, events, idempotency_keys, intents, outbox
 from app.repositories.outbox import PendingPublication
 from app.schemas.deliveries import MAX_PAYLOAD_DEPTH, DeliveryIntent, DeliveryOut, EventIntent
+from app.services.endpoints import refusal_for, refusal_to_deliver
 
 
 @dataclass(frozen=True)
@@ -158,11 +159,9 @@ async def accept_delivery(
 
     async def targets() -> list[str]:
         endpoint = await endpoints.get_live(session, tenant_id, intent.endpoint_id)
-        if endpoint is None:
-            raise NotFound(f"endpoint {intent.endpoint_id} not found")
-        if not endpoint.enabled:
-            raise Conflict(f"endpoint {endpoint.id} is disabled ({endpoint.disabled_reason})")
-        return [endpoint.id]
+        if (refused := refusal_for(intent.endpoint_id, endpoint)) is not None:
+            raise refused
+        return [intent.endpoint_id]
 
     return await _accept(
         session, settings, tenant_id, "POST /v1/deliveries", intent, idempotency_key, targets
@@ -188,10 +187,13 @@ async def accept_delivery_at_once(
             delivery_id=new_id("dlv"), region=settings.region,
             deliver_after=intent.deliver_after,
         )  # fmt: skip
-    if not inserted.found:
-        raise NotFound(f"endpoint {intent.endpoint_id} not found")
-    if inserted.delivery is None or inserted.outbox_id is None:
-        raise Conflict(f"endpoint {intent.endpoint_id} is disabled ({inserted.disabled_reason})")
+    refused = refusal_to_deliver(
+        intent.endpoint_id, found=inserted.found, enabled=inserted.delivery is not None,
+        disabled_reason=inserted.disabled_reason,
+    )  # fmt: skip
+    if refused is not None:
+        raise refused
+    assert inserted.delivery is not None and inserted.outbox_id is not None
     delivery = DeliveryOut.model_validate(inserted.delivery)
     publication = PendingPublication(
         inserted.outbox_id,

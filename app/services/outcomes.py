@@ -67,14 +67,27 @@ def backoff_seconds(
     return base * (rng or random).uniform(1 - JITTER, 1 + JITTER)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Transition:
-    """What a finished attempt does to its delivery."""
+    """What a finished attempt does to its delivery: made by ``succeeded``, ``retry`` or
+    ``dead``, which say which fields go together."""
 
     state: DeliveryState
-    delay_seconds: float | None  # for a retry: seconds from now until the next attempt
-    dead_reason: str | None
-    disable_endpoint: bool
+    delay_seconds: float | None = None  # for a retry: seconds from now until the next attempt
+    dead_reason: str | None = None
+    disable_endpoint: bool = False
+
+    @classmethod
+    def succeeded(cls) -> Transition:
+        return cls(state=DeliveryState.SUCCEEDED)
+
+    @classmethod
+    def retry(cls, delay_seconds: float) -> Transition:
+        return cls(state=DeliveryState.PENDING, delay_seconds=delay_seconds)
+
+    @classmethod
+    def dead(cls, reason: str, *, disable_endpoint: bool = False) -> Transition:
+        return cls(state=DeliveryState.DEAD, dead_reason=reason, disable_endpoint=disable_endpoint)
 
 
 def decide(
@@ -88,19 +101,17 @@ def decide(
     error: str | None = None,
 ) -> Transition:
     if outcome is Outcome.SUCCESS:
-        return Transition(DeliveryState.SUCCEEDED, None, None, disable_endpoint=False)
+        return Transition.succeeded()
     if outcome is Outcome.BLOCKED:
         reason = f"destination_blocked: {error}" if error else "destination_blocked"
-        return Transition(DeliveryState.DEAD, None, reason, disable_endpoint=False)
+        return Transition.dead(reason)
     if outcome is Outcome.PERMANENT:
         gone = status_code == GONE
         reason = f"permanent_failure: HTTP {status_code}" if status_code else "permanent_failure"
-        return Transition(DeliveryState.DEAD, None, reason, disable_endpoint=gone)
+        return Transition.dead(reason, disable_endpoint=gone)
     if attempts_used >= max_attempts:
-        return Transition(
-            DeliveryState.DEAD, None, f"max_attempts_exhausted ({max_attempts})", False
-        )
+        return Transition.dead(f"max_attempts_exhausted ({max_attempts})")
     delay = backoff_seconds(attempts_used, schedule)
     if retry_after is not None:
         delay = max(delay, retry_after)  # never sooner than the receiver asked
-    return Transition(DeliveryState.PENDING, delay, None, disable_endpoint=False)
+    return Transition.retry(delay)
