@@ -12,7 +12,6 @@ start now.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 import uuid
@@ -29,11 +28,10 @@ from app.db import DATABASE_TROUBLE, single_statements
 from app.faults import crash_point, stall_point
 from app.repositories import delivery_leases, endpoints
 from app.repositories.delivery_leases import ClaimedDelivery
-from app.services import sender
-from app.services.attempt import Attempts, Ended
+from app.services.attempt import Attempts
+from app.services.attempt_runs import AttemptRuns, StartWindow
 from app.services.deadlines import (
     BEFORE_LEASE_SECONDS,
-    STEP_SECONDS,
     cancel_until_done,
     unstoppable,
 )
@@ -52,10 +50,6 @@ TENANT_SHARE = 0.5
 BACKOFF_MAX_SECONDS = 5.0
 # What makes a taker back off and try again: Redis or PostgreSQL away for a while.
 _PASSING: tuple[type[Exception], ...] = (RedisError, OSError, *DATABASE_TROUBLE)
-# A rate-limited start later than its slot by more than one interval, or than this (an event
-# loop is never that punctual), is given back: starts delayed by a stall must not bunch up and
-# break the ceiling. So at most R·(1 + this) + 1 starts fall in any second.
-LATE_START_SECONDS = 0.02
 # A claim skips rows another transaction holds locked (a publish mark, another claim), yet
 # they are due: the destination is looked at again after a pause that doubles while that lasts
 # (a lock is usually gone within milliseconds), instead of being claimed in a busy loop.
@@ -89,21 +83,6 @@ class _Capacity:
             self.room.set()
 
 
-@dataclass(frozen=True)
-class _StartWindow:
-    """When the gate decided a grant, on this process's clock: after the request went out and
-    before its answer came back. Start i was scheduled ``grant.start_offset(i)`` after that."""
-
-    asked_at: float
-    answered_at: float
-    grant: Grant
-
-    def start(self, i: int) -> tuple[float, float]:
-        """The earliest and the latest moment start i can have been scheduled for."""
-        offset = self.grant.start_offset(i)
-        return self.asked_at + offset, self.answered_at + offset
-
-
 class Pump:
     def __init__(
         self,
@@ -117,10 +96,12 @@ class Pump:
         self._sessionmaker = sessionmaker
         self._redis = redis
         self._gate = gate
-        self._attempts = attempts
         self._wakeups = Wakeups(redis, settings.region)
         self.recorder = Recorder(
             settings, sessionmaker, gate, self._wakeups, batch_max=settings.record_batch_max
+        )
+        self._runs = AttemptRuns(
+            settings, sessionmaker, redis, gate, attempts, self.recorder, self._wakeups
         )
         room = asyncio.Event()
         room.set()
@@ -222,7 +203,7 @@ class Pump:
                 endpoint_id, tenant_id=waiting_flag(self._settings.region, tenant_id),
                 want=want, policy=policy,
             )  # fmt: skip
-            window = _StartWindow(asked_at, clock.time(), grant)
+            window = StartWindow(asked_at, clock.time(), grant)
             if grant.count == 0:
                 metrics.DEFERRALS.labels(grant.reason or "none").inc()
                 await self._wakeups.settle(taken, in_seconds=grant.reopens_in)
@@ -317,99 +298,10 @@ class Pump:
         grant: Grant,
         i: int,
         *,
-        window: _StartWindow,
+        window: StartWindow,
         lease_ends: float,
     ) -> None:
-        slot = grant.slot(i)
         try:
-            await self._run(claimed, grant, i, slot, window=window, lease_ends=lease_ends)
+            await self._runs.run(claimed, grant, i, window=window, lease_ends=lease_ends)
         finally:
             self._capacity.give(claimed.tenant_id)
-
-    async def _run(
-        self,
-        claimed: ClaimedDelivery,
-        grant: Grant,
-        i: int,
-        slot: str,
-        *,
-        window: _StartWindow,
-        lease_ends: float,
-    ) -> None:
-        progress = sender.SendProgress()
-        try:
-            ended = await self._try(claimed, grant, i, progress, window, lease_ends=lease_ends)
-        except BaseException as exc:
-            # Shutting down, or a bug. Nothing may stay leased by us, and a request that went
-            # out must not be forgotten: it is recorded as `unknown` and retried with its key.
-            if not isinstance(exc, asyncio.CancelledError):
-                log.exception("delivery.attempt_failed", delivery_id=claimed.id)
-            if progress.sent:
-                ended = self._attempts.cut_short(claimed, progress, lease_ends=lease_ends)
-                await unstoppable(self.recorder.record(ended, slot=slot))
-            else:
-                event = "delivery.given_back_at_shutdown"
-                if not isinstance(exc, asyncio.CancelledError):
-                    event = "delivery.given_back_after_error"
-                await self._give_back(claimed, slot, lease_ends, event)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return
-        if isinstance(ended, str):
-            await self._give_back(claimed, slot, lease_ends, ended)
-            return
-        if ended.result is not None:
-            crash_point("worker.after_send_before_record", self._settings.fault)
-        await unstoppable(self.recorder.record(ended, slot=slot))
-
-    async def _try(
-        self,
-        claimed: ClaimedDelivery,
-        grant: Grant,
-        i: int,
-        progress: sender.SendProgress,
-        window: _StartWindow,
-        *,
-        lease_ends: float,
-    ) -> Ended | str:
-        """The attempt's ending, or why its lease must be given back unsent (a log event)."""
-        clock = asyncio.get_running_loop()
-        refusal = self._attempts.refusal(claimed)
-        if refusal is not None:
-            return Ended(claimed, refusal, None, lease_ends)
-        if grant.interval > 0:
-            # Each start keeps to its own slot in the rate: never before it (counted from the
-            # latest moment the gate can have decided), and given back rather than bunched
-            # with the next when it could not start within it (counted from the earliest).
-            earliest, latest = window.start(i)
-            if latest > clock.time():
-                await asyncio.sleep(latest - clock.time())
-            if clock.time() - earliest > max(grant.interval, LATE_START_SECONDS):
-                return "delivery.start_slot_missed"
-        if lease_ends - clock.time() < self._settings.lease_left_to_send:
-            return "delivery.lease_too_short"
-        result = await self._attempts.send(claimed, progress)
-        return Ended(claimed, self._attempts.decide(claimed, result), result, lease_ends)
-
-    async def _give_back(
-        self, claimed: ClaimedDelivery, slot: str, lease_ends: float, event: str
-    ) -> None:
-        """Hand an unsent lease back, uncounted, and wake its destination for another taker.
-        Not cut short by a shutdown: nothing may stay leased by a stopped worker."""
-        metrics.LEASES_GIVEN_BACK.inc()
-        left = lease_ends - asyncio.get_running_loop().time()
-        log.warning(
-            event, delivery_id=claimed.id, attempt=claimed.attempt_number,
-            lease_left_seconds=round(left, 3),
-        )  # fmt: skip
-        await unstoppable(self._hand_back(claimed, slot))
-
-    async def _hand_back(self, claimed: ClaimedDelivery, slot: str) -> None:
-        async with asyncio.timeout(STEP_SECONDS):
-            with contextlib.suppress(*DATABASE_TROUBLE):
-                async with single_statements(self._sessionmaker) as connection:
-                    await delivery_leases.release_batch(connection, [(claimed.id, claimed.token)])
-            waiting = await self._gate.release_slots(claimed.endpoint_id, [slot])
-            await self._wakeups.arm([Arm(claimed.tenant_id, claimed.endpoint_id, 0.0)])
-            if waiting is not None:
-                await wake_waiting(self._redis, [(claimed.endpoint_id, waiting)])
