@@ -129,6 +129,27 @@ async def fast_path_settled(engine: AsyncEngine, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.02)
 
 
+async def accept(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint_id: str,
+    *,
+    event_type: str = "a.b",
+    payload: dict[str, Any] | None = None,
+    **extra: Any,
+) -> str:
+    """One intent accepted (202); its delivery id."""
+    response = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint_id, "event_type": event_type,
+              "payload": {} if payload is None else payload, **extra},
+        headers=tenant,
+    )  # fmt: skip
+    assert response.status_code == 202, response.text
+    delivery_id: str = response.json()["id"]
+    return delivery_id
+
+
 async def post_deliveries(
     client: httpx.AsyncClient,
     headers: dict[str, str],

@@ -21,6 +21,7 @@ from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
 from tests.support import (
     Stack,
+    accept,
     arm,
     count_rows,
     delivery_row,
@@ -31,17 +32,6 @@ from tests.support import (
     until,
     wait_state,
 )
-
-
-async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str) -> str:
-    response = await client.post(
-        "/v1/deliveries",
-        json={"endpoint_id": endpoint_id, "event_type": "a.b", "payload": {"k": "v"}},
-        headers=tenant,
-    )
-    assert response.status_code == 202
-    delivery_id: str = response.json()["id"]
-    return delivery_id
 
 
 async def recorded_status(engine: AsyncEngine, delivery_id: str) -> bool:

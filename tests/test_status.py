@@ -15,20 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.main import create_app
 from app.services import status
-from tests.support import client_for, fast_path_settled, lose_wakeups, new_endpoint
-
-
-async def accept(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, **extra: Any
-) -> str:
-    response = await client.post(
-        "/v1/deliveries",
-        json={"endpoint_id": endpoint_id, "event_type": "a.b", "payload": {}, **extra},
-        headers=tenant,
-    )
-    assert response.status_code == 202
-    delivery_id: str = response.json()["id"]
-    return delivery_id
+from tests.support import accept, client_for, fast_path_settled, lose_wakeups, new_endpoint
 
 
 async def explained(

@@ -20,6 +20,7 @@ from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
 from tests.support import (
     Stack,
+    accept,
     armed_destinations,
     client_for,
     count_rows,
@@ -32,17 +33,6 @@ from tests.support import (
     wait_state,
 )
 from workers.runner import build_worker
-
-
-async def accept(client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str) -> str:
-    response = await client.post(
-        "/v1/deliveries",
-        json={"endpoint_id": endpoint_id, "event_type": "a.b", "payload": {}},
-        headers=tenant,
-    )
-    assert response.status_code == 202
-    delivery_id: str = response.json()["id"]
-    return delivery_id
 
 
 async def test_worker_survives_a_redis_restart_and_delivery_resumes(
