@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
 import secrets
@@ -10,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
@@ -30,6 +31,7 @@ from app.services.sender import build_http_session
 from app.services.wakeups import Arm, Wakeups
 from devstack.embedded import EmbeddedPostgres
 
+T = TypeVar("T")
 ADMIN_KEY = "test-admin-key-" + secrets.token_hex(8)
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 LOOPBACK_ALLOWLIST = "127.0.0.0/8,::1/128"
@@ -123,10 +125,8 @@ async def new_endpoint(
 async def fast_path_settled(engine: AsyncEngine, timeout: float = 10.0) -> None:
     """Wait until the API's fast path has published every outbox row (no worker consumes them
     in API tests, so the deliveries then sit in `enqueued`)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while await count_rows(engine, "outbox", "published_at IS NULL"):
-        assert asyncio.get_running_loop().time() < deadline, "fast path did not publish"
-        await asyncio.sleep(0.02)
+    unpublished = functools.partial(count_rows, engine, "outbox", "published_at IS NULL")
+    await eventually(unpublished, lambda count: count == 0, timeout=timeout, every=0.02)
 
 
 async def accept(
@@ -170,14 +170,27 @@ async def post_deliveries(
     return ids
 
 
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    *,
+    timeout: float = 60.0,
+    every: float = 0.05,
+) -> T:
+    """Wait, triggering nothing, until ``done(probe())``; that value. The one polling loop of
+    the suite: on time-out it fails showing the last value seen."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not done(value := await probe()):
+        assert asyncio.get_running_loop().time() < deadline, f"not reached in time: {value!r}"
+        await asyncio.sleep(every)
+    return value
+
+
 async def until(
     predicate: Callable[[], Awaitable[bool]], timeout: float = 60.0, every: float = 0.1
 ) -> None:
     """Wait, triggering nothing, until ``predicate()`` is true."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(every)
+    await eventually(predicate, bool, timeout=timeout, every=every)
 
 
 async def delivery_row(engine: AsyncEngine, delivery_id: str) -> dict[str, Any]:
@@ -193,13 +206,10 @@ async def wait_state(
     engine: AsyncEngine, delivery_id: str, state: str, timeout: float = 20.0
 ) -> dict[str, Any]:
     """Wait, triggering nothing (no reconcile run), until the delivery is in ``state``."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        row = await delivery_row(engine, delivery_id)
-        if row["state"] == state:
-            return row
-        assert asyncio.get_running_loop().time() < deadline, row
-        await asyncio.sleep(0.05)
+    return await eventually(
+        lambda: delivery_row(engine, delivery_id), lambda row: row["state"] == state,
+        timeout=timeout,
+    )  # fmt: skip
 
 
 def _values_of(key: str, schema: Any) -> list[Any]:

@@ -9,20 +9,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support import fast_path_settled, new_endpoint
-
-
-async def _deliver(
-    client: httpx.AsyncClient, headers: dict[str, str], endpoint_id: str, event_type: str = "a.b"
-) -> str:
-    response = await client.post(
-        "/v1/deliveries",
-        json={"endpoint_id": endpoint_id, "event_type": event_type, "payload": {}},
-        headers=headers,
-    )
-    assert response.status_code == 202
-    delivery_id: str = response.json()["id"]
-    return delivery_id
+from tests.support import accept, fast_path_settled, new_endpoint
 
 
 async def test_filters_by_state_endpoint_and_event_type(
@@ -32,9 +19,9 @@ async def test_filters_by_state_endpoint_and_event_type(
     engine: AsyncEngine,
 ) -> None:
     other = await new_endpoint(client, tenant)
-    a = await _deliver(client, tenant, endpoint["id"], "invoice.paid")
-    b = await _deliver(client, tenant, other["id"], "invoice.paid")
-    c = await _deliver(client, tenant, endpoint["id"], "user.created")
+    a = await accept(client, tenant, endpoint["id"], event_type="invoice.paid")
+    b = await accept(client, tenant, other["id"], event_type="invoice.paid")
+    c = await accept(client, tenant, endpoint["id"], event_type="user.created")
     await fast_path_settled(engine)
     async with engine.begin() as connection:
         await connection.execute(text("UPDATE deliveries SET state = 'pending'"))
@@ -64,7 +51,7 @@ async def test_filters_by_state_endpoint_and_event_type(
 async def test_pagination_is_stable_while_new_deliveries_arrive(
     client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
 ) -> None:
-    existing = [await _deliver(client, tenant, endpoint["id"]) for _ in range(7)]
+    existing = [await accept(client, tenant, endpoint["id"]) for _ in range(7)]
     seen: list[str] = []
     cursor = None
     while True:
@@ -72,7 +59,7 @@ async def test_pagination_is_stable_while_new_deliveries_arrive(
         page = (await client.get("/v1/deliveries", params=params, headers=tenant)).json()
         seen += [item["id"] for item in page["items"]]
         # New work arriving between pages must neither shift nor repeat what is paged.
-        await _deliver(client, tenant, endpoint["id"])
+        await accept(client, tenant, endpoint["id"])
         cursor = page["next_cursor"]
         if cursor is None:
             break
@@ -85,7 +72,7 @@ async def test_attempts_are_listed_oldest_first_and_paged(
     endpoint: dict[str, Any],
     engine: AsyncEngine,
 ) -> None:
-    delivery_id = await _deliver(client, tenant, endpoint["id"])
+    delivery_id = await accept(client, tenant, endpoint["id"])
     empty = await client.get(f"/v1/deliveries/{delivery_id}/attempts", headers=tenant)
     assert empty.json() == {"items": [], "next_cursor": None}
 

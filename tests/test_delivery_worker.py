@@ -18,7 +18,7 @@ from app import __version__
 from app.ids import id_floor
 from tests.processes import HeraldProcess, running_worker
 from tests.receiver import Receiver, Reply
-from tests.support import ADMIN, Stack, new_endpoint
+from tests.support import ADMIN, Stack, eventually, new_endpoint
 
 TERMINAL = ("succeeded", "dead")
 
@@ -46,15 +46,14 @@ async def settled(
     client: httpx.AsyncClient, tenant: dict[str, str], delivery_id: str, timeout: float = 20.0
 ) -> dict[str, Any]:
     """Poll until the delivery is terminal; returns it."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
+
+    async def read() -> dict[str, Any]:
         body: dict[str, Any] = (
             await client.get(f"/v1/deliveries/{delivery_id}", headers=tenant)
         ).json()
-        if body["state"] in TERMINAL:
-            return body
-        assert asyncio.get_running_loop().time() < deadline, f"not terminal in time: {body}"
-        await asyncio.sleep(0.05)
+        return body
+
+    return await eventually(read, lambda body: body["state"] in TERMINAL, timeout=timeout)
 
 
 async def attempt_log(
@@ -366,13 +365,13 @@ async def test_bulk_redrive_sends_again_only_what_the_filter_matches(
     )
     assert started.status_code == 202 and started.json()["status"] == "queued"
     location = started.headers["location"]
-    deadline = asyncio.get_running_loop().time() + 20
-    while (job := (await client.get(location, headers=tenant)).json())["status"] != "succeeded":
-        assert (
-            job["status"] in ("queued", "running") and asyncio.get_running_loop().time() < deadline
-        )
-        await asyncio.sleep(0.05)
 
+    async def progress() -> dict[str, Any]:
+        body: dict[str, Any] = (await client.get(location, headers=tenant)).json()
+        assert body["status"] in ("queued", "running", "succeeded"), body
+        return body
+
+    job = await eventually(progress, lambda body: body["status"] == "succeeded", timeout=20)
     assert job["redriven"] == 6
     for delivery_id in mine:
         assert (await settled(client, tenant, delivery_id))["state"] == "succeeded"

@@ -154,10 +154,7 @@ async def test_a_duplicate_publication_in_two_worker_processes_sends_once(
         for _ in range(4):
             await arm(settings, tenant_id, endpoint["id"])
         await receiver.wait_for("/twice-queued", 1)
-        deadline = asyncio.get_running_loop().time() + 15
-        while (await delivery_row(engine, delivery_id))["state"] != "succeeded":
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.05)
+        await wait_state(engine, delivery_id, "succeeded", timeout=15)
         await asyncio.sleep(1.5)  # room for a duplicate to arrive if fencing were broken
 
     assert len(receiver.on("/twice-queued")) == 1

@@ -4,7 +4,6 @@ and one wake-up in Redis -- however often reconcile runs meanwhile. Counted, nev
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from tests.support import (
     ADMIN,
     Stack,
     count_rows,
+    eventually,
     new_endpoint,
     post_deliveries,
     reconcile_now,
@@ -74,15 +74,15 @@ async def paused_in_postgres(engine: AsyncEngine, endpoint_id: str) -> None:
 
 async def finished(client: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
     """The reconcile run once no execution of it is queued or running."""
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
-        run: dict[str, Any] = (
+
+    async def run() -> dict[str, Any]:
+        body: dict[str, Any] = (
             await client.get(f"/v1/reconcile/runs/{run_id}", headers=ADMIN)
         ).json()
-        if run["status"] not in ("queued", "running"):
-            return run
-        assert asyncio.get_running_loop().time() < deadline, run
-        await asyncio.sleep(0.05)
+        return body
+
+    done = ("succeeded", "failed")
+    return await eventually(run, lambda body: body["status"] in done, timeout=30)
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from tests.support import (
     Stack,
     count_rows,
     delivery_row,
+    eventually,
     fast_path_settled,
     new_endpoint,
     post_deliveries,
@@ -40,13 +41,11 @@ LOCKED_FOR = 3.0
 async def all_finished(
     engine: AsyncEngine, ids: list[str], timeout: float = 60.0
 ) -> dict[str, str]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        now = await states(engine, ids)
-        if set(now.values()) <= {"succeeded", "dead"}:
-            return now
-        assert asyncio.get_running_loop().time() < deadline, now
-        await asyncio.sleep(0.05)
+    return await eventually(
+        lambda: states(engine, ids),
+        lambda now: set(now.values()) <= {"succeeded", "dead"},
+        timeout=timeout,
+    )
 
 
 async def scrape(port: int) -> str:
