@@ -197,8 +197,9 @@ class Recording:
     finished: Finished  # a retry: state ENQUEUED with delay_seconds set
 
 
-# What a record writes of one delivery, as (name, type) in the order of _record_args: the
-# record in a session takes them as parameters, the batch record as one array each. The first
+# What a record writes of one delivery, as (name, type): the order of the statement's
+# parameters. The record in a session takes them as parameters, the batch record as one array
+# each. The first
 # two (id, token) are also what a give-back takes.
 _RECORDED = (
     ("id", "text"), ("token", "uuid"), ("state", "text"), ("outcome", "text"),
@@ -268,11 +269,17 @@ _RECORD_BATCH = _RECORD_FROM.format(rows=_many_rows(_RECORDED), held=_HELD)
 
 
 def _record_args(delivery_id: str, token: uuid.UUID, finished: Finished) -> tuple[Any, ...]:
+    """The statement's parameters, named here and put in ``_RECORDED``'s order: no value is
+    placed by counting positions."""
     f = finished
-    return (
-        delivery_id, token, f.state.value, f.outcome, f.status_code, f.error, f.dead_reason,
-        f.delay_seconds, f.attempt_number, f.started_at, f.duration_ms, f.response_body,
-    )  # fmt: skip
+    named = {
+        "id": delivery_id, "token": token, "state": f.state.value, "outcome": f.outcome,
+        "status_code": f.status_code, "error": f.error, "dead_reason": f.dead_reason,
+        "delay": f.delay_seconds, "attempt_number": f.attempt_number,
+        "started_at": f.started_at, "duration_ms": f.duration_ms,
+        "response_body": f.response_body,
+    }  # fmt: skip
+    return tuple(named[name] for name, _ in _RECORDED)
 
 
 async def record_in(
