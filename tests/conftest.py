@@ -125,9 +125,11 @@ async def own_postgres(stack: Stack, tmp_path: Path) -> AsyncIterator[OwnPostgre
         await asyncio.to_thread(server.stop)
 
 
-@pytest.fixture(autouse=True)
-async def _clean_slate(engine: AsyncEngine, stack: Stack) -> None:
-    """Every test starts with empty tables and an empty queue (no stale jobs from others)."""
+@pytest.fixture
+async def clean_slate(engine: AsyncEngine, stack: Stack) -> None:
+    """Empty tables and an empty Redis (no stale work from others): every integration and
+    system test starts so (their conftests use it for every test); unit tests start no
+    server at all."""
     for tries_left in reversed(range(5)):
         try:
             async with engine.begin() as connection:

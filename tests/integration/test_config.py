@@ -117,7 +117,7 @@ def test_the_default_lease_leaves_room_beyond_the_request(
 def _env_example() -> tuple[dict[str, str], set[str]]:
     """.env.example's settings: those it sets (to their defaults) and those shown commented out
     (no fixed default, or an example value)."""
-    example = Path(__file__).resolve().parents[1] / ".env.example"
+    example = Path(__file__).resolve().parents[2] / ".env.example"
     stated, mentioned = {}, set()
     for line in example.read_text().splitlines():
         match = re.fullmatch(r"(#\s*)?HERALD_([A-Z0-9_]+)=(.*)", line.strip())

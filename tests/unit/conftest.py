@@ -1,0 +1,1 @@
+"""Unit tests: no server, no process, no network -- pure code, fast."""
