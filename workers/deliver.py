@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.db import is_transient
 from app.services.deadlines import STEP_SECONDS
-from app.services.pump import Pump
+from workers.context import WorkerContext
 
 log = structlog.get_logger("herald.worker")
 
@@ -47,7 +47,7 @@ async def deliver(ctx: dict[str, Any], delivery_id: str, endpoint_id: str, *_: A
     invariant 8): the delivery row owns the retry clock, and a destination left unwoken is
     armed by the next reconcile run. Only a job that could not reach PostgreSQL or Redis runs
     again, a bounded number of times."""
-    pump: Pump = ctx["pump"]
+    pump = WorkerContext.of(ctx).pump
     try:
         async with asyncio.timeout(STEP_SECONDS):
             await pump.wake(endpoint_id)

@@ -27,6 +27,7 @@ from app.services.deadlines import STEP_SECONDS, cancel_until_done
 from app.services.flow import Gate
 from app.services.pump import Pump
 from app.services.sender import build_http_session
+from workers.context import WorkerContext
 from workers.deliver import DELIVER_MAX_TRIES, deliver
 from workers.reconcile import bulk_redrive, reconcile
 from workers.relay import run_relay
@@ -114,11 +115,11 @@ async def supervise(
         if stop.is_set():
             # One grace for all: reconcile runs in the background finish (or are cut short)
             # alongside the attempts, not after them.
-            pump: Pump = ctx["pump"]
+            herald = WorkerContext.of(ctx)
             await asyncio.gather(
                 _drain(worker, settings.shutdown_grace),
-                _finish_background(ctx["background"], settings.shutdown_grace),
-                pump.drain(settings.shutdown_grace),
+                _finish_background(herald.background, settings.shutdown_grace),
+                herald.pump.drain(settings.shutdown_grace),
             )
             await asyncio.gather(run, return_exceptions=True)
             return
@@ -163,21 +164,15 @@ async def run_worker(settings: Settings) -> None:
     pump = Pump(settings, sessionmaker, redis, gate, Attempts(settings, http, gate))
     pump.start()
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
-    background: set[asyncio.Task[None]] = set()  # reconcile runs
-    ctx = {
-        "settings": settings,
-        "sessionmaker": sessionmaker,
-        "redis_queue": redis,
-        "background": background,
-        "pump": pump,
-    }
+    herald = WorkerContext(settings, sessionmaker, redis, pump)
+    ctx = herald.as_arq_ctx()
     log.info("worker.started", region=settings.region, concurrency=settings.worker_concurrency)
     try:
         await supervise(settings, redis, ctx, stop)
     finally:
         stop.set()
         await asyncio.gather(relay, return_exceptions=True)
-        await _finish_background(background, settings.shutdown_grace)
+        await _finish_background(herald.background, settings.shutdown_grace)
         await pump.drain(settings.shutdown_grace)  # a no-op after a normal stop
         await http.close()
         await redis.aclose()
