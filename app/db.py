@@ -46,8 +46,12 @@ _BROKEN: tuple[type[Exception], ...] = (*DRIVER_OUTAGES, OSError)
 # driver's) or straight from the driver (single_statements). The API answers the outages among
 # them with 503; the worker retries recording a sent attempt on any of them.
 DATABASE_TROUBLE: tuple[type[Exception], ...] = (
-    DBAPIError, PoolTimeoutError, OSError, asyncpg.PostgresError, *DRIVER_OUTAGES,
-)  # fmt: skip
+    DBAPIError,
+    PoolTimeoutError,
+    OSError,
+    asyncpg.PostgresError,
+    *DRIVER_OUTAGES,
+)
 
 
 # A deadlock (40P01) or a serialization failure (40001) rolls back one of the transactions

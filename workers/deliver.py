@@ -59,8 +59,11 @@ async def deliver(ctx: dict[str, Any], delivery_id: str, endpoint_id: str, *_: A
         if passing and job_try < TRANSIENT_TRIES:
             delay = _retry_delay(job_try)
             log.warning(
-                "delivery.job_retry", delivery_id=delivery_id, error=type(exc).__name__,
-                job_try=job_try, retry_in_seconds=round(delay, 3),
-            )  # fmt: skip
+                "delivery.job_retry",
+                delivery_id=delivery_id,
+                error=type(exc).__name__,
+                job_try=job_try,
+                retry_in_seconds=round(delay, 3),
+            )
             raise Retry(defer=delay) from exc
         log.exception("delivery.job_failed", delivery_id=delivery_id, transient=passing)

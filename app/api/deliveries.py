@@ -101,9 +101,14 @@ async def _serve_create_delivery(request: Request) -> Response:
     intent = validated(DeliveryIntent, body)
     response = Response(status_code=202)
     delivery = await create_delivery(
-        intent, tenant_id, resources, resources.settings, idempotency_key, resources.publisher,
+        intent,
+        tenant_id,
+        resources,
+        resources.settings,
+        idempotency_key,
+        resources.publisher,
         response,
-    )  # fmt: skip
+    )
     del response.headers["content-length"]
     return json_response(delivery, response.status_code, dict(response.headers))
 
@@ -182,9 +187,12 @@ async def start_bulk_redrive(
     wanted: RedriveFilter, tenant_id: TenantDep, resources: ResourcesDep, response: Response
 ) -> RedriveJobOut:
     job = await tracked_jobs.start_bulk_redrive(
-        resources.sessionmaker, resources.redis, resources.settings,
-        tenant_id=tenant_id, wanted=wanted.model_dump(mode="json"),
-    )  # fmt: skip
+        resources.sessionmaker,
+        resources.redis,
+        resources.settings,
+        tenant_id=tenant_id,
+        wanted=wanted.model_dump(mode="json"),
+    )
     response.headers["Location"] = f"/v1/deliveries/redrive/{job.id}"
     return RedriveJobOut.model_validate(job)
 

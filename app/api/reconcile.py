@@ -36,9 +36,11 @@ async def start_reconcile(
     body: ReconcileRequest | None = Body(default=None),  # noqa: B008
 ) -> ReconcileAccepted:
     run = await tracked_jobs.start_reconcile(
-        resources.sessionmaker, resources.redis, resources.settings,
+        resources.sessionmaker,
+        resources.redis,
+        resources.settings,
         trigger=body.trigger if body else "api",
-    )  # fmt: skip
+    )
     response.headers["Location"] = f"/v1/reconcile/runs/{run.id}"
     return ReconcileAccepted(run_id=run.id, status=run.status)
 

@@ -89,13 +89,16 @@ async def claim_many(
     statement = pg_insert(IdempotencyKey).values(
         [
             {
-                "tenant_id": tenant_id, "key": c.key, "request_hash": c.request_hash,
-                "resource_id": c.resource_id, "response_status": 202,
+                "tenant_id": tenant_id,
+                "key": c.key,
+                "request_hash": c.request_hash,
+                "resource_id": c.resource_id,
+                "response_status": 202,
                 "expires_at": func.now() + ttl,
             }
             for c in sorted(claims, key=lambda claim: claim.key)
         ]
-    )  # fmt: skip
+    )
     statement = statement.on_conflict_do_update(
         index_elements=[IdempotencyKey.tenant_id, IdempotencyKey.key],
         set_={

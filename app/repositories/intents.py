@@ -68,9 +68,16 @@ async def insert_for_endpoint(
     deliver_after: datetime | None,
 ) -> Inserted:
     row = await connection.fetchrow(
-        _ACCEPT, endpoint_id, tenant_id, event_id, event_type, payload, delivery_id, region,
+        _ACCEPT,
+        endpoint_id,
+        tenant_id,
+        event_id,
+        event_type,
+        payload,
+        delivery_id,
+        region,
         deliver_after,
-    )  # fmt: skip
+    )
     if row["outbox_id"] is None:
         return Inserted(row["found"], row["disabled_reason"], None, None)
     delivery = {k: v for k, v in row.items() if k not in _NOT_DELIVERY}
@@ -127,10 +134,13 @@ async def insert_many(
     if not intents:
         return {}
     columns = (
-        [i.event_id for i in intents], [i.event_type for i in intents],
-        [i.payload for i in intents], [i.delivery_id for i in intents],
-        [i.endpoint_id for i in intents], [i.deliver_after for i in intents],
-    )  # fmt: skip
+        [i.event_id for i in intents],
+        [i.event_type for i in intents],
+        [i.payload for i in intents],
+        [i.delivery_id for i in intents],
+        [i.endpoint_id for i in intents],
+        [i.deliver_after for i in intents],
+    )
     connection = await session.connection()
     result = await connection.exec_driver_sql(ACCEPT_MANY, (tenant_id, region, *columns))
     names = list(result.keys())

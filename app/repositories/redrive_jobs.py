@@ -16,12 +16,15 @@ async def insert_job(
         await session.execute(
             insert(RedriveJob)
             .values(
-                id=new_id("rdv"), tenant_id=tenant_id, region=region, filter=filter,
+                id=new_id("rdv"),
+                tenant_id=tenant_id,
+                region=region,
+                filter=filter,
                 status="queued",
             )
             .returning(RedriveJob)
         )
-    ).scalar_one()  # fmt: skip
+    ).scalar_one()
 
 
 async def get_for_tenant(session: AsyncSession, tenant_id: str, job_id: str) -> RedriveJob | None:

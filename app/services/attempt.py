@@ -17,8 +17,9 @@ import aiohttp
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.repositories import delivery_leases, endpoints
-from app.repositories.delivery_leases import ClaimedDelivery, Finished
+from app.repositories import delivery_records, endpoints
+from app.repositories.delivery_leases import ClaimedDelivery
+from app.repositories.delivery_records import Finished
 from app.services import destination_health, outcomes, sender
 from app.services.flow import Gate
 from app.services.signing import signed_headers
@@ -43,16 +44,22 @@ class Ended:
         if state is DeliveryState.PENDING and t.delay_seconds is not None:
             state = DeliveryState.ENQUEUED
         finished = Finished(
-            state=state, delay_seconds=t.delay_seconds, dead_reason=t.dead_reason,
+            state=state,
+            delay_seconds=t.delay_seconds,
+            dead_reason=t.dead_reason,
             attempt_number=self.claimed.attempt_number,
-        )  # fmt: skip
+        )
         if result is None:
             return finished
         return dataclasses.replace(
-            finished, outcome=result.outcome.value, status_code=result.status_code,
-            error=result.error, started_at=result.started_at, duration_ms=result.duration_ms,
+            finished,
+            outcome=result.outcome.value,
+            status_code=result.status_code,
+            error=result.error,
+            started_at=result.started_at,
+            duration_ms=result.duration_ms,
             response_body=result.response_body,
-        )  # fmt: skip
+        )
 
     @property
     def touches_health(self) -> bool:
@@ -91,12 +98,16 @@ class Attempts:
     ) -> sender.AttemptResult:
         headers = signed_headers(claimed.id, claimed.payload, claimed.secrets)
         return await sender.send(
-            self.http, url=claimed.url, body=claimed.payload, headers=headers,
+            self.http,
+            url=claimed.url,
+            body=claimed.payload,
+            headers=headers,
             timeout=self.settings.request_timeout_seconds,
-            allowlist=self.settings.destination_allowlist, progress=progress,
+            allowlist=self.settings.destination_allowlist,
+            progress=progress,
             retry_after_max=self.settings.retry_after_max_seconds,
             on_answer=functools.partial(self._answered, claimed.endpoint_id),
-        )  # fmt: skip
+        )
 
     async def _answered(self, endpoint_id: str, progress: sender.SendProgress) -> None:
         if progress.retry_after_until is not None:
@@ -107,11 +118,14 @@ class Attempts:
 
     def decide(self, claimed: ClaimedDelivery, result: sender.AttemptResult) -> outcomes.Transition:
         return outcomes.decide(
-            outcome=result.outcome, status_code=result.status_code,
-            attempts_used=claimed.attempts_used, max_attempts=self.settings.attempts_limit,
-            schedule=self.settings.retry_schedule, retry_after=result.retry_after_left(),
+            outcome=result.outcome,
+            status_code=result.status_code,
+            attempts_used=claimed.attempts_used,
+            max_attempts=self.settings.attempts_limit,
+            schedule=self.settings.retry_schedule,
+            retry_after=result.retry_after_left(),
             error=result.error,
-        )  # fmt: skip
+        )
 
     def cut_short(
         self, claimed: ClaimedDelivery, progress: sender.SendProgress, *, lease_ends: float
@@ -134,7 +148,7 @@ async def record_judging_health(
     retry_after = result.retry_after_left() if failed and result is not None else None
     pause = 0.0
     async with sessionmaker() as session, session.begin():
-        recorded = await delivery_leases.record_in(
+        recorded = await delivery_records.record_in(
             session, claimed.id, token=claimed.token, finished=ended.finished
         )
         if recorded and ended.transition.disable_endpoint:

@@ -19,7 +19,7 @@ from app import metrics
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, single_statements
 from app.faults import crash_point
-from app.repositories import delivery_leases
+from app.repositories import delivery_records
 from app.repositories.delivery_leases import ClaimedDelivery
 from app.services import sender
 from app.services.attempt import Attempts, Ended
@@ -147,16 +147,18 @@ class AttemptRuns:
         metrics.LEASES_GIVEN_BACK.inc()
         left = lease_ends - asyncio.get_running_loop().time()
         log.warning(
-            event, delivery_id=claimed.id, attempt=claimed.attempt_number,
+            event,
+            delivery_id=claimed.id,
+            attempt=claimed.attempt_number,
             lease_left_seconds=round(left, 3),
-        )  # fmt: skip
+        )
         await unstoppable(self._hand_back(claimed, slot))
 
     async def _hand_back(self, claimed: ClaimedDelivery, slot: str) -> None:
         async with asyncio.timeout(STEP_SECONDS):
             with contextlib.suppress(*DATABASE_TROUBLE):
                 async with single_statements(self._sessionmaker) as connection:
-                    await delivery_leases.release_batch(connection, [(claimed.id, claimed.token)])
+                    await delivery_records.release_batch(connection, [(claimed.id, claimed.token)])
             waiting = await self._gate.release_slots(claimed.endpoint_id, [slot])
             await self._wakeups.arm([Arm(claimed.tenant_id, claimed.endpoint_id, 0.0)])
             if waiting is not None:

@@ -126,9 +126,15 @@ async def accept_batch(
     for candidate, (outbox_id, row) in await _insert(session, settings, tenant_id, accepted):
         outcomes[candidate.index] = ItemOutcome(candidate.index, 202, delivery=row)
         publications.append(
-            PendingPublication(outbox_id, row["id"], row["endpoint_id"],
-                               row["next_attempt_at"], row["attempt_count"], tenant_id)
-        )  # fmt: skip
+            PendingPublication(
+                outbox_id,
+                row["id"],
+                row["endpoint_id"],
+                row["next_attempt_at"],
+                row["attempt_count"],
+                tenant_id,
+            )
+        )
     return [outcomes[i] for i in range(len(items))], publications
 
 
@@ -146,9 +152,11 @@ async def _settle_keys(
         if c.key is not None
     ]
     earlier = await idempotency_keys.claim_many(
-        session, tenant_id=tenant_id, claims=claims,
+        session,
+        tenant_id=tenant_id,
+        claims=claims,
         ttl=timedelta(hours=settings.idempotency_key_ttl_hours),
-    )  # fmt: skip
+    )
     if not earlier:
         return candidates
     fingerprints = {claim.key: claim.request_hash for claim in claims}

@@ -37,9 +37,11 @@ async def after_failure(
     if retry_after:
         # Backpressure: the receiver asked everyone to wait, not just this delivery.
         await endpoints.pause(
-            session, endpoint_id, seconds=retry_after,
+            session,
+            endpoint_id,
+            seconds=retry_after,
             reason=f"receiver answered {status_code} with Retry-After",
-        )  # fmt: skip
+        )
         pause = retry_after
     streak = await endpoints.record_failure(session, endpoint_id)
     if streak.failing_for >= settings.disable_after_hours * 3600:
@@ -49,8 +51,11 @@ async def after_failure(
     if streak.consecutive_failures >= settings.breaker_failures and not streak.paused:
         cooldown = breaker_cooldown(settings, streak.breaker_trips)
         await endpoints.pause(
-            session, endpoint_id, seconds=cooldown, trip=True,
+            session,
+            endpoint_id,
+            seconds=cooldown,
+            trip=True,
             reason=f"circuit open after {streak.consecutive_failures} consecutive failures",
-        )  # fmt: skip
+        )
         pause = max(pause, cooldown)
     return pause

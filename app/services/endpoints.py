@@ -90,9 +90,13 @@ async def update_endpoint(
     if values.get("enabled") is True:
         # Re-enabling clears whatever disabled it, including a breaker's or a 410's verdict.
         values.update(
-            disabled_reason=None, paused_until=None, pause_reason=None, consecutive_failures=0,
-            failing_since=None, breaker_trips=0,
-        )  # fmt: skip
+            disabled_reason=None,
+            paused_until=None,
+            pause_reason=None,
+            consecutive_failures=0,
+            failing_since=None,
+            breaker_trips=0,
+        )
     elif values.get("enabled") is False:
         values["disabled_reason"] = "disabled by user"
     elif "enabled" in values:
@@ -107,9 +111,12 @@ async def rotate_secret(
     session: AsyncSession, tenant_id: str, endpoint_id: str, overlap_hours: float
 ) -> Endpoint:
     endpoint = await endpoints.rotate_secret(
-        session, tenant_id, endpoint_id, secret=generate_secret(),
+        session,
+        tenant_id,
+        endpoint_id,
+        secret=generate_secret(),
         overlap=timedelta(hours=overlap_hours),
-    )  # fmt: skip
+    )
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     return endpoint
@@ -131,9 +138,11 @@ async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str
         rate = counts.successes / counts.attempts if counts.attempts else None
         failures = counts.attempts - counts.successes
         return WindowStats(
-            attempts=counts.attempts, successes=counts.successes, failures=failures,
+            attempts=counts.attempts,
+            successes=counts.successes,
+            failures=failures,
             success_rate=rate,
-        )  # fmt: skip
+        )
 
     return EndpointStats(
         endpoint_id=endpoint.id,

@@ -39,9 +39,12 @@ async def delivery_detail(
     why = status.explain(delivery, endpoint, now, settings, flow)
     # A cut list hides attempts or dead steps: claim numbers past what is shown are not guessed.
     story = status.timeline(
-        delivery, published, tried[:most], archive[:most],
+        delivery,
+        published,
+        tried[:most],
+        archive[:most],
         all_attempts=len(tried) <= most and len(archive) <= most,
-    )  # fmt: skip
+    )
     return DeliveryDetail(
         **DeliveryOut.model_validate(delivery).model_dump(),
         waiting_reason=why.reason,

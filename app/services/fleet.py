@@ -63,21 +63,31 @@ class _SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         s, region = self._snapshot, [self._snapshot.region]
         for name, doc, value in (
-            ("herald_oldest_due_age_seconds",
-             "Age of the oldest due pending delivery's next_attempt_at (0: none)", s.oldest_due),
-            ("herald_oldest_enqueued_age_seconds",
-             "Age of the oldest enqueued delivery (0: none)", s.oldest_enqueued),
-            ("herald_outbox_relay_lag_seconds",
-             "Age of the oldest unpublished outbox row (0: none)", s.relay_lag),
+            (
+                "herald_oldest_due_age_seconds",
+                "Age of the oldest due pending delivery's next_attempt_at (0: none)",
+                s.oldest_due,
+            ),
+            (
+                "herald_oldest_enqueued_age_seconds",
+                "Age of the oldest enqueued delivery (0: none)",
+                s.oldest_enqueued,
+            ),
+            (
+                "herald_outbox_relay_lag_seconds",
+                "Age of the oldest unpublished outbox row (0: none)",
+                s.relay_lag,
+            ),
             ("herald_expired_leases", "Leased deliveries whose lease expired", s.expired_leases),
-        ):  # fmt: skip
+        ):
             gauge = GaugeMetricFamily(name, doc, labels=["region"])
             gauge.add_metric(region, value)
             yield gauge
         states = GaugeMetricFamily(
-            "herald_deliveries", "Deliveries by state (succeeded: not counted)",
+            "herald_deliveries",
+            "Deliveries by state (succeeded: not counted)",
             labels=["region", "state"],
-        )  # fmt: skip
+        )
         for state, count in s.by_state.items():
             states.add_metric([s.region, state], count)
         yield states

@@ -185,15 +185,27 @@ class Gate:
         count, reason, reopens_us, first_us, tat = await self._grant(
             keys=list(flow_keys(endpoint_id)),
             args=[
-                policy.interval_us, policy.max_in_flight, grant_id, lease_ms,
-                "1" if policy.half_open else "0", want, RATE_HORIZON_US, tenant_id,
+                policy.interval_us,
+                policy.max_in_flight,
+                grant_id,
+                lease_ms,
+                "1" if policy.half_open else "0",
+                want,
+                RATE_HORIZON_US,
+                tenant_id,
             ],
-        )  # fmt: skip
+        )
         return Grant(
-            endpoint_id, grant_id, int(count), _text(reason) or None,
-            reopens_in=max(0, int(reopens_us)) / 1e6, first_start_in=int(first_us) / 1e6,
-            interval=interval, _tat=_text(tat), _interval_us=policy.interval_us,
-        )  # fmt: skip
+            endpoint_id,
+            grant_id,
+            int(count),
+            _text(reason) or None,
+            reopens_in=max(0, int(reopens_us)) / 1e6,
+            first_start_in=int(first_us) / 1e6,
+            interval=interval,
+            _tat=_text(tat),
+            _interval_us=policy.interval_us,
+        )
 
     async def return_unused(self, grant: Grant, *, used: int) -> str | None:
         """The claim found fewer rows than granted: give the rest of the grant back. Like

@@ -182,15 +182,22 @@ async def accept_delivery_at_once(
     event_id = new_id("evt")
     async with single_statements(sessionmaker) as connection:
         inserted = await intents.insert_for_endpoint(
-            connection, tenant_id=tenant_id, endpoint_id=intent.endpoint_id,
-            event_id=event_id, event_type=intent.event_type, payload=payload,
-            delivery_id=new_id("dlv"), region=settings.region,
+            connection,
+            tenant_id=tenant_id,
+            endpoint_id=intent.endpoint_id,
+            event_id=event_id,
+            event_type=intent.event_type,
+            payload=payload,
+            delivery_id=new_id("dlv"),
+            region=settings.region,
             deliver_after=intent.deliver_after,
-        )  # fmt: skip
+        )
     refused = refusal_to_deliver(
-        intent.endpoint_id, found=inserted.found, enabled=inserted.delivery is not None,
+        intent.endpoint_id,
+        found=inserted.found,
+        enabled=inserted.delivery is not None,
         disabled_reason=inserted.disabled_reason,
-    )  # fmt: skip
+    )
     if refused is not None:
         raise refused
     assert inserted.delivery is not None and inserted.outbox_id is not None
@@ -235,17 +242,26 @@ async def _accept(
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
     event_id = new_id("evt")
     earlier = await _claim_key(
-        session, settings, tenant_id=tenant_id, key=idempotency_key,
-        fingerprint=request_fingerprint(route, intent, payload), resource_id=event_id,
-    )  # fmt: skip
+        session,
+        settings,
+        tenant_id=tenant_id,
+        key=idempotency_key,
+        fingerprint=request_fingerprint(route, intent, payload),
+        resource_id=event_id,
+    )
     if earlier is not None:
         replayed = await deliveries.list_for_event(session, tenant_id, earlier)
         return Accepted(earlier, intent.event_type, _out(replayed), replayed=True)
     rows, publications = await _insert(
-        session, settings, tenant_id=tenant_id, event_id=event_id,
-        event_type=intent.event_type, payload=payload, endpoint_ids=await targets(),
+        session,
+        settings,
+        tenant_id=tenant_id,
+        event_id=event_id,
+        event_type=intent.event_type,
+        payload=payload,
+        endpoint_ids=await targets(),
         deliver_after=intent.deliver_after,
-    )  # fmt: skip
+    )
     return Accepted(event_id, intent.event_type, _out(rows), False, publications)
 
 

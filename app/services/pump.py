@@ -200,9 +200,11 @@ class Pump:
             # Starts are scheduled from when the gate decided, which lies between these two.
             asked_at = clock.time()
             grant = await self._gate.grant(
-                endpoint_id, tenant_id=waiting_flag(self._settings.region, tenant_id),
-                want=want, policy=policy,
-            )  # fmt: skip
+                endpoint_id,
+                tenant_id=waiting_flag(self._settings.region, tenant_id),
+                want=want,
+                policy=policy,
+            )
             window = StartWindow(asked_at, clock.time(), grant)
             if grant.count == 0:
                 metrics.DEFERRALS.labels(grant.reason or "none").inc()
@@ -285,9 +287,12 @@ class Pump:
             # Only now, with a connection in hand: waiting for one is no part of the lease.
             claiming_at = clock.time()
             batch = await delivery_leases.claim_batch(
-                connection, region=self._settings.region, endpoint_id=endpoint_id, limit=limit,
+                connection,
+                region=self._settings.region,
+                endpoint_id=endpoint_id,
+                limit=limit,
                 lease_seconds=self._settings.lease_duration,
-            )  # fmt: skip
+            )
         metrics.CLAIMS.inc()
         metrics.CLAIMED_ROWS.inc(len(batch.rows))
         return batch, claiming_at

@@ -27,8 +27,8 @@ from app import metrics
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, is_transient, single_statements
 from app.faults import crash_point
-from app.repositories import delivery_leases
-from app.repositories.delivery_leases import Recording
+from app.repositories import delivery_records
+from app.repositories.delivery_records import Recording
 from app.services.attempt import Ended, record_judging_health
 from app.services.deadlines import STEP_SECONDS
 from app.services.flow import Gate
@@ -124,9 +124,10 @@ class Recorder:
                 ok = await self._record_alone(pending, effects)
             except Exception as exc:
                 log.error(
-                    "delivery.record_failed", delivery_id=pending.ended.claimed.id,
+                    "delivery.record_failed",
+                    delivery_id=pending.ended.claimed.id,
                     error=type(exc).__name__,
-                )  # fmt: skip
+                )
                 self._unrecorded(pending, effects)
                 continue
             self._account(pending, ok, effects)
@@ -161,7 +162,7 @@ class Recorder:
                     asyncio.timeout_at(deadline),
                     single_statements(self._sessionmaker) as connection,
                 ):
-                    return await delivery_leases.record_batch(connection, items)
+                    return await delivery_records.record_batch(connection, items)
             except DATABASE_TROUBLE as exc:
                 if not is_transient(exc):
                     if len(items) == 1:
@@ -184,12 +185,13 @@ class Recorder:
         for item in items:
             try:
                 async with single_statements(self._sessionmaker) as connection:
-                    recorded |= await delivery_leases.record_batch(connection, [item])
+                    recorded |= await delivery_records.record_batch(connection, [item])
             except Exception as exc:
                 log.error(
-                    "delivery.record_failed", delivery_id=item.delivery_id,
+                    "delivery.record_failed",
+                    delivery_id=item.delivery_id,
                     error=type(exc).__name__,
-                )  # fmt: skip
+                )
         return recorded
 
     async def _record_alone(self, pending: _Pending, effects: _Effects) -> bool:
@@ -208,9 +210,10 @@ class Recorder:
                 if not is_transient(exc) or clock.time() + delay > ended.lease_ends:
                     raise
                 log.warning(
-                    "delivery.record_retry", delivery_id=ended.claimed.id,
+                    "delivery.record_retry",
+                    delivery_id=ended.claimed.id,
                     error=type(exc).__name__,
-                )  # fmt: skip
+                )
                 await asyncio.sleep(delay)
                 delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), ended.lease_ends
         if recorded and pause > 0:
@@ -239,12 +242,16 @@ class Recorder:
             if result.outcome is Outcome.SUCCESS:
                 self._gate.succeeded(claimed.endpoint_id)
         log.info(
-            "delivery.attempt", delivery_id=claimed.id, endpoint_id=claimed.endpoint_id,
-            attempt=claimed.attempt_number, outcome=result.outcome.value if result else None,
+            "delivery.attempt",
+            delivery_id=claimed.id,
+            endpoint_id=claimed.endpoint_id,
+            attempt=claimed.attempt_number,
+            outcome=result.outcome.value if result else None,
             status_code=result.status_code if result else None,
             duration_ms=result.duration_ms if result else None,
-            state=ended.finished.state.value, reason=ended.transition.dead_reason,
-        )  # fmt: skip
+            state=ended.finished.state.value,
+            reason=ended.transition.dead_reason,
+        )
         if ended.retry_in is not None:
             effects.arms.append(Arm(claimed.tenant_id, claimed.endpoint_id, ended.retry_in))
 

@@ -64,11 +64,17 @@ async def run_bulk_redrive(
         while True:
             async with sessionmaker() as session, session.begin():
                 revived, cursor = await deliveries.redrive_page(
-                    session, job.tenant_id, job_id=job_id, region=job.region, after_id=cursor,
-                    limit=REDRIVE_BATCH, endpoint_id=wanted.endpoint_id,
-                    event_type=wanted.event_type, dead_after=wanted.dead_after,
+                    session,
+                    job.tenant_id,
+                    job_id=job_id,
+                    region=job.region,
+                    after_id=cursor,
+                    limit=REDRIVE_BATCH,
+                    endpoint_id=wanted.endpoint_id,
+                    event_type=wanted.event_type,
+                    dead_after=wanted.dead_after,
                     dead_before=wanted.dead_before,
-                )  # fmt: skip
+                )
                 publications = await outbox.insert_entries(session, revived, job.region)
                 total += len(revived)
                 await redrive_jobs.update_job(session, job_id, cursor=cursor, redriven=total)

@@ -55,21 +55,23 @@ def explain(
         assert delivery.lease_until is not None
         if delivery.lease_until > now:
             return Explanation(
-                "in_flight", f"attempt {delivery.attempt_count} under way (lease until "
+                "in_flight",
+                f"attempt {delivery.attempt_count} under way (lease until "
                 f"{delivery.lease_until.isoformat()})",
-            )  # fmt: skip
+            )
         expired = delivery.lease_until.isoformat()
         return Explanation(
-            "stuck", f"its worker stopped: the lease expired at {expired}; the next claim at "
+            "stuck",
+            f"its worker stopped: the lease expired at {expired}; the next claim at "
             "its destination takes it over (due then, or armed again by the next reconcile run)",
-        )  # fmt: skip
+        )
     due = delivery.next_attempt_at
     paused_until = endpoint.paused_until if endpoint.pause_in_force else None  # database clock
     if paused_until is not None and paused_until > due:
         return Explanation(
-            "throttled", f"destination paused until {paused_until.isoformat()}: "
-            f"{endpoint.pause_reason}",
-        )  # fmt: skip
+            "throttled",
+            f"destination paused until {paused_until.isoformat()}: {endpoint.pause_reason}",
+        )
     if due > now:
         return Explanation("scheduled", f"next attempt at {due.isoformat()}")
     return _due_now(delivery, now, settings, flow)
@@ -84,9 +86,10 @@ def _due_now(
         return _due_without_redis(delivery, now, settings)
     if flow.max_in_flight and flow.in_flight >= flow.max_in_flight:
         return Explanation(
-            "throttled", f"destination at its in-flight ceiling ({flow.max_in_flight}); it "
+            "throttled",
+            f"destination at its in-flight ceiling ({flow.max_in_flight}); it "
             "starts when a slot frees",
-        )  # fmt: skip
+        )
     if flow.next_start_in > 0:
         return Explanation("throttled", "destination at its start-rate ceiling")
     if flow.woken_in is not None and flow.woken_in > WAKE_SLACK_SECONDS:
@@ -99,9 +102,10 @@ def _due_now(
     due = delivery.next_attempt_at
     if now - due > timedelta(seconds=settings.reconcile_grace_seconds):
         return Explanation(
-            "stuck", f"due since {due.isoformat()} and its destination has no wake-up (lost "
+            "stuck",
+            f"due since {due.isoformat()} and its destination has no wake-up (lost "
             "with Redis?); the next reconcile run arms it again",
-        )  # fmt: skip
+        )
     return Explanation("queued", "due; waiting for a worker")
 
 
@@ -118,15 +122,17 @@ def _due_without_redis(delivery: Delivery, now: datetime, settings: Settings) ->
         waiting_since = max(delivery.enqueued_at or due, due)
         if now - waiting_since > timedelta(seconds=settings.enqueued_stale_seconds):
             return Explanation(
-                "stuck", f"due since {waiting_since.isoformat()} and not picked up; Redis cannot "
+                "stuck",
+                f"due since {waiting_since.isoformat()} and not picked up; Redis cannot "
                 "say whether its destination has a wake-up (the next reconcile run arms it "
                 "again if not)",
-            )  # fmt: skip
+            )
     elif now - due > timedelta(seconds=settings.reconcile_grace_seconds):
         return Explanation(
-            "stuck", f"due since {due.isoformat()} and not handed to Redis; the next reconcile "
+            "stuck",
+            f"due since {due.isoformat()} and not handed to Redis; the next reconcile "
             "run arms its destination",
-        )  # fmt: skip
+        )
     return Explanation("queued", "due; waiting for a worker (Redis cannot say more now)")
 
 
@@ -139,8 +145,13 @@ MOST_UNRECORDED_CLAIMS = 100
 # redrive's transaction (one now() for both), and a publication may be dated by the attempt
 # it led to (see _published).
 _TELLING_ORDER = {
-    "accepted": 0, "redriven": 1, "published": 2, "attempt": 3, "succeeded": 4, "dead": 4,
-}  # fmt: skip
+    "accepted": 0,
+    "redriven": 1,
+    "published": 2,
+    "attempt": 3,
+    "succeeded": 4,
+    "dead": 4,
+}
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
-from app.repositories import delivery_leases
-from app.repositories.delivery_leases import ClaimedDelivery, Finished, Recording
+from app.repositories import delivery_leases, delivery_records
+from app.repositories.delivery_leases import ClaimedDelivery
+from app.repositories.delivery_records import Finished, Recording
 from app.states import DeliveryState
 from tests.support import (
     Stack,
@@ -324,7 +325,7 @@ async def test_next_wake_is_none_when_nothing_is_live(
     await accepted(client, tenant, engine, endpoint["id"], 2)
     batch = await claim(connection, settings, endpoint["id"], limit=2)
     assert len(batch.rows) == 2 and batch.next_wake is not None  # their leases
-    await delivery_leases.record_batch(connection, [success(row) for row in batch.rows])
+    await delivery_records.record_batch(connection, [success(row) for row in batch.rows])
 
     assert await wake(connection, settings, endpoint["id"]) is None
     assert await claim(connection, settings, endpoint["id"], limit=5) == (
@@ -369,7 +370,7 @@ async def test_record_batch_is_fenced_row_by_row(
     assert taken_over.id == lost.id
     before = await delivery_row(engine, lost.id)
 
-    recorded = await delivery_leases.record_batch(connection, [success(row) for row in batch.rows])
+    recorded = await delivery_records.record_batch(connection, [success(row) for row in batch.rows])
 
     assert recorded == {row.id for row in batch.rows} - {lost.id}
     assert await count_rows(engine, "attempts") == 4
@@ -399,7 +400,7 @@ async def test_a_success_marks_its_endpoint_healthy_once(
     )
     batch = await claim(connection, settings, endpoint["id"], limit=2)
 
-    await delivery_leases.record_batch(connection, [success(row) for row in batch.rows])
+    await delivery_records.record_batch(connection, [success(row) for row in batch.rows])
 
     async with engine.connect() as db:
         marked = (
@@ -421,7 +422,7 @@ async def test_a_success_marks_its_endpoint_healthy_once(
         version = (await db.execute(query, {"e": endpoint["id"]})).scalar_one()
         more = await claim(connection, settings, endpoint["id"], limit=2)
         assert (
-            len(await delivery_leases.record_batch(connection, [success(r) for r in more.rows]))
+            len(await delivery_records.record_batch(connection, [success(r) for r in more.rows]))
             == 2
         )
         assert (await db.execute(query, {"e": endpoint["id"]})).scalar_one() == version
@@ -443,7 +444,7 @@ async def test_a_retry_lands_enqueued_at_its_new_due_time(
         status_code=503,
     )  # fmt: skip
 
-    assert await delivery_leases.record_batch(connection, [retry]) == {row.id}
+    assert await delivery_records.record_batch(connection, [retry]) == {row.id}
 
     stored = await delivery_row(engine, row.id)
     assert (stored["state"], stored["lease_token"], stored["lease_until"]) == (
@@ -477,7 +478,7 @@ async def test_a_dead_record_finishes_the_delivery(
     unsent = dict(state=DeliveryState.DEAD, outcome=None, status_code=None, started_at=None,
                   duration_ms=None, dead_reason="endpoint_disabled")  # fmt: skip
 
-    recorded = await delivery_leases.record_batch(
+    recorded = await delivery_records.record_batch(
         connection, [success(sent, **dead), success(refused, **unsent)]
     )
 
@@ -505,7 +506,7 @@ async def test_release_batch_gives_back_uncounted_and_due_and_refuses_a_stale_to
     [holder] = (await claim(connection, settings, endpoint["id"], limit=2)).rows
     held = await delivery_row(engine, stale.id)
 
-    released = await delivery_leases.release_batch(
+    released = await delivery_records.release_batch(
         connection, [(given.id, given.token), (stale.id, stale.token)]
     )
 
@@ -521,7 +522,7 @@ async def test_release_batch_gives_back_uncounted_and_due_and_refuses_a_stale_to
 
 
 async def test_batches_of_nothing_touch_nothing(connection: asyncpg.Connection) -> None:
-    assert await delivery_leases.record_batch(connection, []) == set()
-    assert await delivery_leases.release_batch(connection, []) == set()
+    assert await delivery_records.record_batch(connection, []) == set()
+    assert await delivery_records.release_batch(connection, []) == set()
     token = uuid.uuid4()
-    assert await delivery_leases.release_batch(connection, [("no-such-delivery", token)]) == set()
+    assert await delivery_records.release_batch(connection, [("no-such-delivery", token)]) == set()

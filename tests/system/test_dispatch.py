@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
-from app.repositories import delivery_leases
+from app.repositories import delivery_leases, delivery_records
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
@@ -76,7 +76,7 @@ async def test_stale_lease_holder_cannot_write(
 ) -> None:
     delivery_id = await accept(client, tenant, endpoint["id"])
     await fast_path_settled(engine)
-    finished = delivery_leases.Finished(
+    finished = delivery_records.Finished(
         DeliveryState.SUCCEEDED, delay_seconds=None, dead_reason=None, attempt_number=1,
         outcome="success", status_code=200, started_at=datetime.now(UTC), duration_ms=3,
     )  # fmt: skip
@@ -92,7 +92,7 @@ async def test_stale_lease_holder_cannot_write(
     async def record(token: uuid.UUID) -> bool:
         # The record that also judges a destination's health: one delivery, in a transaction.
         async with create_sessionmaker(engine)() as session, session.begin():
-            return await delivery_leases.record_in(
+            return await delivery_records.record_in(
                 session, delivery_id, token=token, finished=finished
             )
 
