@@ -16,9 +16,15 @@ from bench.stack import REPO, Stack, python
 
 
 async def insert_backlog(
-    stack: Stack, tenant_id: str, endpoints: list[str], count: int, *, state: str, due: str,
+    stack: Stack,
+    tenant_id: str,
+    endpoints: list[str],
+    count: int,
+    *,
+    state: str,
+    due: str,
     outbox: bool,
-) -> None:  # fmt: skip
+) -> None:
     """``count`` deliveries in ``state``, dealt round the ``endpoints``, due at ``due`` (SQL);
     then Redis loses everything, as in an operator's accident."""
     connection = await stack.connect()
@@ -27,8 +33,9 @@ async def insert_backlog(
         await connection.execute(
             "INSERT INTO events (id, tenant_id, event_type, payload) SELECT 'evt_b' ||"
             " lpad(g::text, 21, '0'), $1, 'bench', '\\x7b7d' FROM generate_series(1, $2) g",
-            tenant_id, count,
-        )  # fmt: skip
+            tenant_id,
+            count,
+        )
         await connection.execute(
             "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
             " state, next_attempt_at, enqueued_at) SELECT 'dlv_b' || lpad(g::text, 21, '0'),"
@@ -37,8 +44,11 @@ async def insert_backlog(
             # Published over the last hour, not all in one instant.
             f" {due}, now() - interval '1 hour' + g * interval '1 hour' / $4 / 2"
             " FROM generate_series(1, $4) g",
-            tenant_id, endpoints, state, count,
-        )  # fmt: skip
+            tenant_id,
+            endpoints,
+            state,
+            count,
+        )
         if outbox:
             await connection.execute(
                 "INSERT INTO outbox (delivery_id, region, created_at) SELECT 'dlv_b' ||"
@@ -62,14 +72,23 @@ async def reconcile(client: Client, rows: int, destinations: int) -> dict[str, A
     if destinations > 1:
         endpoints = await many_endpoints(client, destinations)
     await insert_backlog(
-        stack, client.tenant_id, endpoints, rows, state="enqueued",
-        due="now() - interval '1 hour'", outbox=False,
-    )  # fmt: skip
+        stack,
+        client.tenant_id,
+        endpoints,
+        rows,
+        state="enqueued",
+        due="now() - interval '1 hour'",
+        outbox=False,
+    )
     out = await asyncio.to_thread(
-        subprocess.run, python("bench/reconcile_once.py"), cwd=REPO, capture_output=True,
-        text=True, check=True,
+        subprocess.run,
+        python("bench/reconcile_once.py"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
         env=stack.env(HERALD_RECONCILE_MAX_ROWS="1000000"),
-    )  # fmt: skip
+    )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     after = await probes.counts(stack)
     # What the run repaired, counted in Redis: every destination is armed again, or the figure
@@ -77,9 +96,12 @@ async def reconcile(client: Client, rows: int, destinations: int) -> dict[str, A
     repaired = after.wake_entries
     await stack.clean_slate()
     return {
-        "rows": rows, "destinations": destinations, **result,
-        "repaired": repaired, "complete": repaired == destinations,
-    }  # fmt: skip
+        "rows": rows,
+        "destinations": destinations,
+        **result,
+        "repaired": repaired,
+        "complete": repaired == destinations,
+    }
 
 
 async def many_endpoints(client: Client, count: int) -> list[str]:
@@ -99,9 +121,14 @@ async def worker_rss(client: Client, count: int) -> float:
     stack = client.stack
     stack.stop_workers()
     await insert_backlog(
-        stack, client.tenant_id, [client.endpoints["instant"]], count, state="pending",
-        due="now() + interval '1 day'", outbox=True,
-    )  # fmt: skip
+        stack,
+        client.tenant_id,
+        [client.endpoints["instant"]],
+        count,
+        state="pending",
+        due="now() + interval '1 day'",
+        outbox=True,
+    )
     stack.start_workers(count=1)
     while await stack.sql("SELECT count(*) FROM outbox WHERE published_at IS NULL"):
         await asyncio.sleep(0.5)

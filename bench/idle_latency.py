@@ -102,9 +102,14 @@ async def main(count: int, spacing: float, beside_paused: int) -> dict[str, dict
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
     env.update(HERALD_DATA_DIR=str(data_dir), HERALD_PORT=str(PORT))
     dev = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "devstack.cli",
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "devstack.cli",
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     results: dict[str, dict[str, float]] = {}
     try:
         assert dev.stdout is not None

@@ -174,10 +174,26 @@ class Client:
         )
         result = await asyncio.to_thread(
             subprocess.run,
-            [self.stack.pg_bin("pgbench"), "-h", self.stack.socket_dir, "-U", "postgres", "-n",
-             "-c", str(clients), "-j", "2", "-T", str(int(seconds)), "-f", str(script), "herald"],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                self.stack.pg_bin("pgbench"),
+                "-h",
+                self.stack.socket_dir,
+                "-U",
+                "postgres",
+                "-n",
+                "-c",
+                str(clients),
+                "-j",
+                "2",
+                "-T",
+                str(int(seconds)),
+                "-f",
+                str(script),
+                "herald",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"pgbench failed: {result.stderr[-2000:]}")
         for line in result.stdout.splitlines():
@@ -219,14 +235,22 @@ class Client:
                     events = [new_id("evt") for _ in range(1000)]
                     async with connection.transaction():
                         rows = await connection.fetch(
-                            intents.ACCEPT_MANY, tenant_id, "local", events, ["bench"] * 1000,
-                            [b'{"n":1}'] * 1000, [new_id("dlv") for _ in range(1000)],
-                            [endpoint] * 1000, [None] * 1000,
-                        )  # fmt: skip
+                            intents.ACCEPT_MANY,
+                            tenant_id,
+                            "local",
+                            events,
+                            ["bench"] * 1000,
+                            [b'{"n":1}'] * 1000,
+                            [new_id("dlv") for _ in range(1000)],
+                            [endpoint] * 1000,
+                            [None] * 1000,
+                        )
                     await connection.execute(
-                        deliveries.MARK_ENQUEUED, [r["id"] for r in rows], [0] * len(rows),
+                        deliveries.MARK_ENQUEUED,
+                        [r["id"] for r in rows],
+                        [0] * len(rows),
                         [r["outbox_id"] for r in rows],
-                    )  # fmt: skip
+                    )
             finally:
                 await connection.close()
 

@@ -44,9 +44,10 @@ async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, A
     started, runs = time.perf_counter(), 0
     while time.perf_counter() - started < seconds:
         async with client.http.post(
-            f"{API}/v1/reconcile", json={"trigger": "bench"},
+            f"{API}/v1/reconcile",
+            json={"trigger": "bench"},
             headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-        ) as response:  # fmt: skip
+        ) as response:
             assert response.status == 202, await response.text()
         runs += 1
         await asyncio.sleep(

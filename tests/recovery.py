@@ -65,9 +65,11 @@ async def transitions(engine: AsyncEngine, delivery_id: str) -> list[tuple[str, 
     """The delivery's state changes, in order (the suite's test-only state log)."""
     async with engine.connect() as connection:
         rows = await connection.execute(
-            text("SELECT old_state, new_state FROM test_state_log WHERE delivery_id = :d"
-                 " ORDER BY at"), {"d": delivery_id},
-        )  # fmt: skip
+            text(
+                "SELECT old_state, new_state FROM test_state_log WHERE delivery_id = :d ORDER BY at"
+            ),
+            {"d": delivery_id},
+        )
         return [(row.old_state, row.new_state) for row in rows]
 
 
@@ -107,10 +109,12 @@ async def assert_recovered(
     async with engine.connect() as connection:
         most = (
             await connection.execute(
-                text("SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts"
-                     " GROUP BY delivery_id) AS per_delivery")
+                text(
+                    "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM attempts"
+                    " GROUP BY delivery_id) AS per_delivery"
+                )
             )
-        ).scalar_one()  # fmt: skip
+        ).scalar_one()
         transitions = {
             (row.old_state, row.new_state)
             for row in await connection.execute(

@@ -141,10 +141,14 @@ async def accept(
     """One intent accepted (202); its delivery id."""
     response = await client.post(
         "/v1/deliveries",
-        json={"endpoint_id": endpoint_id, "event_type": event_type,
-              "payload": {} if payload is None else payload, **extra},
+        json={
+            "endpoint_id": endpoint_id,
+            "event_type": event_type,
+            "payload": {} if payload is None else payload,
+            **extra,
+        },
         headers=tenant,
-    )  # fmt: skip
+    )
     assert response.status_code == 202, response.text
     delivery_id: str = response.json()["id"]
     return delivery_id
@@ -207,9 +211,10 @@ async def wait_state(
 ) -> dict[str, Any]:
     """Wait, triggering nothing (no reconcile run), until the delivery is in ``state``."""
     return await eventually(
-        lambda: delivery_row(engine, delivery_id), lambda row: row["state"] == state,
+        lambda: delivery_row(engine, delivery_id),
+        lambda row: row["state"] == state,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 def _values_of(key: str, schema: Any) -> list[Any]:

@@ -104,9 +104,12 @@ async def test_a_lease_too_short_to_send_on_is_given_back_and_claimed_again(
     assert len(receiver.on("/back")) == 1
     assert (await delivery_row(engine, delivery_id))["attempt_count"] == 1
     assert await transitions(engine, delivery_id) == [
-        ("pending", "enqueued"), ("enqueued", "leased"), ("leased", "pending"),
-        ("pending", "leased"), ("leased", "succeeded"),
-    ]  # fmt: skip
+        ("pending", "enqueued"),
+        ("enqueued", "leased"),
+        ("leased", "pending"),
+        ("pending", "leased"),
+        ("leased", "succeeded"),
+    ]
     assert given_back() == before + 1
 
 
@@ -146,9 +149,12 @@ async def test_wakes_that_find_a_live_lease_leave_one_wakeup_for_when_it_ends(
     # the lease ends.
     async with single_statements(create_sessionmaker(engine)) as connection:
         held = await delivery_leases.claim_batch(
-            connection, region=settings.region, endpoint_id=endpoint_id, limit=1,
+            connection,
+            region=settings.region,
+            endpoint_id=endpoint_id,
+            limit=1,
             lease_seconds=30,
-        )  # fmt: skip
+        )
     [claimed] = held.rows
     tenant_id = claimed.tenant_id
     async with pump(settings, engine) as (running, _):
@@ -168,10 +174,12 @@ async def test_wakes_that_find_a_live_lease_leave_one_wakeup_for_when_it_ends(
     async with engine.connect() as connection:
         lease_left = (
             await connection.execute(
-                text("SELECT extract(epoch FROM lease_until - now()) FROM deliveries"
-                     " WHERE id = :d"), {"d": delivery_id},
+                text(
+                    "SELECT extract(epoch FROM lease_until - now()) FROM deliveries WHERE id = :d"
+                ),
+                {"d": delivery_id},
             )
-        ).scalar_one()  # fmt: skip
+        ).scalar_one()
     assert list(armed) == [endpoint_id] and armed[endpoint_id] >= float(lease_left)
     # Nothing claimed, nothing sent: the live lease is its holder's.
     assert row["state"] == "leased" and row["attempt_count"] == 1

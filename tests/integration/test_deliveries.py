@@ -53,10 +53,19 @@ async def test_accepted_intent_is_pending_with_its_outbox_row(
     # The API's fast path may already have published it (no worker runs in this test).
     assert fetched.json()["state"] in ("pending", "enqueued")
     assert set(fetched.json()) >= {
-        "id", "endpoint_id", "event_id", "event_type", "state", "attempt_count",
-        "next_attempt_at", "lease_until", "last_outcome", "created_at", "updated_at",
+        "id",
+        "endpoint_id",
+        "event_id",
+        "event_type",
+        "state",
+        "attempt_count",
+        "next_attempt_at",
+        "lease_until",
+        "last_outcome",
+        "created_at",
+        "updated_at",
         "completed_at",
-    }  # fmt: skip
+    }
 
 
 async def test_deliver_after_sets_the_first_attempt_time(

@@ -35,15 +35,22 @@ from tests.support import (
 
 CONTRADICTIONS = {
     "finished without completed_at": (
-        "UPDATE deliveries SET state = 'succeeded' WHERE id = :d", "ck_deliveries_finished"),
+        "UPDATE deliveries SET state = 'succeeded' WHERE id = :d",
+        "ck_deliveries_finished",
+    ),
     "dead without a reason": (
         "UPDATE deliveries SET state = 'dead', completed_at = now() WHERE id = :d",
-        "ck_deliveries_dead_reason"),
+        "ck_deliveries_dead_reason",
+    ),
     "live with completed_at": (
-        "UPDATE deliveries SET completed_at = now() WHERE id = :d", "ck_deliveries_finished"),
+        "UPDATE deliveries SET completed_at = now() WHERE id = :d",
+        "ck_deliveries_finished",
+    ),
     "live with a dead reason": (
-        "UPDATE deliveries SET dead_reason = 'gone' WHERE id = :d", "ck_deliveries_dead_reason"),
-}  # fmt: skip
+        "UPDATE deliveries SET dead_reason = 'gone' WHERE id = :d",
+        "ck_deliveries_dead_reason",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", CONTRADICTIONS)
@@ -112,8 +119,13 @@ async def _statement_of(
 
 
 # The indexes that named `state`, which the contract migration (0010) dropped.
-OLD_STATE_INDEXES = ("ix_deliveries_due", "ix_deliveries_enqueued", "ix_deliveries_leased",
-                     "ix_deliveries_dead", "ix_deliveries_tenant_state")  # fmt: skip
+OLD_STATE_INDEXES = (
+    "ix_deliveries_due",
+    "ix_deliveries_enqueued",
+    "ix_deliveries_leased",
+    "ix_deliveries_dead",
+    "ix_deliveries_tenant_state",
+)
 
 
 async def _reads_after_contract(engine: AsyncEngine, statement: str, parameters: Any) -> set[str]:
@@ -157,9 +169,14 @@ async def test_a_tenant_list_by_state_reads_the_unfinished_index(
     async def list_page(sessionmaker: async_sessionmaker[AsyncSession]) -> None:
         async with sessionmaker() as session:
             await deliveries.list_page(
-                session, tenant_id, limit=51, before_id=None, state=state, endpoint_id=None,
+                session,
+                tenant_id,
+                limit=51,
+                before_id=None,
+                state=state,
+                endpoint_id=None,
                 event_type=None,
-            )  # fmt: skip
+            )
 
     statement, parameters = await _statement_of(engine, list_page)
     assert await _reads_after_contract(engine, statement, parameters) == {
@@ -285,8 +302,11 @@ async def test_migration_0009_repairs_old_rows_and_goes_down_and_up_again(stack:
 
         await asyncio.to_thread(command.upgrade, config, "0009")
         assert await _on(dsn, _REPAIRED) == {
-            "finished": 2400, "dead_unknown": 2400, "dead_kept": 2400, "live": 4800,
-        }  # fmt: skip
+            "finished": 2400,
+            "dead_unknown": 2400,
+            "dead_kept": 2400,
+            "live": 4800,
+        }
         schema = await _on(dsn, _SCHEMA)
         assert schema["indexes"] >= NEW_INDEXES | set(OLD_STATE_INDEXES)
         assert schema["checks"] >= NEW_CHECKS
@@ -325,9 +345,12 @@ async def test_a_claim_changes_no_indexed_column_so_it_is_a_hot_update(
     try:
         async with connection.transaction():
             batch = await delivery_leases.claim_batch(
-                connection, region=settings.region, endpoint_id=endpoint["id"], limit=10,
+                connection,
+                region=settings.region,
+                endpoint_id=endpoint["id"],
+                limit=10,
                 lease_seconds=30,
-            )  # fmt: skip
+            )
             updated, hot = await connection.fetchrow(
                 "SELECT pg_stat_get_xact_tuples_updated('deliveries'::regclass),"
                 " pg_stat_get_xact_tuples_hot_updated('deliveries'::regclass)"

@@ -173,8 +173,11 @@ async def test_stats_count_recent_attempts_and_show_health(
             )
     stats = (await client.get(f"/v1/endpoints/{endpoint['id']}/stats", headers=tenant)).json()
     assert stats["last_hour"] == {
-        "attempts": 3, "successes": 2, "failures": 1, "success_rate": 2 / 3,
-    }  # fmt: skip
+        "attempts": 3,
+        "successes": 2,
+        "failures": 1,
+        "success_rate": 2 / 3,
+    }
     assert stats["last_day"]["attempts"] == 4 and stats["last_day"]["successes"] == 3
     assert stats["circuit"] == "closed" and stats["enabled"] is True
     missing = await client.get("/v1/endpoints/ep_01J00000000000000000000000/stats", headers=tenant)

@@ -168,8 +168,10 @@ async def test_rate_grants_start_a_whole_interval_apart_across_grants(
     assert (first.count, first.reason, first.first_start_in) == (3, None, 0.0)
     assert first.interval == interval_us / 1e6
     assert [round((first.start_offset(i) - first.first_start_in) * 1e6) for i in range(3)] == [
-        0, interval_us, 2 * interval_us,
-    ]  # fmt: skip
+        0,
+        interval_us,
+        2 * interval_us,
+    ]
     second, second_start = await granted(3)
     assert second.count == 3
     # The second grant's first start comes a whole interval (or, had this machine dawdled past
@@ -228,8 +230,12 @@ async def test_return_unused_moves_the_rate_back_only_when_no_grant_came_after(
     # The later grant's starts follow the earlier's: pulling the tat back would overlap them.
     assert await flow_key(redis, endpoint_id, "tat") == tat_of_later
     assert await slots_held(redis, endpoint_id) == {
-        alone.slot(0), alone.slot(1), earlier.slot(0), later.slot(0), later.slot(1),
-    }  # fmt: skip
+        alone.slot(0),
+        alone.slot(1),
+        earlier.slot(0),
+        later.slot(0),
+        later.slot(1),
+    }
 
 
 async def test_half_open_grants_one_probe_at_a_time(

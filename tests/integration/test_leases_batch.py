@@ -90,9 +90,12 @@ async def claim(
     lease: float = LEASE,
 ) -> delivery_leases.ClaimBatch:
     return await delivery_leases.claim_batch(
-        connection, region=settings.region, endpoint_id=endpoint_id, limit=limit,
+        connection,
+        region=settings.region,
+        endpoint_id=endpoint_id,
+        limit=limit,
         lease_seconds=lease,
-    )  # fmt: skip
+    )
 
 
 async def wake(
@@ -116,10 +119,15 @@ async def seconds_until(connection: asyncpg.Connection, column: str, delivery_id
 def success(row: ClaimedDelivery, **changes: Any) -> Recording:
     """The claimed row's attempt ending in a success, unless ``changes`` say otherwise."""
     finished = Finished(
-        DeliveryState.SUCCEEDED, delay_seconds=None, dead_reason=None,
-        attempt_number=row.attempt_number, outcome="success", status_code=200,
-        started_at=datetime.now(UTC), duration_ms=4,
-    )  # fmt: skip
+        DeliveryState.SUCCEEDED,
+        delay_seconds=None,
+        dead_reason=None,
+        attempt_number=row.attempt_number,
+        outcome="success",
+        status_code=200,
+        started_at=datetime.now(UTC),
+        duration_ms=4,
+    )
     return Recording(row.id, row.token, dataclasses.replace(finished, **changes))
 
 
@@ -157,10 +165,17 @@ async def test_claims_due_rows_in_due_order_each_with_its_own_token(
     for row in batch.rows:
         stored = await delivery_row(engine, row.id)
         assert (stored["state"], stored["lease_token"], stored["attempt_count"]) == (
-            "leased", row.token, 1)  # fmt: skip
+            "leased",
+            row.token,
+            1,
+        )
         assert stored["next_attempt_at"] == before[row.id]["next_attempt_at"]
         assert (row.tenant_id, row.endpoint_id, row.attempt_number, row.attempts_used) == (
-            tenant_id, endpoint["id"], 1, 1)  # fmt: skip
+            tenant_id,
+            endpoint["id"],
+            1,
+            1,
+        )
         assert row.url == endpoint["url"] and len(row.secrets) == 1 and row.payload
         assert row.endpoint_enabled and not row.endpoint_deleted
         assert 0 < row.lease_left <= LEASE
@@ -321,7 +336,8 @@ async def test_next_wake_is_none_when_nothing_is_live(
     connection: asyncpg.Connection,
 ) -> None:
     assert await claim(connection, settings, endpoint["id"], limit=5) == (
-        delivery_leases.ClaimBatch([], None))  # fmt: skip
+        delivery_leases.ClaimBatch([], None)
+    )
     await accepted(client, tenant, engine, endpoint["id"], 2)
     batch = await claim(connection, settings, endpoint["id"], limit=2)
     assert len(batch.rows) == 2 and batch.next_wake is not None  # their leases
@@ -329,7 +345,8 @@ async def test_next_wake_is_none_when_nothing_is_live(
 
     assert await wake(connection, settings, endpoint["id"]) is None
     assert await claim(connection, settings, endpoint["id"], limit=5) == (
-        delivery_leases.ClaimBatch([], None))  # fmt: skip
+        delivery_leases.ClaimBatch([], None)
+    )
 
 
 async def test_next_wake_past_its_probe_is_early_never_late(
@@ -404,19 +421,24 @@ async def test_a_success_marks_its_endpoint_healthy_once(
 
     async with engine.connect() as db:
         marked = (
-            await db.execute(text("SELECT * FROM endpoints WHERE id = :e"),
-                             {"e": endpoint["id"]})
-        ).mappings().one()  # fmt: skip
+            (await db.execute(text("SELECT * FROM endpoints WHERE id = :e"), {"e": endpoint["id"]}))
+            .mappings()
+            .one()
+        )
     assert marked["last_success_at"] is not None
     assert (marked["consecutive_failures"], marked["failing_since"], marked["breaker_trips"]) == (
-        0, None, 0)  # fmt: skip
+        0,
+        None,
+        0,
+    )
     assert (marked["paused_until"], marked["pause_reason"]) == (None, None)
 
     # Healthy and marked within the second: more successes leave the endpoint's row alone.
     await execute(
-        engine, "UPDATE endpoints SET last_success_at = now() + interval '1 minute' WHERE id = :e",
+        engine,
+        "UPDATE endpoints SET last_success_at = now() + interval '1 minute' WHERE id = :e",
         e=endpoint["id"],
-    )  # fmt: skip
+    )
     async with engine.connect() as db:
         query = text("SELECT xmin::text FROM endpoints WHERE id = :e")
         version = (await db.execute(query, {"e": endpoint["id"]})).scalar_one()
@@ -440,9 +462,12 @@ async def test_a_retry_lands_enqueued_at_its_new_due_time(
     [row] = (await claim(connection, settings, endpoint["id"], limit=1)).rows
     before_record = await connection.fetchval("SELECT now()")
     retry = success(
-        row, state=DeliveryState.ENQUEUED, delay_seconds=45.0, outcome="retryable",
+        row,
+        state=DeliveryState.ENQUEUED,
+        delay_seconds=45.0,
+        outcome="retryable",
         status_code=503,
-    )  # fmt: skip
+    )
 
     assert await delivery_records.record_batch(connection, [retry]) == {row.id}
 
@@ -473,10 +498,20 @@ async def test_a_dead_record_finishes_the_delivery(
     await accepted(client, tenant, engine, endpoint["id"], 2)
     sent, refused = (await claim(connection, settings, endpoint["id"], limit=2)).rows
     before_record = await connection.fetchval("SELECT now()")
-    dead = dict(state=DeliveryState.DEAD, outcome="permanent", status_code=400,
-                dead_reason="permanent_failure (HTTP 400)")  # fmt: skip
-    unsent = dict(state=DeliveryState.DEAD, outcome=None, status_code=None, started_at=None,
-                  duration_ms=None, dead_reason="endpoint_disabled")  # fmt: skip
+    dead = dict(
+        state=DeliveryState.DEAD,
+        outcome="permanent",
+        status_code=400,
+        dead_reason="permanent_failure (HTTP 400)",
+    )
+    unsent = dict(
+        state=DeliveryState.DEAD,
+        outcome=None,
+        status_code=None,
+        started_at=None,
+        duration_ms=None,
+        dead_reason="endpoint_disabled",
+    )
 
     recorded = await delivery_records.record_batch(
         connection, [success(sent, **dead), success(refused, **unsent)]
@@ -513,7 +548,11 @@ async def test_release_batch_gives_back_uncounted_and_due_and_refuses_a_stale_to
     assert released == {given.id}
     back = await delivery_row(engine, given.id)
     assert (back["state"], back["attempt_count"], back["lease_token"], back["lease_until"]) == (
-        "pending", 0, None, None)  # fmt: skip
+        "pending",
+        0,
+        None,
+        None,
+    )
     assert back["next_attempt_at"] == accepted_rows[given.id]["next_attempt_at"]
     assert await delivery_row(engine, stale.id) == held and holder.id == stale.id
     # Due at once, and the claim that follows is its first attempt again.

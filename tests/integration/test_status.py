@@ -183,8 +183,12 @@ async def test_timeline_tells_the_custody_story(
     )
     body = await explained(client, tenant, delivery_id)
     assert [e["event"] for e in body["timeline"]] == [
-        "accepted", "published", "attempt", "attempt", "succeeded",
-    ]  # fmt: skip
+        "accepted",
+        "published",
+        "attempt",
+        "attempt",
+        "succeeded",
+    ]
     assert "#1: retryable (503, 120 ms)" in body["timeline"][2]["detail"]
     times = [e["at"] for e in body["timeline"]]
     assert times == sorted(times)
@@ -227,8 +231,9 @@ async def test_a_timeline_stays_bounded_however_many_claims_and_redrives(
             "INSERT INTO custody_records (delivery_id, at, event, attempt_number, detail)"
             " SELECT :d, now() + g * interval '1 second', e, g, 'test'"
             " FROM generate_series(1, :n) g, unnest(ARRAY['dead', 'redriven']) e",
-            d=delivery_id, n=cycles,
-        )  # fmt: skip
+            d=delivery_id,
+            n=cycles,
+        )
 
     # 5,000 claims that left no attempt row (each dead step accounts for one of them).
     await sql(engine, "UPDATE deliveries SET attempt_count = 5000")

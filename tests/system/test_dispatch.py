@@ -77,16 +77,25 @@ async def test_stale_lease_holder_cannot_write(
     delivery_id = await accept(client, tenant, endpoint["id"])
     await fast_path_settled(engine)
     finished = delivery_records.Finished(
-        DeliveryState.SUCCEEDED, delay_seconds=None, dead_reason=None, attempt_number=1,
-        outcome="success", status_code=200, started_at=datetime.now(UTC), duration_ms=3,
-    )  # fmt: skip
+        DeliveryState.SUCCEEDED,
+        delay_seconds=None,
+        dead_reason=None,
+        attempt_number=1,
+        outcome="success",
+        status_code=200,
+        started_at=datetime.now(UTC),
+        duration_ms=3,
+    )
 
     async def claim(lease_seconds: float) -> list[delivery_leases.ClaimedDelivery]:
         async with single_statements(create_sessionmaker(engine)) as connection:
             batch = await delivery_leases.claim_batch(
-                connection, region=settings.region, endpoint_id=endpoint["id"], limit=1,
+                connection,
+                region=settings.region,
+                endpoint_id=endpoint["id"],
+                limit=1,
                 lease_seconds=lease_seconds,
-            )  # fmt: skip
+            )
         return batch.rows
 
     async def record(token: uuid.UUID) -> bool:
@@ -211,12 +220,21 @@ async def test_the_timeline_shows_a_claim_that_sent_nothing_and_the_redrive(
     assert body["state"] == "succeeded"
     steps = [(step["event"], step["detail"] or "") for step in body["timeline"]]
     assert [event for event, _ in steps] == [
-        "accepted", "published", "attempt", "attempt", "dead", "redriven", "published",
-        "attempt", "succeeded",
-    ]  # fmt: skip
+        "accepted",
+        "published",
+        "attempt",
+        "attempt",
+        "dead",
+        "redriven",
+        "published",
+        "attempt",
+        "succeeded",
+    ]
     assert [detail.split(":")[0] for event, detail in steps if event == "attempt"] == [
-        "#1", "#2", "#4",
-    ]  # fmt: skip
+        "#1",
+        "#2",
+        "#4",
+    ]
     assert ("dead", "endpoint_disabled (attempt #3 was not sent)") in steps
 
 

@@ -15,8 +15,11 @@ def _psql(url_dir: str, database: str, sql: str) -> str:
 
     return subprocess.run(
         [str(POSTGRES_BIN_PATH / "psql"), f"postgresql://postgres@/{database}?host={url_dir}"],
-        input=sql, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        input=sql,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_a_cluster_whose_first_start_was_interrupted_is_rebuilt(tmp_path: Path) -> None:

@@ -247,9 +247,13 @@ async def _park(engine: AsyncEngine, tenant_id: str, endpoint_id: str, count: in
                 " SELECT d, :tenant, :endpoint, e, 'bulk', 'local', 'pending', now()"
                 " FROM unnest(CAST(:deliveries AS text[]), CAST(:events AS text[])) AS t(d, e)"
             ),
-            {"deliveries": deliveries, "events": events, "tenant": tenant_id,
-             "endpoint": endpoint_id},
-        )  # fmt: skip
+            {
+                "deliveries": deliveries,
+                "events": events,
+                "tenant": tenant_id,
+                "endpoint": endpoint_id,
+            },
+        )
         await connection.execute(
             text(
                 "INSERT INTO outbox (delivery_id, region, created_at)"
@@ -298,5 +302,9 @@ async def test_a_paused_destinations_backlog_does_not_slow_a_healthy_one(
     assert receiver.on("/paused") == []
     assert await count_rows(engine, "attempts", "endpoint_id = :e", e=paused["id"]) == 0
     assert set((await states(engine, healthy_ids)).values()) == {"succeeded"}
-    assert await count_rows(engine, "deliveries", "endpoint_id = :e AND state = 'succeeded'",
-                            e=paused["id"]) == 0  # fmt: skip
+    assert (
+        await count_rows(
+            engine, "deliveries", "endpoint_id = :e AND state = 'succeeded'", e=paused["id"]
+        )
+        == 0
+    )

@@ -36,11 +36,14 @@ async def test_logs_are_json_events_without_payloads_or_secrets(
                 delivery_id = (
                     await http.post(
                         "/v1/deliveries",
-                        json={"endpoint_id": endpoint["id"], "event_type": "log.test",
-                              "payload": {"note": marker}},
+                        json={
+                            "endpoint_id": endpoint["id"],
+                            "event_type": "log.test",
+                            "payload": {"note": marker},
+                        },
                         headers=tenant,
                     )
-                ).json()["id"]  # fmt: skip
+                ).json()["id"]
                 await receiver.wait_for("/logged", 2)
                 for _ in range(100):
                     if len(worker.events("delivery.attempt")) >= 2:

@@ -174,7 +174,10 @@ async def test_a_retry_is_recorded_enqueued_and_woken_at_its_time_by_its_record(
     assert (await delivery_row(engine, delivery_id))["attempt_count"] == 2
     # Written `enqueued` by the record itself: no second write marks the retry as queued.
     assert await transitions(engine, delivery_id) == [
-        ("pending", "enqueued"), ("enqueued", "leased"), ("leased", "enqueued"),
-        ("enqueued", "leased"), ("leased", "succeeded"),
-    ]  # fmt: skip
+        ("pending", "enqueued"),
+        ("enqueued", "leased"),
+        ("leased", "enqueued"),
+        ("enqueued", "leased"),
+        ("leased", "succeeded"),
+    ]
     assert await count_rows(engine, "reconcile_runs") == 0

@@ -249,11 +249,13 @@ async def test_a_lease_too_short_for_a_whole_request_is_given_back_unused(
         steps = [
             (row.old_state, row.new_state)
             for row in await connection.execute(
-                text("SELECT old_state, new_state FROM test_state_log WHERE delivery_id = :d"
-                     " ORDER BY at"),
+                text(
+                    "SELECT old_state, new_state FROM test_state_log WHERE delivery_id = :d"
+                    " ORDER BY at"
+                ),
                 {"d": delivery_id},
             )
-        ]  # fmt: skip
+        ]
     # Given back (uncounted) and taken again, by the same worker, without a reconcile run.
     assert steps[-3:] == [("leased", "pending"), ("pending", "leased"), ("leased", "succeeded")]
 
@@ -274,9 +276,12 @@ async def test_a_claim_whose_answer_was_lost_is_taken_up_when_its_lease_ends(
     # with the answer on the way): the delivery is leased by no one.
     async with single_statements(create_sessionmaker(engine)) as connection:
         lost = await delivery_leases.claim_batch(
-            connection, region=settings.region, endpoint_id=endpoint["id"], limit=1,
+            connection,
+            region=settings.region,
+            endpoint_id=endpoint["id"],
+            limit=1,
             lease_seconds=8,
-        )  # fmt: skip
+        )
     assert [row.id for row in lost.rows] == [delivery_id]
     with running_worker(stack, tmp_path / "worker.log", **RECOVERY_ENV):
         # No reconcile run: the taker that found the lease settled its destination for when the

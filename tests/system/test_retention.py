@@ -47,9 +47,15 @@ async def old_delivery(
                 " ELSE now() - make_interval(days => CAST(:c AS int)) END,"
                 " CASE WHEN :s = 'dead' THEN 'permanent_failure: HTTP 400' END)"
             ),
-            {"d": delivery_id, "t": tenant_id, "ep": endpoint_id, "e": event_id, "s": state,
-             "c": completed_days},
-        )  # fmt: skip
+            {
+                "d": delivery_id,
+                "t": tenant_id,
+                "ep": endpoint_id,
+                "e": event_id,
+                "s": state,
+                "c": completed_days,
+            },
+        )
         await connection.execute(
             text(
                 "INSERT INTO attempts (delivery_id, endpoint_id, attempt_number, started_at,"
@@ -150,9 +156,14 @@ async def test_purge_in_small_batches_covers_everything(
 
 async def test_herald_purge_command(stack: Stack) -> None:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", "purge", env=herald_env(stack),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "app.cli",
+        "purge",
+        env=herald_env(stack),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
     assert out.decode().startswith("purged_deliveries=")

@@ -142,8 +142,10 @@ async def test_arq_never_times_a_job_out(stack: Stack) -> None:
     finally:
         await redis.aclose()
     assert set(worker.functions) == {
-        queue.DELIVER_FUNCTION, queue.RECONCILE_FUNCTION, queue.REDRIVE_FUNCTION,
-    }  # fmt: skip
+        queue.DELIVER_FUNCTION,
+        queue.RECONCILE_FUNCTION,
+        queue.REDRIVE_FUNCTION,
+    }
     timeouts = [f.timeout_s or worker.job_timeout_s for f in worker.functions.values()]
     # Reconcile runs and bulk redrives hand their work to the background at once; the shim's
     # wake holds itself to a step (workers/deliver.py). arq's timeout is longer than that.
@@ -171,9 +173,11 @@ async def test_a_deliver_job_published_by_the_previous_release_is_served(
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
     try:
         job = await redis.enqueue_job(
-            queue.DELIVER_FUNCTION, delivery_id, endpoint["id"],
+            queue.DELIVER_FUNCTION,
+            delivery_id,
+            endpoint["id"],
             _queue_name=queue.queue_name(settings.region),
-        )  # fmt: skip
+        )
         assert job is not None
     finally:
         await redis.aclose()

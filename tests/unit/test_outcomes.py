@@ -93,9 +93,14 @@ def _decide(
     outcome: Outcome, status: int | None, attempts_used: int, error: str | None = None
 ) -> Transition:
     return decide(
-        outcome=outcome, status_code=status, attempts_used=attempts_used, max_attempts=3,
-        schedule=(1.0, 2.0), retry_after=None, error=error,
-    )  # fmt: skip
+        outcome=outcome,
+        status_code=status,
+        attempts_used=attempts_used,
+        max_attempts=3,
+        schedule=(1.0, 2.0),
+        retry_after=None,
+        error=error,
+    )
 
 
 def test_decide_transitions() -> None:
@@ -121,13 +126,21 @@ def test_decide_transitions() -> None:
 
 def test_retry_after_is_a_floor_not_a_ceiling() -> None:
     sooner = decide(
-        outcome=Outcome.RETRYABLE, status_code=429, attempts_used=1, max_attempts=5,
-        schedule=(100.0,), retry_after=2.0,
-    )  # fmt: skip
+        outcome=Outcome.RETRYABLE,
+        status_code=429,
+        attempts_used=1,
+        max_attempts=5,
+        schedule=(100.0,),
+        retry_after=2.0,
+    )
     later = decide(
-        outcome=Outcome.RETRYABLE, status_code=429, attempts_used=1, max_attempts=5,
-        schedule=(0.1,), retry_after=2.0,
-    )  # fmt: skip
+        outcome=Outcome.RETRYABLE,
+        status_code=429,
+        attempts_used=1,
+        max_attempts=5,
+        schedule=(0.1,),
+        retry_after=2.0,
+    )
     assert (sooner.delay_seconds or 0) >= 80  # the schedule's longer wait stands
     assert later.delay_seconds == 2.0
 
