@@ -89,7 +89,7 @@ def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _create_key(database_url: str, tenant: str | None, admin: bool) -> str:
     from app.db import create_engine, create_sessionmaker
-    from app.services.api_keys import issue_key, issue_key_for_tenant_name
+    from app.tenants.service.api_keys import issue_key, issue_key_for_tenant_name
 
     engine = create_engine(database_url, pool_size=1)
     try:
@@ -113,7 +113,7 @@ def _cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _purge(settings: Settings, database_url: str) -> dict[str, int]:
     from app.db import create_engine, create_sessionmaker
-    from app.services.retention import purge
+    from app.operations.service.retention import purge
 
     engine = create_engine(database_url, pool_size=1)
     try:

@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     # A run stops after touching this many rows; the next run carries on.
     reconcile_max_rows: int = Field(default=200_000, ge=1)
     # Only while Redis cannot say whether a destination has a wake-up: a due `enqueued`
-    # delivery waiting this long is shown `stuck` (app/services/status.py).
+    # delivery waiting this long is shown `stuck` (app/delivery/service/status.py).
     enqueued_stale_seconds: float = Field(default=300.0, gt=0)
     # An unpublished outbox row is picked up by reconcile once it is this old, and a due
     # delivery whose destination has no wake-up is shown `stuck` once it is this overdue: the

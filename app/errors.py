@@ -17,7 +17,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES, is_transaction_conflict
-from app.schemas.deliveries import MAX_PAYLOAD_DEPTH
+from app.schemas import MAX_PAYLOAD_DEPTH
 
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_BASE = "https://herald.dev/problems/"

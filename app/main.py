@@ -8,17 +8,21 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from app import __version__
-from app.api import deliveries, endpoints, events, health, metrics, reconcile, tenants
 from app.api.deps import Resources, require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
+from app.delivery.routes import deliveries, events, redrive
+from app.endpoints.routes import endpoints
 from app.errors import install_error_handlers
 from app.logs import configure_logging
+from app.operations.routes import health, metrics
+from app.operations.service.fleet import FleetGauges
+from app.outbox.service.publishing import FastPublisher
 from app.queue import create_queue_redis
-from app.services.api_keys import PrincipalCache
-from app.services.fleet import FleetGauges
-from app.services.publishing import FastPublisher
+from app.reconcile.routes import reconcile
+from app.tenants.routes import tenants
+from app.tenants.service.api_keys import PrincipalCache
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -57,7 +61,7 @@ def create_app(settings: Settings) -> FastAPI:
         dependencies=[Depends(require_json_body)],
     )
     install_error_handlers(app)
-    for module in (tenants, endpoints, deliveries, events, reconcile, health, metrics):
+    for module in (tenants, endpoints, redrive, deliveries, events, reconcile, health, metrics):
         app.include_router(module.router)
     app.add_middleware(
         BodyLimit,

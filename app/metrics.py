@@ -2,9 +2,9 @@
 
 Per-process counters and histograms live here (workers serve them on
 HERALD_WORKER_METRICS_PORT). Fleet-wide gauges are computed from PostgreSQL when `/metrics` is
-scraped on the API (see app/services/fleet.py): queue depth alone is no answer, the age of the
-oldest due work is. Labels are bounded: an endpoint id at most, never a delivery id or a
-payload field.
+scraped on the API (see app/operations/service/fleet.py): queue depth alone is no answer,
+the age of the oldest due work is. Labels are bounded: an endpoint id at most, never a delivery
+id or a payload field.
 """
 
 from __future__ import annotations

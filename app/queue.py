@@ -1,19 +1,32 @@
 """The arq queue as Herald uses it: its name per region, serialisation, and the control jobs
-(reconcile runs, bulk redrives). Deliveries travel by wake-ups (app/services/wakeups.py);
-``deliver`` names the shim that serves jobs an older release published (workers/deliver.py).
+(reconcile runs, bulk redrives), which a request starts tracked. Deliveries travel by wake-ups
+(app/flow/service/wakeups.py); ``deliver`` names the shim that serves jobs an older release
+published (workers/deliver.py).
+
+A tracked job's record is committed first, then the job queued: a job never runs untracked. A
+queue that cannot take it marks the record failed and the request answers 503, so a record never
+claims to be queued when it is not. Two transactions, owned by ``start_tracked``: the request
+has nothing to commit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import TypeVar
 
 import msgpack
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.errors import ServiceUnavailable
 
 DELIVER_FUNCTION = "deliver"
 RECONCILE_FUNCTION = "reconcile"
 REDRIVE_FUNCTION = "bulk_redrive"
+QUEUE_RETRY_AFTER_SECONDS = 10
+Tracked = TypeVar("Tracked")
 
 # Never pickle: anyone who can write to Redis could otherwise run code in a worker.
 job_serializer = partial(msgpack.packb, use_bin_type=True)
@@ -34,6 +47,29 @@ async def enqueue_reconcile(redis: ArqRedis, region: str, run_id: str) -> None:
     await redis.enqueue_job(
         RECONCILE_FUNCTION, run_id, _job_id=f"reconcile:{run_id}", _queue_name=queue_name(region)
     )
+
+
+async def start_tracked(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    *,
+    what: str,
+    insert: Callable[[AsyncSession], Awaitable[Tracked]],
+    enqueue: Callable[[Tracked], Awaitable[None]],
+    fail: Callable[[AsyncSession, Tracked, str], Awaitable[None]],
+) -> Tracked:
+    """Record, then queue; a queue that is down marks the record failed and answers 503."""
+    async with sessionmaker() as session, session.begin():
+        record = await insert(session)
+    try:
+        await enqueue(record)
+    except Exception as exc:
+        async with sessionmaker() as session, session.begin():
+            await fail(session, record, f"queue unavailable: {type(exc).__name__}")
+        raise ServiceUnavailable(
+            f"the queue (Redis) is unreachable; the {what} was recorded as failed: retry shortly",
+            headers={"Retry-After": str(QUEUE_RETRY_AFTER_SECONDS)},
+        ) from None
+    return record
 
 
 def create_queue_redis(url: str, *, region: str) -> ArqRedis:

@@ -12,8 +12,9 @@ from typing import Any
 
 import aiohttp
 
+from app.delivery.repository import intents
 from app.ids import new_id
-from app.repositories import deliveries, intents
+from app.outbox.repository import outbox
 from bench import probes
 from bench.stack import ADMIN_KEY, API, Stack, percentile, python
 
@@ -246,7 +247,7 @@ class Client:
                             [None] * 1000,
                         )
                     await connection.execute(
-                        deliveries.MARK_ENQUEUED,
+                        outbox.MARK_PUBLISHED,
                         [r["id"] for r in rows],
                         [0] * len(rows),
                         [r["outbox_id"] for r in rows],

@@ -11,7 +11,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import queue
-from app.services.wakeups import Wakeups
+from app.flow.service.wakeups import Wakeups
 from bench.stack import Stack
 
 REGION = "local"

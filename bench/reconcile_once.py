@@ -14,8 +14,8 @@ import psutil
 from app.config import load_settings
 from app.db import create_engine, create_sessionmaker
 from app.queue import create_queue_redis
-from app.repositories import reconcile_runs
-from app.services.reconcile import run_reconcile
+from app.reconcile.repository import reconcile_runs
+from app.reconcile.service.reconcile import run_reconcile
 
 
 async def main() -> None:

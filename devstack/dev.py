@@ -30,8 +30,8 @@ import httpx
 from app.config import Settings, SettingsError
 from app.db import create_engine, create_sessionmaker
 from app.migrate import upgrade_to_head
-from app.repositories import api_keys
-from app.services.api_keys import generate_key, hash_key, issue_key_for_tenant_name
+from app.tenants.repository import api_keys
+from app.tenants.service.api_keys import generate_key, hash_key, issue_key_for_tenant_name
 from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
 
 DEV_TENANT = "dev"

@@ -23,12 +23,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import queue
 from app.config import Settings, to_asyncpg_url
 from app.db import create_sessionmaker
-from app.services.attempt import Attempts
-from app.services.flow import Gate
-from app.services.pump import Pump
-from app.services.reconcile import run_reconcile
-from app.services.sender import build_http_session
-from app.services.wakeups import Arm, Wakeups
+from app.engine.service.attempt import Attempts
+from app.engine.service.pump import Pump
+from app.engine.service.sender import build_http_session
+from app.flow.service.gate import Gate
+from app.flow.service.wakeups import Arm, Wakeups
+from app.reconcile.service.reconcile import run_reconcile
 from devstack.embedded import EmbeddedPostgres
 
 T = TypeVar("T")
@@ -231,7 +231,7 @@ def request_fields(application: FastAPI) -> dict[str, dict[str, Any]]:
     """Every field a request can carry, with its JSON schema: body fields as ``Model.field``
     (batch items too: they are validated one by one, so the OpenAPI document shows them as
     plain objects) and query parameters as ``GET /v1/deliveries?event_type``."""
-    from app.schemas.deliveries import BatchItem
+    from app.delivery.schemas import BatchItem
 
     openapi = application.openapi()
     components = openapi["components"]["schemas"]

@@ -1,1 +1,2 @@
-"""arq-side processes: the outbox relay and the delivery workers (see issue 3)."""
+"""The worker process: arq and the pump started and stopped together (runner.py), the typed
+context its jobs receive (context.py), the job functions (jobs.py, deliver.py)."""

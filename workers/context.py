@@ -12,7 +12,7 @@ from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.services.pump import Pump
+from app.engine.service.pump import Pump
 
 _KEY = "herald"
 

@@ -15,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from app.db import is_transient
-from app.services.deadlines import STEP_SECONDS
+from app.engine.service.deadlines import STEP_SECONDS
 from workers.context import WorkerContext
 
 log = structlog.get_logger("herald.worker")

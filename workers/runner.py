@@ -22,15 +22,15 @@ from prometheus_client import start_http_server
 from app import queue
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
-from app.services.attempt import Attempts
-from app.services.deadlines import STEP_SECONDS, cancel_until_done
-from app.services.flow import Gate
-from app.services.pump import Pump
-from app.services.sender import build_http_session
+from app.engine.service.attempt import Attempts
+from app.engine.service.deadlines import STEP_SECONDS, cancel_until_done
+from app.engine.service.pump import Pump
+from app.engine.service.sender import build_http_session
+from app.flow.service.gate import Gate
+from app.outbox.service.relay import run_relay
 from workers.context import WorkerContext
 from workers.deliver import DELIVER_MAX_TRIES, deliver
-from workers.reconcile import bulk_redrive, reconcile
-from workers.relay import run_relay
+from workers.jobs import bulk_redrive, reconcile
 
 log = structlog.get_logger("herald.worker")
 

@@ -14,12 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
-from app.repositories import api_keys
-from app.repositories.api_keys import Principal
-from app.schemas.common import IDEMPOTENCY_KEY_RULE, is_idempotency_key
-from app.services.api_keys import PrincipalCache, hash_key
-from app.services.fleet import FleetGauges
-from app.services.publishing import FastPublisher
+from app.operations.service.fleet import FleetGauges
+from app.outbox.service.publishing import FastPublisher
+from app.schemas import IDEMPOTENCY_KEY_RULE, is_idempotency_key
+from app.tenants.service.api_keys import Principal, PrincipalCache, principal_for
 
 
 @dataclass
@@ -80,15 +78,9 @@ async def authenticate(resources: Resources, authorization: str | None) -> Princ
         key.encode(), bootstrap.get_secret_value().encode()
     ):
         return Principal(tenant_id=None, is_admin=True)
-    key_hash = hash_key(key)
-    principal = resources.principals.get(key_hash)
-    if principal is not None:
-        return principal
-    async with resources.sessionmaker() as session:
-        principal = await api_keys.find_principal(session, key_hash)
+    principal = await principal_for(resources.sessionmaker, resources.principals, key)
     if principal is None:
         raise Unauthorized("unknown or revoked API key")
-    resources.principals.put(key_hash, principal)
     return principal
 
 

@@ -11,7 +11,7 @@ from fastapi import Query
 from fastapi.exceptions import RequestValidationError
 
 from app.ids import looks_like
-from app.schemas.common import Page
+from app.schemas import Page
 
 Row = TypeVar("Row")
 Item = TypeVar("Item")

@@ -2,7 +2,7 @@
 as a well-formed id that does not exist -- and it never reaches SQL.
 
 (In a body or a query the same id rule answers 422 and names the field; see
-``app.schemas.common.id_rule``.)
+``app.schemas.id_rule``.)
 """
 
 from __future__ import annotations

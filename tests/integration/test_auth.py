@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.main import create_app
 from app.openapi import openapi_document
-from app.services.api_keys import hash_key
+from app.tenants.service.api_keys import hash_key
 from tests.support import ADMIN, client_for, new_endpoint, new_tenant
 
 PROBLEM = "application/problem+json"

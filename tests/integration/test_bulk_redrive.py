@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
-from app.services import redrive
+from app.delivery.service import redrive
 from tests.support import (
     count_rows,
     fast_path_settled,

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker, single_statements
-from app.repositories import delivery_leases
-from app.services.pump import HOLD_SECONDS
+from app.engine.repository import delivery_leases
+from app.engine.service.pump import HOLD_SECONDS
 from tests.receiver import Receiver
 from tests.recovery import transitions
 from tests.support import (

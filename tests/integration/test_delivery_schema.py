@@ -20,9 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db import create_sessionmaker
+from app.delivery.repository import deliveries
+from app.engine.repository import delivery_leases
 from app.migrate import alembic_config
-from app.repositories import deliveries, delivery_leases
-from app.services.fleet import FleetGauges
+from app.operations.service.fleet import FleetGauges
 from app.states import DeliveryState
 from tests.support import (
     Stack,

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from app.config import Settings
+from app.endpoints.service.destinations import check_endpoint_url, refusal_reason
 from app.errors import DestinationRefused
 from app.main import create_app
-from app.services.destinations import check_endpoint_url, refusal_reason
 from tests.support import client_for, ip_addresses_in, new_endpoint, new_tenant
 
 REFUSED_URLS = [

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_sessionmaker
-from app.services.flow import RATE_HORIZON_US, Gate, Grant, flow_snapshot
+from app.flow.service.gate import RATE_HORIZON_US, Gate, Grant, flow_snapshot
 from tests.support import new_endpoint, redis_now_us
 
 CALLS = 500  # all at once: Redis runs them back to back, far faster than any rate below

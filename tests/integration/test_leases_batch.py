@@ -19,9 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
-from app.repositories import delivery_leases, delivery_records
-from app.repositories.delivery_leases import ClaimedDelivery
-from app.repositories.delivery_records import Finished, Recording
+from app.engine.repository import delivery_leases, delivery_records
+from app.engine.repository.delivery_leases import ClaimedDelivery
+from app.engine.repository.delivery_records import Finished, Recording
 from app.states import DeliveryState
 from tests.support import (
     Stack,

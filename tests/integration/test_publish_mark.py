@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_sessionmaker, single_statements
-from app.repositories import deliveries
+from app.outbox.repository import outbox
 from tests.support import fast_path_settled
 
 
@@ -42,7 +42,7 @@ async def test_the_mark_takes_only_deliveries_pending_at_their_published_attempt
             text("UPDATE deliveries SET state = 'leased' WHERE id = :d"), {"d": leased}
         )
     async with single_statements(create_sessionmaker(engine)) as connection:
-        await deliveries.mark_enqueued(connection, [(i, 0) for i in ids], [])
+        await outbox.mark_published(connection, [(i, 0) for i in ids], [])
     expected = ["enqueued"] * 1000
     expected[500], expected[501] = "pending", "leased"
     assert await states(engine, ids) == expected

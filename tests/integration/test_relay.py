@@ -13,6 +13,7 @@ from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.main import create_app
+from app.outbox.service.relay import FAST_PATH_HEADSTART_SECONDS, relay_once
 from tests.support import (
     armed_destinations,
     client_for,
@@ -21,7 +22,6 @@ from tests.support import (
     new_endpoint,
     new_tenant,
 )
-from workers.relay import FAST_PATH_HEADSTART_SECONDS, relay_once
 
 
 async def _accept_without_fast_path(

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from app.api import deliveries
 from app.config import Settings
+from app.delivery.routes import deliveries
+from app.delivery.schemas import DeliveryOut
 from app.main import create_app
-from app.schemas.deliveries import DeliveryOut
 from tests.support import ADMIN, client_for
 
 SERVED = "/v1/deliveries"

@@ -13,8 +13,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
+from app.delivery.service import status
 from app.main import create_app
-from app.services import status
 from tests.support import accept, client_for, fast_path_settled, lose_wakeups, new_endpoint
 
 

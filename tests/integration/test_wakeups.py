@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 from redis.asyncio import ConnectionPool
 
 from app.config import Settings
-from app.services.wakeups import Arm, Taken, WakeSnapshot, Wakeups
+from app.flow.service.wakeups import Arm, Taken, WakeSnapshot, Wakeups
 from tests.support import redis_now_us
 
 REGION = "test"

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
-from app.repositories import delivery_leases, delivery_records
+from app.engine.repository import delivery_leases, delivery_records
 from app.states import DeliveryState
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply

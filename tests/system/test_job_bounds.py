@@ -1,6 +1,6 @@
-"""The pump holds each step of an attempt to a bound of its own (app/services/deadlines.py), so
-that a database that stops answering cannot hold up a taker or a stopping worker: a taker is
-free again, a record gives up with its lease."""
+"""The pump holds each step of an attempt to a bound of its own
+(app/engine/service/deadlines.py), so that a database that stops answering cannot hold up a
+taker or a stopping worker: a taker is free again, a record gives up with its lease."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
+from app.flow.service.wakeups import Wakeups
 from app.queue import create_queue_redis, queue_name
-from app.services.wakeups import Wakeups
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply
 from tests.support import (

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
+from app.flow.service.wakeups import Wakeups
 from app.queue import create_queue_redis
-from app.services.wakeups import Wakeups
 from tests.processes import free_port, running_worker
 from tests.receiver import Receiver, Reply
 from tests.recovery import states, transitions

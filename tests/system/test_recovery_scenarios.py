@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_sessionmaker, single_statements
+from app.engine.repository import delivery_leases
 from app.main import create_app
-from app.repositories import delivery_leases
 from devstack.embedded import EmbeddedRedis
 from tests.processes import RECOVERY_ENV, running_worker, start_api, wait_healthy
 from tests.receiver import Receiver, Reply

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.main import create_app
 from app.openapi import openapi_document
-from app.schemas.deliveries import MAX_PAYLOAD_DEPTH
+from app.schemas import MAX_PAYLOAD_DEPTH
 from tests.processes import start_api, wait_healthy
 from tests.support import ADMIN, Stack, client_for, count_rows
 

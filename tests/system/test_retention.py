@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.ids import id_floor
-from app.services import retention
+from app.operations.service import retention
 from tests.processes import herald_env
 from tests.support import Stack, count_rows, new_endpoint
 

@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import queue
 from app.config import Settings
+from app.engine.service.deadlines import STEP_SECONDS
 from app.main import create_app
-from app.services.deadlines import STEP_SECONDS
 from devstack.embedded import EmbeddedRedis
 from tests.processes import running_worker
 from tests.receiver import Receiver, Reply

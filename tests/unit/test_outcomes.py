@@ -9,14 +9,14 @@ from email.utils import format_datetime
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from app.services.outcomes import (
+from app.engine.service.outcomes import (
     Transition,
     backoff_seconds,
     classify_status,
     decide,
     parse_retry_after,
 )
-from app.services.signing import signed_headers
+from app.engine.service.signing import signed_headers
 from app.states import DeliveryState, Outcome
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)

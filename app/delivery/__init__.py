@@ -1,0 +1,1 @@
+"""Accepting delivery intents and events, and telling anyone where a delivery stands."""

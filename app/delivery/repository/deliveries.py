@@ -1,0 +1,220 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Update, func, insert, literal, select, union_all, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.ids import is_id
+from app.models import CustodyRecord, Delivery, Endpoint
+from app.states import DeliveryState
+
+
+async def insert_pending(
+    session: AsyncSession,
+    *,
+    tenant_id: str,
+    event_id: str,
+    event_type: str,
+    region: str,
+    targets: Sequence[tuple[str, str]],
+    deliver_after: datetime | None,
+) -> list[Delivery]:
+    """Insert one pending delivery per ``(delivery_id, endpoint_id)`` target, due at
+    ``deliver_after`` or now (the database clock)."""
+    if not targets:
+        return []
+    due: Any = deliver_after if deliver_after is not None else func.now()
+    rows = [
+        {
+            "id": delivery_id,
+            "tenant_id": tenant_id,
+            "endpoint_id": endpoint_id,
+            "event_id": event_id,
+            "event_type": event_type,
+            "region": region,
+            "state": DeliveryState.PENDING.value,
+            "next_attempt_at": due,
+        }
+        for delivery_id, endpoint_id in targets
+    ]
+    return await insert_rows(session, rows)
+
+
+def now() -> Any:
+    """The database clock, for a row's due time."""
+    return func.now()
+
+
+async def insert_rows(session: AsyncSession, rows: list[dict[str, Any]]) -> list[Delivery]:
+    """Many pending deliveries in one statement, returned as inserted."""
+    if not rows:
+        return []
+    result = await session.execute(insert(Delivery).values(rows).returning(Delivery))
+    return list(result.scalars())
+
+
+async def get_for_tenant(
+    session: AsyncSession, tenant_id: str, delivery_id: str
+) -> Delivery | None:
+    if not is_id(delivery_id):
+        return None
+    return (
+        await session.execute(
+            select(Delivery).where(Delivery.id == delivery_id, Delivery.tenant_id == tenant_id)
+        )
+    ).scalar_one_or_none()
+
+
+async def list_for_event(session: AsyncSession, tenant_id: str, event_id: str) -> list[Delivery]:
+    query = (
+        select(Delivery)
+        .where(Delivery.tenant_id == tenant_id, Delivery.event_id == event_id)
+        .order_by(Delivery.endpoint_id)
+    )
+    return list((await session.execute(query)).scalars())
+
+
+def in_state(state: DeliveryState) -> list[ColumnElement[bool]]:
+    """``state = <state>``, and what the checks on the table make it imply (``completed_at IS
+    NULL`` for a live state, ``dead_reason IS NOT NULL`` for dead): the same rows, but stated
+    so that the planner can prove a partial index on those columns applies -- the indexes that
+    outlive the ones on ``state`` (migration 0009)."""
+    conditions = [Delivery.state == state.value]
+    if state is DeliveryState.DEAD:
+        conditions.append(Delivery.dead_reason.is_not(None))
+    elif state is not DeliveryState.SUCCEEDED:
+        conditions.append(Delivery.completed_at.is_(None))
+    return conditions
+
+
+async def list_page(
+    session: AsyncSession,
+    tenant_id: str,
+    *,
+    limit: int,
+    before_id: str | None,
+    state: DeliveryState | None,
+    endpoint_id: str | None,
+    event_type: str | None,
+) -> list[Delivery]:
+    """Newest first, keyset-paginated on the time-ordered id: stable while rows are inserted."""
+    query = select(Delivery).where(Delivery.tenant_id == tenant_id)
+    if state is not None:
+        query = query.where(*in_state(state))
+    if endpoint_id is not None:
+        query = query.where(Delivery.endpoint_id == endpoint_id)
+    if event_type is not None:
+        query = query.where(Delivery.event_type == event_type)
+    if before_id is not None:
+        query = query.where(Delivery.id < before_id)
+    return list((await session.execute(query.order_by(Delivery.id.desc()).limit(limit))).scalars())
+
+
+def _revive(detail: str, *conditions: ColumnElement[bool]) -> Update:
+    """dead -> pending, due now, same id, for the dead rows matching ``conditions``; the
+    attempt log stays and the budget starts over (attempt numbers keep counting, so the floor
+    moves up to them).
+
+    Reviving clears the row's dead step, so the same statement archives that step -- when and
+    why it died, after which claim -- and the redrive itself (``detail`` says by what) as
+    custody records: the timeline keeps the whole story.
+    """
+    target = (
+        select(
+            Delivery.id,
+            func.coalesce(Delivery.completed_at, Delivery.updated_at).label("died_at"),
+            Delivery.dead_reason,
+            Delivery.attempt_count,
+        )
+        .where(*conditions, Delivery.state == DeliveryState.DEAD.value)
+        .with_for_update()
+        .cte("target")
+    )
+    dead_then = [target.c.id, target.c.died_at, literal("dead"), target.c.attempt_count]
+    redriven_now = [target.c.id, func.now(), literal("redriven"), target.c.attempt_count]
+    archived = (
+        insert(CustodyRecord)
+        .from_select(
+            ["delivery_id", "at", "event", "attempt_number", "detail"],
+            union_all(
+                select(*dead_then, target.c.dead_reason), select(*redriven_now, literal(detail))
+            ),
+        )
+        .cte("archived")
+    )
+    return (
+        update(Delivery)
+        .where(Delivery.id == target.c.id)
+        .values(
+            state=DeliveryState.PENDING.value,
+            next_attempt_at=func.now(),
+            attempt_floor=Delivery.attempt_count,
+            dead_reason=None,
+            completed_at=None,
+            enqueued_at=None,
+            updated_at=func.now(),
+        )
+        .returning(Delivery)
+        .add_cte(archived)
+        # Callers may have loaded these rows a moment ago: refresh them from what the UPDATE
+        # returned.
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+
+
+async def redrive(session: AsyncSession, tenant_id: str, delivery_id: str) -> Delivery | None:
+    """dead -> pending (see _revive); None when the delivery is not dead."""
+    revived = _revive("on request", Delivery.id == delivery_id, Delivery.tenant_id == tenant_id)
+    return (await session.execute(revived)).scalar_one_or_none()
+
+
+async def redrive_page(
+    session: AsyncSession,
+    tenant_id: str,
+    *,
+    job_id: str,
+    region: str,
+    after_id: str | None,
+    limit: int,
+    endpoint_id: str | None,
+    event_type: str | None,
+    dead_after: datetime | None,
+    dead_before: datetime | None,
+) -> tuple[list[Delivery], str | None]:
+    """Redrive the next page of dead deliveries matching the filter, in id order after
+    ``after_id``. Deliveries whose endpoint is disabled or deleted are passed over (they would
+    only die again). Returns the revived rows and the id the next page starts after."""
+    query = select(Delivery.id).where(
+        Delivery.tenant_id == tenant_id,
+        Delivery.region == region,
+        *in_state(DeliveryState.DEAD),
+    )
+    if after_id is not None:
+        query = query.where(Delivery.id > after_id)
+    if endpoint_id is not None:
+        query = query.where(Delivery.endpoint_id == endpoint_id)
+    if event_type is not None:
+        query = query.where(Delivery.event_type == event_type)
+    if dead_after is not None:
+        query = query.where(Delivery.completed_at >= dead_after)
+    if dead_before is not None:
+        query = query.where(Delivery.completed_at < dead_before)
+    page = list(
+        (
+            await session.execute(
+                query.order_by(Delivery.id).limit(limit).with_for_update(skip_locked=True)
+            )
+        ).scalars()
+    )
+    if not page:
+        return [], None
+    live_endpoint = select(Endpoint.id).where(
+        Endpoint.enabled.is_(True), Endpoint.deleted_at.is_(None)
+    )
+    revived = _revive(
+        f"bulk redrive {job_id}", Delivery.id.in_(page), Delivery.endpoint_id.in_(live_endpoint)
+    )
+    return list((await session.execute(revived)).scalars()), page[-1]

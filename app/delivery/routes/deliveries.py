@@ -1,0 +1,243 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+
+from app.api.deps import (
+    IdempotencyKeyDep,
+    PublisherDep,
+    ResourcesDep,
+    SessionDep,
+    SettingsDep,
+    TenantDep,
+    authenticate,
+    idempotency_key_from,
+    tenant_of,
+)
+from app.api.pagination import (
+    Cursor,
+    Limit,
+    decode_id_cursor,
+    decode_number_cursor,
+    page_of,
+)
+from app.api.paths import DeliveryIdPath
+from app.api.served import json_body, json_response, resources_of, served_by, validated
+from app.delivery.repository import attempts, deliveries
+from app.delivery.schemas import (
+    AttemptOut,
+    BatchAccepted,
+    BatchIntents,
+    DeliveryDetail,
+    DeliveryIntent,
+    DeliveryOut,
+)
+from app.delivery.service import batch_intake, explain, intake
+from app.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    IdempotencyMismatch,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+    problem_body,
+    problem_responses,
+)
+from app.faults import crash_point
+from app.models import Delivery
+from app.schemas import EndpointId, EventTypeSelector, Page
+from app.states import DeliveryState
+
+router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
+_AUTH = (Unauthorized, Forbidden)
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+async def create_delivery(
+    intent: DeliveryIntent,
+    tenant_id: TenantDep,
+    resources: ResourcesDep,
+    settings: SettingsDep,
+    idempotency_key: IdempotencyKeyDep,
+    publisher: PublisherDep,
+    response: Response,
+) -> DeliveryOut:
+    if idempotency_key is None:
+        # Event, delivery and outbox row in one statement: that statement is the commit.
+        crash_point("api.before_commit", settings.fault)
+        accepted = await intake.accept_delivery_at_once(
+            resources.sessionmaker, settings, tenant_id, intent
+        )
+    else:
+        # The key's claim commits with what it stands for.
+        async with resources.sessionmaker() as session, session.begin():
+            accepted = await intake.accept_delivery(
+                session, settings, tenant_id, intent, idempotency_key
+            )
+            crash_point("api.before_commit", settings.fault)
+    delivery = accepted.deliveries[0]
+    if accepted.replayed:
+        response.status_code = 200
+        response.headers[REPLAYED_HEADER] = "true"
+    else:
+        crash_point("api.after_commit_before_publish", settings.fault)
+        publisher.submit(accepted.publications)
+    response.headers["Location"] = f"/v1/deliveries/{delivery.id}"
+    return delivery
+
+
+async def _serve_create_delivery(request: Request) -> Response:
+    """``create_delivery``'s parameters resolved by hand, in the order FastAPI resolves them."""
+    body = await json_body(request)
+    resources = resources_of(request)
+    tenant_id = tenant_of(await authenticate(resources, request.headers.get("authorization")))
+    idempotency_key = idempotency_key_from(request.headers.get("idempotency-key"))
+    intent = validated(DeliveryIntent, body)
+    response = Response(status_code=202)
+    delivery = await create_delivery(
+        intent,
+        tenant_id,
+        resources,
+        resources.settings,
+        idempotency_key,
+        resources.publisher,
+        response,
+    )
+    del response.headers["content-length"]
+    return json_response(delivery, response.status_code, dict(response.headers))
+
+
+router.add_api_route(
+    "",
+    create_delivery,
+    methods=["POST"],
+    route_class_override=served_by(_serve_create_delivery),
+    status_code=202,
+    response_model=DeliveryOut,
+    responses={
+        200: {"model": DeliveryOut, "description": "Replay of an earlier request with this key"},
+        **problem_responses(
+            *_AUTH,
+            BadRequest,
+            NotFound,
+            Conflict,
+            PayloadTooLarge,
+            UnsupportedMediaType,
+            IdempotencyMismatch,
+        ),
+    },
+    summary="Accept a delivery intent",
+)
+
+
+@router.post(
+    "/batch",
+    response_model=BatchAccepted,
+    responses=problem_responses(*_AUTH, PayloadTooLarge, UnsupportedMediaType),
+    summary="Accept up to 1000 delivery intents in one transaction, each judged on its own",
+)
+async def create_deliveries_batch(
+    batch: BatchIntents,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    publisher: PublisherDep,
+) -> Response:
+    async with session.begin():  # every accepted item with its event and outbox row, or none
+        outcomes, publications = await batch_intake.accept_batch(
+            session, settings, tenant_id, batch.items
+        )
+        crash_point("api.before_commit", settings.fault)
+    publisher.submit(publications)
+    # Validated in one call and serialised here: FastAPI would validate the model it is given
+    # once more, a thousand items over.
+    accepted = BatchAccepted.model_validate(
+        {
+            "accepted": sum(o.status == 202 for o in outcomes),
+            "replayed": sum(o.status == 200 for o in outcomes),
+            "failed": sum(o.status >= 400 for o in outcomes),
+            "items": [
+                {
+                    "index": o.index,
+                    "status": o.status,
+                    "delivery": o.delivery,
+                    "error": problem_body(o.error) if o.error else None,
+                }
+                for o in outcomes
+            ],
+        }
+    )
+    return Response(accepted.model_dump_json(), media_type="application/json")
+
+
+@router.get(
+    "",
+    response_model=Page[DeliveryOut],
+    responses=problem_responses(*_AUTH),
+    summary="List deliveries, newest first",
+)
+async def list_deliveries(
+    tenant_id: TenantDep,
+    session: SessionDep,
+    state: DeliveryState | None = None,
+    endpoint_id: Annotated[EndpointId | None, Query()] = None,
+    event_type: Annotated[EventTypeSelector | None, Query()] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[DeliveryOut]:
+    async with session.begin():
+        rows = await deliveries.list_page(
+            session,
+            tenant_id,
+            limit=limit + 1,
+            before_id=decode_id_cursor(cursor, "dlv"),
+            state=state,
+            endpoint_id=endpoint_id,
+            event_type=event_type,
+        )
+    return page_of(rows, limit, DeliveryOut.model_validate, lambda item: item.id)
+
+
+async def _get_delivery(session: SessionDep, tenant_id: str, delivery_id: str) -> Delivery:
+    delivery = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
+    if delivery is None:
+        raise NotFound(f"delivery {delivery_id} not found")
+    return delivery
+
+
+@router.get(
+    "/{delivery_id}",
+    response_model=DeliveryDetail,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="A delivery: its state, why it is waiting, and its custody timeline",
+)
+async def get_delivery(
+    tenant_id: TenantDep, delivery_id: DeliveryIdPath, session: SessionDep, resources: ResourcesDep
+) -> DeliveryDetail:
+    async with session.begin():
+        return await explain.delivery_detail(
+            session, resources.redis, resources.settings, tenant_id, delivery_id
+        )
+
+
+@router.get(
+    "/{delivery_id}/attempts",
+    response_model=Page[AttemptOut],
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="A delivery's attempt log, oldest first",
+)
+async def list_attempts(
+    tenant_id: TenantDep,
+    delivery_id: DeliveryIdPath,
+    session: SessionDep,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[AttemptOut]:
+    after = decode_number_cursor(cursor)
+    async with session.begin():
+        await _get_delivery(session, tenant_id, delivery_id)
+        rows = await attempts.list_page(session, delivery_id, limit=limit + 1, after_number=after)
+    return page_of(rows, limit, AttemptOut.model_validate, lambda item: item.attempt_number)

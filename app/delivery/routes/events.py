@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.api.deps import IdempotencyKeyDep, PublisherDep, SessionDep, SettingsDep, TenantDep
+from app.delivery.routes.deliveries import REPLAYED_HEADER
+from app.delivery.schemas import EventAccepted, EventIntent, FanoutDelivery
+from app.delivery.service import intake
+from app.errors import (
+    BadRequest,
+    Forbidden,
+    IdempotencyMismatch,
+    PayloadTooLarge,
+    Unauthorized,
+    UnsupportedMediaType,
+    problem_responses,
+)
+from app.faults import crash_point
+
+router = APIRouter(prefix="/v1/events", tags=["events"])
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=EventAccepted,
+    responses={
+        200: {"model": EventAccepted, "description": "Replay of an earlier request with this key"},
+        **problem_responses(
+            Unauthorized,
+            Forbidden,
+            BadRequest,
+            PayloadTooLarge,
+            UnsupportedMediaType,
+            IdempotencyMismatch,
+        ),
+    },
+    summary="Publish an event to every subscribed endpoint",
+)
+async def publish_event(
+    intent: EventIntent,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    idempotency_key: IdempotencyKeyDep,
+    publisher: PublisherDep,
+    response: Response,
+) -> EventAccepted:
+    async with session.begin():  # the event and all its deliveries and outbox rows, atomically
+        accepted = await intake.accept_event(session, settings, tenant_id, intent, idempotency_key)
+        crash_point("api.before_commit", settings.fault)
+    if accepted.replayed:
+        response.status_code = 200
+        response.headers[REPLAYED_HEADER] = "true"
+    else:
+        crash_point("api.after_commit_before_publish", settings.fault)
+        publisher.submit(accepted.publications)
+    return EventAccepted(
+        id=accepted.event_id,
+        event_type=accepted.event_type,
+        deliveries=[
+            FanoutDelivery(id=d.id, endpoint_id=d.endpoint_id) for d in accepted.deliveries
+        ],
+    )

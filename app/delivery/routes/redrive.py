@@ -1,0 +1,85 @@
+"""Sending dead deliveries again: one by id, or every one matching a filter in the background
+(a tracked job whose progress can be read back)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.api.deps import PublisherDep, ResourcesDep, SessionDep, SettingsDep, TenantDep
+from app.api.paths import DeliveryIdPath, RedriveJobIdPath
+from app.delivery.repository import redrive_jobs
+from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
+from app.delivery.service import redrive
+from app.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    ServiceUnavailable,
+    Unauthorized,
+    UnsupportedMediaType,
+    problem_responses,
+)
+
+# Beside the deliveries router under the same prefix, and included before it: its
+# /redrive/{job_id} must match before /{delivery_id}/... does.
+router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
+_AUTH = (Unauthorized, Forbidden)
+
+
+@router.post(
+    "/redrive",
+    status_code=202,
+    response_model=RedriveJobOut,
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, ServiceUnavailable),
+    summary="Send again every dead delivery matching a filter, in the background",
+)
+async def start_bulk_redrive(
+    wanted: RedriveFilter, tenant_id: TenantDep, resources: ResourcesDep, response: Response
+) -> RedriveJobOut:
+    job = await redrive.start_bulk_redrive(
+        resources.sessionmaker,
+        resources.redis,
+        resources.settings,
+        tenant_id=tenant_id,
+        wanted=wanted.model_dump(mode="json"),
+    )
+    response.headers["Location"] = f"/v1/deliveries/redrive/{job.id}"
+    return RedriveJobOut.model_validate(job)
+
+
+@router.get(
+    "/redrive/{job_id}",
+    response_model=RedriveJobOut,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="A bulk redrive's progress",
+)
+async def get_bulk_redrive(
+    tenant_id: TenantDep, job_id: RedriveJobIdPath, session: SessionDep
+) -> RedriveJobOut:
+    async with session.begin():
+        job = await redrive_jobs.get_for_tenant(session, tenant_id, job_id)
+    if job is None:
+        raise NotFound(f"redrive job {job_id} not found")
+    return RedriveJobOut.model_validate(job)
+
+
+@router.post(
+    "/{delivery_id}/redrive",
+    status_code=202,
+    response_model=DeliveryOut,
+    responses=problem_responses(*_AUTH, NotFound, Conflict),
+    summary="Send a dead delivery again (same id, attempt history kept)",
+)
+async def redrive_delivery(
+    tenant_id: TenantDep,
+    delivery_id: DeliveryIdPath,
+    session: SessionDep,
+    settings: SettingsDep,
+    publisher: PublisherDep,
+) -> DeliveryOut:
+    async with session.begin():
+        delivery, publications = await redrive.redrive_one(
+            session, tenant_id, delivery_id, region=settings.region
+        )
+    publisher.submit(publications)
+    return DeliveryOut.model_validate(delivery)

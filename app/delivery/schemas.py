@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from app.schemas import (
+    MAX_PAYLOAD_DEPTH,
+    EndpointId,
+    EventType,
+    EventTypeSelector,
+    IdempotencyKey,
+    Timestamp,
+)
+from app.states import DeliveryState, Outcome
+
+MAX_DEFER = timedelta(days=365)
+_PAYLOAD = (
+    "A JSON object, sent as the request body. Objects and arrays in it may nest at most "
+    f"{MAX_PAYLOAD_DEPTH} levels deep (the payload itself is level 1)."
+)
+
+
+def _within_a_year(value: datetime) -> datetime:
+    if value - datetime.now(UTC) > MAX_DEFER:
+        raise ValueError("deliver_after may be at most 365 days ahead")
+    # The past means "now"; clamped so that nothing downstream works with the far past.
+    return max(value, datetime(2000, 1, 1, tzinfo=UTC))
+
+
+DeliverAfter = Annotated[Timestamp, AfterValidator(_within_a_year)]
+
+
+class DeliveryIntent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_id: EndpointId = Field(description="The endpoint's id (ep_...).")
+    event_type: EventType
+    payload: dict[str, Any] = Field(description=_PAYLOAD)
+    deliver_after: DeliverAfter | None = Field(
+        default=None,
+        description="RFC 3339 time with offset; no attempt starts before it. At most 365 days "
+        "ahead; a time in the past means now.",
+    )
+
+
+class EventIntent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    event_type: EventType
+    payload: dict[str, Any] = Field(description=_PAYLOAD)
+    deliver_after: DeliverAfter | None = None
+
+
+class DeliveryOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    state: DeliveryState
+    attempt_count: int
+    next_attempt_at: datetime
+    lease_until: datetime | None
+    last_outcome: Outcome | None
+    last_status_code: int | None
+    dead_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+
+
+class FanoutDelivery(BaseModel):
+    id: str
+    endpoint_id: str
+
+
+class EventAccepted(BaseModel):
+    id: str
+    event_type: str
+    deliveries: list[FanoutDelivery]
+
+
+class AttemptOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    attempt_number: int
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None
+    outcome: Outcome
+    error: str | None
+    response_body: str | None
+
+
+class CustodyEventOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    at: datetime
+    event: str = Field(description="accepted | published | attempt | dead | redriven | succeeded")
+    detail: str | None
+
+
+class DeliveryDetail(DeliveryOut):
+    waiting_reason: str = Field(
+        description="scheduled | queued | in_flight | throttled | endpoint_disabled | stuck | "
+        "succeeded | dead"
+    )
+    waiting_detail: str | None = Field(description="The why, in words: until when, by what rule.")
+    timeline: list[CustodyEventOut]
+
+
+class RedriveFilter(BaseModel):
+    """Which dead deliveries to send again; fields left out match everything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint_id: EndpointId | None = None
+    event_type: EventTypeSelector | None = None
+    dead_after: Timestamp | None = Field(default=None, description="died at or after")
+    dead_before: Timestamp | None = Field(default=None, description="died before")
+
+
+class RedriveFilterOut(BaseModel):
+    """A job's filter as it was stored: read back as it is, not held again to today's rules
+    (a job accepted under older ones must stay readable)."""
+
+    endpoint_id: str | None = None
+    event_type: str | None = None
+    dead_after: datetime | None = None
+    dead_before: datetime | None = None
+
+
+class RedriveJobOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    status: str = Field(description="queued | running | succeeded | failed")
+    filter: RedriveFilterOut
+    redriven: int = Field(description="Deliveries sent again so far.")
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+BATCH_LIMIT = 1000
+
+
+class BatchItem(DeliveryIntent):
+    idempotency_key: IdempotencyKey | None = Field(
+        default=None, description="Per-item key, as the Idempotency-Key header of a single POST."
+    )
+
+
+class BatchIntents(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Items are validated one by one, so that one bad item fails alone.
+    items: list[dict[str, Any]] = Field(min_length=1, max_length=BATCH_LIMIT)
+
+
+class BatchItemResult(BaseModel):
+    index: int
+    status: int = Field(description="202 accepted, 200 replayed, or the item's problem status")
+    delivery: DeliveryOut | None = None
+    error: dict[str, Any] | None = Field(default=None, description="RFC 9457 problem")
+
+
+class BatchAccepted(BaseModel):
+    accepted: int
+    replayed: int
+    failed: int
+    items: list[BatchItemResult]

@@ -1,0 +1,198 @@
+"""Accepting up to a thousand intents at once: one transaction, a handful of statements.
+
+Each item stands alone: a bad item (invalid, unknown or disabled endpoint, too large, key
+reused for something else) is reported with its problem and written nowhere, while the good
+items commit together. Items with an idempotency key that was already used for the same intent
+replay the original delivery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.delivery.repository import deliveries, idempotency_keys, intents
+from app.delivery.repository.idempotency_keys import KeyClaim
+from app.delivery.schemas import BatchItem, DeliveryIntent, DeliveryOut
+from app.delivery.service.intake import encode_payload, request_fingerprint
+from app.endpoints.service import endpoints
+from app.endpoints.service.endpoints import refusal_for
+from app.errors import (
+    HeraldError,
+    IdempotencyMismatch,
+    Unprocessable,
+)
+from app.ids import new_id
+from app.outbox.service.outbox import PendingPublication
+
+ROUTE = "POST /v1/deliveries"  # a batch item replays (and is replayed by) the single route
+
+
+@dataclass
+class ItemOutcome:
+    index: int
+    status: int  # 202 accepted, 200 replayed, or the problem's status
+    # A replay's delivery as read back, or a new one as inserted (its row: the response
+    # validates a thousand of them in one call, not one model each).
+    delivery: DeliveryOut | dict[str, Any] | None = None
+    error: HeraldError | None = None
+
+
+@dataclass
+class _Candidate:
+    index: int
+    intent: DeliveryIntent
+    key: str | None
+    payload: bytes
+    event_id: str
+
+
+_ITEMS = TypeAdapter(list[BatchItem])
+
+
+def _validate(items: list[dict[str, Any]]) -> list[BatchItem | ItemOutcome]:
+    """Every item as a BatchItem, or the outcome that says why it is not one.
+
+    All at once first (one call into pydantic's core instead of one per item); only a batch
+    with a bad item is gone through again item by item, to judge each on its own."""
+    try:
+        return list(_ITEMS.validate_python(items))
+    except ValidationError:
+        return [_validate_one(index, raw) for index, raw in enumerate(items)]
+
+
+def _validate_one(index: int, raw: dict[str, Any]) -> BatchItem | ItemOutcome:
+    try:
+        return BatchItem.model_validate(raw)
+    except ValidationError as exc:
+        detail = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False)
+        )
+        return ItemOutcome(index, 422, error=Unprocessable(detail))
+
+
+def _candidate(index: int, item: BatchItem, limit: int) -> _Candidate | ItemOutcome:
+    try:
+        payload = encode_payload(item.payload, limit)
+    except HeraldError as exc:
+        return ItemOutcome(index, exc.status, error=exc)
+    return _Candidate(index, item, item.idempotency_key, payload, new_id("evt"))
+
+
+async def accept_batch(
+    session: AsyncSession, settings: Settings, tenant_id: str, items: list[dict[str, Any]]
+) -> tuple[list[ItemOutcome], list[PendingPublication]]:
+    outcomes: dict[int, ItemOutcome] = {}
+    candidates: list[_Candidate] = []
+    seen_keys: set[str] = set()
+    for index, item in enumerate(_validate(items)):
+        parsed = (
+            item
+            if isinstance(item, ItemOutcome)
+            else _candidate(index, item, settings.max_payload_bytes)
+        )
+        if isinstance(parsed, ItemOutcome):
+            outcomes[index] = parsed
+        elif parsed.key is not None and parsed.key in seen_keys:
+            outcomes[index] = ItemOutcome(
+                index, 422, error=Unprocessable("this idempotency_key appears twice in the batch")
+            )
+        else:
+            seen_keys.update([parsed.key] if parsed.key else [])
+            candidates.append(parsed)
+
+    candidates = await _settle_keys(session, settings, tenant_id, candidates, outcomes)
+    live = await endpoints.get_live_many(
+        session, tenant_id, {c.intent.endpoint_id for c in candidates}
+    )
+    accepted: list[_Candidate] = []
+    for candidate in candidates:
+        endpoint_id = candidate.intent.endpoint_id
+        refused = refusal_for(endpoint_id, live.get(endpoint_id))
+        if refused is not None:
+            outcomes[candidate.index] = ItemOutcome(candidate.index, refused.status, error=refused)
+        else:
+            accepted.append(candidate)
+    if len(accepted) < len(candidates):
+        # Keys claimed for items that then failed must not stay claimed: release them.
+        kept = {c.index for c in accepted}
+        failed_keys = [c.key for c in candidates if c.key and c.index not in kept]
+        await idempotency_keys.release_many(session, tenant_id=tenant_id, keys=failed_keys)
+    publications = []
+    for candidate, (outbox_id, row) in await _insert(session, settings, tenant_id, accepted):
+        outcomes[candidate.index] = ItemOutcome(candidate.index, 202, delivery=row)
+        publications.append(
+            PendingPublication(
+                outbox_id,
+                row["id"],
+                row["endpoint_id"],
+                row["next_attempt_at"],
+                row["attempt_count"],
+                tenant_id,
+            )
+        )
+    return [outcomes[i] for i in range(len(items))], publications
+
+
+async def _settle_keys(
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    candidates: list[_Candidate],
+    outcomes: dict[int, ItemOutcome],
+) -> list[_Candidate]:
+    """Claim every item's key at once; items whose key was used before replay or fail."""
+    claims = [
+        KeyClaim(c.key, request_fingerprint(ROUTE, c.intent, c.payload), c.event_id)
+        for c in candidates
+        if c.key is not None
+    ]
+    earlier = await idempotency_keys.claim_many(
+        session,
+        tenant_id=tenant_id,
+        claims=claims,
+        ttl=timedelta(hours=settings.idempotency_key_ttl_hours),
+    )
+    if not earlier:
+        return candidates
+    fingerprints = {claim.key: claim.request_hash for claim in claims}
+    remaining = []
+    for candidate in candidates:
+        stored = earlier.get(candidate.key) if candidate.key else None
+        if stored is None:
+            remaining.append(candidate)
+        elif stored.request_hash != fingerprints[candidate.key or ""]:
+            error = IdempotencyMismatch("this idempotency_key was used for a different request")
+            outcomes[candidate.index] = ItemOutcome(candidate.index, error.status, error=error)
+        else:
+            [original] = await deliveries.list_for_event(session, tenant_id, stored.resource_id)
+            outcomes[candidate.index] = ItemOutcome(
+                candidate.index, 200, delivery=DeliveryOut.model_validate(original)
+            )
+    return remaining
+
+
+async def _insert(
+    session: AsyncSession, settings: Settings, tenant_id: str, accepted: list[_Candidate]
+) -> list[tuple[_Candidate, tuple[int, dict[str, Any]]]]:
+    """Each accepted item with its outbox row's id and its delivery as inserted."""
+    new = [
+        intents.NewIntent(
+            event_id=c.event_id,
+            event_type=c.intent.event_type,
+            payload=c.payload,
+            delivery_id=new_id("dlv"),
+            endpoint_id=c.intent.endpoint_id,
+            deliver_after=c.intent.deliver_after,
+        )
+        for c in accepted
+    ]
+    inserted = await intents.insert_many(
+        session, tenant_id=tenant_id, region=settings.region, intents=new
+    )
+    return [(c, inserted[n.delivery_id]) for c, n in zip(accepted, new, strict=True)]

@@ -1,0 +1,67 @@
+"""Gather the facts for one delivery's explanation and timeline (see status.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.delivery.repository import attempts, custody_records, deliveries
+from app.delivery.schemas import CustodyEventOut, DeliveryDetail, DeliveryOut
+from app.delivery.service import status
+from app.endpoints.service import endpoints
+from app.errors import NotFound
+from app.flow.service.gate import flow_snapshot
+from app.flow.service.wakeups import Wakeups
+from app.models import Endpoint
+from app.outbox.service import outbox
+from app.states import DeliveryState
+
+
+async def delivery_detail(
+    session: AsyncSession, redis: ArqRedis, settings: Settings, tenant_id: str, delivery_id: str
+) -> DeliveryDetail:
+    delivery = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
+    if delivery is None:
+        raise NotFound(f"delivery {delivery_id} not found")
+    endpoint = await endpoints.get_any(session, delivery.endpoint_id)
+    assert endpoint is not None  # a foreign key
+    published = await outbox.publications(session, delivery.id)
+    most = status.TIMELINE_ATTEMPTS
+    tried = await attempts.list_page(session, delivery.id, limit=most + 1, after_number=None)
+    archive = await custody_records.list_for(session, delivery.id, limit=most + 1)
+    now = datetime.now(UTC)
+    flow = None
+    waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
+    if delivery.state in waiting and delivery.next_attempt_at <= now:
+        flow = await _destination_now(redis, settings, endpoint)
+    why = status.explain(delivery, endpoint, now, settings, flow)
+    # A cut list hides attempts or dead steps: claim numbers past what is shown are not guessed.
+    story = status.timeline(
+        delivery,
+        published,
+        tried[:most],
+        archive[:most],
+        all_attempts=len(tried) <= most and len(archive) <= most,
+    )
+    return DeliveryDetail(
+        **DeliveryOut.model_validate(delivery).model_dump(),
+        waiting_reason=why.reason,
+        waiting_detail=why.detail,
+        timeline=[CustodyEventOut.model_validate(step) for step in story],
+    )
+
+
+async def _destination_now(
+    redis: ArqRedis, settings: Settings, endpoint: Endpoint
+) -> status.FlowSnapshot | None:
+    """The destination's gate and wake-up as Redis has them now; None if Redis cannot say."""
+    ceiling = endpoint.max_in_flight or settings.default_max_in_flight
+    flow = await flow_snapshot(redis, endpoint.id, ceiling)
+    if flow is None:
+        return None
+    wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
+    return dataclasses.replace(flow, woken_in=wake.due_in)

@@ -1,0 +1,272 @@
+"""Accepting intents: event, deliveries and outbox rows, all in the caller's one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db import single_statements
+from app.delivery.repository import deliveries, events, idempotency_keys, intents
+from app.delivery.schemas import DeliveryIntent, DeliveryOut, EventIntent
+from app.endpoints.service import endpoints
+from app.endpoints.service.endpoints import refusal_for, refusal_to_deliver
+from app.errors import IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
+from app.ids import is_id, new_id
+from app.models import Delivery
+from app.outbox.service import outbox
+from app.outbox.service.outbox import PendingPublication
+from app.schemas import MAX_PAYLOAD_DEPTH
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What an accept call produced; ``replayed`` when an idempotency key matched an earlier
+    request and nothing new was written."""
+
+    event_id: str
+    event_type: str
+    deliveries: list[DeliveryOut]
+    replayed: bool
+    # Outbox rows written with this accept, for the API's fast-path publish after commit.
+    publications: list[PendingPublication] = field(default_factory=list)
+
+
+def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
+    """The bytes every attempt will send: compact JSON, encoded once, never re-serialised.
+
+    Every accept path comes through here, so this is where a payload's limits are enforced:
+    its depth (before anything walks it recursively) and its size."""
+    if _nests_deeper_than(payload, MAX_PAYLOAD_DEPTH):
+        raise Unprocessable(
+            f"payload nests too deeply: objects and arrays may nest at most {MAX_PAYLOAD_DEPTH} "
+            "levels (the payload itself is level 1)"
+        )
+    try:
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        encoded = body.encode()
+    except UnicodeEncodeError:
+        raise Unprocessable(
+            "payload contains an unpaired UTF-16 surrogate (\\ud800-\\udfff)"
+        ) from None
+    except ValueError:
+        raise Unprocessable("payload must be JSON: NaN and Infinity are not allowed") from None
+    if len(encoded) > limit:
+        raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is {limit}")
+    return encoded
+
+
+def _nests_deeper_than(payload: dict[str, Any], limit: int) -> bool:
+    """Level by level, not recursively: recursion is what a deep payload breaks (pydantic's
+    serialiser gives up near 255 levels, the JSON encoder near 1000)."""
+    level: list[dict[str, Any] | list[Any]] = [payload]
+    for _ in range(limit):
+        below = [
+            child
+            for container in level
+            for child in (container.values() if isinstance(container, dict) else container)
+            if isinstance(child, dict | list)
+        ]
+        if not below:
+            return False
+        level = below
+    return True
+
+
+def request_fingerprint(route: str, intent: DeliveryIntent | EventIntent, payload: bytes) -> bytes:
+    """What makes two requests with one idempotency key the same request: the route, the
+    intent's fields, and the payload as encoded -- the bytes already made, never a second
+    serialisation of the payload."""
+    # A batch item's own key is not part of what it asks for: it replays the single route.
+    fields = json.dumps(
+        intent.model_dump(mode="json", exclude={"payload", "idempotency_key"}),
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    # Neither line can hold a newline (JSON escapes it), so the parts cannot run together.
+    return hashlib.sha256(f"{route}\n{fields}\n".encode() + payload).digest()
+
+
+async def _claim_key(
+    session: AsyncSession,
+    settings: Settings,
+    *,
+    tenant_id: str,
+    key: str | None,
+    fingerprint: bytes,
+    resource_id: str,
+) -> str | None:
+    """Claim the idempotency key for ``resource_id``; returns the earlier resource's id when
+    this request is a replay. Raises when the key was used for a different request."""
+    if key is None:
+        return None
+    stored = await idempotency_keys.claim(
+        session,
+        tenant_id=tenant_id,
+        key=key,
+        request_hash=fingerprint,
+        resource_id=resource_id,
+        response_status=202,
+        ttl=timedelta(hours=settings.idempotency_key_ttl_hours),
+    )
+    if stored is None:
+        return None
+    if stored.request_hash != fingerprint:
+        raise IdempotencyMismatch(
+            "this Idempotency-Key was already used with a different request body or route"
+        )
+    return stored.resource_id
+
+
+async def _insert(
+    session: AsyncSession,
+    settings: Settings,
+    *,
+    tenant_id: str,
+    event_id: str,
+    event_type: str,
+    payload: bytes,
+    endpoint_ids: list[str],
+    deliver_after: datetime | None,
+) -> tuple[list[Delivery], list[PendingPublication]]:
+    await events.insert_event(
+        session, event_id=event_id, tenant_id=tenant_id, event_type=event_type, payload=payload
+    )
+    rows = await deliveries.insert_pending(
+        session,
+        tenant_id=tenant_id,
+        event_id=event_id,
+        event_type=event_type,
+        region=settings.region,
+        targets=[(new_id("dlv"), e) for e in endpoint_ids],
+        deliver_after=deliver_after,
+    )
+    publications = await outbox.insert_entries(session, rows, settings.region)
+    return rows, publications
+
+
+async def accept_delivery(
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    intent: DeliveryIntent,
+    idempotency_key: str | None,
+) -> Accepted:
+    """One delivery to the named endpoint (whatever its event_types: the intent is explicit)."""
+
+    async def targets() -> list[str]:
+        endpoint = await endpoints.get_live(session, tenant_id, intent.endpoint_id)
+        if (refused := refusal_for(intent.endpoint_id, endpoint)) is not None:
+            raise refused
+        return [intent.endpoint_id]
+
+    return await _accept(
+        session, settings, tenant_id, "POST /v1/deliveries", intent, idempotency_key, targets
+    )
+
+
+async def accept_delivery_at_once(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    settings: Settings,
+    tenant_id: str,
+    intent: DeliveryIntent,
+) -> Accepted:
+    """``accept_delivery`` when there is no idempotency key to claim first: then the whole
+    accept -- endpoint check, event, delivery, outbox row -- is one statement."""
+    payload = encode_payload(intent.payload, settings.max_payload_bytes)
+    if not is_id(intent.endpoint_id):  # nothing could match; and NUL is no text to PostgreSQL
+        raise NotFound(f"endpoint {intent.endpoint_id} not found")
+    event_id = new_id("evt")
+    async with single_statements(sessionmaker) as connection:
+        inserted = await intents.insert_for_endpoint(
+            connection,
+            tenant_id=tenant_id,
+            endpoint_id=intent.endpoint_id,
+            event_id=event_id,
+            event_type=intent.event_type,
+            payload=payload,
+            delivery_id=new_id("dlv"),
+            region=settings.region,
+            deliver_after=intent.deliver_after,
+        )
+    refused = refusal_to_deliver(
+        intent.endpoint_id,
+        found=inserted.found,
+        enabled=inserted.delivery is not None,
+        disabled_reason=inserted.disabled_reason,
+    )
+    if refused is not None:
+        raise refused
+    assert inserted.delivery is not None and inserted.outbox_id is not None
+    delivery = DeliveryOut.model_validate(inserted.delivery)
+    publication = PendingPublication(
+        inserted.outbox_id,
+        delivery.id,
+        delivery.endpoint_id,
+        delivery.next_attempt_at,
+        0,
+        tenant_id,
+    )
+    return Accepted(event_id, intent.event_type, [delivery], False, [publication])
+
+
+async def accept_event(
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    intent: EventIntent,
+    idempotency_key: str | None,
+) -> Accepted:
+    """Fan out to every enabled endpoint subscribed to the event type: one delivery each."""
+
+    async def targets() -> list[str]:
+        return await endpoints.subscribed_to(session, tenant_id, intent.event_type)
+
+    return await _accept(
+        session, settings, tenant_id, "POST /v1/events", intent, idempotency_key, targets
+    )
+
+
+async def _accept(
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    route: str,
+    intent: DeliveryIntent | EventIntent,
+    idempotency_key: str | None,
+    targets: Callable[[], Awaitable[list[str]]],
+) -> Accepted:
+    payload = encode_payload(intent.payload, settings.max_payload_bytes)
+    event_id = new_id("evt")
+    earlier = await _claim_key(
+        session,
+        settings,
+        tenant_id=tenant_id,
+        key=idempotency_key,
+        fingerprint=request_fingerprint(route, intent, payload),
+        resource_id=event_id,
+    )
+    if earlier is not None:
+        replayed = await deliveries.list_for_event(session, tenant_id, earlier)
+        return Accepted(earlier, intent.event_type, _out(replayed), replayed=True)
+    rows, publications = await _insert(
+        session,
+        settings,
+        tenant_id=tenant_id,
+        event_id=event_id,
+        event_type=intent.event_type,
+        payload=payload,
+        endpoint_ids=await targets(),
+        deliver_after=intent.deliver_after,
+    )
+    return Accepted(event_id, intent.event_type, _out(rows), False, publications)
+
+
+def _out(rows: list[Delivery]) -> list[DeliveryOut]:
+    return [DeliveryOut.model_validate(row) for row in rows]

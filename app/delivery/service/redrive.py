@@ -1,0 +1,129 @@
+"""Redrive: dead deliveries get another go, under the same ids, with their history kept --
+one at a time, or in bulk by a filter."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app import queue
+from app.config import Settings
+from app.delivery.repository import deliveries, redrive_jobs
+from app.delivery.schemas import RedriveFilter
+from app.endpoints.service import endpoints
+from app.errors import Conflict, NotFound
+from app.logs import log_failure
+from app.models import Delivery, RedriveJob
+from app.outbox.service import outbox
+from app.outbox.service.outbox import PendingPublication
+from app.outbox.service.publishing import publish_and_mark
+
+log = structlog.get_logger("herald.redrive")
+
+
+async def redrive_one(
+    session: AsyncSession, tenant_id: str, delivery_id: str, *, region: str
+) -> tuple[Delivery, list[PendingPublication]]:
+    """Returns the revived delivery and what this process (of ``region``) may publish after the
+    commit: its outbox rows are written in the delivery's own region, whose relays and
+    reconcilers alone publish them -- nothing, if that is another region."""
+    current = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
+    if current is None:
+        raise NotFound(f"delivery {delivery_id} not found")
+    endpoint = await endpoints.get_live(session, tenant_id, current.endpoint_id)
+    if endpoint is None:
+        raise Conflict("the delivery's endpoint was deleted")
+    if not endpoint.enabled:
+        raise Conflict(f"endpoint {endpoint.id} is disabled; enable it first")
+    revived = await deliveries.redrive(session, tenant_id, delivery_id)
+    if revived is None:
+        raise Conflict(f"only dead deliveries can be redriven; this one is {current.state}")
+    # The outbox row commits with the state change, so the redrive survives a crash.
+    publications = await outbox.insert_entries(session, [revived], revived.region)
+    return revived, publications if revived.region == region else []
+
+
+REDRIVE_BATCH = 500
+
+
+async def run_bulk_redrive(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    redis: ArqRedis,
+    job_id: str,
+) -> None:
+    """The background job: pages of dead deliveries, each redriven with its outbox rows in one
+    short transaction that also advances the job's cursor and count; published after commit."""
+    async with sessionmaker() as session, session.begin():
+        job = await redrive_jobs.get(session, job_id)
+        if job is None:
+            return
+        await redrive_jobs.update_job(session, job_id, status="running")
+    cursor, total = job.cursor, job.redriven
+    try:
+        wanted = RedriveFilter.model_validate(job.filter)
+        while True:
+            async with sessionmaker() as session, session.begin():
+                revived, cursor = await deliveries.redrive_page(
+                    session,
+                    job.tenant_id,
+                    job_id=job_id,
+                    region=job.region,
+                    after_id=cursor,
+                    limit=REDRIVE_BATCH,
+                    endpoint_id=wanted.endpoint_id,
+                    event_type=wanted.event_type,
+                    dead_after=wanted.dead_after,
+                    dead_before=wanted.dead_before,
+                )
+                publications = await outbox.insert_entries(session, revived, job.region)
+                total += len(revived)
+                await redrive_jobs.update_job(session, job_id, cursor=cursor, redriven=total)
+            if publications:
+                await publish_and_mark(sessionmaker, redis, job.region, publications)
+            if cursor is None:
+                break
+    except asyncio.CancelledError:
+        await asyncio.shield(_finish(sessionmaker, job_id, "failed", "interrupted: worker stopped"))
+        raise
+    except Exception as exc:
+        error = log_failure(log, "redrive.failed", exc, job_id=job_id)
+        await _finish(sessionmaker, job_id, "failed", error)
+        return
+    await _finish(sessionmaker, job_id, "succeeded", None)
+
+
+async def _finish(
+    sessionmaker: async_sessionmaker[AsyncSession], job_id: str, status: str, error: str | None
+) -> None:
+    async with sessionmaker() as session, session.begin():
+        await redrive_jobs.finish(session, job_id, status=status, error=error)
+
+
+async def start_bulk_redrive(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    redis: ArqRedis,
+    settings: Settings,
+    *,
+    tenant_id: str,
+    wanted: dict[str, Any],
+) -> RedriveJob:
+    """A bulk redrive of the tenant's dead deliveries matching ``wanted``, run in this
+    process's region."""
+
+    async def fail(session: AsyncSession, job: RedriveJob, error: str) -> None:
+        await redrive_jobs.finish(session, job.id, status="failed", error=error)
+
+    return await queue.start_tracked(
+        sessionmaker,
+        what="redrive job",
+        insert=lambda session: redrive_jobs.insert_job(
+            session, tenant_id=tenant_id, region=settings.region, filter=wanted
+        ),
+        enqueue=lambda job: queue.enqueue_bulk_redrive(redis, settings.region, job.id),
+        fail=fail,
+    )

@@ -1,0 +1,234 @@
+"""Why a delivery is where it is: late by policy, in flight, throttled, or stuck -- and its
+custody timeline. Pure: the caller fetches the facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from app.config import Settings
+from app.models import Attempt, CustodyRecord, Delivery, Endpoint
+from app.outbox.service.outbox import Publication
+from app.states import DeliveryState
+
+
+@dataclass(frozen=True)
+class FlowSnapshot:
+    """The destination's live flow-control state in Redis."""
+
+    in_flight: int
+    max_in_flight: int  # 0: no ceiling
+    next_start_in: float  # seconds until the start-rate ceiling admits the next start
+    woken_in: float | None = None  # seconds until its destination's wake-up; None: it has none
+
+
+@dataclass(frozen=True)
+class Explanation:
+    reason: str
+    detail: str | None
+
+
+@dataclass(frozen=True)
+class CustodyEvent:
+    at: datetime
+    event: str  # accepted | published | attempt | succeeded | dead | redriven
+    detail: str | None
+
+
+def explain(
+    delivery: Delivery,
+    endpoint: Endpoint,
+    now: datetime,
+    settings: Settings,
+    flow: FlowSnapshot | None,
+) -> Explanation:
+    state = DeliveryState(delivery.state)
+    if state is DeliveryState.SUCCEEDED:
+        return Explanation("succeeded", None)
+    if state is DeliveryState.DEAD:
+        return Explanation("dead", delivery.dead_reason)
+    if endpoint.deleted_at is not None:
+        return Explanation("endpoint_disabled", "the endpoint was deleted")
+    if not endpoint.enabled:
+        return Explanation("endpoint_disabled", endpoint.disabled_reason)
+    if state is DeliveryState.LEASED:
+        assert delivery.lease_until is not None
+        if delivery.lease_until > now:
+            return Explanation(
+                "in_flight",
+                f"attempt {delivery.attempt_count} under way (lease until "
+                f"{delivery.lease_until.isoformat()})",
+            )
+        expired = delivery.lease_until.isoformat()
+        return Explanation(
+            "stuck",
+            f"its worker stopped: the lease expired at {expired}; the next claim at "
+            "its destination takes it over (due then, or armed again by the next reconcile run)",
+        )
+    due = delivery.next_attempt_at
+    paused_until = endpoint.paused_until if endpoint.pause_in_force else None  # database clock
+    if paused_until is not None and paused_until > due:
+        return Explanation(
+            "throttled",
+            f"destination paused until {paused_until.isoformat()}: {endpoint.pause_reason}",
+        )
+    if due > now:
+        return Explanation("scheduled", f"next attempt at {due.isoformat()}")
+    return _due_now(delivery, now, settings, flow)
+
+
+def _due_now(
+    delivery: Delivery, now: datetime, settings: Settings, flow: FlowSnapshot | None
+) -> Explanation:
+    """A due delivery waits for its destination's wake-up. Parked by policy is `throttled`,
+    never `stuck`: only a destination with no wake-up at all is (what reconcile repairs)."""
+    if flow is None:
+        return _due_without_redis(delivery, now, settings)
+    if flow.max_in_flight and flow.in_flight >= flow.max_in_flight:
+        return Explanation(
+            "throttled",
+            f"destination at its in-flight ceiling ({flow.max_in_flight}); it "
+            "starts when a slot frees",
+        )
+    if flow.next_start_in > 0:
+        return Explanation("throttled", "destination at its start-rate ceiling")
+    if flow.woken_in is not None and flow.woken_in > WAKE_SLACK_SECONDS:
+        # Set for later than the delivery is due: told with its time, so that a destination
+        # parked longer than its gate needs is visible, not hidden behind "queued".
+        at = (now + timedelta(seconds=flow.woken_in)).isoformat()
+        return Explanation("queued", f"due; its destination's next wake-up is at {at}")
+    if flow.woken_in is not None:
+        return Explanation("queued", "due; its destination is queued for a worker")
+    due = delivery.next_attempt_at
+    if now - due > timedelta(seconds=settings.reconcile_grace_seconds):
+        return Explanation(
+            "stuck",
+            f"due since {due.isoformat()} and its destination has no wake-up (lost "
+            "with Redis?); the next reconcile run arms it again",
+        )
+    return Explanation("queued", "due; waiting for a worker")
+
+
+# A destination held by a taker is set this far ahead (pump.HOLD_SECONDS) while it is served.
+WAKE_SLACK_SECONDS = 10.0
+
+
+def _due_without_redis(delivery: Delivery, now: datetime, settings: Settings) -> Explanation:
+    """Redis cannot say whether the destination has a wake-up: judged by how long the delivery
+    has waited. A published one gets ENQUEUED_STALE_SECONDS (its destination may be parked by
+    a gate that Redis also cannot show), an unpublished one RECONCILE_GRACE_SECONDS."""
+    due = delivery.next_attempt_at
+    if delivery.state == DeliveryState.ENQUEUED.value:
+        waiting_since = max(delivery.enqueued_at or due, due)
+        if now - waiting_since > timedelta(seconds=settings.enqueued_stale_seconds):
+            return Explanation(
+                "stuck",
+                f"due since {waiting_since.isoformat()} and not picked up; Redis cannot "
+                "say whether its destination has a wake-up (the next reconcile run arms it "
+                "again if not)",
+            )
+    elif now - due > timedelta(seconds=settings.reconcile_grace_seconds):
+        return Explanation(
+            "stuck",
+            f"due since {due.isoformat()} and not handed to Redis; the next reconcile "
+            "run arms its destination",
+        )
+    return Explanation("queued", "due; waiting for a worker (Redis cannot say more now)")
+
+
+# A timeline tells at most this many attempt rows (and as many dead steps and redrives), and
+# at most MOST_UNRECORDED_CLAIMS claim numbers past the last attempt row: bounded work.
+TIMELINE_ATTEMPTS = 100
+MOST_UNRECORDED_CLAIMS = 100
+
+# Steps that share a timestamp are told cause first: a redrive's outbox row is written in the
+# redrive's transaction (one now() for both), and a publication may be dated by the attempt
+# it led to (see _published).
+_TELLING_ORDER = {
+    "accepted": 0,
+    "redriven": 1,
+    "published": 2,
+    "attempt": 3,
+    "succeeded": 4,
+    "dead": 4,
+}
+
+
+@dataclass(frozen=True)
+class _End:
+    """A dead step: when, after which claim, and why."""
+
+    at: datetime
+    attempt_number: int
+    reason: str | None
+
+
+def timeline(
+    delivery: Delivery,
+    publications: list[Publication],
+    attempts: list[Attempt],
+    archive: list[CustodyRecord],
+    *,
+    all_attempts: bool,
+) -> list[CustodyEvent]:
+    """The custody story in order: accepted, every publication, every numbered attempt, every
+    dead step and redrive (from ``archive``: reviving a row clears its dead step), and how it
+    ended. ``attempts`` are the first of the delivery's attempt rows, all of them when
+    ``all_attempts``; numbers past the last row are then left untold rather than guessed."""
+    recorded = {attempt.attempt_number: attempt for attempt in attempts}
+    told_up_to = delivery.attempt_count if all_attempts else max(recorded, default=0)
+    # Claims that left no row are told one by one, so a delivery whose claims keep dying
+    # unsent could otherwise grow its timeline without bound.
+    told_up_to = min(told_up_to, max(recorded, default=0) + MOST_UNRECORDED_CLAIMS)
+    ends = [_End(r.at, r.attempt_number, r.detail) for r in archive if r.event == "dead"]
+    finished = delivery.completed_at
+    if delivery.state == DeliveryState.DEAD.value and finished is not None:
+        ends.append(_End(finished, delivery.attempt_count, delivery.dead_reason))
+    events = [CustodyEvent(delivery.created_at, "accepted", None)]
+    events += [CustodyEvent(r.at, "redriven", r.detail) for r in archive if r.event == "redriven"]
+    events += [_published(publication, attempts) for publication in publications]
+    events += _attempts(delivery, recorded, ends, told_up_to)
+    for end in ends:
+        # A claim that ended in `dead` without an attempt row sent nothing (endpoint disabled
+        # or deleted, budget spent): the dead step accounts for its number.
+        unsent = end.attempt_number not in recorded and end.attempt_number <= told_up_to
+        note = f" (attempt #{end.attempt_number} was not sent)" if unsent else ""
+        events.append(CustodyEvent(end.at, "dead", f"{end.reason or 'dead'}{note}"))
+    if delivery.state == DeliveryState.SUCCEEDED.value and finished is not None:
+        events.append(CustodyEvent(finished, "succeeded", None))
+    return sorted(events, key=lambda event: (event.at, _TELLING_ORDER[event.event]))
+
+
+def _published(publication: Publication, attempts: list[Attempt]) -> CustodyEvent:
+    """A publication is marked after its destination's wake-up is armed, and a quick worker may
+    start on it first: it is dated no later than the first attempt started after its outbox
+    row."""
+    at = publication.published_at
+    after = [a.started_at for a in attempts if a.started_at >= publication.created_at]
+    return CustodyEvent(min([at, *after]), "published", "handed to the queue")
+
+
+def _attempts(
+    delivery: Delivery, recorded: dict[int, Attempt], ends: list[_End], told_up_to: int
+) -> list[CustodyEvent]:
+    """One step per claim number. A number with neither an attempt row nor a dead step is a
+    claim whose worker stopped or lost its lease before recording anything."""
+    ended = {end.attempt_number for end in ends}
+    in_flight = delivery.attempt_count if delivery.state == DeliveryState.LEASED.value else None
+    events = []
+    for number in range(1, told_up_to + 1):
+        attempt = recorded.get(number)
+        if attempt is not None:
+            status = attempt.status_code if attempt.status_code is not None else "no response"
+            what = f"#{number}: {attempt.outcome} ({status}, {attempt.duration_ms} ms)"
+            events.append(CustodyEvent(attempt.started_at, "attempt", what))
+        elif number not in ended and number != in_flight:
+            # Its time was never recorded: it is told just before whatever came next.
+            later = [a.started_at for n, a in recorded.items() if n > number]
+            later += [end.at for end in ends if end.attempt_number > number]
+            what = (
+                f"#{number}: no result recorded (its worker stopped or lost the lease; the "
+                "request may have gone out)"
+            )
+            events.append(CustodyEvent(min(later, default=delivery.updated_at), "attempt", what))
+    return events

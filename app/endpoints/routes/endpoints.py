@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from app.api.deps import ResourcesDep, SessionDep, SettingsDep, TenantDep
+from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.api.paths import EndpointIdPath
+from app.endpoints.repository import endpoints as endpoint_rows
+from app.endpoints.schemas import (
+    EndpointCreate,
+    EndpointCreated,
+    EndpointOut,
+    EndpointSecret,
+    EndpointStats,
+    EndpointUpdate,
+    RotatedSecret,
+)
+from app.endpoints.service import endpoints
+from app.errors import (
+    DestinationRefused,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    UnsupportedMediaType,
+    problem_responses,
+)
+from app.flow.service.gate import clear_flow_state
+from app.schemas import Page
+
+router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
+_AUTH = (Unauthorized, Forbidden)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=EndpointCreated,
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, DestinationRefused),
+    summary="Register a destination",
+)
+async def create_endpoint(
+    body: EndpointCreate,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    response: Response,
+) -> EndpointCreated:
+    async with session.begin():
+        endpoint = await endpoints.create_endpoint(
+            session, tenant_id, body, settings.destination_allowlist
+        )
+    response.headers["Location"] = f"/v1/endpoints/{endpoint.id}"
+    return EndpointCreated.model_validate(endpoint)
+
+
+@router.get(
+    "",
+    response_model=Page[EndpointOut],
+    responses=problem_responses(*_AUTH),
+    summary="List endpoints, newest first",
+)
+async def list_endpoints(
+    tenant_id: TenantDep, session: SessionDep, limit: Limit = 50, cursor: Cursor = None
+) -> Page[EndpointOut]:
+    async with session.begin():
+        rows = await endpoint_rows.list_page(
+            session, tenant_id, limit=limit + 1, before_id=decode_id_cursor(cursor, "ep")
+        )
+    return page_of(rows, limit, EndpointOut.model_validate, lambda item: item.id)
+
+
+@router.get(
+    "/{endpoint_id}",
+    response_model=EndpointOut,
+    responses=problem_responses(*_AUTH, NotFound),
+)
+async def get_endpoint(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+) -> EndpointOut:
+    async with session.begin():
+        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
+    return EndpointOut.model_validate(endpoint)
+
+
+@router.get(
+    "/{endpoint_id}/stats",
+    response_model=EndpointStats,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="Attempts and successes over the last hour and day; health, pause and breaker",
+)
+async def get_endpoint_stats(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+) -> EndpointStats:
+    async with session.begin():
+        return await endpoints.endpoint_stats(session, tenant_id, endpoint_id)
+
+
+@router.get(
+    "/{endpoint_id}/secret",
+    response_model=EndpointSecret,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="The endpoint's current signing secret",
+)
+async def get_endpoint_secret(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+) -> EndpointSecret:
+    async with session.begin():
+        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
+    return EndpointSecret(secret=endpoint.secret)
+
+
+@router.post(
+    "/{endpoint_id}/secret/rotate",
+    response_model=RotatedSecret,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="Rotate the signing secret; the old one keeps signing during the overlap",
+)
+async def rotate_endpoint_secret(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, settings: SettingsDep
+) -> RotatedSecret:
+    async with session.begin():
+        endpoint = await endpoints.rotate_secret(
+            session, tenant_id, endpoint_id, settings.secret_rotation_overlap_hours
+        )
+    return RotatedSecret.model_validate(endpoint)
+
+
+@router.patch(
+    "/{endpoint_id}",
+    response_model=EndpointOut,
+    responses=problem_responses(*_AUTH, NotFound, UnsupportedMediaType, DestinationRefused),
+)
+async def update_endpoint(
+    tenant_id: TenantDep,
+    endpoint_id: EndpointIdPath,
+    body: EndpointUpdate,
+    session: SessionDep,
+    resources: ResourcesDep,
+) -> EndpointOut:
+    async with session.begin():
+        endpoint = await endpoints.update_endpoint(
+            session, tenant_id, endpoint_id, body, resources.settings.destination_allowlist
+        )
+    if body.enabled:
+        # Re-enabled: no leftover pause or probe may hold the destination back.
+        await clear_flow_state(
+            resources.redis, endpoint.id, tenant_id=tenant_id, region=resources.settings.region
+        )
+    return EndpointOut.model_validate(endpoint)
+
+
+@router.delete(
+    "/{endpoint_id}",
+    status_code=204,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="Delete an endpoint; its delivery history is kept",
+)
+async def delete_endpoint(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+) -> Response:
+    async with session.begin():
+        await endpoints.delete_endpoint(session, tenant_id, endpoint_id)
+    return Response(status_code=204)

@@ -1,0 +1,167 @@
+"""Endpoints: destinations with their signing secret, vetted by the SSRF guard on every save."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.delivery.service import attempt_stats
+from app.endpoints.repository import endpoints
+
+# Other domains reach the endpoints table only through this service (make lint): what they read
+# of an endpoint and the one thing they do to it (disable on 410 Gone).
+from app.endpoints.repository.endpoints import FlowLimits as FlowLimits
+from app.endpoints.repository.endpoints import disable as disable
+from app.endpoints.repository.endpoints import flow_limits as flow_limits
+from app.endpoints.repository.endpoints import get_any as get_any
+from app.endpoints.repository.endpoints import get_live as get_live
+from app.endpoints.repository.endpoints import get_live_many as get_live_many
+from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
+from app.endpoints.schemas import (
+    EndpointCreate,
+    EndpointStats,
+    EndpointUpdate,
+    WindowStats,
+    current_pause,
+)
+from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
+from app.errors import Conflict, HeraldError, NotFound
+from app.ids import new_id
+from app.models import Endpoint
+
+SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
+
+
+def refusal_to_deliver(
+    endpoint_id: str, *, found: bool, enabled: bool, disabled_reason: str | None
+) -> HeraldError | None:
+    """The one rule every accept path applies to its target: the endpoint exists for this
+    tenant and is not deleted (else 404), and is enabled (else 409). None when it may be
+    delivered to. Returned rather than raised: a batch reports it per item."""
+    if not found:
+        return NotFound(f"endpoint {endpoint_id} not found")
+    if not enabled:
+        return Conflict(f"endpoint {endpoint_id} is disabled ({disabled_reason})")
+    return None
+
+
+def refusal_for(endpoint_id: str, endpoint: Endpoint | None) -> HeraldError | None:
+    """``refusal_to_deliver`` for an endpoint as looked up (None: not found)."""
+    return refusal_to_deliver(
+        endpoint_id,
+        found=endpoint is not None,
+        enabled=endpoint is not None and endpoint.enabled,
+        disabled_reason=endpoint.disabled_reason if endpoint is not None else None,
+    )
+
+
+def generate_secret() -> str:
+    """Standard Webhooks secret: ``whsec_`` + base64 of 32 random bytes."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+async def create_endpoint(
+    session: AsyncSession, tenant_id: str, spec: EndpointCreate, allowlist: Sequence[IPNetwork]
+) -> Endpoint:
+    await check_endpoint_url(spec.url, allowlist)
+    return await endpoints.insert_endpoint(
+        session,
+        id=new_id("ep"),
+        tenant_id=tenant_id,
+        secret=generate_secret(),
+        disabled_reason=None if spec.enabled else "disabled by user",
+        **spec.model_dump(),
+    )
+
+
+async def get_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint:
+    endpoint = await endpoints.get_live(session, tenant_id, endpoint_id)
+    if endpoint is None:
+        raise NotFound(f"endpoint {endpoint_id} not found")
+    return endpoint
+
+
+async def update_endpoint(
+    session: AsyncSession,
+    tenant_id: str,
+    endpoint_id: str,
+    change: EndpointUpdate,
+    allowlist: Sequence[IPNetwork],
+) -> Endpoint:
+    values: dict[str, Any] = change.model_dump(exclude_unset=True)
+    if values.get("url") is not None:
+        await check_endpoint_url(values["url"], allowlist)
+    if "url" in values and values["url"] is None:
+        del values["url"]  # an endpoint always has a URL; null is "no change"
+    if values.get("enabled") is True:
+        # Re-enabling clears whatever disabled it, including a breaker's or a 410's verdict.
+        values.update(
+            disabled_reason=None,
+            paused_until=None,
+            pause_reason=None,
+            consecutive_failures=0,
+            failing_since=None,
+            breaker_trips=0,
+        )
+    elif values.get("enabled") is False:
+        values["disabled_reason"] = "disabled by user"
+    elif "enabled" in values:
+        del values["enabled"]
+    endpoint = await endpoints.update_fields(session, tenant_id, endpoint_id, values)
+    if endpoint is None:
+        raise NotFound(f"endpoint {endpoint_id} not found")
+    return endpoint
+
+
+async def rotate_secret(
+    session: AsyncSession, tenant_id: str, endpoint_id: str, overlap_hours: float
+) -> Endpoint:
+    endpoint = await endpoints.rotate_secret(
+        session,
+        tenant_id,
+        endpoint_id,
+        secret=generate_secret(),
+        overlap=timedelta(hours=overlap_hours),
+    )
+    if endpoint is None:
+        raise NotFound(f"endpoint {endpoint_id} not found")
+    return endpoint
+
+
+async def delete_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) -> None:
+    if not await endpoints.soft_delete(session, tenant_id, endpoint_id):
+        raise NotFound(f"endpoint {endpoint_id} not found")
+
+
+async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str) -> EndpointStats:
+    endpoint = await get_endpoint(session, tenant_id, endpoint_id)
+    windows = await attempt_stats.recent_windows(session, endpoint.id)
+
+    def stats(name: str) -> WindowStats:
+        counts = windows[name]
+        rate = counts.successes / counts.attempts if counts.attempts else None
+        failures = counts.attempts - counts.successes
+        return WindowStats(
+            attempts=counts.attempts,
+            successes=counts.successes,
+            failures=failures,
+            success_rate=rate,
+        )
+
+    return EndpointStats(
+        endpoint_id=endpoint.id,
+        last_hour=stats("last_hour"),
+        last_day=stats("last_day"),
+        last_success_at=endpoint.last_success_at,
+        last_failure_at=endpoint.last_failure_at,
+        consecutive_failures=endpoint.consecutive_failures,
+        circuit="open" if endpoint.breaker_trips > 0 else "closed",
+        **current_pause(endpoint),
+        enabled=endpoint.enabled,
+        disabled_reason=endpoint.disabled_reason,
+    )

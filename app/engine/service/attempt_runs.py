@@ -1,0 +1,165 @@
+"""One claimed delivery's run, from its start to its record: wait for its slot in the rate,
+send it, and hand the ending to the recorder's group commit -- or give its lease back unsent
+when it can no longer start in time. Whatever happens, nothing stays leased by this worker.
+
+The pump (pump.py) decides what to claim; attempt.py what an answer means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+import structlog
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app import metrics
+from app.config import Settings
+from app.db import DATABASE_TROUBLE, single_statements
+from app.engine.repository import delivery_records
+from app.engine.repository.delivery_leases import ClaimedDelivery
+from app.engine.service import sender
+from app.engine.service.attempt import Attempts, Ended
+from app.engine.service.deadlines import STEP_SECONDS, unstoppable
+from app.engine.service.recorder import Recorder
+from app.faults import crash_point
+from app.flow.service.gate import Gate, Grant
+from app.flow.service.wakeups import Arm, Wakeups, wake_waiting
+
+log = structlog.get_logger("herald.delivery")
+
+# A rate-limited start later than its slot by more than one interval, or than this (an event
+# loop is never that punctual), is given back: starts delayed by a stall must not bunch up and
+# break the ceiling. So at most R·(1 + this) + 1 starts fall in any second.
+LATE_START_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class StartWindow:
+    """When the gate decided a grant, on this process's clock: after the request went out and
+    before its answer came back. Start i was scheduled ``grant.start_offset(i)`` after that."""
+
+    asked_at: float
+    answered_at: float
+    grant: Grant
+
+    def start(self, i: int) -> tuple[float, float]:
+        """The earliest and the latest moment start i can have been scheduled for."""
+        offset = self.grant.start_offset(i)
+        return self.asked_at + offset, self.answered_at + offset
+
+
+class AttemptRuns:
+    """Runs the attempts of one worker's pump (one task per claimed delivery)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        redis: ArqRedis,
+        gate: Gate,
+        attempts: Attempts,
+        recorder: Recorder,
+        wakeups: Wakeups,
+    ) -> None:
+        self._settings = settings
+        self._sessionmaker = sessionmaker
+        self._redis = redis
+        self._gate = gate
+        self._attempts = attempts
+        self._recorder = recorder
+        self._wakeups = wakeups
+
+    async def run(
+        self,
+        claimed: ClaimedDelivery,
+        grant: Grant,
+        i: int,
+        *,
+        window: StartWindow,
+        lease_ends: float,
+    ) -> None:
+        """Start ``claimed`` (the grant's start ``i``) in its slot of the rate, send it and hand
+        its ending to the recorder -- or give its lease back unsent. Never leaves it leased."""
+        slot = grant.slot(i)
+        progress = sender.SendProgress()
+        try:
+            ended = await self._try(claimed, grant, i, progress, window, lease_ends=lease_ends)
+        except BaseException as exc:
+            # Shutting down, or a bug. Nothing may stay leased by us, and a request that went
+            # out must not be forgotten: it is recorded as `unknown` and retried with its key.
+            if not isinstance(exc, asyncio.CancelledError):
+                log.exception("delivery.attempt_failed", delivery_id=claimed.id)
+            if progress.sent:
+                ended = self._attempts.cut_short(claimed, progress, lease_ends=lease_ends)
+                await unstoppable(self._recorder.record(ended, slot=slot))
+            else:
+                event = "delivery.given_back_at_shutdown"
+                if not isinstance(exc, asyncio.CancelledError):
+                    event = "delivery.given_back_after_error"
+                await self._give_back(claimed, slot, lease_ends, event)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        if isinstance(ended, str):
+            await self._give_back(claimed, slot, lease_ends, ended)
+            return
+        if ended.result is not None:
+            crash_point("worker.after_send_before_record", self._settings.fault)
+        await unstoppable(self._recorder.record(ended, slot=slot))
+
+    async def _try(
+        self,
+        claimed: ClaimedDelivery,
+        grant: Grant,
+        i: int,
+        progress: sender.SendProgress,
+        window: StartWindow,
+        *,
+        lease_ends: float,
+    ) -> Ended | str:
+        """The attempt's ending, or why its lease must be given back unsent (a log event)."""
+        clock = asyncio.get_running_loop()
+        refusal = self._attempts.refusal(claimed)
+        if refusal is not None:
+            return Ended(claimed, refusal, None, lease_ends)
+        if grant.interval > 0:
+            # Each start keeps to its own slot in the rate: never before it (counted from the
+            # latest moment the gate can have decided), and given back rather than bunched
+            # with the next when it could not start within it (counted from the earliest).
+            earliest, latest = window.start(i)
+            if latest > clock.time():
+                await asyncio.sleep(latest - clock.time())
+            if clock.time() - earliest > max(grant.interval, LATE_START_SECONDS):
+                return "delivery.start_slot_missed"
+        if lease_ends - clock.time() < self._settings.lease_left_to_send:
+            return "delivery.lease_too_short"
+        result = await self._attempts.send(claimed, progress)
+        return Ended(claimed, self._attempts.decide(claimed, result), result, lease_ends)
+
+    async def _give_back(
+        self, claimed: ClaimedDelivery, slot: str, lease_ends: float, event: str
+    ) -> None:
+        """Hand an unsent lease back, uncounted, and wake its destination for another taker.
+        Not cut short by a shutdown: nothing may stay leased by a stopped worker."""
+        metrics.LEASES_GIVEN_BACK.inc()
+        left = lease_ends - asyncio.get_running_loop().time()
+        log.warning(
+            event,
+            delivery_id=claimed.id,
+            attempt=claimed.attempt_number,
+            lease_left_seconds=round(left, 3),
+        )
+        await unstoppable(self._hand_back(claimed, slot))
+
+    async def _hand_back(self, claimed: ClaimedDelivery, slot: str) -> None:
+        async with asyncio.timeout(STEP_SECONDS):
+            with contextlib.suppress(*DATABASE_TROUBLE):
+                async with single_statements(self._sessionmaker) as connection:
+                    await delivery_records.release_batch(connection, [(claimed.id, claimed.token)])
+            waiting = await self._gate.release_slots(claimed.endpoint_id, [slot])
+            await self._wakeups.arm([Arm(claimed.tenant_id, claimed.endpoint_id, 0.0)])
+            if waiting is not None:
+                await wake_waiting(self._redis, [(claimed.endpoint_id, waiting)])

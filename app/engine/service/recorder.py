@@ -1,0 +1,275 @@
+"""Group commit for attempt outcomes: many attempts' records in one statement and one commit.
+
+No timers: whenever fewer than ``MAX_FLUSHES`` flushes are running, a new one takes everything
+buffered (at most ``batch_max``). At low load each outcome flushes alone, so nothing waits for
+company; under load, outcomes arrive while a flush runs and the next flush takes them together.
+
+Fencing stays per row (design.md, invariant 4): a row whose lease ended is simply not written,
+and its attempt is reported lost. Endings that judge the destination's health (a failure, a
+410) keep a transaction of their own (attempt.py), as the breaker and Retry-After need
+reads and decisions beside the record.
+
+After the commit, in one pipelined round trip each: the gate's slots are freed (a destination
+that waited for a slot is woken once), retries are armed for their time, and pauses are set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app import metrics
+from app.config import Settings
+from app.db import DATABASE_TROUBLE, is_transient, single_statements
+from app.engine.repository import delivery_records
+from app.engine.repository.delivery_records import Recording
+from app.engine.service.attempt import Ended, record_judging_health
+from app.engine.service.deadlines import STEP_SECONDS
+from app.faults import crash_point
+from app.flow.service.gate import Gate
+from app.flow.service.wakeups import Arm, Wakeups, wake_waiting
+from app.states import Outcome
+
+log = structlog.get_logger("herald.delivery")
+
+MAX_FLUSHES = 2
+FIRST_RETRY_SECONDS = 0.25
+MAX_RETRY_SECONDS = 5.0
+
+
+@dataclass
+class _Pending:
+    ended: Ended
+    slot: str | None
+    done: asyncio.Future[bool]
+
+
+@dataclass
+class _Effects:
+    """What a flush does in Redis once its records are committed."""
+
+    slots: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    tenants: dict[str, str] = field(default_factory=dict)  # endpoint -> tenant
+    arms: list[Arm] = field(default_factory=list)
+    pauses: dict[str, float] = field(default_factory=dict)
+
+
+class Recorder:
+    def __init__(
+        self,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        gate: Gate,
+        wakeups: Wakeups,
+        *,
+        batch_max: int,
+    ) -> None:
+        self._settings = settings
+        self._sessionmaker = sessionmaker
+        self._gate = gate
+        self._wakeups = wakeups
+        self._batch_max = batch_max
+        self._buffer: list[_Pending] = []
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    async def record(self, ended: Ended, *, slot: str | None) -> bool:
+        """Record one attempt's ending; whether it was recorded (False: the lease was lost).
+        Callers hold this under ``unstoppable``: the flush itself runs in a task of its own,
+        which no caller's cancellation reaches."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._buffer.append(_Pending(ended, slot, done))
+        self._maybe_flush()
+        return await asyncio.shield(done)
+
+    async def close(self) -> None:
+        """Wait for every buffered outcome to be recorded (at shutdown)."""
+        while self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+
+    def _maybe_flush(self) -> None:
+        if self._buffer and len(self._flushes) < MAX_FLUSHES:
+            batch, self._buffer = self._buffer[: self._batch_max], self._buffer[self._batch_max :]
+            task = asyncio.create_task(self._flush(batch), name="herald-record-flush")
+            self._flushes.add(task)
+            task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Task[None]) -> None:
+        self._flushes.discard(task)
+        self._maybe_flush()
+
+    async def _flush(self, batch: list[_Pending]) -> None:
+        effects = _Effects()
+        metrics.RECORD_FLUSHES.inc()
+        grouped = [p for p in batch if not p.ended.touches_health]
+        if grouped:
+            try:
+                recorded = await self._record_group(grouped)
+            except Exception as exc:
+                log.error("delivery.record_failed", count=len(grouped), error=type(exc).__name__)
+                recorded = None
+            for pending in grouped:
+                if recorded is None:
+                    self._unrecorded(pending, effects)
+                else:
+                    self._account(pending, pending.ended.claimed.id in recorded, effects)
+        for pending in batch:
+            if not pending.ended.touches_health:
+                continue
+            try:
+                ok = await self._record_alone(pending, effects)
+            except Exception as exc:
+                log.error(
+                    "delivery.record_failed",
+                    delivery_id=pending.ended.claimed.id,
+                    error=type(exc).__name__,
+                )
+                self._unrecorded(pending, effects)
+                continue
+            self._account(pending, ok, effects)
+        crash_point("worker.after_record_before_ack", self._settings.fault)
+        try:
+            # Slots expire by themselves and retries are covered by their destination's
+            # lease-end wake-up: what follows only makes things happen sooner.
+            await self._apply(effects)
+        except Exception as exc:
+            log.warning("delivery.after_record_failed", error=type(exc).__name__)
+
+    def _unrecorded(self, pending: _Pending, effects: _Effects) -> None:
+        """Not written (a database that stayed away, a bad row): left to its lease, after which
+        a claim takes it over. Its request is over, so its slot is free."""
+        pending.done.set_result(False)
+        if pending.slot is not None:
+            effects.slots[pending.ended.claimed.endpoint_id].append(pending.slot)
+
+    async def _record_group(self, group: Sequence[_Pending]) -> set[str]:
+        """One statement for the whole group, retried through a failing database for as long
+        as the latest lease among them lasts (past it, the fence refuses the write anyway)."""
+        items = [
+            Recording(p.ended.claimed.id, p.ended.claimed.token, p.ended.finished) for p in group
+        ]
+        lease_ends = max(p.ended.lease_ends for p in group)
+        clock = asyncio.get_running_loop()
+        deadline = max(lease_ends, clock.time() + STEP_SECONDS)
+        delay = FIRST_RETRY_SECONDS
+        while True:
+            try:
+                async with (
+                    asyncio.timeout_at(deadline),
+                    single_statements(self._sessionmaker) as connection,
+                ):
+                    return await delivery_records.record_batch(connection, items)
+            except DATABASE_TROUBLE as exc:
+                if not is_transient(exc):
+                    if len(items) == 1:
+                        raise
+                    # One bad row must not hold back the rest: each on its own, and only the
+                    # bad one is left to its lease.
+                    return await self._record_one_by_one(items)
+                if clock.time() + delay > lease_ends:
+                    raise
+                log.warning("delivery.record_retry", count=len(items), error=type(exc).__name__)
+                await asyncio.sleep(delay)
+                delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), lease_ends
+            except Exception:
+                if len(items) == 1:
+                    raise
+                return await self._record_one_by_one(items)
+
+    async def _record_one_by_one(self, items: Sequence[Recording]) -> set[str]:
+        recorded: set[str] = set()
+        for item in items:
+            try:
+                async with single_statements(self._sessionmaker) as connection:
+                    recorded |= await delivery_records.record_batch(connection, [item])
+            except Exception as exc:
+                log.error(
+                    "delivery.record_failed",
+                    delivery_id=item.delivery_id,
+                    error=type(exc).__name__,
+                )
+        return recorded
+
+    async def _record_alone(self, pending: _Pending, effects: _Effects) -> bool:
+        ended = pending.ended
+        clock = asyncio.get_running_loop()
+        deadline = max(ended.lease_ends, clock.time() + STEP_SECONDS)
+        delay = FIRST_RETRY_SECONDS
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    recorded, pause = await record_judging_health(
+                        self._sessionmaker, self._settings, ended
+                    )
+                break
+            except DATABASE_TROUBLE as exc:
+                if not is_transient(exc) or clock.time() + delay > ended.lease_ends:
+                    raise
+                log.warning(
+                    "delivery.record_retry",
+                    delivery_id=ended.claimed.id,
+                    error=type(exc).__name__,
+                )
+                await asyncio.sleep(delay)
+                delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), ended.lease_ends
+        if recorded and pause > 0:
+            endpoint = ended.claimed.endpoint_id
+            effects.pauses[endpoint] = max(pause, effects.pauses.get(endpoint, 0.0))
+        return recorded
+
+    def _account(self, pending: _Pending, recorded: bool, effects: _Effects) -> None:
+        ended, claimed, result = pending.ended, pending.ended.claimed, pending.ended.result
+        pending.done.set_result(recorded)
+        if pending.slot is not None:
+            effects.slots[claimed.endpoint_id].append(pending.slot)
+            effects.tenants[claimed.endpoint_id] = claimed.tenant_id
+        if not recorded:
+            # Our lease expired (and perhaps another worker took over): the result that counts
+            # is the one a live lease holder records.
+            metrics.LEASES_LOST.inc()
+            log.warning(
+                "delivery.lease_lost", delivery_id=claimed.id, attempt=claimed.attempt_number
+            )
+            return
+        if result is not None:
+            metrics.ATTEMPTS.labels(result.outcome.value).inc()
+            metrics.ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
+            metrics.DISPATCHES.labels(claimed.endpoint_id).inc()
+            if result.outcome is Outcome.SUCCESS:
+                self._gate.succeeded(claimed.endpoint_id)
+        log.info(
+            "delivery.attempt",
+            delivery_id=claimed.id,
+            endpoint_id=claimed.endpoint_id,
+            attempt=claimed.attempt_number,
+            outcome=result.outcome.value if result else None,
+            status_code=result.status_code if result else None,
+            duration_ms=result.duration_ms if result else None,
+            state=ended.finished.state.value,
+            reason=ended.transition.dead_reason,
+        )
+        if ended.retry_in is not None:
+            effects.arms.append(Arm(claimed.tenant_id, claimed.endpoint_id, ended.retry_in))
+
+    async def _apply(self, effects: _Effects) -> None:
+        # Pauses first (again after the commit: a breaker trip is only known now, and a policy
+        # read while the transaction was open must not stay cached), then the slots: a
+        # destination woken by a freed slot must find itself paused.
+        for endpoint_id, seconds in effects.pauses.items():
+            await self._gate.pause(endpoint_id, seconds)
+        waiting: list[tuple[str, str]] = []
+        try:
+            for endpoint_id, slots in effects.slots.items():
+                flag = await self._gate.release_slots(endpoint_id, slots)
+                if flag is not None:
+                    waiting.append((endpoint_id, flag))
+        finally:
+            # Whatever was released is woken, even if a later release failed.
+            if effects.arms:
+                await self._wakeups.arm(effects.arms)
+            if waiting:
+                await wake_waiting(self._wakeups.redis, waiting)

@@ -1,0 +1,224 @@
+"""One HTTP attempt with aiohttp: SSRF-vetted connection, bounded in time and in bytes read.
+
+aiohttp, not httpx: measured 25x faster at 200 requests in flight (design.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+from yarl import URL
+
+from app.endpoints.service.destinations import IPNetwork, refusal
+from app.engine.service.outcomes import RETRY_AFTER_STATUSES, classify_status, parse_retry_after
+from app.errors import DestinationRefused
+from app.states import Outcome
+
+MAX_RESPONSE_BYTES = 64 * 1024
+STORED_RESPONSE_BYTES = 4 * 1024
+
+
+class DestinationBlocked(Exception):
+    """Raised from the resolver, deliberately not an OSError, so aiohttp does not wrap it into
+    an ordinary connection error: a refusal is its own outcome (``blocked``)."""
+
+
+class VettingResolver(AbstractResolver):
+    """Resolves, then returns addresses only if every one is allowed. aiohttp connects to what
+    this returns, so the address checked is the address used: no second lookup, no rebinding."""
+
+    def __init__(self, allowlist: Sequence[IPNetwork]) -> None:
+        self._inner = DefaultResolver()
+        self._allowlist = tuple(allowlist)
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        addresses = [ipaddress.ip_address(result["host"]) for result in results]
+        # Stored in the attempt row and dead_reason, which the tenant reads: `refusal` never
+        # names the address a name resolved to.
+        refused = refusal(host, addresses, self._allowlist)
+        if refused is not None:
+            raise DestinationBlocked(refused)
+        return results
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def _vet_literal(host: str, allowlist: Sequence[IPNetwork]) -> None:
+    """aiohttp skips the resolver for IP-literal hosts (verified), so check those here."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return
+    refused = refusal(host, [address], allowlist)
+    if refused is not None:
+        raise DestinationBlocked(refused)
+
+
+@dataclass
+class AttemptResult:
+    started_at: datetime
+    duration_ms: int
+    outcome: Outcome
+    status_code: int | None = None
+    error: str | None = None
+    response_body: str | None = None
+    # When (time.monotonic()) a pause the receiver asked for with Retry-After ends.
+    retry_after_until: float | None = None
+
+    def retry_after_left(self) -> float | None:
+        """What is left now of the pause the receiver asked for, if any."""
+        if self.retry_after_until is None:
+            return None
+        left = self.retry_after_until - time.monotonic()
+        return left if left > 0 else None
+
+
+def _stored_body(raw: bytes) -> str:
+    # PostgreSQL text cannot hold NUL; 4 KiB is enough to explain a failure.
+    return raw[:STORED_RESPONSE_BYTES].decode("utf-8", errors="replace").replace("\x00", "")
+
+
+async def _on_headers_sent(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
+) -> None:
+    context.trace_request_ctx["progress"].sent = True
+
+
+def build_http_session(
+    allowlist: Sequence[IPNetwork], max_connections: int
+) -> aiohttp.ClientSession:
+    """One pooled session per worker process."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_on_headers_sent)
+    connector = aiohttp.TCPConnector(
+        resolver=VettingResolver(allowlist),
+        limit=max_connections,
+        limit_per_host=0,
+        ttl_dns_cache=10,
+        enable_cleanup_closed=True,
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        trace_configs=[trace],
+        trust_env=False,  # no proxy from the environment: it would bypass the SSRF guard
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+    chunks: list[bytes] = []
+    remaining = MAX_RESPONSE_BYTES
+    while remaining > 0:
+        chunk = await response.content.read(remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+@dataclass
+class SendProgress:
+    """How far one attempt got; the caller holds it, so even a cancelled attempt can tell
+    whether the request went out (and must be recorded as ``unknown``, not forgotten)."""
+
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    clock: float = field(default_factory=time.monotonic)
+    sent: bool = False
+    status: int | None = None
+    retry_after_until: float | None = None
+
+    def answered(self, response: aiohttp.ClientResponse, retry_after_max: float) -> None:
+        """The status and headers are in. A Retry-After counts from this moment, once: however
+        long the body or the record then take, the pause it asks for ends at the same time."""
+        self.status = response.status
+        if response.status in RETRY_AFTER_STATUSES:
+            header = response.headers.get("Retry-After")
+            asked = parse_retry_after(header, datetime.now(UTC), retry_after_max)
+            if asked is not None:
+                self.retry_after_until = time.monotonic() + asked
+
+    def result(self, outcome: Outcome, **fields: Any) -> AttemptResult:
+        duration_ms = int((time.monotonic() - self.clock) * 1000)
+        return AttemptResult(self.started_at, duration_ms, outcome, **fields)
+
+
+# Called when an answer's status and headers are in, before its body is read.
+OnAnswer = Callable[[SendProgress], Awaitable[None]]
+
+
+async def send(
+    http: aiohttp.ClientSession,
+    *,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: float,
+    allowlist: Sequence[IPNetwork],
+    progress: SendProgress,
+    retry_after_max: float,
+    on_answer: OnAnswer,
+) -> AttemptResult:
+    """POST once. Never raises for anything the destination does; the result says what
+    happened and whether the request had been sent when it went wrong."""
+    try:
+        _vet_literal(URL(url).host or "", allowlist)
+        # One deadline for the whole attempt: connect, send, and reading even a slow trickle.
+        async with (
+            asyncio.timeout(timeout),
+            http.post(
+                url,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                trace_request_ctx={"progress": progress},
+            ) as response,
+        ):
+            progress.answered(response, retry_after_max)
+            # Before the body, which may trickle in for the rest of the timeout: a receiver's
+            # Retry-After is acted on as soon as it is heard.
+            await on_answer(progress)
+            raw = await _read_capped(response)
+            return _answered(progress, response.status, response_body=_stored_body(raw))
+    except (DestinationBlocked, DestinationRefused) as exc:
+        return progress.result(Outcome.BLOCKED, error=str(exc))
+    except TimeoutError:
+        return _failed(progress, f"timed out after {timeout:g} s")
+    except aiohttp.InvalidURL as exc:
+        return progress.result(Outcome.PERMANENT, error=f"invalid URL: {exc}")
+    except (aiohttp.ClientError, OSError) as exc:
+        return _failed(progress, f"{type(exc).__name__}: {exc}")
+
+
+def _answered(progress: SendProgress, status: int, **fields: Any) -> AttemptResult:
+    return progress.result(
+        classify_status(status),
+        status_code=status,
+        retry_after_until=progress.retry_after_until,
+        **fields,
+    )
+
+
+def _failed(progress: SendProgress, error: str) -> AttemptResult:
+    if progress.status is not None:
+        # The receiver answered; only reading its body failed. The status decides.
+        return _answered(progress, progress.status, error=f"reading the response: {error}")
+    if progress.sent:
+        return progress.result(Outcome.UNKNOWN, error=f"after sending: {error}")
+    return progress.result(Outcome.RETRYABLE, error=f"before sending: {error}")

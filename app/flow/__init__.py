@@ -1,0 +1,1 @@
+"""Flow control in Redis: per-destination rate and concurrency admission, wake-ups, pauses."""

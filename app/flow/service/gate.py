@@ -1,0 +1,282 @@
+"""Per-destination flow control shared by every worker, kept in Redis.
+
+Two ceilings, because they protect against different overloads: an in-flight ceiling (sockets,
+memory, the receiver's concurrent capacity) and a start-rate ceiling (a receiver allowing N
+requests per interval). Plus pauses (a receiver's Retry-After, the circuit breaker's cool-down)
+and the breaker's single probe. One Lua script (flow_scripts.GRANT) decides atomically, on
+Redis's clock, how many starts a destination may have now -- a batch for the pump's next claim
+-- and reserves them: an in-flight slot each, and a start time each on the rate ceiling.
+
+Losing Redis only resets these counters: limits start over, nothing blocks forever. In-flight
+slots are leases that expire by themselves, so a dead worker's slot frees itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import structlog
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.delivery.service.status import FlowSnapshot
+from app.endpoints.service import endpoints
+from app.flow.service import gate_scripts as flow_scripts
+from app.flow.service.gate_scripts import flow_keys
+from app.flow.service.wakeups import Arm, Wakeups
+
+log = structlog.get_logger("herald.flow")
+
+# Slower than one start in 35 years counts as one start in 35 years: it keeps every time in
+# the scripts under 2**53 µs, where doubles are exact.
+MAX_INTERVAL_US = 2**50
+
+# A batch grant schedules starts up to this far ahead on the rate ceiling: enough to keep a
+# fast destination busy between two grants, short enough that a batch is soon sent.
+RATE_HORIZON_US = 1_000_000
+
+
+def start_interval_us(rate_per_second: float) -> int:
+    """Whole microseconds between starts at ``rate_per_second`` (0: no ceiling). Rounded up,
+    so the rate is never exceeded: at most one microsecond per start slower than asked."""
+    if rate_per_second <= 0:
+        return 0
+    return min(math.ceil(1_000_000 / rate_per_second), MAX_INTERVAL_US)
+
+
+def _mark(flag: bytes | str) -> str:
+    """The caller's mark in a waiting flag (the grant id after it is the script's own)."""
+    return _text(flag).rpartition("|")[0]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class Policy:
+    interval_us: int  # between starts; 0 = no rate ceiling
+    max_in_flight: int  # 0 = no ceiling
+    paused_for: float  # seconds the database says the destination is paused
+    half_open: bool  # the breaker tripped: after its cool-down, one probe at a time
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Starts one caller may make to one destination now. Start i (0 <= i < count) holds
+    in-flight slot ``slot(i)`` until its outcome is recorded, and may begin ``start_offset(i)``
+    seconds after the grant came back: never early, since the offsets count (on Redis's clock)
+    from when the script ran. Consecutive starts are a whole interval apart, across grants too,
+    so starts that each begin at their offset, late by less than one interval (the reply's
+    own time included), keep to R+1 in any second."""
+
+    endpoint_id: str
+    grant_id: str
+    count: int  # how many deliveries may start (0: none)
+    reason: str | None  # None: not limited; paused | in_flight | probing | rate | probe
+    reopens_in: float  # seconds until more may be granted (in_flight: a safety wake only)
+    first_start_in: float  # seconds until start 0 may begin (rate ceiling), 0 otherwise
+    interval: float  # seconds between consecutive starts (0 without a rate ceiling)
+    # For return_unused: the tat this grant stored, exactly as stored ('': none), and the
+    # interval in the whole microseconds the script counted in.
+    _tat: str = field(default="", repr=False, compare=False)
+    _interval_us: int = field(default=0, repr=False, compare=False)
+
+    def start_offset(self, i: int) -> float:
+        return self.first_start_in + i * self.interval
+
+    def slot(self, i: int) -> str:
+        return f"{self.grant_id}:{i}"
+
+
+class Gate:
+    def __init__(
+        self,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        redis: ArqRedis,
+        cache_seconds: float = 1.0,
+    ) -> None:
+        self._settings = settings
+        self._sessionmaker = sessionmaker
+        self._redis = redis
+        self._cache_seconds = cache_seconds
+        self._policies: dict[str, tuple[float, Policy]] = {}
+        self._reading: dict[str, asyncio.Future[Policy]] = {}
+        self._generations: dict[str, int] = {}
+        self._grant = redis.register_script(flow_scripts.GRANT)
+        self._return_unused = redis.register_script(flow_scripts.RETURN_UNUSED)
+        self._release = redis.register_script(flow_scripts.RELEASE_SLOTS)
+        self._pause = redis.register_script(flow_scripts.PAUSE)
+
+    async def policy(self, endpoint_id: str) -> Policy:
+        cached = self._policies.get(endpoint_id)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        # Every attempt in flight to this endpoint misses at once when the entry expires: one
+        # of them reads, the rest wait for that read (shielded: a waiter's cancellation must
+        # not cancel the read the others are waiting for).
+        reading = self._reading.get(endpoint_id)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read_policy(endpoint_id))
+            self._reading[endpoint_id] = reading
+            reading.add_done_callback(lambda done: self._read_done(endpoint_id, done))
+        return await asyncio.shield(reading)
+
+    def _read_done(self, endpoint_id: str, done: asyncio.Future[Policy]) -> None:
+        if self._reading.get(endpoint_id) is done:
+            del self._reading[endpoint_id]
+
+    async def _read_policy(self, endpoint_id: str) -> Policy:
+        generation = self._generations.get(endpoint_id, 0)
+        async with self._sessionmaker() as session, session.begin():
+            limits = await endpoints.flow_limits(session, endpoint_id)
+        rate = self._settings.default_rate_limit_per_second
+        in_flight = self._settings.default_max_in_flight
+        policy = Policy(0, 0, 0.0, False)
+        if limits is not None:
+            rate = limits.rate_limit_per_second or rate
+            policy = Policy(
+                interval_us=start_interval_us(rate),
+                max_in_flight=limits.max_in_flight or in_flight,
+                paused_for=limits.paused_for,
+                half_open=limits.breaker_trips > 0,
+            )
+        if self._generations.get(endpoint_id, 0) == generation:
+            # Not when forget() ran meanwhile: this read may predate what it forgot.
+            self._policies[endpoint_id] = (time.monotonic() + self._cache_seconds, policy)
+        return policy
+
+    def forget(self, endpoint_id: str) -> None:
+        """This process just changed the endpoint's flow state: read it afresh next time (and
+        not from a read that was already under way)."""
+        self._policies.pop(endpoint_id, None)
+        self._reading.pop(endpoint_id, None)
+        self._generations[endpoint_id] = self._generations.get(endpoint_id, 0) + 1
+
+    def succeeded(self, endpoint_id: str) -> None:
+        """A success closes a tripped breaker (the record statement did that in the database):
+        a half-open policy must be read afresh. A healthy one has not changed, and keeping it
+        spares every success a policy read."""
+        cached = self._policies.get(endpoint_id)
+        if cached is not None and (cached[1].half_open or cached[1].paused_for > 0):
+            self.forget(endpoint_id)
+
+    async def grant(
+        self, endpoint_id: str, *, tenant_id: str, want: int, policy: Policy | None = None
+    ) -> Grant:
+        """Up to ``want`` starts to this destination, reserved. A Redis error propagates: a
+        batch must not pass a gate that cannot count it."""
+        if want < 1:
+            raise ValueError("a grant wants at least one start")
+        if policy is None:
+            policy = await self.policy(endpoint_id)
+        grant_id = uuid.uuid4().hex
+        interval = policy.interval_us / 1e6
+        if policy.paused_for > 0:  # PostgreSQL's pause holds even when Redis lost its mirror
+            return Grant(endpoint_id, grant_id, 0, "paused", policy.paused_for, 0.0, interval)
+        lease_ms = int(self._settings.lease_duration * 1000)
+        count, reason, reopens_us, first_us, tat = await self._grant(
+            keys=list(flow_keys(endpoint_id)),
+            args=[
+                policy.interval_us,
+                policy.max_in_flight,
+                grant_id,
+                lease_ms,
+                "1" if policy.half_open else "0",
+                want,
+                RATE_HORIZON_US,
+                tenant_id,
+            ],
+        )
+        return Grant(
+            endpoint_id,
+            grant_id,
+            int(count),
+            _text(reason) or None,
+            reopens_in=max(0, int(reopens_us)) / 1e6,
+            first_start_in=int(first_us) / 1e6,
+            interval=interval,
+            _tat=_text(tat),
+            _interval_us=policy.interval_us,
+        )
+
+    async def return_unused(self, grant: Grant, *, used: int) -> str | None:
+        """The claim found fewer rows than granted: give the rest of the grant back. Like
+        ``release_slots``, returns the waiting flag it took (the caller wakes the destination).
+        Best effort: unreturned slots expire with their lease, an unreturned start is a short
+        gap."""
+        if used >= grant.count:
+            return None
+        keys = flow_keys(grant.endpoint_id)
+        try:
+            waiting = await self._return_unused(
+                keys=[keys.tat, keys.slots, keys.probe, keys.waiting],
+                args=[grant.grant_id, max(0, used), grant.count, grant._tat, grant._interval_us],
+            )
+        except Exception as exc:
+            log.warning(
+                "flow.return_failed", endpoint_id=grant.endpoint_id, error=type(exc).__name__
+            )
+            return None
+        return None if waiting is None else _mark(waiting)
+
+    async def release_slots(self, endpoint_id: str, slots: Sequence[str]) -> str | None:
+        """Free the slots of recorded attempts (and the probe, if one of them was it). Returns
+        the tenant id if work was waiting for a slot: the caller wakes the destination, once
+        -- the flag is taken atomically, so of all concurrent releases exactly one gets it."""
+        if not slots:
+            return None
+        keys = flow_keys(endpoint_id)
+        try:
+            tenant_id = await self._release(
+                keys=[keys.slots, keys.probe, keys.waiting], args=list(slots)
+            )
+        except Exception as exc:
+            # Not woken now, the destination wakes at the earliest slot expiry it settled at.
+            log.warning("flow.release_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
+            return None
+        return None if tenant_id is None else _mark(tenant_id)
+
+    async def pause(self, endpoint_id: str, seconds: float) -> None:
+        self.forget(endpoint_id)
+        try:
+            await self._pause(
+                keys=[flow_keys(endpoint_id).pause], args=[max(1, int(seconds * 1000))]
+            )
+        except Exception as exc:
+            log.warning("flow.pause_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
+
+
+async def flow_snapshot(
+    redis: ArqRedis, endpoint_id: str, max_in_flight: int
+) -> FlowSnapshot | None:
+    """What the gate would see now; None if Redis cannot say."""
+    try:
+        keys = flow_keys(endpoint_id)
+        snapshot = redis.register_script(flow_scripts.SNAPSHOT)
+        live, wait_us = await snapshot(keys=[keys.tat, keys.slots])
+    except Exception as exc:
+        log.warning("flow.snapshot_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
+        return None
+    return FlowSnapshot(int(live), max_in_flight, int(wait_us) / 1e6)
+
+
+async def clear_flow_state(
+    redis: ArqRedis, endpoint_id: str, *, tenant_id: str, region: str
+) -> None:
+    """A re-enabled endpoint starts afresh: no pause, no probe in the way, and its destination
+    woken now (it may be parked until the old pause's end). Best effort: a leftover pause
+    expires by itself, and reconcile arms the destination of any live delivery."""
+    keys = flow_keys(endpoint_id)
+    try:
+        await redis.delete(keys.pause, keys.probe)
+        await Wakeups(redis, region).arm([Arm(tenant_id, endpoint_id, 0.0)])
+    except Exception as exc:
+        log.warning("flow.clear_failed", endpoint_id=endpoint_id, error=type(exc).__name__)

@@ -1,0 +1,1 @@
+"""Operating Herald: bulk redrive, retention, fleet gauges, metrics and health."""

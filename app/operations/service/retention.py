@@ -1,0 +1,53 @@
+"""Retention: purge in batches, each its own short transaction, until a batch comes back short.
+
+Runs at the end of every reconcile run and as `herald purge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.operations.repository import retention
+
+log = structlog.get_logger("herald.retention")
+
+BATCH = 500
+
+
+async def purge(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], *, max_batches: int = 200
+) -> dict[str, int]:
+    before = datetime.now(UTC) - timedelta(days=settings.retention_days)
+    counts = {"purged_deliveries": 0, "purged_events": 0, "purged_keys": 0, "purged_runs": 0}
+
+    async def drain(name: str, batch: Callable[[AsyncSession], Awaitable[int]]) -> None:
+        for _ in range(max_batches):
+            async with sessionmaker() as session, session.begin():
+                purged = await batch(session)
+            counts[name] += purged
+            if purged < BATCH:
+                return
+
+    async def deliveries(session: AsyncSession) -> int:
+        purged, events = await retention.purge_deliveries(
+            session, region=settings.region, before=before, limit=BATCH
+        )
+        counts["purged_events"] += events
+        return purged
+
+    await drain("purged_deliveries", deliveries)
+    await drain(
+        "purged_events",
+        lambda session: retention.purge_orphan_events(session, before=before, limit=BATCH),
+    )
+    await drain("purged_keys", lambda session: retention.purge_expired_keys(session, limit=BATCH))
+    await drain(
+        "purged_runs", lambda session: retention.purge_runs(session, before=before, limit=BATCH)
+    )
+    log.info("retention.purged", **counts)
+    return counts

@@ -1,0 +1,1 @@
+"""Reconcile: the sweep that brings back due and abandoned work after Redis or a worker is lost."""

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.schemas import TextRule
+
+TRIGGER_RULE = TextRule(
+    r"^[A-Za-z0-9_.:\-]{1,100}$", "must be 1-100 characters: letters, digits and _ . : -"
+)
+
+
+class ReconcileRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    trigger: Annotated[str, TRIGGER_RULE] = Field(
+        default="api", description="Who asked: e.g. cron, dev-timer, an operator's name."
+    )
+
+
+class ReconcileAccepted(BaseModel):
+    run_id: str
+    status: str
+
+
+class ReconcileRunOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    run_id: str = Field(validation_alias="id")
+    region: str
+    trigger: str
+    status: str = Field(description="queued | running | succeeded | failed")
+    counts: dict[str, int] = Field(
+        description="What the run did: destinations_checked, destinations_armed (repairs) "
+        "and unpublished_outbox; and rows purged by retention: purged_deliveries, "
+        "purged_events, purged_keys, purged_runs. Runs recorded by an older release may show "
+        "lease_expirations, stale_enqueued and due_pending instead."
+    )
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None

@@ -1,0 +1,134 @@
+"""Field types every schema shares: ids, event types, printable text, timestamps and pages.
+
+Each rule lives here once and answers in words. pydantic's own ``pattern=`` would answer
+"String should match pattern '^[^\\x00-\\x20\\x7f]+$'", which helps nobody; a ``TextRule`` checks
+the same regular expression but says what is allowed, and keeps the expression in the OpenAPI
+document for clients that validate on their side.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+
+from app.ids import describe_id, id_regex
+
+Item = TypeVar("Item")
+
+# How deep a payload's objects and arrays may nest (the payload itself is level 1). Whatever
+# Herald accepts, a receiver must be able to parse: 64 is .NET's System.Text.Json default, the
+# lowest of the common parsers' limits (Ruby 100, serde_json 128, Python ~1000).
+MAX_PAYLOAD_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class TextRule:
+    """A string must match ``pattern``; if it does not, the message is ``allowed``."""
+
+    pattern: str
+    allowed: str
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        regex = re.compile(self.pattern)
+        allowed = self.allowed
+
+        def check(value: str) -> str:
+            if regex.match(value) is None:
+                raise PydanticCustomError("text_rule", allowed)
+            return value
+
+        return core_schema.no_info_after_validator_function(check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema["pattern"] = self.pattern
+        return json_schema
+
+
+def id_rule(prefix: str) -> TextRule:
+    """The id rule of ``app.ids`` for one kind of id, as a field constraint (422 in a body or a
+    query; a path answers 404 instead, see ``app.api.paths``)."""
+    return TextRule(id_regex(prefix), f"must be {describe_id(prefix)}")
+
+
+EndpointId = Annotated[str, id_rule("ep")]
+
+# No NUL anywhere: PostgreSQL text cannot hold it, and a query carrying one fails.
+EVENT_TYPE_RULE = TextRule(
+    r"^[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,254}$",
+    "must be 1-255 characters: letters, digits and _ . : - / (starting with a letter or digit)",
+)
+EventType = Annotated[str, EVENT_TYPE_RULE]
+
+
+def _no_wildcards(value: str) -> str:
+    if "*" in value:
+        raise PydanticCustomError(
+            "wildcard",
+            "wildcards are not supported: event types match exactly, so list each one "
+            "(e.g. order.created, order.paid)",
+        )
+    return value
+
+
+# Where event types select (subscriptions, filters), a wildcard is what people try first.
+EventTypeSelector = Annotated[str, AfterValidator(_no_wildcards), EVENT_TYPE_RULE]
+
+# Printable text: no NUL and no control characters but tab and line breaks.
+PRINTABLE_RULE = TextRule(
+    r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$",
+    "must be printable text: no NUL or other control characters except tab and line breaks",
+)
+ONE_LINE_RULE = TextRule(
+    r"^[^\x00-\x1f\x7f]+$",
+    "must be printable text on one line: no NUL, tab, line break or other control character",
+)
+
+IDEMPOTENCY_KEY_RULE = "must be 1-255 printable ASCII characters (space to ~)"
+
+
+def is_idempotency_key(key: str) -> bool:
+    return 1 <= len(key) <= 255 and all(0x20 <= ord(ch) <= 0x7E for ch in key)
+
+
+IdempotencyKey = Annotated[str, TextRule(r"^[\x20-\x7e]{1,255}$", IDEMPOTENCY_KEY_RULE)]
+
+
+def _representable(value: datetime) -> datetime:
+    # Python holds years 1-9999 and PostgreSQL's range is wider: a time that leaves that range
+    # once converted to UTC (year 1 at +14:00) could not be compared or stored later.
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise PydanticCustomError(
+            "datetime_range", "must lie between 0001-01-01 and 9999-12-31 once converted to UTC"
+        ) from None
+    return value
+
+
+Timestamp = Annotated[AwareDatetime, AfterValidator(_representable)]
+
+
+class Page(BaseModel, Generic[Item]):
+    """One page of a keyset-paginated list; pass ``next_cursor`` back as ``cursor`` for the
+    next page. ``null`` means this was the last page."""
+
+    items: list[Item]
+    next_cursor: str | None = Field(default=None)

@@ -1,1 +1,0 @@
-"""Domain decisions. Services take a session and flush; the caller owns the transaction."""

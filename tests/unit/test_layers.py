@@ -1,0 +1,88 @@
+"""`make lint` fails on an upward or a cross-domain import (pyproject.toml's import-linter
+contracts, docs/architecture.md): each contract is shown breaking on a copy of the code."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+PACKAGES = ("app", "workers", "devstack", "tests", "bench")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "400"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("layers")
+    for package in PACKAGES:
+        shutil.copytree(
+            REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def test_the_code_as_it_is_keeps_every_contract(copy: Path) -> None:
+    result = lint_imports(copy)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "broken"),
+    [
+        (  # a repository reaching up to its domain's service
+            "app/engine/repository/delivery_leases.py",
+            "from app.engine.service import pump",
+            "Inside a domain: routes call its services",
+        ),
+        (  # a service reaching into another domain's repository
+            "app/engine/service/pump.py",
+            "from app.delivery.repository import deliveries",
+            "Other domains reach delivery through its service",
+        ),
+        (  # a service reaching up to the HTTP plumbing
+            "app/flow/service/wakeups.py",
+            "from app.api import deps",
+            "Across the product: routes, then the HTTP plumbing",
+        ),
+        (  # the shared kernel reaching into a domain
+            "app/db.py",
+            "from app.outbox.service import publishing",
+            "The shared kernel knows no domain",
+        ),
+        (  # the product importing the dev tooling
+            "workers/runner.py",
+            "from devstack import dev",
+            "The product imports no dev or test tooling",
+        ),
+    ],
+)
+def test_each_kind_of_wrong_import_breaks_a_contract(
+    copy: Path, module: str, line: str, broken: str
+) -> None:
+    path = copy / module
+    original = path.read_text()
+    path.write_text(f"{original}\n{line}  # noqa\n")
+    try:
+        result = lint_imports(copy)
+    finally:
+        path.write_text(original)
+    assert result.returncode != 0
+    broken_contracts = [line for line in result.stdout.splitlines() if line.endswith(" BROKEN")]
+    assert any(line.startswith(broken) for line in broken_contracts), result.stdout
