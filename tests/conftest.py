@@ -30,15 +30,14 @@ from app.main import create_app
 from app.migrate import upgrade_to_head
 from app.models import Delivery  # noqa: F401  (every table registered with Base)
 from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
-from tests.receiver import Receiver, running_receiver
-from tests.recovery import install_state_log
-from tests.support import (
+from tests.fixtures.api import new_endpoint, new_tenant
+from tests.fixtures.receiver import Receiver, running_receiver
+from tests.fixtures.recovery import install_state_log
+from tests.fixtures.stack import (
     OwnPostgres,
     Stack,
     client_for,
     make_settings,
-    new_endpoint,
-    new_tenant,
     plain_dsn,
     scratch_database,
 )

@@ -14,7 +14,8 @@ from app.config import Settings
 from app.main import create_app
 from app.openapi import openapi_document
 from app.tenants.service.api_keys import hash_key
-from tests.support import ADMIN, client_for, new_endpoint, new_tenant
+from tests.fixtures.api import new_endpoint, new_tenant
+from tests.fixtures.stack import ADMIN, client_for
 
 PROBLEM = "application/problem+json"
 

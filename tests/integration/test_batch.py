@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support import count_rows, new_endpoint, new_tenant
+from tests.fixtures.api import new_endpoint, new_tenant
+from tests.fixtures.waiting import count_rows
 
 PROBLEM_TYPES = "https://herald.dev/problems/"
 

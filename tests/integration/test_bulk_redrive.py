@@ -14,13 +14,10 @@ from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.delivery.service import redrive
-from tests.support import (
-    count_rows,
-    fast_path_settled,
-    new_endpoint,
-    post_deliveries,
-    postgres_refuses,
-)
+from tests.fixtures.api import fast_path_settled, new_endpoint, new_tenant, post_deliveries
+from tests.fixtures.database import postgres_refuses
+from tests.fixtures.stack import client_for
+from tests.fixtures.waiting import count_rows
 
 
 async def test_bulk_redrive_in_batches(
@@ -77,7 +74,6 @@ async def test_bulk_redrive_in_batches(
 async def test_bulk_redrive_of_another_tenant_is_404(
     client: httpx.AsyncClient, tenant: dict[str, str]
 ) -> None:
-    from tests.support import new_tenant
 
     started = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
     other = await new_tenant(client, "nosy")
@@ -151,7 +147,6 @@ async def test_a_bulk_redrive_with_redis_down_is_503_and_recorded_failed(
     settings: Settings, tenant: dict[str, str], engine: AsyncEngine, tmp_path: Any
 ) -> None:
     from app.main import create_app
-    from tests.support import client_for
 
     app = create_app(settings.model_copy(update={"redis_url": f"unix://{tmp_path}/no.sock"}))
     async with app.router.lifespan_context(app), client_for(app) as client:

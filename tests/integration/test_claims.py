@@ -18,21 +18,12 @@ from app.config import Settings
 from app.db import create_engine, create_sessionmaker, single_statements
 from app.engine.repository import delivery_leases
 from app.engine.service.pump import HOLD_SECONDS
-from tests.receiver import Receiver
-from tests.recovery import transitions
-from tests.support import (
-    Stack,
-    arm,
-    armed_destinations,
-    count_rows,
-    delivery_row,
-    fast_path_settled,
-    new_endpoint,
-    post_deliveries,
-    pump,
-    until,
-    wait_state,
-)
+from tests.fixtures.api import fast_path_settled, one_delivery, post_deliveries
+from tests.fixtures.engine import arm, armed_destinations, pump
+from tests.fixtures.receiver import Receiver
+from tests.fixtures.recovery import transitions
+from tests.fixtures.stack import Stack
+from tests.fixtures.waiting import count_rows, delivery_row, until, wait_state
 
 # A worker sends only while at least 0.5 + (6 - 0.5) / 2 = 3.25 s of its lease is left: a
 # claim that costs it more than 2.75 s of the lease leaves too little.
@@ -42,16 +33,6 @@ LONGER_THAN_THE_MARGIN = 3.25
 
 def given_back() -> float:
     return REGISTRY.get_sample_value("herald_leases_given_back_total") or 0.0
-
-
-async def one_delivery(
-    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, url: str
-) -> tuple[str, str]:
-    """(delivery id, endpoint id), its destination armed and nothing serving it."""
-    endpoint = await new_endpoint(client, tenant, url=url)
-    [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
-    await fast_path_settled(engine)
-    return delivery_id, endpoint["id"]
 
 
 async def test_a_claim_that_waited_for_a_pooled_connection_still_sends(

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_engine, is_transient
-from tests.support import Stack, plain_dsn
+from tests.fixtures.stack import Stack, plain_dsn
 
 
 def raising(sqlstate: str) -> str:

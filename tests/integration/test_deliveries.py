@@ -12,7 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.ids import looks_like
-from tests.support import count_rows, new_endpoint
+from tests.fixtures.api import new_endpoint, new_tenant
+from tests.fixtures.waiting import count_rows
 
 PROBLEM = "application/problem+json"
 
@@ -281,7 +282,6 @@ async def test_keys_are_scoped_per_tenant(
     endpoint: dict[str, Any],
     engine: AsyncEngine,
 ) -> None:
-    from tests.support import new_tenant
 
     other = await new_tenant(client, "other")
     other_endpoint = await new_endpoint(client, other)

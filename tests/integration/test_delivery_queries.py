@@ -9,7 +9,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support import accept, fast_path_settled, new_endpoint
+from tests.fixtures.api import accept, fast_path_settled, new_endpoint
 
 
 async def test_filters_by_state_endpoint_and_event_type(

@@ -25,14 +25,9 @@ from app.engine.repository import delivery_leases
 from app.migrate import alembic_config
 from app.operations.service.fleet import FleetGauges
 from app.states import DeliveryState
-from tests.support import (
-    Stack,
-    delivery_row,
-    fast_path_settled,
-    plain_dsn,
-    post_deliveries,
-    scratch_database,
-)
+from tests.fixtures.api import fast_path_settled, post_deliveries
+from tests.fixtures.stack import Stack, plain_dsn, scratch_database
+from tests.fixtures.waiting import delivery_row
 
 CONTRADICTIONS = {
     "finished without completed_at": (

@@ -12,7 +12,9 @@ from app.config import Settings
 from app.endpoints.service.destinations import check_endpoint_url, refusal_reason
 from app.errors import DestinationRefused
 from app.main import create_app
-from tests.support import client_for, ip_addresses_in, new_endpoint, new_tenant
+from tests.fixtures.api import new_endpoint, new_tenant
+from tests.fixtures.observed import ip_addresses_in
+from tests.fixtures.stack import client_for
 
 REFUSED_URLS = [
     "http://127.0.0.1/",

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from standardwebhooks.webhooks import Webhook
 
-from tests.support import new_endpoint
+from tests.fixtures.api import new_endpoint
 
 PROBLEM = "application/problem+json"
 

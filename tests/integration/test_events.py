@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support import count_rows, new_endpoint
+from tests.fixtures.api import new_endpoint
+from tests.fixtures.waiting import count_rows
 
 
 async def test_event_fans_out_to_every_subscribed_enabled_endpoint(

@@ -15,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.flow.service.gate import RATE_HORIZON_US, Gate, Grant, flow_snapshot
-from tests.support import new_endpoint, redis_now_us
+from tests.fixtures.api import new_endpoint
+from tests.fixtures.engine import redis_now_us
 
 CALLS = 500  # all at once: Redis runs them back to back, far faster than any rate below
 WANT = 10  # CALLS * WANT starts wanted: more than the horizon holds at any rate below

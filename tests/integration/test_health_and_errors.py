@@ -16,7 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app.config import Settings
 from app.db import is_transaction_conflict
 from app.main import create_app
-from tests.support import client_for, count_rows
+from tests.fixtures.api import new_endpoint, new_tenant
+from tests.fixtures.stack import client_for
+from tests.fixtures.waiting import count_rows
 
 PROBLEM = "application/problem+json"
 
@@ -57,7 +59,6 @@ async def test_unreachable_redis_makes_readyz_503_but_accepting_still_works(
         assert ready.status_code == 503
         assert "redis: unavailable" in ready.json()["detail"]
         # PostgreSQL is the truth: losing Redis must not stop Herald from accepting work.
-        from tests.support import new_endpoint, new_tenant
 
         tenant = await new_tenant(client, "no-redis")
         endpoint = await new_endpoint(client, tenant)

@@ -9,7 +9,8 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support import count_rows
+from tests.fixtures.stack import ADMIN
+from tests.fixtures.waiting import count_rows
 
 PROBLEM = "application/problem+json"
 
@@ -37,7 +38,6 @@ async def test_nul_bytes_are_refused_cleanly(
     path: str,
     body: Any,
 ) -> None:
-    from tests.support import ADMIN
 
     headers = ADMIN if path.startswith("/v1/reconcile") else tenant
     response = await client.request(method, path, json=body, headers=headers)

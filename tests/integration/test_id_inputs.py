@@ -16,7 +16,9 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.pagination import encode_cursor
-from tests.support import ADMIN, count_rows, request_fields
+from tests.fixtures.schema_inputs import request_fields
+from tests.fixtures.stack import ADMIN
+from tests.fixtures.waiting import count_rows
 
 PROBLEM = "application/problem+json"
 WELL_FORMED = "01ARZ3NDEKTSV4RRFFQ69G5FAV"

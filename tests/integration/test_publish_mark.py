@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_sessionmaker, single_statements
 from app.outbox.repository import outbox
-from tests.support import fast_path_settled
+from tests.fixtures.api import fast_path_settled
 
 
 async def states(engine: AsyncEngine, ids: list[str]) -> list[str]:

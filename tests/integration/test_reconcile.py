@@ -15,24 +15,14 @@ from structlog.testing import capture_logs
 
 from app import queue
 from app.config import Settings
-from tests.recovery import states
-from tests.support import (
-    ADMIN,
-    armed_destinations,
-    count_rows,
-    fast_path_settled,
-    new_endpoint,
-    post_deliveries,
-    postgres_refuses,
-    reconcile_now,
-)
+from tests.fixtures.api import fast_path_settled, new_endpoint, post_deliveries, reconcile_now
+from tests.fixtures.database import postgres_refuses, sql
+from tests.fixtures.engine import armed_destinations
+from tests.fixtures.recovery import states
+from tests.fixtures.stack import ADMIN, client_for
+from tests.fixtures.waiting import count_rows
 
 PROBLEM = "application/problem+json"
-
-
-async def sql(engine: AsyncEngine, statement: str, **params: Any) -> None:
-    async with engine.begin() as connection:
-        await connection.execute(text(statement), params)
 
 
 async def queued_deliveries(settings: Settings) -> list[str]:
@@ -269,7 +259,6 @@ async def test_reconcile_with_redis_down_is_503_and_recorded(
     settings: Settings, tmp_path: Any
 ) -> None:
     from app.main import create_app
-    from tests.support import client_for
 
     app = create_app(settings.model_copy(update={"redis_url": f"unix://{tmp_path}/no.sock"}))
     async with app.router.lifespan_context(app), client_for(app) as client:

@@ -14,14 +14,10 @@ from app.config import Settings
 from app.db import create_sessionmaker
 from app.main import create_app
 from app.outbox.service.relay import FAST_PATH_HEADSTART_SECONDS, relay_once
-from tests.support import (
-    armed_destinations,
-    client_for,
-    count_rows,
-    fast_path_settled,
-    new_endpoint,
-    new_tenant,
-)
+from tests.fixtures.api import fast_path_settled, new_endpoint, new_tenant
+from tests.fixtures.engine import armed_destinations
+from tests.fixtures.stack import client_for
+from tests.fixtures.waiting import count_rows
 
 
 async def _accept_without_fast_path(

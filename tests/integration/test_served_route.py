@@ -18,7 +18,7 @@ from app.config import Settings
 from app.delivery.routes import deliveries
 from app.delivery.schemas import DeliveryOut
 from app.main import create_app
-from tests.support import ADMIN, client_for
+from tests.fixtures.stack import ADMIN, client_for
 
 SERVED = "/v1/deliveries"
 GENERIC = "/v1/deliveries-generic"

@@ -9,13 +9,15 @@ from typing import Any
 import httpx
 import pytest
 from redis.asyncio import Redis
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.delivery.service import status
 from app.main import create_app
-from tests.support import accept, client_for, fast_path_settled, lose_wakeups, new_endpoint
+from tests.fixtures.api import accept, fast_path_settled, new_endpoint
+from tests.fixtures.database import sql
+from tests.fixtures.engine import lose_wakeups
+from tests.fixtures.stack import client_for
 
 
 async def explained(
@@ -25,11 +27,6 @@ async def explained(
     assert response.status_code == 200
     body: dict[str, Any] = response.json()
     return body
-
-
-async def sql(engine: AsyncEngine, statement: str, **params: Any) -> None:
-    async with engine.begin() as connection:
-        await connection.execute(text(statement), params)
 
 
 SETUPS = {

@@ -11,7 +11,9 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support import ADMIN, count_rows, datetime_inputs, patterned_inputs
+from tests.fixtures.schema_inputs import datetime_inputs, patterned_inputs
+from tests.fixtures.stack import ADMIN
+from tests.fixtures.waiting import count_rows
 
 PROBLEM = "application/problem+json"
 UNKNOWN_ENDPOINT = "ep_01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -37,7 +39,7 @@ def _fill(template: Any, value: str) -> Any:
 
 @dataclass(frozen=True)
 class Case:
-    field: str  # as tests.support.patterned_inputs names it
+    field: str  # as tests.fixtures.schema_inputs.patterned_inputs names it
     route: str  # "METHOD /path"
     request: dict[str, Any]  # httpx keywords (json or params), VALUE where the value goes
     loc: str  # where the problem says the value was

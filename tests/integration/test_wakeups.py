@@ -13,7 +13,7 @@ from redis.asyncio import ConnectionPool
 
 from app.config import Settings
 from app.flow.service.wakeups import Arm, Taken, WakeSnapshot, Wakeups
-from tests.support import redis_now_us
+from tests.fixtures.engine import redis_now_us
 
 REGION = "test"
 TENANTS = f"herald:wake:{REGION}:tenants"

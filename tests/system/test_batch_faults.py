@@ -12,10 +12,11 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.processes import RECOVERY_ENV, crash_worker, running_worker, wait_crashed
-from tests.receiver import Receiver
-from tests.recovery import assert_recovered, reconcile_until_succeeded
-from tests.support import Stack, new_endpoint, post_deliveries
+from tests.fixtures.api import new_endpoint, post_deliveries
+from tests.fixtures.processes import RECOVERY_ENV, crash_worker, running_worker, wait_crashed
+from tests.fixtures.receiver import Receiver
+from tests.fixtures.recovery import assert_recovered, reconcile_until_succeeded
+from tests.fixtures.stack import Stack
 
 PATH = "/batch-faults"
 DELIVERIES = 20

@@ -13,18 +13,11 @@ from sqlalchemy import text
 
 from app.config import Settings
 from app.main import create_app
-from tests.processes import running_worker
-from tests.receiver import Receiver, Reply
-from tests.support import (
-    OwnPostgres,
-    client_for,
-    count_rows,
-    fast_path_settled,
-    new_endpoint,
-    new_tenant,
-    post_deliveries,
-    wait_state,
-)
+from tests.fixtures.api import fast_path_settled, new_endpoint, new_tenant, post_deliveries
+from tests.fixtures.processes import running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.stack import OwnPostgres, client_for
+from tests.fixtures.waiting import count_rows, wait_state
 
 PATH = "/outage"
 

@@ -16,9 +16,11 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app import __version__
 from app.ids import id_floor
-from tests.processes import HeraldProcess, running_worker
-from tests.receiver import Receiver, Reply
-from tests.support import ADMIN, Stack, eventually, new_endpoint
+from tests.fixtures.api import new_endpoint
+from tests.fixtures.processes import HeraldProcess, free_port, running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.stack import ADMIN, Stack
+from tests.fixtures.waiting import eventually
 
 TERMINAL = ("succeeded", "dead")
 
@@ -240,7 +242,6 @@ async def test_large_response_is_read_only_in_part_and_stored_truncated(
 async def test_connection_refused_is_retryable(
     client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
 ) -> None:
-    from tests.processes import free_port
 
     endpoint = await new_endpoint(client, tenant, url=f"http://127.0.0.1:{free_port()}/")
     delivery_id = await deliver(client, tenant, endpoint["id"])

@@ -17,21 +17,13 @@ from app.config import Settings
 from app.db import create_sessionmaker, single_statements
 from app.engine.repository import delivery_leases, delivery_records
 from app.states import DeliveryState
-from tests.processes import running_worker
-from tests.receiver import Receiver, Reply
-from tests.support import (
-    Stack,
-    accept,
-    arm,
-    count_rows,
-    delivery_row,
-    fast_path_settled,
-    ip_addresses_in,
-    new_endpoint,
-    pump,
-    until,
-    wait_state,
-)
+from tests.fixtures.api import accept, fast_path_settled, new_endpoint
+from tests.fixtures.engine import arm, pump
+from tests.fixtures.observed import ip_addresses_in
+from tests.fixtures.processes import running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.stack import Stack
+from tests.fixtures.waiting import count_rows, delivery_row, until, wait_state
 
 
 async def recorded_status(engine: AsyncEngine, delivery_id: str) -> bool:

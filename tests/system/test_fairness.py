@@ -8,9 +8,10 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import running_worker
-from tests.receiver import Receiver, Reply
-from tests.support import Stack, new_endpoint, new_tenant, post_deliveries
+from tests.fixtures.api import new_endpoint, new_tenant, post_deliveries
+from tests.fixtures.processes import running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.stack import Stack
 
 
 def arrival_order(receiver: Receiver) -> list[str]:

@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.faults import FAULT_EXIT_CODE
 from app.main import create_app
-from tests.processes import (
+from tests.fixtures.api import new_endpoint, new_tenant, post_deliveries
+from tests.fixtures.processes import (
     RECOVERY_ENV,
     crash_worker,
     running_worker,
@@ -22,9 +23,10 @@ from tests.processes import (
     wait_crashed,
     wait_healthy,
 )
-from tests.receiver import Receiver
-from tests.recovery import assert_recovered, reconcile_until_succeeded
-from tests.support import Stack, client_for, count_rows, new_endpoint, new_tenant, post_deliveries
+from tests.fixtures.receiver import Receiver
+from tests.fixtures.recovery import assert_recovered, reconcile_until_succeeded
+from tests.fixtures.stack import Stack, client_for
+from tests.fixtures.waiting import count_rows
 
 PATH = "/faults"
 

@@ -11,10 +11,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.ids import new_id
-from tests.processes import running_worker
-from tests.receiver import Receiver, Reply
-from tests.recovery import states
-from tests.support import Stack, count_rows, new_endpoint, post_deliveries, until
+from tests.fixtures.api import new_endpoint, post_deliveries
+from tests.fixtures.processes import running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.recovery import states
+from tests.fixtures.stack import Stack
+from tests.fixtures.waiting import count_rows, until
 
 
 def most_starts_in_any_second(arrivals: list[float]) -> int:

@@ -15,18 +15,12 @@ from structlog.testing import capture_logs
 
 from app.config import Settings
 from app.db import create_engine
-from tests.receiver import Receiver
-from tests.support import (
-    Stack,
-    count_rows,
-    delivery_row,
-    fast_path_settled,
-    new_endpoint,
-    post_deliveries,
-    pump,
-    stalled_statements,
-    until,
-)
+from tests.fixtures.api import one_delivery
+from tests.fixtures.database import stalled_statements
+from tests.fixtures.engine import pump
+from tests.fixtures.receiver import Receiver
+from tests.fixtures.stack import Stack
+from tests.fixtures.waiting import count_rows, delivery_row, until
 
 # Generous: a step that has not ended after this is held up by a statement, not by a slow
 # machine.
@@ -53,15 +47,6 @@ async def patient_engine(stack: Stack) -> AsyncIterator[AsyncEngine]:
 async def backed_off(logs: Sequence[Mapping[str, Any]], error: str) -> bool:
     """Whether a pump's taker backed off after ``error`` (captured log events)."""
     return any(e["event"] == "pump.backoff" and e["error"] == error for e in logs)
-
-
-async def one_delivery(
-    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, url: str
-) -> tuple[str, str]:
-    endpoint = await new_endpoint(client, tenant, url=url)
-    [delivery_id] = await post_deliveries(client, tenant, endpoint["id"], 1)
-    await fast_path_settled(engine)
-    return delivery_id, endpoint["id"]
 
 
 async def test_a_claim_the_database_never_answers_frees_the_taker_to_take_again(

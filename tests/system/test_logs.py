@@ -10,9 +10,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import running_worker, start_api, wait_healthy
-from tests.receiver import Receiver, Reply
-from tests.support import ADMIN, Stack
+from tests.fixtures.processes import running_worker, start_api, wait_healthy
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.stack import ADMIN, Stack
 
 
 async def test_logs_are_json_events_without_payloads_or_secrets(

@@ -10,10 +10,12 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.processes import free_port, running_worker
-from tests.receiver import Receiver, Reply
-from tests.recovery import states
-from tests.support import ADMIN, Stack, fast_path_settled, new_endpoint, sample
+from tests.fixtures.api import fast_path_settled, new_endpoint
+from tests.fixtures.observed import sample
+from tests.fixtures.processes import free_port, running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.recovery import states
+from tests.fixtures.stack import ADMIN, Stack
 
 
 async def test_metrics_need_an_admin_key(client: httpx.AsyncClient, tenant: dict[str, str]) -> None:

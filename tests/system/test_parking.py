@@ -16,18 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.flow.service.wakeups import Wakeups
 from app.queue import create_queue_redis, queue_name
-from tests.processes import running_worker
-from tests.receiver import Receiver, Reply
-from tests.support import (
-    ADMIN,
-    Stack,
-    count_rows,
-    eventually,
-    new_endpoint,
-    post_deliveries,
-    reconcile_now,
-    until,
-)
+from tests.fixtures.api import new_endpoint, post_deliveries, reconcile_now
+from tests.fixtures.processes import running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.stack import ADMIN, Stack
+from tests.fixtures.waiting import count_rows, eventually, until
 
 RUNS = 10
 

@@ -28,9 +28,10 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.faults import FAULT_EXIT_CODE
-from tests.processes import clean_env, free_port, herald_env, start_api, wait_healthy
-from tests.receiver import Receiver
-from tests.support import ADMIN, Stack, count_rows
+from tests.fixtures.processes import clean_env, free_port, herald_env, start_api, wait_healthy
+from tests.fixtures.receiver import Receiver
+from tests.fixtures.stack import ADMIN, Stack
+from tests.fixtures.waiting import count_rows
 
 REPO = Path(__file__).resolve().parents[2]
 BANNER_TIMEOUT = 90.0

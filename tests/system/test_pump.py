@@ -17,23 +17,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.flow.service.wakeups import Wakeups
 from app.queue import create_queue_redis
-from tests.processes import free_port, running_worker
-from tests.receiver import Receiver, Reply
-from tests.recovery import states, transitions
-from tests.support import (
-    Stack,
-    count_rows,
-    delivery_row,
-    eventually,
-    fast_path_settled,
-    new_endpoint,
-    post_deliveries,
-    pump,
-    row_locked,
-    sample,
-    until,
-    wait_state,
-)
+from tests.fixtures.api import fast_path_settled, new_endpoint, post_deliveries
+from tests.fixtures.database import row_locked
+from tests.fixtures.engine import pump
+from tests.fixtures.observed import sample
+from tests.fixtures.processes import free_port, running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.recovery import states, transitions
+from tests.fixtures.stack import Stack
+from tests.fixtures.waiting import count_rows, delivery_row, eventually, until, wait_state
 
 LOCKED_FOR = 3.0
 

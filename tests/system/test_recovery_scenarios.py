@@ -17,21 +17,12 @@ from app.db import create_sessionmaker, single_statements
 from app.engine.repository import delivery_leases
 from app.main import create_app
 from devstack.embedded import EmbeddedRedis
-from tests.processes import RECOVERY_ENV, running_worker, start_api, wait_healthy
-from tests.receiver import Receiver, Reply
-from tests.recovery import assert_recovered, reconcile_until_succeeded, states
-from tests.support import (
-    ADMIN,
-    OwnPostgres,
-    Stack,
-    client_for,
-    count_rows,
-    delivery_row,
-    fast_path_settled,
-    new_endpoint,
-    new_tenant,
-    wait_state,
-)
+from tests.fixtures.api import fast_path_settled, new_endpoint, new_tenant
+from tests.fixtures.processes import RECOVERY_ENV, running_worker, start_api, wait_healthy
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.recovery import assert_recovered, reconcile_until_succeeded, states
+from tests.fixtures.stack import ADMIN, OwnPostgres, Stack, client_for
+from tests.fixtures.waiting import count_rows, delivery_row, wait_state
 
 PATH = "/recover"
 

@@ -10,10 +10,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.main import create_app
-from tests.processes import RECOVERY_ENV, running_worker
-from tests.receiver import Receiver
-from tests.recovery import states
-from tests.support import ADMIN, Stack, client_for, new_endpoint, new_tenant
+from tests.fixtures.api import new_endpoint, new_tenant
+from tests.fixtures.processes import RECOVERY_ENV, running_worker
+from tests.fixtures.receiver import Receiver
+from tests.fixtures.recovery import states
+from tests.fixtures.stack import ADMIN, Stack, client_for
 
 
 async def test_no_region_claims_publishes_or_sends_another_regions_deliveries(

@@ -18,8 +18,9 @@ from app.config import Settings
 from app.main import create_app
 from app.openapi import openapi_document
 from app.schemas import MAX_PAYLOAD_DEPTH
-from tests.processes import start_api, wait_healthy
-from tests.support import ADMIN, Stack, client_for, count_rows
+from tests.fixtures.processes import start_api, wait_healthy
+from tests.fixtures.stack import ADMIN, Stack, client_for
+from tests.fixtures.waiting import count_rows
 
 PROBLEM = "application/problem+json"
 JSON = {"Content-Type": "application/json"}

@@ -15,8 +15,10 @@ from app.config import Settings
 from app.db import create_sessionmaker
 from app.ids import id_floor
 from app.operations.service import retention
-from tests.processes import herald_env
-from tests.support import Stack, count_rows, new_endpoint
+from tests.fixtures.api import new_endpoint
+from tests.fixtures.processes import herald_env
+from tests.fixtures.stack import Stack
+from tests.fixtures.waiting import count_rows
 
 DAYS_AGO_40 = datetime.now(UTC) - timedelta(days=40)
 EVENT_SQL = "INSERT INTO events (id, tenant_id, event_type, payload) VALUES (:e, :t, 'a', '{}')"

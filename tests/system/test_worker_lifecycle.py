@@ -16,22 +16,12 @@ from app.config import Settings
 from app.engine.service.deadlines import STEP_SECONDS
 from app.main import create_app
 from devstack.embedded import EmbeddedRedis
-from tests.processes import running_worker
-from tests.receiver import Receiver, Reply
-from tests.support import (
-    Stack,
-    accept,
-    armed_destinations,
-    client_for,
-    count_rows,
-    delivery_row,
-    fast_path_settled,
-    lose_wakeups,
-    make_settings,
-    new_endpoint,
-    new_tenant,
-    wait_state,
-)
+from tests.fixtures.api import accept, fast_path_settled, new_endpoint, new_tenant
+from tests.fixtures.engine import armed_destinations, lose_wakeups
+from tests.fixtures.processes import running_worker
+from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.stack import Stack, client_for, make_settings
+from tests.fixtures.waiting import count_rows, delivery_row, wait_state
 from workers.runner import build_worker
 
 
