@@ -43,6 +43,20 @@ def test_the_code_as_it_is_keeps_every_contract(copy: Path) -> None:
     assert result.returncode == 0, result.stdout
 
 
+def assert_breaks(copy: Path, module: str, line: str, contract: str) -> None:
+    """Plant ``line`` in ``module`` of the copy: lint-imports fails, naming ``contract``."""
+    path = copy / module
+    original = path.read_text()
+    path.write_text(f"{original}\n{line}  # noqa\n")
+    try:
+        result = lint_imports(copy)
+    finally:
+        path.write_text(original)
+    assert result.returncode != 0
+    broken = [line for line in result.stdout.splitlines() if line.endswith(" BROKEN")]
+    assert any(line.startswith(contract) for line in broken), result.stdout
+
+
 @pytest.mark.parametrize(
     ("module", "line", "broken"),
     [
@@ -73,16 +87,34 @@ def test_the_code_as_it_is_keeps_every_contract(copy: Path) -> None:
         ),
     ],
 )
-def test_each_kind_of_wrong_import_breaks_a_contract(
+def test_each_kind_of_wrong_import_breaks_its_contract(
     copy: Path, module: str, line: str, broken: str
 ) -> None:
-    path = copy / module
-    original = path.read_text()
-    path.write_text(f"{original}\n{line}  # noqa\n")
-    try:
-        result = lint_imports(copy)
-    finally:
-        path.write_text(original)
-    assert result.returncode != 0
-    broken_contracts = [line for line in result.stdout.splitlines() if line.endswith(" BROKEN")]
-    assert any(line.startswith(broken) for line in broken_contracts), result.stdout
+    assert_breaks(copy, module, line, broken)
+
+
+def _domains_with(layer: str) -> list[str]:
+    return sorted(p.parent.parent.name for p in (REPO / "app").glob(f"*/{layer}/__init__.py"))
+
+
+@pytest.mark.parametrize("domain", _domains_with("repository"))
+def test_every_domains_repository_is_its_own(copy: Path, domain: str) -> None:
+    table_module = sorted((REPO / "app" / domain / "repository").glob("[!_]*.py"))[0].stem
+    # Planted in a service of some other domain: the engine's, or the delivery's for the engine.
+    intruder = (
+        "app/delivery/service/intake.py" if domain == "engine" else "app/engine/service/pump.py"
+    )
+    planted = f"from app.{domain}.repository import {table_module}"
+    assert_breaks(copy, intruder, planted, f"Other domains reach {domain} through its service")
+
+
+@pytest.mark.parametrize("domain", _domains_with("routes"))
+def test_every_domains_routes_are_its_own(copy: Path, domain: str) -> None:
+    routes_module = sorted((REPO / "app" / domain / "routes").glob("[!_]*.py"))[0].stem
+    intruder = (
+        "app/reconcile/routes/reconcile.py"
+        if domain != "reconcile"
+        else "app/tenants/routes/tenants.py"
+    )
+    planted = f"from app.{domain}.routes import {routes_module}"
+    assert_breaks(copy, intruder, planted, f"Other domains reach {domain} through its service")
