@@ -33,7 +33,18 @@ DeliverAfter = Annotated[Timestamp, AfterValidator(_within_a_year)]
 
 
 class DeliveryIntent(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "endpoint_id": "ep_01JDQ8Z6V4Q0K9X7M3T5R2N8C1",
+                    "event_type": "invoice.paid",
+                    "payload": {"invoice_id": "in_1042", "amount": 4200, "currency": "EUR"},
+                }
+            ]
+        },
+    )
 
     endpoint_id: EndpointId = Field(description="The endpoint's id (ep_...).")
     event_type: EventType
@@ -46,7 +57,14 @@ class DeliveryIntent(BaseModel):
 
 
 class EventIntent(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"event_type": "order.paid", "payload": {"order_id": "o_77", "total": 1999}}
+            ]
+        },
+    )
 
     event_type: EventType
     payload: dict[str, Any] = Field(description=_PAYLOAD)

@@ -17,7 +17,19 @@ Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 
 
 class EndpointCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://hooks.example.com/herald",
+                    "description": "billing events",
+                    "event_types": ["invoice.paid", "invoice.refunded"],
+                    "max_in_flight": 10,
+                }
+            ]
+        },
+    )
 
     url: EndpointUrl
     description: Description | None = None

@@ -11,6 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 import app.models  # noqa: F401  (registers the tables)
 from app.db import Base
+from app.delivery.schemas import DeliveryIntent, EventIntent
+from app.endpoints.schemas import EndpointCreate
 from app.openapi import openapi_document
 
 OPENAPI_FILE = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
@@ -31,6 +33,31 @@ def test_every_error_route_documents_problem_json() -> None:
                         path,
                         status,
                     )
+
+
+def test_every_v1_route_declares_the_bearer_scheme() -> None:
+    document = openapi_document()
+    scheme = document["components"]["securitySchemes"]["apiKey"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    undeclared = [
+        (method, path)
+        for path, operations in document["paths"].items()
+        if path.startswith("/v1/")
+        for method, operation in operations.items()
+        if operation.get("security") != [{"apiKey": []}]
+    ]
+    assert undeclared == []
+
+
+def test_the_main_request_bodies_carry_an_example_that_validates() -> None:
+    schemas = openapi_document()["components"]["schemas"]
+    for name, model in (
+        ("DeliveryIntent", DeliveryIntent),
+        ("EventIntent", EventIntent),
+        ("EndpointCreate", EndpointCreate),
+    ):
+        [example] = schemas[name]["examples"]
+        model.model_validate(example)  # the documented example is a valid request
 
 
 async def test_migrations_build_exactly_the_models(engine: AsyncEngine) -> None:

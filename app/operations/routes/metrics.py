@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.api.deps import ResourcesDep, get_principal
+from app.api.deps import BEARER, ResourcesDep, authenticate
 from app.errors import Forbidden, Unauthorized, problem_responses
 
 router = APIRouter(tags=["operations"])
@@ -13,11 +14,12 @@ router = APIRouter(tags=["operations"])
 
 async def _metrics_access(
     resources: ResourcesDep,
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
 ) -> None:
     if resources.settings.metrics_public:
         return
-    principal = await get_principal(resources, authorization)
+    principal = await authenticate(resources, request.headers.get("authorization"))
     if not principal.is_admin:
         raise Forbidden("metrics need an admin key (or HERALD_METRICS_PUBLIC=true)")
 
