@@ -12,7 +12,7 @@ from app.api.deps import Resources, require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
-from app.delivery.routes import deliveries, events, redrive
+from app.delivery.routes import actions, deliveries, events
 from app.endpoints.routes import endpoints
 from app.errors import install_error_handlers
 from app.logs import configure_logging
@@ -61,7 +61,7 @@ def create_app(settings: Settings) -> FastAPI:
         dependencies=[Depends(require_json_body)],
     )
     install_error_handlers(app)
-    for module in (tenants, endpoints, redrive, deliveries, events, reconcile, health, metrics):
+    for module in (tenants, endpoints, actions, deliveries, events, reconcile, health, metrics):
         app.include_router(module.router)
     app.add_middleware(
         BodyLimit,

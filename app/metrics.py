@@ -40,3 +40,8 @@ RECONCILE_ROWS = Counter(
 CLAIMS = Counter("herald_claims", "Batch claims that leased at least one delivery or none")
 CLAIMED_ROWS = Counter("herald_claimed_rows", "Deliveries leased by batch claims")
 RECORD_FLUSHES = Counter("herald_record_flushes", "Group commits of attempt outcomes")
+CANCELLATIONS = Counter(
+    "herald_cancellations",
+    "Deliveries cancelled by their producer, by whether an attempt was in flight then",
+    ["in_flight"],
+)

@@ -11,6 +11,9 @@ class DeliveryState(StrEnum):
     LEASED = "leased"  # a worker holds it until lease_until
     SUCCEEDED = "succeeded"
     DEAD = "dead"  # exhausted, permanent failure or endpoint gone; only redrive revives it
+    # Stopped by its producer: never sent again, final. An attempt in flight at that moment
+    # finishes and is recorded (it keeps the lease token for that), and nothing follows it.
+    CANCELLED = "cancelled"
 
 
 class Outcome(StrEnum):
@@ -22,5 +25,9 @@ class Outcome(StrEnum):
 
 
 DELIVERY_STATES = tuple(s.value for s in DeliveryState)
-TERMINAL_STATES = (DeliveryState.SUCCEEDED.value, DeliveryState.DEAD.value)
+TERMINAL_STATES = (
+    DeliveryState.SUCCEEDED.value,
+    DeliveryState.DEAD.value,
+    DeliveryState.CANCELLED.value,
+)
 OUTCOMES = tuple(o.value for o in Outcome)

@@ -117,14 +117,16 @@ class CustodyEventOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     at: datetime
-    event: str = Field(description="accepted | published | attempt | dead | redriven | succeeded")
+    event: str = Field(
+        description="accepted | published | attempt | dead | redriven | succeeded | cancelled"
+    )
     detail: str | None
 
 
 class DeliveryDetail(DeliveryOut):
     waiting_reason: str = Field(
         description="scheduled | queued | in_flight | throttled | endpoint_disabled | stuck | "
-        "succeeded | dead"
+        "succeeded | dead | cancelled"
     )
     waiting_detail: str | None = Field(description="The why, in words: until when, by what rule.")
     timeline: list[CustodyEventOut]

@@ -33,6 +33,7 @@ TENANT_ROUTES = [
     ("GET", "/v1/deliveries/dlv_x"),
     ("GET", "/v1/deliveries/dlv_x/attempts"),
     ("POST", "/v1/deliveries/dlv_x/redrive"),
+    ("POST", "/v1/deliveries/dlv_x/cancel"),
     ("POST", "/v1/deliveries/redrive"),
     ("POST", "/v1/deliveries/batch"),
     ("GET", "/v1/deliveries/redrive/rdv_x"),
@@ -167,6 +168,7 @@ async def test_other_tenants_resources_answer_404_on_every_route(
         ("GET", f"/v1/deliveries/{delivery_id}", None),
         ("GET", f"/v1/deliveries/{delivery_id}/attempts", None),
         ("POST", f"/v1/deliveries/{delivery_id}/redrive", None),
+        ("POST", f"/v1/deliveries/{delivery_id}/cancel", None),
         ("POST", "/v1/deliveries", {"endpoint_id": endpoint_id, "event_type": "a", "payload": {}}),
     ]
     for method, path, body in probes:

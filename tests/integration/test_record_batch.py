@@ -214,3 +214,41 @@ async def test_batches_of_nothing_touch_nothing(connection: asyncpg.Connection) 
     assert await delivery_records.release_batch(connection, []) == set()
     token = uuid.uuid4()
     assert await delivery_records.release_batch(connection, [("no-such-delivery", token)]) == set()
+
+
+async def test_a_lease_cancelled_under_its_holder_is_recorded_and_stays_cancelled(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    settings: Settings,
+    connection: asyncpg.Connection,
+) -> None:
+    await accepted(client, tenant, engine, endpoint["id"], 3)
+    retried, succeeded, unsent = (await claim(connection, settings, endpoint["id"], limit=3)).rows
+    for row in (retried, succeeded, unsent):
+        cancelled = await client.post(f"/v1/deliveries/{row.id}/cancel", headers=tenant)
+        assert cancelled.json()["state"] == "cancelled"
+    before = {row.id: await delivery_row(engine, row.id) for row in (retried, succeeded, unsent)}
+    retry = success(
+        retried,
+        state=DeliveryState.ENQUEUED,
+        delay_seconds=60.0,
+        outcome="retryable",
+        status_code=503,
+    )
+
+    recorded = await delivery_records.record_batch(connection, [retry, success(succeeded)])
+    given_back = await delivery_records.release_batch(connection, [(unsent.id, unsent.token)])
+
+    # Each lease still ended -- recorded or given back -- and none left its row cancelled.
+    assert recorded == {retried.id, succeeded.id} and given_back == {unsent.id}
+    for row, status in ((retried, 503), (succeeded, 200), (unsent, None)):
+        stored = await delivery_row(engine, row.id)
+        assert stored["state"] == "cancelled"
+        assert stored["completed_at"] == before[row.id]["completed_at"]
+        assert stored["lease_token"] is None and stored["dead_reason"] is None
+        assert stored["last_status_code"] == status
+        wanted_attempts = 0 if status is None else 1
+        assert await count_rows(engine, "attempts", "delivery_id = :d", d=row.id) == wanted_attempts
+    assert await wake(connection, settings, endpoint["id"]) is None  # nothing live is left

@@ -84,6 +84,7 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
     dead = await old_delivery(engine, tenant_id, endpoint["id"], 2, "dead", 31)
     pending = await old_delivery(engine, tenant_id, endpoint["id"], 3, "pending", None)
     recent = await old_delivery(engine, tenant_id, endpoint["id"], 4, "succeeded", 5)
+    cancelled = await old_delivery(engine, tenant_id, endpoint["id"], 6, "cancelled", 33)
     orphan = id_floor("evt", DAYS_AGO_40 + timedelta(milliseconds=5))
     async with engine.begin() as connection:
         await connection.execute(
@@ -116,8 +117,8 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
     counts = await retention.purge(settings, create_sessionmaker(engine))
 
     assert counts == {
-        "purged_deliveries": 2,
-        "purged_events": 3,
+        "purged_deliveries": 3,
+        "purged_events": 4,
         "purged_keys": 1,
         "purged_runs": 1,
     }
@@ -126,6 +127,7 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
         events = set((await connection.execute(text("SELECT id FROM events"))).scalars())
     assert left == {pending[0], recent[0], fresh}
     assert succeeded[1] not in events and dead[1] not in events and orphan not in events
+    assert cancelled[1] not in events
     assert pending[1] in events and recent[1] in events
     # Attempts and outbox rows went with their deliveries.
     assert (

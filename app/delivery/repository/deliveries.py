@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
 from app.models import CustodyRecord, Delivery, Endpoint
-from app.states import DeliveryState
+from app.states import TERMINAL_STATES, DeliveryState
 
 
 async def insert_pending(
@@ -85,7 +85,7 @@ def in_state(state: DeliveryState) -> list[ColumnElement[bool]]:
     conditions = [Delivery.state == state.value]
     if state is DeliveryState.DEAD:
         conditions.append(Delivery.dead_reason.is_not(None))
-    elif state is not DeliveryState.SUCCEEDED:
+    elif state.value not in TERMINAL_STATES:
         conditions.append(Delivery.completed_at.is_(None))
     return conditions
 
@@ -111,6 +111,25 @@ async def list_page(
     if before_id is not None:
         query = query.where(Delivery.id < before_id)
     return list((await session.execute(query.order_by(Delivery.id.desc()).limit(limit))).scalars())
+
+
+async def cancel(session: AsyncSession, tenant_id: str, delivery_id: str) -> Delivery | None:
+    """Unfinished -> cancelled, in one statement; None when the delivery is finished (or not
+    the tenant's). A lease stays as it is: the attempt in flight under it is still recorded, and
+    the record leaves the state cancelled (delivery_records). A claim and a cancel lock the
+    row in turn, so the cancel sees the claim's lease or the claim never sees the row."""
+    statement = (
+        update(Delivery)
+        .where(
+            Delivery.id == delivery_id,
+            Delivery.tenant_id == tenant_id,
+            Delivery.completed_at.is_(None),
+        )
+        .values(state=DeliveryState.CANCELLED.value, completed_at=func.now(), updated_at=func.now())
+        .returning(Delivery)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    return (await session.execute(statement)).scalar_one_or_none()
 
 
 def _revive(detail: str, *conditions: ColumnElement[bool]) -> Update:

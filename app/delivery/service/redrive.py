@@ -21,6 +21,7 @@ from app.models import Delivery, RedriveJob
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.outbox.service.publishing import publish_and_mark
+from app.states import DeliveryState
 
 log = structlog.get_logger("herald.redrive")
 
@@ -41,6 +42,11 @@ async def redrive_one(
         raise Conflict(f"endpoint {endpoint.id} is disabled; enable it first")
     revived = await deliveries.redrive(session, tenant_id, delivery_id)
     if revived is None:
+        if current.state == DeliveryState.CANCELLED.value:
+            raise Conflict(
+                "a cancelled delivery is final and is not redriven: accept the intent again "
+                "to send the event"
+            )
         raise Conflict(f"only dead deliveries can be redriven; this one is {current.state}")
     # The outbox row commits with the state change, so the redrive survives a crash.
     publications = await outbox.insert_entries(session, [revived], revived.region)

@@ -31,7 +31,7 @@ class Explanation:
 @dataclass(frozen=True)
 class CustodyEvent:
     at: datetime
-    event: str  # accepted | published | attempt | succeeded | dead | redriven
+    event: str  # accepted | published | attempt | succeeded | dead | cancelled | redriven
     detail: str | None
 
 
@@ -47,6 +47,8 @@ def explain(
         return Explanation("succeeded", None)
     if state is DeliveryState.DEAD:
         return Explanation("dead", delivery.dead_reason)
+    if state is DeliveryState.CANCELLED:
+        return Explanation("cancelled", "cancelled by its producer; it is not sent again")
     if endpoint.deleted_at is not None:
         return Explanation("endpoint_disabled", "the endpoint was deleted")
     if not endpoint.enabled:
@@ -151,6 +153,7 @@ _TELLING_ORDER = {
     "attempt": 3,
     "succeeded": 4,
     "dead": 4,
+    "cancelled": 4,
 }
 
 
@@ -196,6 +199,8 @@ def timeline(
         events.append(CustodyEvent(end.at, "dead", f"{end.reason or 'dead'}{note}"))
     if delivery.state == DeliveryState.SUCCEEDED.value and finished is not None:
         events.append(CustodyEvent(finished, "succeeded", None))
+    if delivery.state == DeliveryState.CANCELLED.value and finished is not None:
+        events.append(CustodyEvent(finished, "cancelled", "by its producer"))
     return sorted(events, key=lambda event: (event.at, _TELLING_ORDER[event.event]))
 
 

@@ -78,8 +78,12 @@ def _many_rows(columns: tuple[tuple[str, str], ...]) -> str:
 
 # Fencing (design.md, invariant 4), per row of ``r``: only the current holder (r.id, r.token)
 # of a live lease may write; an expired lease writes nothing, whether or not another worker
-# took over.
-_HELD = "d.id = r.id AND d.lease_token = r.token AND d.state = 'leased' AND d.lease_until > now()"
+# took over. A delivery cancelled while its attempt was in flight keeps that lease, so that
+# the attempt is still recorded -- and stays cancelled (``_KEEP_CANCELLED``).
+_HELD = (
+    "d.id = r.id AND d.lease_token = r.token AND d.state IN ('leased', 'cancelled')"
+    " AND d.lease_until > now()"
+)
 
 # The record, fenced by the lease, over the rows of ``r`` ({rows}). In the same statement: the
 # attempt rows, and a success's mark on its endpoint, once per endpoint (which closes the
@@ -89,10 +93,13 @@ _HELD = "d.id = r.id AND d.lease_token = r.token AND d.state = 'leased' AND d.le
 _RECORD_FROM = """
 WITH done AS (
     UPDATE deliveries AS d
-       SET state = r.state, lease_token = NULL, lease_until = NULL, last_outcome = r.outcome,
-           last_status_code = r.status_code, last_error = r.error, dead_reason = r.dead_reason,
+       SET state = CASE WHEN d.state = 'cancelled' THEN d.state ELSE r.state END,
+           lease_token = NULL, lease_until = NULL, last_outcome = r.outcome,
+           last_status_code = r.status_code, last_error = r.error,
+           dead_reason = CASE WHEN d.state = 'cancelled' THEN NULL ELSE r.dead_reason END,
            updated_at = now(),
-           completed_at = CASE WHEN r.state IN ('succeeded', 'dead') THEN now() END,
+           completed_at = CASE WHEN d.state = 'cancelled' THEN d.completed_at
+                               WHEN r.state IN ('succeeded', 'dead') THEN now() END,
            next_attempt_at = CASE WHEN r.delay IS NULL THEN d.next_attempt_at
                                   ELSE now() + make_interval(secs => r.delay) END
       FROM {rows}
@@ -170,7 +177,8 @@ async def record_batch(connection: asyncpg.Connection, items: Sequence[Recording
 # not writing it lets the give-back be a HOT update.
 _RELEASE_BATCH = f"""
 UPDATE deliveries AS d
-   SET state = 'pending', lease_token = NULL, lease_until = NULL,
+   SET state = CASE WHEN d.state = 'cancelled' THEN d.state ELSE 'pending' END,
+       lease_token = NULL, lease_until = NULL,
        attempt_count = d.attempt_count - 1, updated_at = now()
   FROM {_many_rows(_LEASE_KEY)} WHERE {_HELD}
 RETURNING d.id

@@ -1,5 +1,6 @@
-"""Sending dead deliveries again: one by id, or every one matching a filter in the background
-(a tracked job whose progress can be read back)."""
+"""What a producer does to deliveries it sent: cancel one, or send dead ones again -- one by id,
+or every one matching a filter in the background (a tracked job whose progress can be read
+back)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from app.api.deps import PublisherDep, ResourcesDep, SessionDep, SettingsDep, Te
 from app.api.paths import DeliveryIdPath, RedriveJobIdPath
 from app.delivery.repository import redrive_jobs
 from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
-from app.delivery.service import redrive
+from app.delivery.service import cancel, redrive
 from app.errors import (
     Conflict,
     Forbidden,
@@ -83,3 +84,21 @@ async def redrive_delivery(
         )
     publisher.submit(publications)
     return DeliveryOut.model_validate(delivery)
+
+
+@router.post(
+    "/{delivery_id}/cancel",
+    response_model=DeliveryOut,
+    responses=problem_responses(*_AUTH, NotFound, Conflict),
+    summary="Stop a delivery that has not succeeded or died: it is never sent again",
+    description="The delivery becomes `cancelled`, a final state. An attempt in flight at that "
+    "moment (`lease_until` in the future) finishes and is recorded in the attempt log; no "
+    "attempt follows it. Cancelling a cancelled delivery answers it again; one that succeeded "
+    "or died is a 409.",
+)
+async def cancel_delivery(
+    tenant_id: TenantDep, delivery_id: DeliveryIdPath, session: SessionDep
+) -> DeliveryOut:
+    async with session.begin():
+        cancelled = await cancel.cancel_delivery(session, tenant_id, delivery_id)
+    return DeliveryOut.model_validate(cancelled)
