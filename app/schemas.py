@@ -69,6 +69,7 @@ def id_rule(prefix: str) -> TextRule:
 
 
 EndpointId = Annotated[str, id_rule("ep")]
+EventId = Annotated[str, id_rule("evt")]
 
 # No NUL anywhere: PostgreSQL text cannot hold it, and a query carrying one fails.
 EVENT_TYPE_RULE = TextRule(

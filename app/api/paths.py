@@ -34,6 +34,10 @@ async def _endpoint_id(endpoint_id: Annotated[str, Path(description=_described("
     return known_id("ep", endpoint_id)
 
 
+async def _event_id(event_id: Annotated[str, Path(description=_described("evt"))]) -> str:
+    return known_id("evt", event_id)
+
+
 async def _job_id(job_id: Annotated[str, Path(description=_described("rdv"))]) -> str:
     return known_id("rdv", job_id)
 
@@ -44,5 +48,6 @@ async def _run_id(run_id: Annotated[str, Path(description=_described("run"))]) -
 
 DeliveryIdPath = Annotated[str, Depends(_delivery_id)]
 EndpointIdPath = Annotated[str, Depends(_endpoint_id)]
+EventIdPath = Annotated[str, Depends(_event_id)]
 RedriveJobIdPath = Annotated[str, Depends(_job_id)]
 RunIdPath = Annotated[str, Depends(_run_id)]

@@ -90,6 +90,30 @@ class DeliveryOut(BaseModel):
     completed_at: datetime | None
 
 
+class EventDelivery(BaseModel):
+    """One of an event's deliveries, as the event tells it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    endpoint_id: str
+    state: DeliveryState
+    attempt_count: int
+    last_status_code: int | None
+    completed_at: datetime | None
+
+
+class EventOut(BaseModel):
+    id: str
+    event_type: str
+    payload: dict[str, Any] = Field(description="The payload as accepted, byte for byte its JSON.")
+    created_at: datetime
+    deliveries: list[EventDelivery] = Field(
+        description="Every delivery the event fanned out to (or the one a delivery intent "
+        "made), by endpoint id."
+    )
+
+
 class FanoutDelivery(BaseModel):
     id: str
     endpoint_id: str

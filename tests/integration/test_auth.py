@@ -34,6 +34,7 @@ TENANT_ROUTES = [
     ("GET", "/v1/deliveries/dlv_x/attempts"),
     ("POST", "/v1/deliveries/dlv_x/redrive"),
     ("POST", "/v1/deliveries/dlv_x/cancel"),
+    ("GET", "/v1/events/evt_x"),
     ("POST", "/v1/deliveries/redrive"),
     ("POST", "/v1/deliveries/batch"),
     ("GET", "/v1/deliveries/redrive/rdv_x"),
@@ -61,7 +62,8 @@ def test_every_v1_route_is_covered_here() -> None:
             p.replace("{endpoint_id}", "ep_x")
             .replace("{delivery_id}", "dlv_x")
             .replace("{run_id}", "run_x")
-            .replace("{job_id}", "rdv_x"),
+            .replace("{job_id}", "rdv_x")
+            .replace("{event_id}", "evt_x"),
         )
         for m, p in documented
     }

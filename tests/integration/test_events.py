@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.fixtures.api import new_endpoint
+from tests.fixtures.api import new_endpoint, new_tenant
 from tests.fixtures.waiting import count_rows
 
 
@@ -79,3 +79,67 @@ async def test_event_with_no_subscribers_is_recorded_with_no_deliveries(
     assert response.json()["deliveries"] == []
     assert await count_rows(engine, "events") == 1
     assert await count_rows(engine, "outbox") == 0
+
+
+async def test_an_event_reads_back_as_accepted_with_its_deliveries(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    first = await new_endpoint(client, tenant, event_types=["order.paid"])
+    second = await new_endpoint(client, tenant)
+    payload = {"order": 7, "lines": [{"sku": "a", "qty": 2}], "note": "naïve ✓", "n": None}
+    published = await client.post(
+        "/v1/events", json={"event_type": "order.paid", "payload": payload}, headers=tenant
+    )
+    event_id = published.json()["id"]
+
+    response = await client.get(f"/v1/events/{event_id}", headers=tenant)
+
+    assert response.status_code == 200, response.text
+    event = response.json()
+    assert (event["id"], event["event_type"], event["payload"]) == (event_id, "order.paid", payload)
+    assert event["created_at"].endswith("Z")
+    told = {(d["endpoint_id"], d["id"]) for d in event["deliveries"]}
+    assert told == {(d["endpoint_id"], d["id"]) for d in published.json()["deliveries"]}
+    assert {d["endpoint_id"] for d in event["deliveries"]} == {first["id"], second["id"]}
+    assert {d["state"] for d in event["deliveries"]} <= {"pending", "enqueued"}
+
+    # The listing by event answers the same deliveries, and nothing else.
+    other_event = await client.post(
+        "/v1/events", json={"event_type": "order.paid", "payload": {}}, headers=tenant
+    )
+    assert other_event.status_code == 202
+    listed = await client.get(f"/v1/deliveries?event_id={event_id}", headers=tenant)
+    assert {d["id"] for d in listed.json()["items"]} == {d["id"] for d in event["deliveries"]}
+
+
+async def test_a_delivery_intent_is_an_event_too(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    endpoint = await new_endpoint(client, tenant)
+    accepted = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint["id"], "event_type": "a.b", "payload": {"x": 1}},
+        headers=tenant,
+    )
+    event = (await client.get(f"/v1/events/{accepted.json()['event_id']}", headers=tenant)).json()
+    assert [d["id"] for d in event["deliveries"]] == [accepted.json()["id"]]
+    assert event["payload"] == {"x": 1}
+
+
+async def test_events_are_their_tenants_own(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    await new_endpoint(client, tenant)
+    event_id = (
+        await client.post("/v1/events", json={"event_type": "a", "payload": {}}, headers=tenant)
+    ).json()["id"]
+    other = await new_tenant(client, "other")
+    for path in (f"/v1/events/{event_id}", "/v1/events/evt_01JDQ8Z6V4Q0K9X7M3T5R2N8C1"):
+        response = await client.get(path, headers=other)
+        assert response.status_code == 404
+        assert response.headers["content-type"] == "application/problem+json"
+    listed = await client.get(f"/v1/deliveries?event_id={event_id}", headers=other)
+    assert listed.json()["items"] == []
+    malformed = await client.get("/v1/deliveries?event_id=dlv_nope", headers=tenant)
+    assert malformed.status_code == 422
+    assert "must be" in malformed.json()["detail"]

@@ -52,8 +52,14 @@ PATH_ROUTES = [
     ("GET", "/v1/endpoints/{}/secret"),
     ("POST", "/v1/endpoints/{}/secret/rotate"),
     ("GET", "/v1/reconcile/runs/{}"),
+    ("GET", "/v1/events/{}"),
 ]
-KIND_OF = {"deliveries/redrive": "redrive job", "deliveries": "delivery", "endpoints": "endpoint"}
+KIND_OF = {
+    "deliveries/redrive": "redrive job",
+    "deliveries": "delivery",
+    "endpoints": "endpoint",
+    "events": "event",
+}
 
 
 def _headers(path: str, tenant: dict[str, str]) -> dict[str, str]:
@@ -91,6 +97,8 @@ def test_every_path_with_an_id_is_covered(app: FastAPI) -> None:
 async def test_junk_id_in_a_path_is_404_in_words(
     client: httpx.AsyncClient, tenant: dict[str, str], method: str, template: str, junk: str
 ) -> None:
+    if template.startswith("/v1/events/") and junk.startswith("evt_"):
+        junk = f"dlv_{WELL_FORMED}"  # the wrong kind of id, for the one path where evt_ is right
     path = template.format(quote(junk, safe=""))
     body = {"description": "x"} if method == "PATCH" else None
     response = await client.request(method, path, json=body, headers=_headers(path, tenant))
@@ -115,7 +123,13 @@ ID_FIELDS = [
     ("POST", "/v1/deliveries", "body.endpoint_id", "DeliveryIntent.endpoint_id"),
     ("POST", "/v1/deliveries/redrive", "body.endpoint_id", "RedriveFilter.endpoint_id"),
     ("GET", "/v1/deliveries", "query.endpoint_id", "GET /v1/deliveries?endpoint_id"),
+    ("GET", "/v1/deliveries", "query.event_id", "GET /v1/deliveries?event_id"),
 ]
+# What each id field must hold, as the problem says it.
+MUST_BE = {
+    "endpoint_id": "an endpoint id (ep_ followed by 26 capital letters and digits)",
+    "event_id": "an event id (evt_ followed by 26 capital letters and digits)",
+}
 BODIES: dict[str, Callable[[str], dict[str, Any]]] = {
     "/v1/deliveries": _delivery,
     "/v1/deliveries/redrive": lambda v: {"endpoint_id": v},
@@ -162,15 +176,14 @@ async def test_junk_id_in_a_body_or_query_is_422_naming_the_field(
     loc: str,
     junk: str,
 ) -> None:
+    field = loc.split(".")[-1]
     if loc.startswith("query"):
-        request: dict[str, Any] = {"params": {"endpoint_id": junk}, "headers": tenant}
+        request: dict[str, Any] = {"params": {field: junk}, "headers": tenant}
     else:
         request = _as_json(BODIES[path](junk), tenant)
     response = await client.request(method, path, **request)
     problem = _assert_problem(response, 422)
-    assert problem["detail"] == (
-        f"{loc}: must be an endpoint id (ep_ followed by 26 capital letters and digits)"
-    )
+    assert problem["detail"] == f"{loc}: must be {MUST_BE[field]}"
     for table in ("redrive_jobs", "events", "deliveries"):
         assert await count_rows(engine, table) == 0
 

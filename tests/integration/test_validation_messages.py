@@ -52,6 +52,7 @@ EVENT_TYPE = "letters, digits and _ . : - / (starting with a letter or digit)"
 BAD_EVENT_TYPES = ("has space", "a\x00b", "", ".dot-first", "x" * 256, "tab\t")
 PRINTABLE = "printable text: no NUL or other control characters except tab and line breaks"
 ENDPOINT_ID = "an endpoint id (ep_ followed by 26 capital letters and digits)"
+EVENT_ID = "an event id (evt_ followed by 26 capital letters and digits)"
 URL = "URL without spaces or control characters (encode a space as %20)"
 BAD_URLS = ("http://127.0.0.1/a b", "http://127.0.0.1/\x00", "http://127.0.0.1/\x7f", " ")
 UPDATE = f"PATCH /v1/endpoints/{UNKNOWN_ENDPOINT}"
@@ -81,6 +82,8 @@ CASES = [
          {"params": {"event_type": VALUE}}, "query.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
     Case("GET /v1/deliveries?endpoint_id", "GET /v1/deliveries",
          {"params": {"endpoint_id": VALUE}}, "query.endpoint_id", ("nope", "\x00"), ENDPOINT_ID),
+    Case("GET /v1/deliveries?event_id", "GET /v1/deliveries",
+         {"params": {"event_id": VALUE}}, "query.event_id", ("nope", "\x00", "ep_x"), EVENT_ID),
     Case("EndpointCreate.url", "POST /v1/endpoints",
          {"json": {"url": VALUE}}, "body.url", BAD_URLS, URL),
     Case("EndpointCreate.description", "POST /v1/endpoints",

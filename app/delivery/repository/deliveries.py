@@ -99,9 +99,12 @@ async def list_page(
     state: DeliveryState | None,
     endpoint_id: str | None,
     event_type: str | None,
+    event_id: str | None = None,
 ) -> list[Delivery]:
     """Newest first, keyset-paginated on the time-ordered id: stable while rows are inserted."""
     query = select(Delivery).where(Delivery.tenant_id == tenant_id)
+    if event_id is not None:
+        query = query.where(Delivery.event_id == event_id)  # the (event, endpoint) unique index
     if state is not None:
         query = query.where(*in_state(state))
     if endpoint_id is not None:

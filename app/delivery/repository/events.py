@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.ids import is_id
 from app.models import Event
 
 
@@ -14,3 +15,10 @@ async def insert_event(
             id=event_id, tenant_id=tenant_id, event_type=event_type, payload=payload
         )
     )
+
+
+async def get_for_tenant(session: AsyncSession, tenant_id: str, event_id: str) -> Event | None:
+    if not is_id(event_id):
+        return None
+    query = select(Event).where(Event.id == event_id, Event.tenant_id == tenant_id)
+    return (await session.execute(query)).scalar_one_or_none()

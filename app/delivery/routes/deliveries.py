@@ -48,7 +48,7 @@ from app.errors import (
 )
 from app.faults import crash_point
 from app.models import Delivery
-from app.schemas import EndpointId, EventTypeSelector, Page
+from app.schemas import EndpointId, EventId, EventTypeSelector, Page
 from app.states import DeliveryState
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
@@ -185,6 +185,9 @@ async def list_deliveries(
     state: DeliveryState | None = None,
     endpoint_id: Annotated[EndpointId | None, Query()] = None,
     event_type: Annotated[EventTypeSelector | None, Query()] = None,
+    event_id: Annotated[
+        EventId | None, Query(description="Only the deliveries of this event.")
+    ] = None,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Page[DeliveryOut]:
@@ -197,6 +200,7 @@ async def list_deliveries(
             state=state,
             endpoint_id=endpoint_id,
             event_type=event_type,
+            event_id=event_id,
         )
     return page_of(rows, limit, DeliveryOut.model_validate, lambda item: item.id)
 

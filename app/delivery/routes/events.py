@@ -3,13 +3,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.api.deps import IdempotencyKeyDep, PublisherDep, SessionDep, SettingsDep, TenantDep
+from app.api.paths import EventIdPath
 from app.delivery.routes.deliveries import REPLAYED_HEADER
-from app.delivery.schemas import EventAccepted, EventIntent, FanoutDelivery
-from app.delivery.service import intake
+from app.delivery.schemas import EventAccepted, EventIntent, EventOut, FanoutDelivery
+from app.delivery.service import intake, readback
 from app.errors import (
     BadRequest,
     Forbidden,
     IdempotencyMismatch,
+    NotFound,
     PayloadTooLarge,
     Unauthorized,
     UnsupportedMediaType,
@@ -62,3 +64,14 @@ async def publish_event(
             FanoutDelivery(id=d.id, endpoint_id=d.endpoint_id) for d in accepted.deliveries
         ],
     )
+
+
+@router.get(
+    "/{event_id}",
+    response_model=EventOut,
+    responses=problem_responses(Unauthorized, Forbidden, NotFound),
+    summary="An event as accepted, and the state of each delivery it became",
+)
+async def get_event(tenant_id: TenantDep, event_id: EventIdPath, session: SessionDep) -> EventOut:
+    async with session.begin():
+        return await readback.event_detail(session, tenant_id, event_id)

@@ -1,0 +1,26 @@
+"""What a tenant reads back of what it sent: an event, its payload as accepted and the
+deliveries it became."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.delivery.repository import deliveries, events
+from app.delivery.schemas import EventDelivery, EventOut
+from app.errors import NotFound
+
+
+async def event_detail(session: AsyncSession, tenant_id: str, event_id: str) -> EventOut:
+    event = await events.get_for_tenant(session, tenant_id, event_id)
+    if event is None:
+        raise NotFound(f"event {event_id} not found")
+    fanned_out = await deliveries.list_for_event(session, tenant_id, event_id)
+    return EventOut(
+        id=event.id,
+        event_type=event.event_type,
+        payload=json.loads(event.payload),
+        created_at=event.created_at,
+        deliveries=[EventDelivery.model_validate(d) for d in fanned_out],
+    )
