@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -156,15 +156,30 @@ class DeliveryDetail(DeliveryOut):
     timeline: list[CustodyEventOut]
 
 
+RedriveState = Literal["dead", "succeeded"]
+
+
 class RedriveFilter(BaseModel):
-    """Which dead deliveries to send again; fields left out match everything."""
+    """Which finished deliveries to send again; fields left out match everything."""
 
     model_config = ConfigDict(extra="forbid")
 
     endpoint_id: EndpointId | None = None
     event_type: EventTypeSelector | None = None
-    dead_after: Timestamp | None = Field(default=None, description="died at or after")
-    dead_before: Timestamp | None = Field(default=None, description="died before")
+    states: list[RedriveState] = Field(
+        default=["dead"],
+        min_length=1,
+        max_length=2,
+        description="Which finished deliveries: `dead` (the default), and `succeeded` to replay "
+        "what a receiver says it lost. A replay is sent under the same delivery id: a receiver "
+        "that deduplicates by `webhook-id` may ignore it.",
+    )
+    dead_after: Timestamp | None = Field(
+        default=None, description="finished (died, or succeeded) at or after"
+    )
+    dead_before: Timestamp | None = Field(
+        default=None, description="finished (died, or succeeded) before"
+    )
 
 
 class RedriveFilterOut(BaseModel):
@@ -173,6 +188,7 @@ class RedriveFilterOut(BaseModel):
 
     endpoint_id: str | None = None
     event_type: str | None = None
+    states: list[str] = ["dead"]  # jobs from before replay existed were of dead ones
     dead_after: datetime | None = None
     dead_before: datetime | None = None
 

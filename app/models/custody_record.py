@@ -16,12 +16,13 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
 
-CUSTODY_RECORD_EVENTS = ("dead", "redriven")
+CUSTODY_RECORD_EVENTS = ("dead", "succeeded", "redriven")
 
 
 class CustodyRecord(Base):
-    """What a delivery's own row forgets. A redrive clears the row's dead step (its time and
-    reason), so it archives that step here, and itself, in the statement that revives the row.
+    """What a delivery's own row forgets. A redrive clears the row's finish (dead: its time and
+    reason; succeeded, for a replay: its time), so it archives that step here, and itself, in the
+    statement that revives the row.
     The rest of the custody timeline comes from the delivery, its outbox rows and attempts."""
 
     __tablename__ = "custody_records"
@@ -36,6 +37,6 @@ class CustodyRecord(Base):
     delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id", ondelete="CASCADE"))
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     event: Mapped[str] = mapped_column(Text)
-    # The delivery's attempt count then: for a dead step, the number of the claim that ended it.
+    # The delivery's attempt count then: for a finish, the number of the claim that ended it.
     attempt_number: Mapped[int] = mapped_column(Integer)
     detail: Mapped[str | None] = mapped_column(Text)

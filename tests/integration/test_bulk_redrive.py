@@ -15,9 +15,11 @@ from app.config import Settings
 from app.db import create_sessionmaker
 from app.delivery.service import redrive
 from tests.fixtures.api import fast_path_settled, new_endpoint, new_tenant, post_deliveries
-from tests.fixtures.database import postgres_refuses
+from tests.fixtures.database import postgres_refuses, sql
+from tests.fixtures.engine import pump
+from tests.fixtures.receiver import Receiver
 from tests.fixtures.stack import client_for
-from tests.fixtures.waiting import count_rows
+from tests.fixtures.waiting import count_rows, wait_state
 
 
 async def test_bulk_redrive_in_batches(
@@ -158,3 +160,69 @@ async def test_a_bulk_redrive_with_redis_down_is_503_and_recorded_failed(
     failed = "status = 'failed' AND error LIKE 'queue unavailable:%'"
     assert await count_rows(engine, "redrive_jobs", failed) == 1
     assert await count_rows(engine, "redrive_jobs") == 1
+
+
+async def run_job(settings: Settings, engine: AsyncEngine, job_id: str) -> None:
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        await redrive.run_bulk_redrive(settings, create_sessionmaker(engine), redis, job_id)
+    finally:
+        await redis.aclose()
+
+
+async def test_a_replay_sends_succeeded_deliveries_again_under_their_ids(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/replay"))
+    ids = await post_deliveries(client, tenant, endpoint["id"], 3)
+    async with pump(settings, engine) as (running, _):
+        running.start()
+        for delivery_id in ids:
+            await wait_state(engine, delivery_id, "succeeded")
+        dead_id = ids[2]
+        await sql(
+            engine,
+            "UPDATE deliveries SET state = 'dead', dead_reason = 'permanent_failure: HTTP 400'"
+            " WHERE id = :d",
+            d=dead_id,
+        )
+
+        # The default selects dead deliveries only: the succeeded ones stay as they are.
+        dead_only = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
+        await run_job(settings, engine, dead_only.json()["id"])
+        await wait_state(engine, dead_id, "succeeded")
+        assert await count_rows(engine, "custody_records", "event = 'succeeded'") == 0
+
+        replay = await client.post(
+            "/v1/deliveries/redrive",
+            json={"states": ["succeeded"], "endpoint_id": endpoint["id"]},
+            headers=tenant,
+        )
+        assert replay.status_code == 202, replay.text
+        assert replay.json()["filter"]["states"] == ["succeeded"]
+        await run_job(settings, engine, replay.json()["id"])
+        await receiver.wait_for("/replay", 7)  # 3 first sends, 1 redrive, 3 replays
+        for delivery_id in ids:
+            await wait_state(engine, delivery_id, "succeeded")
+
+    sent = [r.headers["webhook-id"] for r in receiver.on("/replay")]
+    assert sorted(sent) == sorted([*ids, dead_id, *ids])  # the same ids, each sent again
+    timeline = (await client.get(f"/v1/deliveries/{ids[0]}", headers=tenant)).json()["timeline"]
+    told = [e["event"] for e in timeline if e["event"] != "published"]
+    assert told == ["accepted", "attempt", "succeeded", "redriven", "attempt", "succeeded"]
+
+
+async def test_a_replay_names_only_finished_states_it_can_revive(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    for states in (["cancelled"], ["pending"], [], ["dead", "succeeded", "dead"]):
+        response = await client.post(
+            "/v1/deliveries/redrive", json={"states": states}, headers=tenant
+        )
+        assert response.status_code == 422, (states, response.text)
+        assert response.headers["content-type"] == "application/problem+json"

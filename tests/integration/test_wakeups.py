@@ -62,7 +62,8 @@ async def test_arm_only_ever_moves_an_entry_earlier(wakeups: Wakeups, redis: Arq
     assert snapshot.due_in is not None and 0 < snapshot.due_in <= 30
     assert not snapshot.held
     assert await wakeups.arm([Arm("tenant-a", "ep-1")]) == 1  # now
-    assert (await wakeups.snapshot("tenant-a", "ep-1")).due_in == pytest.approx(0, abs=1e-3)
+    due_in = (await wakeups.snapshot("tenant-a", "ep-1")).due_in
+    assert due_in is not None and due_in <= 0  # due now (how long ago depends on the machine)
     assert await wakeups.snapshot("tenant-a", "ep-9") == WakeSnapshot(None, held=False)
 
 

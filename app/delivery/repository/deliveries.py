@@ -4,7 +4,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Update, func, insert, literal, select, union_all, update
+from sqlalchemy import (
+    ColumnElement,
+    Update,
+    and_,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
@@ -135,27 +146,38 @@ async def cancel(session: AsyncSession, tenant_id: str, delivery_id: str) -> Del
     return (await session.execute(statement)).scalar_one_or_none()
 
 
-def _revive(detail: str, *conditions: ColumnElement[bool]) -> Update:
-    """dead -> pending, due now, same id, for the dead rows matching ``conditions``; the
-    attempt log stays and the budget starts over (attempt numbers keep counting, so the floor
-    moves up to them).
+# The finished states a redrive may revive: dead, and -- replayed by a bulk redrive that asks
+# for it -- succeeded. Never cancelled: that is its producer's final word.
+REVIVABLE = (DeliveryState.DEAD, DeliveryState.SUCCEEDED)
 
-    Reviving clears the row's dead step, so the same statement archives that step -- when and
-    why it died, after which claim -- and the redrive itself (``detail`` says by what) as
+
+def _revive(
+    detail: str,
+    *conditions: ColumnElement[bool],
+    states: Sequence[DeliveryState] = (DeliveryState.DEAD,),
+) -> Update:
+    """dead (or succeeded, when ``states`` says so) -> pending, due now, same id, for the rows
+    matching ``conditions``; the attempt log stays and the budget starts over (attempt numbers
+    keep counting, so the floor moves up to them).
+
+    Reviving clears the row's finish, so the same statement archives that step -- when it died
+    or succeeded, after which claim, why -- and the redrive itself (``detail`` says by what) as
     custody records: the timeline keeps the whole story.
     """
+    assert set(states) <= set(REVIVABLE), states
     target = (
         select(
             Delivery.id,
-            func.coalesce(Delivery.completed_at, Delivery.updated_at).label("died_at"),
+            func.coalesce(Delivery.completed_at, Delivery.updated_at).label("finished_at"),
+            Delivery.state,
             Delivery.dead_reason,
             Delivery.attempt_count,
         )
-        .where(*conditions, Delivery.state == DeliveryState.DEAD.value)
+        .where(*conditions, or_(*(and_(*in_state(state)) for state in states)))
         .with_for_update()
         .cte("target")
     )
-    dead_then = [target.c.id, target.c.died_at, literal("dead"), target.c.attempt_count]
+    dead_then = [target.c.id, target.c.finished_at, target.c.state, target.c.attempt_count]
     redriven_now = [target.c.id, func.now(), literal("redriven"), target.c.attempt_count]
     archived = (
         insert(CustodyRecord)
@@ -205,14 +227,16 @@ async def redrive_page(
     event_type: str | None,
     dead_after: datetime | None,
     dead_before: datetime | None,
+    states: Sequence[DeliveryState] = (DeliveryState.DEAD,),
 ) -> tuple[list[Delivery], str | None]:
-    """Redrive the next page of dead deliveries matching the filter, in id order after
-    ``after_id``. Deliveries whose endpoint is disabled or deleted are passed over (they would
-    only die again). Returns the revived rows and the id the next page starts after."""
+    """Redrive the next page of finished deliveries in ``states`` matching the filter, in id
+    order after ``after_id`` (the time window applies to when they finished). Deliveries whose
+    endpoint is disabled or deleted are passed over (they would only die again). Returns the
+    revived rows and the id the next page starts after."""
     query = select(Delivery.id).where(
         Delivery.tenant_id == tenant_id,
         Delivery.region == region,
-        *in_state(DeliveryState.DEAD),
+        or_(*(and_(*in_state(state)) for state in states)),
     )
     if after_id is not None:
         query = query.where(Delivery.id > after_id)
@@ -237,6 +261,9 @@ async def redrive_page(
         Endpoint.enabled.is_(True), Endpoint.deleted_at.is_(None)
     )
     revived = _revive(
-        f"bulk redrive {job_id}", Delivery.id.in_(page), Delivery.endpoint_id.in_(live_endpoint)
+        f"bulk redrive {job_id}",
+        Delivery.id.in_(page),
+        Delivery.endpoint_id.in_(live_endpoint),
+        states=states,
     )
     return list((await session.execute(revived)).scalars()), page[-1]

@@ -32,7 +32,7 @@ _AUTH = (Unauthorized, Forbidden)
     status_code=202,
     response_model=RedriveJobOut,
     responses=problem_responses(*_AUTH, UnsupportedMediaType, ServiceUnavailable),
-    summary="Send again every dead delivery matching a filter, in the background",
+    summary="Send matching dead deliveries again (or succeeded ones: a replay), in the background",
 )
 async def start_bulk_redrive(
     wanted: RedriveFilter, tenant_id: TenantDep, resources: ResourcesDep, response: Response

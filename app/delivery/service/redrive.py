@@ -62,8 +62,9 @@ async def run_bulk_redrive(
     redis: ArqRedis,
     job_id: str,
 ) -> None:
-    """The background job: pages of dead deliveries, each redriven with its outbox rows in one
-    short transaction that also advances the job's cursor and count; published after commit."""
+    """The background job: pages of finished deliveries (dead, or succeeded for a replay), each
+    redriven with its outbox rows in one short transaction that also advances the job's cursor
+    and count; published after commit."""
     async with sessionmaker() as session, session.begin():
         job = await redrive_jobs.get(session, job_id)
         if job is None:
@@ -85,6 +86,7 @@ async def run_bulk_redrive(
                     event_type=wanted.event_type,
                     dead_after=wanted.dead_after,
                     dead_before=wanted.dead_before,
+                    states=[DeliveryState(state) for state in wanted.states],
                 )
                 publications = await outbox.insert_entries(session, revived, job.region)
                 total += len(revived)
@@ -118,7 +120,7 @@ async def start_bulk_redrive(
     tenant_id: str,
     wanted: dict[str, Any],
 ) -> RedriveJob:
-    """A bulk redrive of the tenant's dead deliveries matching ``wanted``, run in this
+    """A bulk redrive of the tenant's finished deliveries matching ``wanted``, run in this
     process's region."""
 
     async def fail(session: AsyncSession, job: RedriveJob, error: str) -> None:

@@ -189,6 +189,8 @@ def timeline(
         ends.append(_End(finished, delivery.attempt_count, delivery.dead_reason))
     events = [CustodyEvent(delivery.created_at, "accepted", None)]
     events += [CustodyEvent(r.at, "redriven", r.detail) for r in archive if r.event == "redriven"]
+    # A replayed success (bulk redrive of succeeded deliveries) is archived like a dead step.
+    events += [CustodyEvent(r.at, "succeeded", None) for r in archive if r.event == "succeeded"]
     events += [_published(publication, attempts) for publication in publications]
     events += _attempts(delivery, recorded, ends, told_up_to)
     for end in ends:
