@@ -1,4 +1,4 @@
-"""The ``herald`` command: api, worker, migrate, keys create, purge, openapi.
+"""The ``herald`` command: api, worker, migrate, keys create|list|revoke, purge, openapi.
 
 The dev stack (embedded servers, the supervisor) is ``herald-dev``, from ``devstack``: nothing
 here imports it."""
@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from app import cli_keys
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
 
@@ -87,28 +88,10 @@ def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _create_key(database_url: str, tenant: str | None, admin: bool) -> str:
-    from app.db import create_engine, create_sessionmaker
-    from app.tenants.service.api_keys import issue_key, issue_key_for_tenant_name
+def _cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    from app import cli_keys
 
-    engine = create_engine(database_url, pool_size=1)
-    try:
-        async with create_sessionmaker(engine)() as session, session.begin():
-            if tenant is None:
-                return await issue_key(session, tenant_id=None, is_admin=True)
-            return await issue_key_for_tenant_name(session, tenant, is_admin=admin)
-    finally:
-        await engine.dispose()
-
-
-def _cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
-    if args.tenant is None and not args.admin:
-        print("herald keys create: give --tenant NAME, --admin, or both", file=sys.stderr)
-        return 2
-    key = asyncio.run(_create_key(_database(settings), args.tenant, args.admin))
-    print(key)
-    print("Store this key now: Herald keeps only its hash.", file=sys.stderr)
-    return 0
+    return cli_keys.run(_database(settings), args)
 
 
 async def _purge(settings: Settings, database_url: str) -> dict[str, int]:
@@ -143,12 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     commands.add_parser("worker", help="run a delivery worker (arq) with the outbox relay")
     commands.add_parser("migrate", help="apply database migrations")
-    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(
-        dest="keys_command", required=True
-    )
-    create = keys.add_parser("create", help="create an API key and print it once")
-    create.add_argument("--tenant", help="tenant name (created if it does not exist)")
-    create.add_argument("--admin", action="store_true", help="an admin key")
+    cli_keys.add_parser(commands)
     commands.add_parser("purge", help="purge data older than HERALD_RETENTION_DAYS now")
     commands.add_parser("openapi", help="print the OpenAPI document")
     return parser
@@ -159,7 +137,7 @@ _COMMANDS = {
     "api": _cmd_api,
     "worker": _cmd_worker,
     "migrate": _cmd_migrate,
-    "keys": _cmd_keys_create,
+    "keys": _cmd_keys,
     "purge": _cmd_purge,
     "openapi": _cmd_openapi,
 }

@@ -21,7 +21,7 @@ from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
 from app.queue import create_queue_redis
 from app.reconcile.routes import reconcile
-from app.tenants.routes import tenants
+from app.tenants.routes import api_keys, tenants
 from app.tenants.service.api_keys import PrincipalCache
 
 
@@ -61,7 +61,18 @@ def create_app(settings: Settings) -> FastAPI:
         dependencies=[Depends(require_json_body)],
     )
     install_error_handlers(app)
-    for module in (tenants, endpoints, actions, deliveries, events, reconcile, health, metrics):
+    routers = (
+        tenants,
+        api_keys,
+        endpoints,
+        actions,
+        deliveries,
+        events,
+        reconcile,
+        health,
+        metrics,
+    )
+    for module in routers:
         app.include_router(module.router)
     app.add_middleware(
         BodyLimit,

@@ -70,6 +70,7 @@ def id_rule(prefix: str) -> TextRule:
 
 EndpointId = Annotated[str, id_rule("ep")]
 EventId = Annotated[str, id_rule("evt")]
+TenantId = Annotated[str, id_rule("ten")]
 
 # No NUL anywhere: PostgreSQL text cannot hold it, and a query carrying one fails.
 EVENT_TYPE_RULE = TextRule(

@@ -74,7 +74,8 @@ async def _ensure_tenant_key(database_url: str, known: str | None) -> str:
         async with create_sessionmaker(engine)() as session, session.begin():
             if known is not None and await api_keys.find_principal(session, hash_key(known)):
                 return known
-            return await issue_key_for_tenant_name(session, DEV_TENANT, is_admin=False)
+            issued = await issue_key_for_tenant_name(session, DEV_TENANT, is_admin=False)
+            return issued.key
     finally:
         await engine.dispose()
 

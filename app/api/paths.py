@@ -38,6 +38,10 @@ async def _event_id(event_id: Annotated[str, Path(description=_described("evt"))
     return known_id("evt", event_id)
 
 
+async def _key_id(key_id: Annotated[str, Path(description=_described("key"))]) -> str:
+    return known_id("key", key_id)
+
+
 async def _job_id(job_id: Annotated[str, Path(description=_described("rdv"))]) -> str:
     return known_id("rdv", job_id)
 
@@ -49,5 +53,6 @@ async def _run_id(run_id: Annotated[str, Path(description=_described("run"))]) -
 DeliveryIdPath = Annotated[str, Depends(_delivery_id)]
 EndpointIdPath = Annotated[str, Depends(_endpoint_id)]
 EventIdPath = Annotated[str, Depends(_event_id)]
+KeyIdPath = Annotated[str, Depends(_key_id)]
 RedriveJobIdPath = Annotated[str, Depends(_job_id)]
 RunIdPath = Annotated[str, Depends(_run_id)]

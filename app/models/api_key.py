@@ -21,5 +21,9 @@ class ApiKey(Base):
     key_hash: Mapped[bytes] = mapped_column(LargeBinary, unique=True)
     # The first characters of the key, so an operator can tell keys apart without the secret.
     display_prefix: Mapped[str] = mapped_column(Text)
+    label: Mapped[str | None] = mapped_column(Text)
+    # Written when a request authenticates with the key and the process had not cached it, at
+    # most once a minute: "last used" to within a minute plus the key cache's time.
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

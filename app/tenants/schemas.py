@@ -3,9 +3,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas import ONE_LINE_RULE
+from app.schemas import ONE_LINE_RULE, TenantId
 
 
 class TenantCreate(BaseModel):
@@ -17,3 +17,46 @@ class TenantCreated(BaseModel):
     name: str
     created_at: datetime
     api_key: str = Field(description="The tenant's first API key. Shown once; store it now.")
+
+
+class TenantOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    created_at: datetime
+
+
+KeyLabel = Annotated[str, Field(min_length=1, max_length=200), ONE_LINE_RULE]
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: KeyLabel | None = Field(default=None, description="What the key is for.")
+    tenant_id: TenantId | None = Field(
+        default=None, description="Admins only: the tenant the key acts for."
+    )
+
+
+class ApiKeyOut(BaseModel):
+    """A key as it may be shown: never its secret, which is shown once when it is made."""
+
+    model_config = ConfigDict(from_attributes=True, populate_by_name=True)
+
+    id: str
+    tenant_id: str | None = Field(description="null for an admin key")
+    prefix: str = Field(
+        validation_alias="display_prefix", description="The key's first characters."
+    )
+    label: str | None
+    created_at: datetime
+    last_used_at: datetime | None = Field(
+        description="When a request last authenticated with it, to within a minute plus the key "
+        "cache's time (HERALD_API_KEY_CACHE_SECONDS)."
+    )
+    revoked_at: datetime | None
+
+
+class ApiKeyCreated(ApiKeyOut):
+    key: str = Field(description="The key itself. Shown once; store it now.")

@@ -42,9 +42,16 @@ TENANT_ROUTES = [
 ]
 ADMIN_ROUTES = [
     ("POST", "/v1/tenants"),
+    ("GET", "/v1/tenants"),
     ("POST", "/v1/reconcile"),
     ("GET", "/v1/reconcile/runs"),
     ("GET", "/v1/reconcile/runs/run_x"),
+]
+# Routes for any key: a tenant acts on its own keys, an admin on any tenant's.
+ANY_KEY_ROUTES = [
+    ("GET", "/v1/api-keys"),
+    ("POST", "/v1/api-keys"),
+    ("POST", "/v1/api-keys/key_x/revoke"),
 ]
 
 
@@ -63,14 +70,15 @@ def test_every_v1_route_is_covered_here() -> None:
             .replace("{delivery_id}", "dlv_x")
             .replace("{run_id}", "run_x")
             .replace("{job_id}", "rdv_x")
-            .replace("{event_id}", "evt_x"),
+            .replace("{event_id}", "evt_x")
+            .replace("{key_id}", "key_x"),
         )
         for m, p in documented
     }
-    assert normalised == set(TENANT_ROUTES) | set(ADMIN_ROUTES)
+    assert normalised == set(TENANT_ROUTES) | set(ADMIN_ROUTES) | set(ANY_KEY_ROUTES)
 
 
-@pytest.mark.parametrize(("method", "path"), TENANT_ROUTES + ADMIN_ROUTES)
+@pytest.mark.parametrize(("method", "path"), TENANT_ROUTES + ADMIN_ROUTES + ANY_KEY_ROUTES)
 @pytest.mark.parametrize(
     "authorization", [None, "Bearer ", "Bearer hrk_unknown", "Basic abc", "hrk_no_scheme"]
 )

@@ -53,12 +53,14 @@ PATH_ROUTES = [
     ("POST", "/v1/endpoints/{}/secret/rotate"),
     ("GET", "/v1/reconcile/runs/{}"),
     ("GET", "/v1/events/{}"),
+    ("POST", "/v1/api-keys/{}/revoke"),
 ]
 KIND_OF = {
     "deliveries/redrive": "redrive job",
     "deliveries": "delivery",
     "endpoints": "endpoint",
     "events": "event",
+    "api-keys": "API key",
 }
 
 
@@ -124,15 +126,19 @@ ID_FIELDS = [
     ("POST", "/v1/deliveries/redrive", "body.endpoint_id", "RedriveFilter.endpoint_id"),
     ("GET", "/v1/deliveries", "query.endpoint_id", "GET /v1/deliveries?endpoint_id"),
     ("GET", "/v1/deliveries", "query.event_id", "GET /v1/deliveries?event_id"),
+    ("GET", "/v1/api-keys", "query.tenant_id", "GET /v1/api-keys?tenant_id"),
+    ("POST", "/v1/api-keys", "body.tenant_id", "ApiKeyCreate.tenant_id"),
 ]
 # What each id field must hold, as the problem says it.
 MUST_BE = {
     "endpoint_id": "an endpoint id (ep_ followed by 26 capital letters and digits)",
     "event_id": "an event id (evt_ followed by 26 capital letters and digits)",
+    "tenant_id": "a tenant id (ten_ followed by 26 capital letters and digits)",
 }
 BODIES: dict[str, Callable[[str], dict[str, Any]]] = {
     "/v1/deliveries": _delivery,
     "/v1/deliveries/redrive": lambda v: {"endpoint_id": v},
+    "/v1/api-keys": lambda v: {"tenant_id": v},
 }
 
 
@@ -207,6 +213,8 @@ LISTS = [
     ("/v1/deliveries", "dlv", False),
     ("/v1/endpoints", "ep", False),
     ("/v1/reconcile/runs", "run", True),
+    ("/v1/api-keys", "key", False),
+    ("/v1/tenants", "ten", True),
 ]
 
 

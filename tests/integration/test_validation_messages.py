@@ -53,6 +53,7 @@ BAD_EVENT_TYPES = ("has space", "a\x00b", "", ".dot-first", "x" * 256, "tab\t")
 PRINTABLE = "printable text: no NUL or other control characters except tab and line breaks"
 ENDPOINT_ID = "an endpoint id (ep_ followed by 26 capital letters and digits)"
 EVENT_ID = "an event id (evt_ followed by 26 capital letters and digits)"
+TENANT_ID = "a tenant id (ten_ followed by 26 capital letters and digits)"
 URL = "URL without spaces or control characters (encode a space as %20)"
 BAD_URLS = ("http://127.0.0.1/a b", "http://127.0.0.1/\x00", "http://127.0.0.1/\x7f", " ")
 UPDATE = f"PATCH /v1/endpoints/{UNKNOWN_ENDPOINT}"
@@ -103,6 +104,15 @@ CASES = [
     Case("TenantCreate.name", "POST /v1/tenants",
          {"json": {"name": VALUE}}, "body.name", ("two\nlines", "nul\x00", "tab\t"),
          "printable text on one line", admin=True),
+    Case("ApiKeyCreate.label", "POST /v1/api-keys",
+         {"json": {"label": VALUE}}, "body.label", ("two\nlines", "nul\x00", "tab\t"),
+         "printable text on one line"),
+    Case("ApiKeyCreate.tenant_id", "POST /v1/api-keys",
+         {"json": {"tenant_id": VALUE}}, "body.tenant_id", ("nope", "ep_x", "\x00"), TENANT_ID,
+         admin=True),
+    Case("GET /v1/api-keys?tenant_id", "GET /v1/api-keys",
+         {"params": {"tenant_id": VALUE}}, "query.tenant_id", ("nope", "\x00"), TENANT_ID,
+         admin=True),
 ]  # fmt: skip
 
 

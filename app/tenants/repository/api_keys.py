@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import new_id
+from app.ids import is_id, new_id
 from app.models import ApiKey
 
 
@@ -18,27 +18,80 @@ class Principal:
 
 
 async def insert_key(
-    session: AsyncSession, *, tenant_id: str | None, is_admin: bool, key_hash: bytes, prefix: str
-) -> str:
-    key_id = new_id("key")
-    await session.execute(
-        insert(ApiKey).values(
-            id=key_id,
+    session: AsyncSession,
+    *,
+    tenant_id: str | None,
+    is_admin: bool,
+    key_hash: bytes,
+    prefix: str,
+    label: str | None,
+) -> ApiKey:
+    statement = (
+        insert(ApiKey)
+        .values(
+            id=new_id("key"),
             tenant_id=tenant_id,
             is_admin=is_admin,
             key_hash=key_hash,
             display_prefix=prefix,
+            label=label,
         )
+        .returning(ApiKey)
     )
-    return key_id
+    return (await session.execute(statement)).scalar_one()
+
+
+# The key's principal, and its last use marked -- at most once a minute, so that a busy key
+# is not a row every request writes.
+_FIND_AND_MARK_USED = text("""
+WITH found AS (
+    SELECT id, tenant_id, is_admin, last_used_at FROM api_keys
+     WHERE key_hash = :key_hash AND revoked_at IS NULL
+), marked AS (
+    UPDATE api_keys SET last_used_at = now() FROM found
+     WHERE api_keys.id = found.id
+       AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
+)
+SELECT tenant_id, is_admin FROM found
+""")
 
 
 async def find_principal(session: AsyncSession, key_hash: bytes) -> Principal | None:
-    row = (
-        await session.execute(
-            select(ApiKey.tenant_id, ApiKey.is_admin).where(
-                ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None)
-            )
-        )
-    ).one_or_none()
+    """Who an unrevoked key is, its use recorded; None for an unknown or revoked key."""
+    row = (await session.execute(_FIND_AND_MARK_USED, {"key_hash": key_hash})).one_or_none()
     return None if row is None else Principal(tenant_id=row.tenant_id, is_admin=row.is_admin)
+
+
+async def list_page(
+    session: AsyncSession,
+    *,
+    tenant_id: str | None,
+    every_tenant: bool,
+    limit: int,
+    before_id: str | None,
+) -> list[ApiKey]:
+    """Newest first: one tenant's keys, the admin keys (``tenant_id`` None), or every key."""
+    query = select(ApiKey)
+    if not every_tenant:
+        query = query.where(
+            ApiKey.tenant_id.is_(None) if tenant_id is None else ApiKey.tenant_id == tenant_id
+        )
+    if before_id is not None:
+        query = query.where(ApiKey.id < before_id)
+    return list((await session.execute(query.order_by(ApiKey.id.desc()).limit(limit))).scalars())
+
+
+async def revoke(session: AsyncSession, key_id: str, *, tenant_id: str | None) -> ApiKey | None:
+    """Revoke a key (of ``tenant_id``, unless None: any key); revoking twice keeps the first
+    time. None when there is no such key (for that tenant)."""
+    if not is_id(key_id):
+        return None
+    statement = update(ApiKey).where(ApiKey.id == key_id)
+    if tenant_id is not None:
+        statement = statement.where(ApiKey.tenant_id == tenant_id)
+    result = await session.execute(
+        statement.values(revoked_at=func.coalesce(ApiKey.revoked_at, func.now()))
+        .returning(ApiKey)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    return result.scalar_one_or_none()

@@ -4,7 +4,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import new_id
+from app.ids import is_id, new_id
 from app.models import Tenant
 
 
@@ -21,10 +21,26 @@ async def insert_tenant(session: AsyncSession, name: str) -> Tenant | None:
     return row
 
 
+async def find_by_name(session: AsyncSession, name: str) -> Tenant | None:
+    return (await session.execute(select(Tenant).where(Tenant.name == name))).scalar_one_or_none()
+
+
 async def get_or_create(session: AsyncSession, name: str) -> Tenant:
-    tenant = (await session.execute(select(Tenant).where(Tenant.name == name))).scalar_one_or_none()
+    tenant = await find_by_name(session, name)
     if tenant is not None:
         return tenant
     return (
         await session.execute(insert(Tenant).values(id=new_id("ten"), name=name).returning(Tenant))
     ).scalar_one()
+
+
+async def get(session: AsyncSession, tenant_id: str) -> Tenant | None:
+    return await session.get(Tenant, tenant_id) if is_id(tenant_id) else None
+
+
+async def list_page(session: AsyncSession, *, limit: int, before_id: str | None) -> list[Tenant]:
+    """Newest first, keyset-paginated on the time-ordered id."""
+    query = select(Tenant)
+    if before_id is not None:
+        query = query.where(Tenant.id < before_id)
+    return list((await session.execute(query.order_by(Tenant.id.desc()).limit(limit))).scalars())

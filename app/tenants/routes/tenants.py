@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import AdminDep, SessionDep
+from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.errors import (
     Conflict,
     Forbidden,
@@ -10,8 +11,9 @@ from app.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
+from app.schemas import Page
 from app.tenants.repository import tenants
-from app.tenants.schemas import TenantCreate, TenantCreated
+from app.tenants.schemas import TenantCreate, TenantCreated, TenantOut
 from app.tenants.service.api_keys import issue_key
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
@@ -29,5 +31,23 @@ async def create_tenant(body: TenantCreate, _admin: AdminDep, session: SessionDe
         tenant = await tenants.insert_tenant(session, body.name)
         if tenant is None:
             raise Conflict(f"a tenant named {body.name!r} already exists")
-        key = await issue_key(session, tenant_id=tenant.id, is_admin=False)
-    return TenantCreated(id=tenant.id, name=tenant.name, created_at=tenant.created_at, api_key=key)
+        issued = await issue_key(session, tenant_id=tenant.id, is_admin=False, label="first key")
+    return TenantCreated(
+        id=tenant.id, name=tenant.name, created_at=tenant.created_at, api_key=issued.key
+    )
+
+
+@router.get(
+    "",
+    response_model=Page[TenantOut],
+    responses=problem_responses(Unauthorized, Forbidden),
+    summary="List tenants, newest first (admin)",
+)
+async def list_tenants(
+    _admin: AdminDep, session: SessionDep, limit: Limit = 50, cursor: Cursor = None
+) -> Page[TenantOut]:
+    async with session.begin():
+        rows = await tenants.list_page(
+            session, limit=limit + 1, before_id=decode_id_cursor(cursor, "ten")
+        )
+    return page_of(rows, limit, TenantOut.model_validate, lambda item: item.id)

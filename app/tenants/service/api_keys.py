@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.errors import NotFound, Unprocessable
+from app.models import ApiKey
 from app.tenants.repository import api_keys, tenants
 from app.tenants.repository.api_keys import Principal as Principal
 
@@ -22,18 +25,71 @@ def hash_key(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-async def issue_key(session: AsyncSession, *, tenant_id: str | None, is_admin: bool) -> str:
+@dataclass(frozen=True)
+class IssuedKey:
+    row: ApiKey
+    key: str  # the secret: shown once, never stored
+
+
+async def issue_key(
+    session: AsyncSession, *, tenant_id: str | None, is_admin: bool, label: str | None = None
+) -> IssuedKey:
     key = generate_key()
-    await api_keys.insert_key(
-        session, tenant_id=tenant_id, is_admin=is_admin, key_hash=hash_key(key), prefix=key[:12]
+    row = await api_keys.insert_key(
+        session,
+        tenant_id=tenant_id,
+        is_admin=is_admin,
+        key_hash=hash_key(key),
+        prefix=key[:12],
+        label=label,
     )
-    return key
+    return IssuedKey(row, key)
 
 
-async def issue_key_for_tenant_name(session: AsyncSession, name: str, *, is_admin: bool) -> str:
+async def issue_key_for_tenant_name(
+    session: AsyncSession, name: str, *, is_admin: bool, label: str | None = None
+) -> IssuedKey:
     """`herald keys create --tenant NAME`: the tenant is created when it does not exist yet."""
     tenant = await tenants.get_or_create(session, name)
-    return await issue_key(session, tenant_id=tenant.id, is_admin=is_admin)
+    return await issue_key(session, tenant_id=tenant.id, is_admin=is_admin, label=label)
+
+
+def scope_of(principal: Principal, tenant_id: str | None) -> str | None:
+    """Whose keys a request may see or change: a tenant key its own tenant's only (another
+    tenant's answers as not found); an admin any tenant's, or -- with none named -- every key.
+    Returns the tenant to hold the request to, or None for an admin's every key."""
+    if principal.is_admin:
+        return tenant_id
+    if tenant_id is not None and tenant_id != principal.tenant_id:
+        raise NotFound(f"tenant {tenant_id} not found")
+    return principal.tenant_id
+
+
+async def create_key(
+    session: AsyncSession, principal: Principal, *, tenant_id: str | None, label: str | None
+) -> IssuedKey:
+    """A tenant key, for the caller's tenant or (an admin's call) the one named. Admin keys are
+    not made over HTTP: `herald keys create --admin`."""
+    target = scope_of(principal, tenant_id)
+    if target is None:
+        raise Unprocessable("tenant_id: an admin creates a key for a named tenant")
+    if await tenants.get(session, target) is None:
+        raise NotFound(f"tenant {target} not found")
+    return await issue_key(session, tenant_id=target, is_admin=False, label=label)
+
+
+async def revoke_key(
+    session: AsyncSession, principal: Principal, key_id: str, cache: PrincipalCache
+) -> ApiKey:
+    """Revoke; this process forgets the key at once, every other within the key cache's time
+    (``HERALD_API_KEY_CACHE_SECONDS``)."""
+    revoked = await api_keys.revoke(
+        session, key_id, tenant_id=None if principal.is_admin else principal.tenant_id
+    )
+    if revoked is None:
+        raise NotFound(f"API key {key_id} not found")
+    cache.forget(revoked.key_hash)
+    return revoked
 
 
 class PrincipalCache:
@@ -56,6 +112,9 @@ class PrincipalCache:
             return None
         return entry[1]
 
+    def forget(self, key_hash: bytes) -> None:
+        self._entries.pop(key_hash, None)
+
     def put(self, key_hash: bytes, principal: Principal) -> None:
         if self._seconds <= 0:
             return
@@ -72,8 +131,21 @@ async def principal_for(
     key_hash = hash_key(key)
     principal = cache.get(key_hash)
     if principal is None:
-        async with sessionmaker() as session:
+        async with sessionmaker() as session, session.begin():  # commits the last-use mark
             principal = await api_keys.find_principal(session, key_hash)
         if principal is not None:
             cache.put(key_hash, principal)
     return principal
+
+
+async def keys_of(session: AsyncSession, *, tenant_name: str | None) -> list[ApiKey]:
+    """`herald keys list`: every key, newest first, or one tenant's (none for an unknown name)."""
+    tenant_id = None
+    if tenant_name is not None:
+        tenant = await tenants.find_by_name(session, tenant_name)
+        if tenant is None:
+            return []
+        tenant_id = tenant.id
+    return await api_keys.list_page(
+        session, tenant_id=tenant_id, every_tenant=tenant_id is None, limit=100_000, before_id=None
+    )
