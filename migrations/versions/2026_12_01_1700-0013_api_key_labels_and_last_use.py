@@ -21,9 +21,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     op.add_column("api_keys", sa.Column("label", sa.Text(), nullable=True))
-    op.add_column(
-        "api_keys", sa.Column("last_used_at", sa.DateTime(timezone=True), nullable=True)
-    )
+    op.add_column("api_keys", sa.Column("last_used_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
