@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from app.models import Endpoint
 from app.schemas import PRINTABLE_RULE, EventTypeSelector, TextRule
@@ -14,6 +23,67 @@ URL_RULE = TextRule(
 )
 EndpointUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048), URL_RULE]
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
+
+PayloadFormat = Literal["raw", "standard"]
+_PAYLOAD_FORMAT = (
+    "The request body: `raw`, the payload as accepted; or `standard`, the Standard Webhooks "
+    'envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`. The '
+    "signature covers exactly the bytes sent."
+)
+
+# Headers a static header may not set: the connection's framing and hop-by-hop headers, and
+# what Herald sets on every attempt (the body's type, the idempotency key, the signature).
+_FRAMING = {
+    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer",
+    "upgrade", "expect", "proxy-connection", "proxy-authorization", "proxy-authenticate",
+    "content-encoding",
+}  # fmt: skip
+_HERALDS = {"content-type", "idempotency-key", "user-agent"}
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # an RFC 9110 token
+_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]{0,1000}$")
+MAX_HEADERS = 20
+MAX_HEADER_BYTES = 8 * 1024
+
+
+def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Refuse, naming the header (never echoing a value: it may be a credential), what would
+    break the protocol or the signature, or is no header at all."""
+
+    def refused(why: str) -> PydanticCustomError:
+        return PydanticCustomError("header", why)
+
+    if len(headers) > MAX_HEADERS:
+        raise refused(f"at most {MAX_HEADERS} headers per endpoint")
+    if sum(len(name) + len(value) for name, value in headers.items()) > MAX_HEADER_BYTES:
+        raise refused(f"the headers may hold at most {MAX_HEADER_BYTES} bytes in all")
+    seen: set[str] = set()
+    for name, value in headers.items():
+        if not _HEADER_NAME.match(name):
+            raise refused(
+                "a header name must be 1-100 letters, digits or !#$%&'*+.^_`|~- (one is not)"
+            )
+        lower = name.lower()
+        if lower in seen:
+            raise refused(f"the header {name} is given twice (header names ignore case)")
+        seen.add(lower)
+        if lower in _FRAMING:
+            raise refused(f"the header {name} belongs to the connection: it cannot be set")
+        if lower in _HERALDS or lower.startswith("webhook-"):
+            raise refused(f"the header {name} is set by Herald on every attempt: it cannot be set")
+        if not _HEADER_VALUE.match(value):
+            raise refused(
+                f"the value of the header {name} must be printable ASCII (tab allowed), at most "
+                "1000 characters"
+            )
+    return headers
+
+
+EndpointHeaders = Annotated[dict[str, str], AfterValidator(_vet_headers)]
+_HEADERS = (
+    f"Static headers sent on every attempt (at most {MAX_HEADERS}), for example a receiver's "
+    "own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, "
+    "`Idempotency-Key` and `webhook-*` are Herald's and are refused."
+)
 
 
 class EndpointCreate(BaseModel):
@@ -41,6 +111,8 @@ class EndpointCreate(BaseModel):
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
     enabled: bool = True
+    payload_format: PayloadFormat = Field(default="raw", description=_PAYLOAD_FORMAT)
+    headers: EndpointHeaders = Field(default_factory=dict, description=_HEADERS)
 
 
 class EndpointUpdate(BaseModel):
@@ -54,6 +126,10 @@ class EndpointUpdate(BaseModel):
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
     enabled: bool | None = None
+    payload_format: PayloadFormat | None = Field(default=None, description=_PAYLOAD_FORMAT)
+    headers: EndpointHeaders | None = Field(
+        default=None, description="Replaces all the static headers; null clears them."
+    )
 
 
 def current_pause(endpoint: Endpoint) -> dict[str, Any]:
@@ -75,6 +151,8 @@ class EndpointOut(BaseModel):
     max_in_flight: int | None
     enabled: bool
     disabled_reason: str | None
+    payload_format: str
+    headers: dict[str, str]
     paused_until: datetime | None = Field(
         description="No attempt starts before this: a receiver's Retry-After or the circuit "
         "breaker's cool-down."

@@ -14,7 +14,7 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from app.db import Base
@@ -33,6 +33,7 @@ class Endpoint(Base):
             "rate_limit_per_second IS NULL OR rate_limit_per_second > 0", name="rate_positive"
         ),
         CheckConstraint("max_in_flight IS NULL OR max_in_flight > 0", name="in_flight_positive"),
+        CheckConstraint("payload_format IN ('raw', 'standard')", name="payload_format"),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -46,6 +47,11 @@ class Endpoint(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
     secret: Mapped[str] = mapped_column(Text)
+    # What the request body is: the payload as accepted ("raw"), or the Standard Webhooks
+    # envelope {"type", "timestamp", "data"} around it ("standard").
+    payload_format: Mapped[str] = mapped_column(Text, server_default="raw")
+    # Static headers sent on every attempt, vetted at save (app/endpoints/schemas.py).
+    headers: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     # Rotation keeps the previous secret signing alongside the new one until it expires.
     previous_secret: Mapped[str | None] = mapped_column(Text)
     previous_secret_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -96,8 +96,11 @@ async def update_endpoint(
     values: dict[str, Any] = change.model_dump(exclude_unset=True)
     if values.get("url") is not None:
         await check_endpoint_url(values["url"], allowlist)
-    if "url" in values and values["url"] is None:
-        del values["url"]  # an endpoint always has a URL; null is "no change"
+    for always_set in ("url", "payload_format"):
+        if always_set in values and values[always_set] is None:
+            del values[always_set]  # an endpoint always has one; null is "no change"
+    if "headers" in values and values["headers"] is None:
+        values["headers"] = {}
     if values.get("enabled") is True:
         # Re-enabling clears whatever disabled it, including a breaker's or a 410's verdict.
         values.update(

@@ -5,8 +5,10 @@ send (design.md, invariant 6)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 
@@ -27,6 +29,10 @@ class ClaimedDelivery:
     endpoint_enabled: bool
     endpoint_deleted: bool
     payload: bytes
+    payload_format: str  # raw | standard (the envelope)
+    headers: dict[str, str]  # the endpoint's static headers
+    event_type: str
+    event_at: datetime  # when the event was accepted: the envelope's timestamp
     lease_left: float  # seconds, by the database's clock, as the claim returned
     token: uuid.UUID  # this row's lease token: only its holder may record or release
     tenant_id: str
@@ -62,7 +68,8 @@ _LEASED = """d.id, d.tenant_id, d.endpoint_id, d.attempt_count, d.attempt_floor,
 _ENDPOINT = """e.url, e.secret,
        CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret END
            AS previous_secret,
-       e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted"""
+       e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted,
+       e.payload_format, e.headers AS endpoint_headers"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -105,7 +112,8 @@ WITH picked AS MATERIALIZED (
     SELECT least({_WAKE_OF_THE_REST},
                  (SELECT now() + make_interval(secs => $4) FROM picked LIMIT 1)) AS at
 )
-SELECT d.*, {_ENDPOINT}, v.payload, extract(epoch FROM wake.at - now())::float8 AS next_wake
+SELECT d.*, {_ENDPOINT}, v.payload, v.event_type, v.created_at AS event_at,
+       extract(epoch FROM wake.at - now())::float8 AS next_wake
   FROM wake LEFT JOIN (claimed AS d JOIN endpoints AS e ON e.id = d.endpoint_id
                                     JOIN events AS v ON v.id = d.event_id) ON TRUE
  ORDER BY d.next_attempt_at, d.id
@@ -114,6 +122,12 @@ SELECT d.*, {_ENDPOINT}, v.payload, extract(epoch FROM wake.at - now())::float8 
 _NEXT_WAKE = f"""
 SELECT extract(epoch FROM {_WAKE.format(rows="$3", besides="")} - now())::float8
 """  # noqa: S608
+
+
+def _json_object(value: str | dict[str, str]) -> dict[str, str]:
+    # The pool's connections decode jsonb as text (SQLAlchemy's asyncpg dialect parses JSON
+    # itself); a plain asyncpg connection might hand back the object.
+    return value if isinstance(value, dict) else json.loads(value)
 
 
 def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
@@ -130,6 +144,10 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
         endpoint_enabled=row["enabled"],
         endpoint_deleted=row["endpoint_deleted"],
         payload=row["payload"],
+        payload_format=row["payload_format"],
+        headers=_json_object(row["endpoint_headers"]),
+        event_type=row["event_type"],
+        event_at=row["event_at"],
         lease_left=row["lease_left"],
         token=row["lease_token"],
         tenant_id=row["tenant_id"],

@@ -21,8 +21,7 @@ from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished
-from app.engine.service import outcomes, sender
-from app.engine.service.signing import signed_headers
+from app.engine.service import envelope, outcomes, sender
 from app.flow.service.gate import Gate
 from app.states import DeliveryState, Outcome
 
@@ -97,12 +96,12 @@ class Attempts:
     async def send(
         self, claimed: ClaimedDelivery, progress: sender.SendProgress
     ) -> sender.AttemptResult:
-        headers = signed_headers(claimed.id, claimed.payload, claimed.secrets)
+        body = envelope.request_body(claimed)
         return await sender.send(
             self.http,
             url=claimed.url,
-            body=claimed.payload,
-            headers=headers,
+            body=body,
+            headers=envelope.request_headers(claimed, body),
             timeout=self.settings.request_timeout_seconds,
             allowlist=self.settings.destination_allowlist,
             progress=progress,

@@ -1,0 +1,36 @@
+"""What one attempt sends: the body in its endpoint's payload format, and the headers -- the
+endpoint's static ones, then Herald's own and the signature over exactly those body bytes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+
+from app.engine.repository.delivery_leases import ClaimedDelivery
+from app.engine.service.signing import signed_headers
+
+
+def request_body(claimed: ClaimedDelivery) -> bytes:
+    """``raw``: the payload as accepted. ``standard``: the Standard Webhooks envelope around it,
+    ``{"type", "timestamp", "data"}`` -- built around the stored bytes, not re-encoded, so the
+    data is the payload byte for byte, and every attempt sends the same body."""
+    if claimed.payload_format != "standard":
+        return claimed.payload
+    at = claimed.event_at.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return b"".join(
+        (
+            b'{"type":',
+            json.dumps(claimed.event_type).encode(),
+            b',"timestamp":',
+            json.dumps(at).encode(),
+            b',"data":',
+            claimed.payload,
+            b"}",
+        )
+    )
+
+
+def request_headers(claimed: ClaimedDelivery, body: bytes) -> dict[str, str]:
+    # Herald's headers last: a static header can never replace them (they are refused at save
+    # too).
+    return {**claimed.headers, **signed_headers(claimed.id, body, claimed.secrets)}
