@@ -80,18 +80,34 @@ EVENT_TYPE_RULE = TextRule(
 EventType = Annotated[str, EVENT_TYPE_RULE]
 
 
-def _no_wildcards(value: str) -> str:
-    if "*" in value:
-        raise PydanticCustomError(
-            "wildcard",
-            "wildcards are not supported: event types match exactly, so list each one "
-            "(e.g. order.created, order.paid)",
-        )
-    return value
+# Where event types select (subscriptions, filters): an exact type, every type (``*``), or a
+# type's family, ``<prefix>.*`` -- every type that starts with ``<prefix>.``, at any depth
+# (``order.*``: order.paid and order.item.shipped, not orders.x). No other wildcard.
+EVERY_TYPE = "*"
+EVENT_TYPE_SELECTOR_RULE = TextRule(
+    r"^(\*|[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,252}\.\*|[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,254})$",
+    "must be an event type (1-255 characters: letters, digits and _ . : - /, starting with a "
+    "letter or digit), * for every type, or a prefix and .* (order.* selects order.paid and "
+    "order.item.shipped)",
+)
+EventTypeSelector = Annotated[str, EVENT_TYPE_SELECTOR_RULE]
 
 
-# Where event types select (subscriptions, filters), a wildcard is what people try first.
-EventTypeSelector = Annotated[str, AfterValidator(_no_wildcards), EVENT_TYPE_RULE]
+def selectors_of(event_type: str) -> list[str]:
+    """Every selector that selects ``event_type``: itself, each family it is in, and ``*``.
+    A subscription matches when it holds any of them -- one array overlap, no pattern scan."""
+    segments = event_type.split(".")
+    families = [".".join(segments[:n]) + ".*" for n in range(len(segments) - 1, 0, -1)]
+    return [event_type, *families, EVERY_TYPE]
+
+
+def family_of(selector: str) -> str | None:
+    """The prefix a family selector stands for (``order.*`` -> ``order.``), ``""`` for ``*``;
+    None for an exact type."""
+    if selector == EVERY_TYPE:
+        return ""
+    return selector[:-1] if selector.endswith(".*") else None
+
 
 # Printable text: no NUL and no control characters but tab and line breaks.
 PRINTABLE_RULE = TextRule(

@@ -106,7 +106,8 @@ class EndpointCreate(BaseModel):
     event_types: list[EventTypeSelector] | None = Field(
         default=None,
         max_length=100,
-        description="Event types to receive, matched exactly (no wildcards); null receives all.",
+        description="Event types to receive: exact types, families (`order.*`: order.paid, "
+        "order.item.shipped; not orders.x) or `*`; null receives all.",
     )
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)

@@ -143,3 +143,52 @@ async def test_events_are_their_tenants_own(
     malformed = await client.get("/v1/deliveries?event_id=dlv_nope", headers=tenant)
     assert malformed.status_code == 422
     assert "must be" in malformed.json()["detail"]
+
+
+async def test_wildcard_subscriptions_match_exactly_the_family(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    family = await new_endpoint(client, tenant, event_types=["order.*"])
+    everything = await new_endpoint(client, tenant, event_types=["*"])
+    exact = await new_endpoint(client, tenant, event_types=["order.paid"])
+    users = await new_endpoint(client, tenant, event_types=["user.created", "user.*"])
+    names = {family["id"]: "family", everything["id"]: "everything", exact["id"]: "exact"}
+    names[users["id"]] = "users"
+
+    async def receivers_of(event_type: str) -> set[str]:
+        response = await client.post(
+            "/v1/events", json={"event_type": event_type, "payload": {}}, headers=tenant
+        )
+        assert response.status_code == 202, response.text
+        return {names[d["endpoint_id"]] for d in response.json()["deliveries"]}
+
+    assert await receivers_of("order.paid") == {"family", "everything", "exact"}
+    assert await receivers_of("order.refunded") == {"family", "everything"}
+    assert await receivers_of("order.item.shipped") == {"family", "everything"}
+    assert await receivers_of("orders.x") == {"everything"}
+    assert await receivers_of("order") == {"everything"}
+    assert await receivers_of("user.created") == {"users", "everything"}  # one delivery, not two
+
+
+async def test_listing_by_a_family_selects_its_types_only(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    endpoint = await new_endpoint(client, tenant)
+    sent = {}
+    for event_type in ("a_b.x", "a_b.y.z", "acb.x", "a_bx", "other"):
+        response = await client.post(
+            "/v1/deliveries",
+            json={"endpoint_id": endpoint["id"], "event_type": event_type, "payload": {}},
+            headers=tenant,
+        )
+        sent[response.json()["id"]] = event_type
+
+    async def listed(selector: str) -> set[str]:
+        response = await client.get(f"/v1/deliveries?event_type={selector}", headers=tenant)
+        assert response.status_code == 200, response.text
+        return {sent[d["id"]] for d in response.json()["items"]}
+
+    # The prefix is matched as written: its _ is no LIKE wildcard.
+    assert await listed("a_b.*") == {"a_b.x", "a_b.y.z"}
+    assert await listed("*") == set(sent.values())
+    assert await listed("a_bx") == {"a_bx"}

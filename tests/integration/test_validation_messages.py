@@ -49,6 +49,7 @@ class Case:
 
 
 EVENT_TYPE = "letters, digits and _ . : - / (starting with a letter or digit)"
+SELECTOR = "* for every type, or a prefix and .* (order.* selects order.paid"
 BAD_EVENT_TYPES = ("has space", "a\x00b", "", ".dot-first", "x" * 256, "tab\t")
 PRINTABLE = "printable text: no NUL or other control characters except tab and line breaks"
 ENDPOINT_ID = "an endpoint id (ep_ followed by 26 capital letters and digits)"
@@ -76,11 +77,11 @@ CASES = [
          {"json": {"items": [_delivery(idempotency_key=VALUE)]}}, "idempotency_key",
          ("", "k\x00", "café", "x" * 256), "1-255 printable ASCII characters"),
     Case("RedriveFilter.event_type", "POST /v1/deliveries/redrive",
-         {"json": {"event_type": VALUE}}, "body.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
+         {"json": {"event_type": VALUE}}, "body.event_type", BAD_EVENT_TYPES, SELECTOR),
     Case("RedriveFilter.endpoint_id", "POST /v1/deliveries/redrive",
          {"json": {"endpoint_id": VALUE}}, "body.endpoint_id", ("nope", "\x00"), ENDPOINT_ID),
     Case("GET /v1/deliveries?event_type", "GET /v1/deliveries",
-         {"params": {"event_type": VALUE}}, "query.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
+         {"params": {"event_type": VALUE}}, "query.event_type", BAD_EVENT_TYPES, SELECTOR),
     Case("GET /v1/deliveries?endpoint_id", "GET /v1/deliveries",
          {"params": {"endpoint_id": VALUE}}, "query.endpoint_id", ("nope", "\x00"), ENDPOINT_ID),
     Case("GET /v1/deliveries?event_id", "GET /v1/deliveries",
@@ -92,12 +93,12 @@ CASES = [
          ("a\x00b", "bell\x07"), PRINTABLE),
     Case("EndpointCreate.event_types", "POST /v1/endpoints",
          {"json": {"url": "http://127.0.0.1/", "event_types": ["ok", VALUE]}},
-         "body.event_types.1", BAD_EVENT_TYPES, EVENT_TYPE),
+         "body.event_types.1", BAD_EVENT_TYPES, SELECTOR),
     Case("EndpointUpdate.url", UPDATE, {"json": {"url": VALUE}}, "body.url", BAD_URLS, URL),
     Case("EndpointUpdate.description", UPDATE,
          {"json": {"description": VALUE}}, "body.description", ("a\x00b",), PRINTABLE),
     Case("EndpointUpdate.event_types", UPDATE,
-         {"json": {"event_types": [VALUE]}}, "body.event_types.0", BAD_EVENT_TYPES, EVENT_TYPE),
+         {"json": {"event_types": [VALUE]}}, "body.event_types.0", BAD_EVENT_TYPES, SELECTOR),
     Case("ReconcileRequest.trigger", "POST /v1/reconcile",
          {"json": {"trigger": VALUE}}, "body.trigger", ("cron job", "c\x00n", "", "x" * 101),
          "1-100 characters: letters, digits and _ . : -", admin=True),
@@ -158,8 +159,8 @@ async def test_a_refused_value_is_explained_in_words_not_a_regex(
         ("GET /v1/deliveries", {"params": {"event_type": VALUE}}),
     ],
 )
-@pytest.mark.parametrize("wildcard", ["order.*", "*", "order.created*"])
-async def test_a_wildcard_event_type_is_not_supported_yet(
+@pytest.mark.parametrize("wildcard", ["order.created*", "*.paid", "order*", "order.*.paid", "**"])
+async def test_a_wildcard_anywhere_but_a_whole_last_segment_is_refused(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     route: str,
@@ -171,8 +172,7 @@ async def test_a_wildcard_event_type_is_not_supported_yet(
         method, path, **_fill(request_template, wildcard), headers=tenant
     )
     assert response.status_code == 422 and response.headers["content-type"] == PROBLEM
-    detail = response.json()["detail"]
-    assert "wildcards are not supported: event types match exactly, so list each one" in detail
+    assert SELECTOR in response.json()["detail"]
 
 
 # Times that no Python or PostgreSQL code could work with once converted to UTC.

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
 from app.models import CustodyRecord, Delivery, Endpoint
+from app.schemas import family_of
 from app.states import TERMINAL_STATES, DeliveryState
 
 
@@ -101,6 +102,15 @@ def in_state(state: DeliveryState) -> list[ColumnElement[bool]]:
     return conditions
 
 
+def of_type(selector: str) -> list[ColumnElement[bool]]:
+    """Deliveries of the event types ``selector`` selects: one type, a family (``order.*``), or
+    every type (``*``: no condition)."""
+    family = family_of(selector)
+    if family is None:
+        return [Delivery.event_type == selector]
+    return [Delivery.event_type.startswith(family, autoescape=True)] if family else []
+
+
 async def list_page(
     session: AsyncSession,
     tenant_id: str,
@@ -121,7 +131,7 @@ async def list_page(
     if endpoint_id is not None:
         query = query.where(Delivery.endpoint_id == endpoint_id)
     if event_type is not None:
-        query = query.where(Delivery.event_type == event_type)
+        query = query.where(*of_type(event_type))
     if before_id is not None:
         query = query.where(Delivery.id < before_id)
     return list((await session.execute(query.order_by(Delivery.id.desc()).limit(limit))).scalars())
@@ -243,7 +253,7 @@ async def redrive_page(
     if endpoint_id is not None:
         query = query.where(Delivery.endpoint_id == endpoint_id)
     if event_type is not None:
-        query = query.where(Delivery.event_type == event_type)
+        query = query.where(*of_type(event_type))
     if dead_after is not None:
         query = query.where(Delivery.completed_at >= dead_after)
     if dead_before is not None:

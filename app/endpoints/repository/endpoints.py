@@ -10,6 +10,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.ids import is_id
 from app.models import Endpoint
+from app.schemas import selectors_of
 
 _live = Endpoint.deleted_at.is_(None)
 # RETURNING an entity leaves its column properties unloaded (and an async session cannot load
@@ -129,14 +130,20 @@ async def soft_delete(session: AsyncSession, tenant_id: str, endpoint_id: str) -
 
 
 async def subscribed_to(session: AsyncSession, tenant_id: str, event_type: str) -> list[str]:
-    """Ids of the tenant's enabled endpoints that receive ``event_type``."""
+    """Ids of the tenant's enabled endpoints that receive ``event_type``: the tenant's live
+    endpoints by index, each subscription matched by one array overlap with the selectors that
+    select the type (app.schemas.selectors_of)."""
     query = (
         select(Endpoint.id)
         .where(
             Endpoint.tenant_id == tenant_id,
             _live,
             Endpoint.enabled.is_(True),
-            or_(Endpoint.event_types.is_(None), Endpoint.event_types.any_() == event_type),
+            # Subscribed by type, by family (order.*) or to everything (* or null).
+            or_(
+                Endpoint.event_types.is_(None),
+                Endpoint.event_types.overlap(selectors_of(event_type)),
+            ),
         )
         .order_by(Endpoint.id)
     )
