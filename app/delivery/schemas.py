@@ -112,6 +112,9 @@ class EventOut(BaseModel):
         description="Every delivery the event fanned out to (or the one a delivery intent "
         "made), by endpoint id."
     )
+    filtered_out: list[FilteredOut] = Field(
+        description="Subscribed endpoints whose filter said no when it was published, and why."
+    )
 
 
 class FanoutDelivery(BaseModel):
@@ -119,10 +122,20 @@ class FanoutDelivery(BaseModel):
     endpoint_id: str
 
 
+class FilteredOut(BaseModel):
+    """A subscribed endpoint whose filter the event did not pass."""
+
+    endpoint_id: str
+    reason: str
+
+
 class EventAccepted(BaseModel):
     id: str
     event_type: str
     deliveries: list[FanoutDelivery]
+    filtered_out: list[FilteredOut] = Field(
+        default_factory=list, description="Subscribed endpoints whose filter said no, and why."
+    )
 
 
 class AttemptOut(BaseModel):

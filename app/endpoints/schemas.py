@@ -14,6 +14,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app import filters
 from app.models import Endpoint
 from app.schemas import PRINTABLE_RULE, EventTypeSelector, TextRule
 
@@ -79,6 +80,23 @@ def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
 
 
 EndpointHeaders = Annotated[dict[str, str], AfterValidator(_vet_headers)]
+
+
+def _compiles(expression: str) -> str:
+    try:
+        filters.compiled(expression)
+    except filters.FilterError as exc:
+        raise PydanticCustomError("filter", str(exc)) from None
+    return expression
+
+
+EndpointFilter = Annotated[str, StringConstraints(min_length=1), AfterValidator(_compiles)]
+_FILTER = (
+    "A Common Expression Language expression over the event -- `type` and `payload` -- that "
+    "must be true for it to be delivered here, e.g. `payload.amount > 100 && payload.currency == "
+    '"EUR"`. Checked when saved; an event it fails on (a missing field) is not delivered. '
+    "`GET /v1/events/{id}` lists the endpoints a filter passed by."
+)
 _HEADERS = (
     f"Static headers sent on every attempt (at most {MAX_HEADERS}), for example a receiver's "
     "own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, "
@@ -114,6 +132,7 @@ class EndpointCreate(BaseModel):
     enabled: bool = True
     payload_format: PayloadFormat = Field(default="raw", description=_PAYLOAD_FORMAT)
     headers: EndpointHeaders = Field(default_factory=dict, description=_HEADERS)
+    filter: EndpointFilter | None = Field(default=None, description=_FILTER)
 
 
 class EndpointUpdate(BaseModel):
@@ -131,6 +150,7 @@ class EndpointUpdate(BaseModel):
     headers: EndpointHeaders | None = Field(
         default=None, description="Replaces all the static headers; null clears them."
     )
+    filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
 
 
 def current_pause(endpoint: Endpoint) -> dict[str, Any]:
@@ -154,6 +174,7 @@ class EndpointOut(BaseModel):
     disabled_reason: str | None
     payload_format: str
     headers: dict[str, str]
+    filter: str | None
     paused_until: datetime | None = Field(
         description="No attempt starts before this: a receiver's Retry-After or the circuit "
         "breaker's cool-down."

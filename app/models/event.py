@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import DateTime, ForeignKey, LargeBinary, Text, func
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -19,3 +20,6 @@ class Event(Base):
     event_type: Mapped[str] = mapped_column(Text)
     payload: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Subscribed endpoints whose filter let the event pass them by, and why:
+    # [{"endpoint_id": ..., "reason": ...}]; NULL when none did.
+    filtered_out: Mapped[list[dict[str, str]] | None] = mapped_column(JSONB)

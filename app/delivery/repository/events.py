@@ -8,11 +8,21 @@ from app.models import Event
 
 
 async def insert_event(
-    session: AsyncSession, *, event_id: str, tenant_id: str, event_type: str, payload: bytes
+    session: AsyncSession,
+    *,
+    event_id: str,
+    tenant_id: str,
+    event_type: str,
+    payload: bytes,
+    filtered_out: list[dict[str, str]] | None = None,
 ) -> None:
     await session.execute(
         insert(Event).values(
-            id=event_id, tenant_id=tenant_id, event_type=event_type, payload=payload
+            id=event_id,
+            tenant_id=tenant_id,
+            event_type=event_type,
+            payload=payload,
+            filtered_out=filtered_out,
         )
     )
 

@@ -63,6 +63,7 @@ async def publish_event(
         deliveries=[
             FanoutDelivery(id=d.id, endpoint_id=d.endpoint_id) for d in accepted.deliveries
         ],
+        filtered_out=accepted.filtered_out,
     )
 
 

@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db import single_statements
 from app.delivery.repository import deliveries, events, idempotency_keys, intents
-from app.delivery.schemas import DeliveryIntent, DeliveryOut, EventIntent
+from app.delivery.schemas import DeliveryIntent, DeliveryOut, EventIntent, FilteredOut
+from app.delivery.service import fanout
 from app.endpoints.service import endpoints
 from app.endpoints.service.endpoints import refusal_for, refusal_to_deliver
 from app.errors import IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
@@ -23,6 +24,9 @@ from app.models import Delivery
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.schemas import MAX_PAYLOAD_DEPTH
+
+# Where an accept sends its deliveries, and the subscribed endpoints a filter passed by.
+Targets = tuple[list[str], list[FilteredOut]]
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Accepted:
     replayed: bool
     # Outbox rows written with this accept, for the API's fast-path publish after commit.
     publications: list[PendingPublication] = field(default_factory=list)
+    filtered_out: list[FilteredOut] = field(default_factory=list)
 
 
 def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
@@ -133,10 +138,16 @@ async def _insert(
     event_type: str,
     payload: bytes,
     endpoint_ids: list[str],
+    filtered_out: list[FilteredOut],
     deliver_after: datetime | None,
 ) -> tuple[list[Delivery], list[PendingPublication]]:
     await events.insert_event(
-        session, event_id=event_id, tenant_id=tenant_id, event_type=event_type, payload=payload
+        session,
+        event_id=event_id,
+        tenant_id=tenant_id,
+        event_type=event_type,
+        payload=payload,
+        filtered_out=[f.model_dump() for f in filtered_out] or None,
     )
     rows = await deliveries.insert_pending(
         session,
@@ -160,11 +171,11 @@ async def accept_delivery(
 ) -> Accepted:
     """One delivery to the named endpoint (whatever its event_types: the intent is explicit)."""
 
-    async def targets() -> list[str]:
+    async def targets() -> Targets:
         endpoint = await endpoints.get_live(session, tenant_id, intent.endpoint_id)
         if (refused := refusal_for(intent.endpoint_id, endpoint)) is not None:
             raise refused
-        return [intent.endpoint_id]
+        return [intent.endpoint_id], []
 
     return await _accept(
         session, settings, tenant_id, "POST /v1/deliveries", intent, idempotency_key, targets
@@ -223,10 +234,11 @@ async def accept_event(
     intent: EventIntent,
     idempotency_key: str | None,
 ) -> Accepted:
-    """Fan out to every enabled endpoint subscribed to the event type: one delivery each."""
+    """Fan out to every enabled endpoint subscribed to the event type whose filter lets it
+    through: one delivery each (fanout.py)."""
 
-    async def targets() -> list[str]:
-        return await endpoints.subscribed_to(session, tenant_id, intent.event_type)
+    async def targets() -> Targets:
+        return await fanout.targets_of(session, tenant_id, intent.event_type, intent.payload)
 
     return await _accept(
         session, settings, tenant_id, "POST /v1/events", intent, idempotency_key, targets
@@ -240,7 +252,7 @@ async def _accept(
     route: str,
     intent: DeliveryIntent | EventIntent,
     idempotency_key: str | None,
-    targets: Callable[[], Awaitable[list[str]]],
+    targets: Callable[[], Awaitable[Targets]],
 ) -> Accepted:
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
     event_id = new_id("evt")
@@ -254,7 +266,12 @@ async def _accept(
     )
     if earlier is not None:
         replayed = await deliveries.list_for_event(session, tenant_id, earlier)
-        return Accepted(earlier, intent.event_type, _out(replayed), replayed=True)
+        event = await events.get_for_tenant(session, tenant_id, earlier)
+        passed_by = [FilteredOut(**f) for f in (event.filtered_out if event else None) or []]
+        return Accepted(
+            earlier, intent.event_type, _out(replayed), replayed=True, filtered_out=passed_by
+        )
+    endpoint_ids, filtered_out = await targets()
     rows, publications = await _insert(
         session,
         settings,
@@ -262,10 +279,11 @@ async def _accept(
         event_id=event_id,
         event_type=intent.event_type,
         payload=payload,
-        endpoint_ids=await targets(),
+        endpoint_ids=endpoint_ids,
+        filtered_out=filtered_out,
         deliver_after=intent.deliver_after,
     )
-    return Accepted(event_id, intent.event_type, _out(rows), False, publications)
+    return Accepted(event_id, intent.event_type, _out(rows), False, publications, filtered_out)
 
 
 def _out(rows: list[Delivery]) -> list[DeliveryOut]:

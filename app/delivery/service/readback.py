@@ -8,7 +8,7 @@ import json
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.delivery.repository import deliveries, events
-from app.delivery.schemas import EventDelivery, EventOut
+from app.delivery.schemas import EventDelivery, EventOut, FilteredOut
 from app.errors import NotFound
 
 
@@ -23,4 +23,5 @@ async def event_detail(session: AsyncSession, tenant_id: str, event_id: str) -> 
         payload=json.loads(event.payload),
         created_at=event.created_at,
         deliveries=[EventDelivery.model_validate(d) for d in fanned_out],
+        filtered_out=[FilteredOut(**passed) for passed in event.filtered_out or []],
     )

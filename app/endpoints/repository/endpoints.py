@@ -129,12 +129,18 @@ async def soft_delete(session: AsyncSession, tenant_id: str, endpoint_id: str) -
     return result.scalar_one_or_none() is not None
 
 
-async def subscribed_to(session: AsyncSession, tenant_id: str, event_type: str) -> list[str]:
-    """Ids of the tenant's enabled endpoints that receive ``event_type``: the tenant's live
-    endpoints by index, each subscription matched by one array overlap with the selectors that
-    select the type (app.schemas.selectors_of)."""
+@dataclass(frozen=True)
+class Subscriber:
+    endpoint_id: str
+    filter: str | None  # a CEL expression the event must pass, or None
+
+
+async def subscribed_to(session: AsyncSession, tenant_id: str, event_type: str) -> list[Subscriber]:
+    """The tenant's enabled endpoints that receive ``event_type``, with their filters: the
+    tenant's live endpoints by index, each subscription matched by one array overlap with the
+    selectors that select the type (app.schemas.selectors_of)."""
     query = (
-        select(Endpoint.id)
+        select(Endpoint.id, Endpoint.filter)
         .where(
             Endpoint.tenant_id == tenant_id,
             _live,
@@ -147,7 +153,7 @@ async def subscribed_to(session: AsyncSession, tenant_id: str, event_type: str) 
         )
         .order_by(Endpoint.id)
     )
-    return list((await session.execute(query)).scalars())
+    return [Subscriber(row.id, row.filter) for row in await session.execute(query)]
 
 
 async def disable(session: AsyncSession, endpoint_id: str, reason: str) -> None:
