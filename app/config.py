@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # How long an API process trusts a key it has already looked up (0: ask every time). A
     # revoked key keeps working for at most this long.
     api_key_cache_seconds: float = Field(default=5.0, ge=0, le=300)
+    # How long an API process keeps an event type's schema (or that it has none) before it reads
+    # the catalogue again: a schema change reaches every process within this (0: every accept).
+    event_type_cache_seconds: float = Field(default=5.0, ge=0, le=300)
     # Per-destination flow control, for endpoints that set no limits of their own (0: none).
     default_rate_limit_per_second: float = Field(default=0.0, ge=0, le=100_000)
     default_max_in_flight: int = Field(default=50, ge=0, le=10_000)

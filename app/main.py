@@ -10,6 +10,8 @@ from fastapi import Depends, FastAPI
 from app import __version__
 from app.api.deps import Resources, require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
+from app.catalogue.routes import event_types
+from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.config import Settings, load_settings
 from app.db import create_engine, create_sessionmaker
 from app.delivery.routes import actions, deliveries, events
@@ -43,6 +45,7 @@ def create_app(settings: Settings) -> FastAPI:
             publisher=publisher,
             fleet=FleetGauges(sessionmaker, settings.region, settings.metrics_cache_seconds),
             principals=PrincipalCache(settings.api_key_cache_seconds),
+            schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
         )
         try:
             yield
@@ -65,6 +68,7 @@ def create_app(settings: Settings) -> FastAPI:
         tenants,
         api_keys,
         endpoints,
+        event_types,
         actions,
         deliveries,
         events,

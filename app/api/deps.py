@@ -13,6 +13,7 @@ from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.config import Settings
 from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.operations.service.fleet import FleetGauges
@@ -31,6 +32,7 @@ class Resources:
     publisher: FastPublisher
     fleet: FleetGauges
     principals: PrincipalCache
+    schemas: PayloadSchemas
 
 
 # Every dependency here is ``async def`` although none awaits: FastAPI runs a plain ``def``

@@ -6,6 +6,7 @@ from app.models.custody_record import CustodyRecord
 from app.models.delivery import Delivery
 from app.models.endpoint import Endpoint
 from app.models.event import Event
+from app.models.event_type import EventTypeDef
 from app.models.idempotency_key import IdempotencyKey
 from app.models.outbox import OutboxEntry
 from app.models.reconcile_run import ReconcileRun
@@ -19,6 +20,7 @@ __all__ = [
     "Delivery",
     "Endpoint",
     "Event",
+    "EventTypeDef",
     "IdempotencyKey",
     "OutboxEntry",
     "ReconcileRun",

@@ -39,6 +39,10 @@ TENANT_ROUTES = [
     ("POST", "/v1/deliveries/batch"),
     ("GET", "/v1/deliveries/redrive/rdv_x"),
     ("POST", "/v1/events"),
+    ("POST", "/v1/event-types"),
+    ("GET", "/v1/event-types"),
+    ("GET", "/v1/event-types/order.paid"),
+    ("PATCH", "/v1/event-types/order.paid"),
 ]
 ADMIN_ROUTES = [
     ("POST", "/v1/tenants"),
@@ -71,7 +75,8 @@ def test_every_v1_route_is_covered_here() -> None:
             .replace("{run_id}", "run_x")
             .replace("{job_id}", "rdv_x")
             .replace("{event_id}", "evt_x")
-            .replace("{key_id}", "key_x"),
+            .replace("{key_id}", "key_x")
+            .replace("{name}", "order.paid"),
         )
         for m, p in documented
     }

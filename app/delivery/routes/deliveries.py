@@ -69,13 +69,13 @@ async def create_delivery(
         # Event, delivery and outbox row in one statement: that statement is the commit.
         crash_point("api.before_commit", settings.fault)
         accepted = await intake.accept_delivery_at_once(
-            resources.sessionmaker, settings, tenant_id, intent
+            resources.sessionmaker, settings, tenant_id, intent, resources.schemas
         )
     else:
         # The key's claim commits with what it stands for.
         async with resources.sessionmaker() as session, session.begin():
             accepted = await intake.accept_delivery(
-                session, settings, tenant_id, intent, idempotency_key
+                session, settings, tenant_id, intent, idempotency_key, resources.schemas
             )
             crash_point("api.before_commit", settings.fault)
     delivery = accepted.deliveries[0]
@@ -145,10 +145,11 @@ async def create_deliveries_batch(
     session: SessionDep,
     settings: SettingsDep,
     publisher: PublisherDep,
+    resources: ResourcesDep,
 ) -> Response:
     async with session.begin():  # every accepted item with its event and outbox row, or none
         outcomes, publications = await batch_intake.accept_batch(
-            session, settings, tenant_id, batch.items
+            session, settings, tenant_id, batch.items, resources.schemas
         )
         crash_point("api.before_commit", settings.fault)
     publisher.submit(publications)

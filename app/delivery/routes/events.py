@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import IdempotencyKeyDep, PublisherDep, SessionDep, SettingsDep, TenantDep
+from app.api.deps import (
+    IdempotencyKeyDep,
+    PublisherDep,
+    ResourcesDep,
+    SessionDep,
+    SettingsDep,
+    TenantDep,
+)
 from app.api.paths import EventIdPath
 from app.delivery.routes.deliveries import REPLAYED_HEADER
 from app.delivery.schemas import EventAccepted, EventIntent, EventOut, FanoutDelivery
@@ -46,10 +53,13 @@ async def publish_event(
     settings: SettingsDep,
     idempotency_key: IdempotencyKeyDep,
     publisher: PublisherDep,
+    resources: ResourcesDep,
     response: Response,
 ) -> EventAccepted:
     async with session.begin():  # the event and all its deliveries and outbox rows, atomically
-        accepted = await intake.accept_event(session, settings, tenant_id, intent, idempotency_key)
+        accepted = await intake.accept_event(
+            session, settings, tenant_id, intent, idempotency_key, resources.schemas
+        )
         crash_point("api.before_commit", settings.fault)
     if accepted.replayed:
         response.status_code = 200

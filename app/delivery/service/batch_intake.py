@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.config import Settings
 from app.delivery.repository import deliveries, idempotency_keys, intents
 from app.delivery.repository.idempotency_keys import KeyClaim
@@ -85,7 +86,11 @@ def _candidate(index: int, item: BatchItem, limit: int) -> _Candidate | ItemOutc
 
 
 async def accept_batch(
-    session: AsyncSession, settings: Settings, tenant_id: str, items: list[dict[str, Any]]
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    items: list[dict[str, Any]],
+    schemas: PayloadSchemas,
 ) -> tuple[list[ItemOutcome], list[PendingPublication]]:
     outcomes: dict[int, ItemOutcome] = {}
     candidates: list[_Candidate] = []
@@ -113,7 +118,9 @@ async def accept_batch(
     accepted: list[_Candidate] = []
     for candidate in candidates:
         endpoint_id = candidate.intent.endpoint_id
-        refused = refusal_for(endpoint_id, live.get(endpoint_id))
+        refused = refusal_for(endpoint_id, live.get(endpoint_id)) or await schemas.refusal(
+            tenant_id, candidate.intent.event_type, candidate.intent.payload
+        )
         if refused is not None:
             outcomes[candidate.index] = ItemOutcome(candidate.index, refused.status, error=refused)
         else:

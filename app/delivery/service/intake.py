@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.config import Settings
 from app.db import single_statements
 from app.delivery.repository import deliveries, events, idempotency_keys, intents
@@ -168,6 +169,7 @@ async def accept_delivery(
     tenant_id: str,
     intent: DeliveryIntent,
     idempotency_key: str | None,
+    schemas: PayloadSchemas,
 ) -> Accepted:
     """One delivery to the named endpoint (whatever its event_types: the intent is explicit)."""
 
@@ -178,7 +180,14 @@ async def accept_delivery(
         return [intent.endpoint_id], []
 
     return await _accept(
-        session, settings, tenant_id, "POST /v1/deliveries", intent, idempotency_key, targets
+        session,
+        settings,
+        tenant_id,
+        "POST /v1/deliveries",
+        intent,
+        idempotency_key,
+        targets,
+        schemas,
     )
 
 
@@ -187,10 +196,12 @@ async def accept_delivery_at_once(
     settings: Settings,
     tenant_id: str,
     intent: DeliveryIntent,
+    schemas: PayloadSchemas,
 ) -> Accepted:
     """``accept_delivery`` when there is no idempotency key to claim first: then the whole
     accept -- endpoint check, event, delivery, outbox row -- is one statement."""
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
+    await schemas.check(tenant_id, intent.event_type, intent.payload)
     if not is_id(intent.endpoint_id):  # nothing could match; and NUL is no text to PostgreSQL
         raise NotFound(f"endpoint {intent.endpoint_id} not found")
     event_id = new_id("evt")
@@ -233,6 +244,7 @@ async def accept_event(
     tenant_id: str,
     intent: EventIntent,
     idempotency_key: str | None,
+    schemas: PayloadSchemas,
 ) -> Accepted:
     """Fan out to every enabled endpoint subscribed to the event type whose filter lets it
     through: one delivery each (fanout.py)."""
@@ -241,7 +253,7 @@ async def accept_event(
         return await fanout.targets_of(session, tenant_id, intent.event_type, intent.payload)
 
     return await _accept(
-        session, settings, tenant_id, "POST /v1/events", intent, idempotency_key, targets
+        session, settings, tenant_id, "POST /v1/events", intent, idempotency_key, targets, schemas
     )
 
 
@@ -253,6 +265,7 @@ async def _accept(
     intent: DeliveryIntent | EventIntent,
     idempotency_key: str | None,
     targets: Callable[[], Awaitable[Targets]],
+    schemas: PayloadSchemas,
 ) -> Accepted:
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
     event_id = new_id("evt")
@@ -271,6 +284,8 @@ async def _accept(
         return Accepted(
             earlier, intent.event_type, _out(replayed), replayed=True, filtered_out=passed_by
         )
+    # After the key: a replay answers what was accepted, whatever the schema says now.
+    await schemas.check(tenant_id, intent.event_type, intent.payload)
     endpoint_ids, filtered_out = await targets()
     rows, publications = await _insert(
         session,

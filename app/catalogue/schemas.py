@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
+
+from app import json_schemas
+from app.schemas import PRINTABLE_RULE, EventType
+
+
+def _compiles(schema: dict[str, Any]) -> dict[str, Any]:
+    try:
+        json_schemas.compile_schema(schema)
+    except json_schemas.SchemaError as exc:
+        # Braces would be read as the message's placeholders.
+        said = str(exc).replace("{", "(").replace("}", ")")
+        raise PydanticCustomError("json_schema", said) from None
+    return schema
+
+
+PayloadSchema = Annotated[dict[str, Any], AfterValidator(_compiles)]
+Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
+_SCHEMA = (
+    "A JSON Schema (Draft 2020-12 unless its $schema says otherwise) that every payload of this "
+    "type must match when accepted; a payload that does not is refused with 422 naming the "
+    "JSON pointer that fails. $ref must stay inside the schema."
+)
+
+
+class EventTypeCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "order.paid",
+                    "description": "An order was paid in full.",
+                    "schema": {
+                        "type": "object",
+                        "required": ["order_id", "amount"],
+                        "properties": {
+                            "order_id": {"type": "string"},
+                            "amount": {"type": "integer", "minimum": 0},
+                        },
+                    },
+                }
+            ]
+        },
+    )
+
+    name: EventType
+    description: Description | None = None
+    schema_: PayloadSchema | None = Field(default=None, alias="schema", description=_SCHEMA)
+
+
+class EventTypeUpdate(BaseModel):
+    """Fields to change; fields left out stay as they are; a null schema removes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: Description | None = None
+    schema_: PayloadSchema | None = Field(default=None, alias="schema", description=_SCHEMA)
+
+
+class EventTypeOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True, populate_by_name=True)
+
+    name: str
+    description: str | None
+    schema_: dict[str, Any] | None = Field(validation_alias="schema", serialization_alias="schema")
+    version: int = Field(description="Counts the schema's changes, from 1.")
+    created_at: datetime
+    updated_at: datetime

@@ -1,0 +1,58 @@
+"""The catalogue's entries: create, read, change. A change of schema takes effect in this
+process at once and in every other within the schema cache's time (payload_schemas.py)."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.catalogue.repository import event_types
+from app.catalogue.schemas import EventTypeCreate, EventTypeUpdate
+from app.catalogue.service.payload_schemas import PayloadSchemas
+from app.errors import Conflict, NotFound
+from app.models import EventTypeDef
+
+
+async def create_type(
+    session: AsyncSession, tenant_id: str, spec: EventTypeCreate, schemas: PayloadSchemas
+) -> EventTypeDef:
+    created = await event_types.insert_type(
+        session,
+        tenant_id=tenant_id,
+        name=spec.name,
+        description=spec.description,
+        schema=spec.schema_,
+    )
+    if created is None:
+        raise Conflict(f"event type {spec.name} is already in the catalogue; PATCH it to change it")
+    schemas.forget(tenant_id, spec.name)
+    return created
+
+
+async def get_type(session: AsyncSession, tenant_id: str, name: str) -> EventTypeDef:
+    found = await event_types.get(session, tenant_id, name)
+    if found is None:
+        raise NotFound(f"event type {name} is not in the catalogue")
+    return found
+
+
+async def list_types(
+    session: AsyncSession, tenant_id: str, *, limit: int, after: str | None
+) -> list[EventTypeDef]:
+    return await event_types.list_page(session, tenant_id, limit=limit, after_name=after)
+
+
+async def update_type(
+    session: AsyncSession,
+    tenant_id: str,
+    name: str,
+    change: EventTypeUpdate,
+    schemas: PayloadSchemas,
+) -> EventTypeDef:
+    values = change.model_dump(exclude_unset=True, by_alias=True)
+    if not values:
+        return await get_type(session, tenant_id, name)
+    updated = await event_types.update_type(session, tenant_id, name, values)
+    if updated is None:
+        raise NotFound(f"event type {name} is not in the catalogue")
+    schemas.forget(tenant_id, name)
+    return updated
