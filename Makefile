@@ -9,11 +9,11 @@ STAMP := $(VENV)/.installed
 
 # Installed from the lockfile: every machine gets the same versions. Herald itself on top,
 # editable, without resolving anything again.
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet --no-deps -e . -e clients/python
 	touch $(STAMP)
 
 # Re-resolve pyproject.toml's dependencies (dev and embedded extras included) into

@@ -1,0 +1,186 @@
+"""Every API call once: its method, path, body and how to read the answer. The sync and async
+clients only execute these (``_transport``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import TypeAdapter
+
+from herald_client.models import (
+    Attempt,
+    Delivery,
+    DeliveryDetail,
+    Endpoint,
+    EndpointCreated,
+    Event,
+    EventAccepted,
+    Page,
+    RedriveJob,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    read: Callable[[Any], T]
+    json: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+    # Safe to send again after a 429/503 or a lost connection: a read, an idempotent change,
+    # or a keyed accept.
+    repeatable: bool = True
+    # Send an Idempotency-Key: this one, or a fresh one per call (kept across its retries).
+    keyed: bool = False
+    idempotency_key: str | None = None
+
+
+def _model(model: type[T]) -> Callable[[Any], T]:
+    adapter = TypeAdapter(model)
+    return adapter.validate_python
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _present(**values: Any) -> dict[str, Any]:
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _when(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+# Deliveries
+
+
+def create_delivery(
+    endpoint_id: str,
+    event_type: str,
+    payload: dict[str, Any],
+    *,
+    deliver_after: datetime | None,
+    idempotency_key: str | None,
+) -> Call[Delivery]:
+    body = _present(
+        endpoint_id=endpoint_id,
+        event_type=event_type,
+        payload=payload,
+        deliver_after=_when(deliver_after),
+    )
+    return Call(
+        "POST",
+        "/v1/deliveries",
+        _model(Delivery),
+        json=body,
+        keyed=True,
+        idempotency_key=idempotency_key,
+    )
+
+
+def get_delivery(delivery_id: str) -> Call[DeliveryDetail]:
+    return Call("GET", f"/v1/deliveries/{delivery_id}", _model(DeliveryDetail))
+
+
+def list_deliveries(**filters: Any) -> Call[Page[Delivery]]:
+    return Call("GET", "/v1/deliveries", _model(Page[Delivery]), params=_present(**filters))
+
+
+def list_attempts(
+    delivery_id: str, *, limit: int | None, cursor: str | None
+) -> Call[Page[Attempt]]:
+    return Call(
+        "GET",
+        f"/v1/deliveries/{delivery_id}/attempts",
+        _model(Page[Attempt]),
+        params=_present(limit=limit, cursor=cursor),
+    )
+
+
+def cancel_delivery(delivery_id: str) -> Call[Delivery]:
+    # Cancelling twice answers the same: repeatable.
+    return Call("POST", f"/v1/deliveries/{delivery_id}/cancel", _model(Delivery))
+
+
+def redrive_delivery(delivery_id: str) -> Call[Delivery]:
+    # A second redrive of a delivery the first one revived is a 409: not repeated blindly.
+    return Call("POST", f"/v1/deliveries/{delivery_id}/redrive", _model(Delivery), repeatable=False)
+
+
+def bulk_redrive(**wanted: Any) -> Call[RedriveJob]:
+    body = {name: _when(v) if isinstance(v, datetime) else v for name, v in wanted.items()}
+    return Call(
+        "POST",
+        "/v1/deliveries/redrive",
+        _model(RedriveJob),
+        json=_present(**body),
+        repeatable=False,
+    )
+
+
+# Events
+
+
+def publish_event(
+    event_type: str,
+    payload: dict[str, Any],
+    *,
+    deliver_after: datetime | None,
+    idempotency_key: str | None,
+) -> Call[EventAccepted]:
+    body = _present(event_type=event_type, payload=payload, deliver_after=_when(deliver_after))
+    return Call(
+        "POST",
+        "/v1/events",
+        _model(EventAccepted),
+        json=body,
+        keyed=True,
+        idempotency_key=idempotency_key,
+    )
+
+
+def get_event(event_id: str) -> Call[Event]:
+    return Call("GET", f"/v1/events/{event_id}", _model(Event))
+
+
+# Endpoints
+
+
+def create_endpoint(fields: dict[str, Any]) -> Call[EndpointCreated]:
+    # Not keyed (the route takes no key): a retry after a lost answer could make a second one.
+    return Call(
+        "POST", "/v1/endpoints", _model(EndpointCreated), json=_present(**fields), repeatable=False
+    )
+
+
+def get_endpoint(endpoint_id: str) -> Call[Endpoint]:
+    return Call("GET", f"/v1/endpoints/{endpoint_id}", _model(Endpoint))
+
+
+def list_endpoints(*, limit: int | None, cursor: str | None) -> Call[Page[Endpoint]]:
+    params = _present(limit=limit, cursor=cursor)
+    return Call("GET", "/v1/endpoints", _model(Page[Endpoint]), params=params)
+
+
+def update_endpoint(endpoint_id: str, changes: dict[str, Any]) -> Call[Endpoint]:
+    # Setting fields to values is idempotent: repeatable. (None here means "set to null".)
+    return Call("PATCH", f"/v1/endpoints/{endpoint_id}", _model(Endpoint), json=changes)
+
+
+def delete_endpoint(endpoint_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/endpoints/{endpoint_id}", _nothing)
+
+
+def rotate_secret(endpoint_id: str) -> Call[dict[str, Any]]:
+    return Call(
+        "POST",
+        f"/v1/endpoints/{endpoint_id}/secret/rotate",
+        _model(dict[str, Any]),
+        repeatable=False,
+    )

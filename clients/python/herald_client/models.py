@@ -1,0 +1,166 @@
+"""What Herald answers, as typed models. Each mirrors one schema of Herald's OpenAPI document
+(``OPENAPI_NAMES``); Herald's test suite fails if a field is added, dropped or made optional
+there and not here. Unknown fields are kept, not refused: a newer Herald stays readable."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+Item = TypeVar("Item")
+DeliveryState = Literal["pending", "enqueued", "leased", "succeeded", "dead", "cancelled"]
+Outcome = Literal["success", "retryable", "unknown", "permanent", "blocked"]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Delivery(_Answer):
+    id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    state: DeliveryState
+    attempt_count: int
+    next_attempt_at: datetime
+    lease_until: datetime | None
+    last_outcome: Outcome | None
+    last_status_code: int | None
+    dead_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+
+
+class CustodyEvent(_Answer):
+    at: datetime
+    event: str
+    detail: str | None
+
+
+class DeliveryDetail(Delivery):
+    waiting_reason: str
+    waiting_detail: str | None
+    timeline: list[CustodyEvent]
+
+
+class Attempt(_Answer):
+    attempt_number: int
+    started_at: datetime
+    duration_ms: int
+    status_code: int | None
+    outcome: Outcome
+    error: str | None
+    response_body: str | None
+
+
+class FilteredOut(_Answer):
+    endpoint_id: str
+    reason: str
+
+
+class FanoutDelivery(_Answer):
+    id: str
+    endpoint_id: str
+
+
+class EventAccepted(_Answer):
+    id: str
+    event_type: str
+    deliveries: list[FanoutDelivery]
+    filtered_out: list[FilteredOut] = []
+
+
+class EventDelivery(_Answer):
+    id: str
+    endpoint_id: str
+    state: DeliveryState
+    attempt_count: int
+    last_status_code: int | None
+    completed_at: datetime | None
+
+
+class Event(_Answer):
+    id: str
+    event_type: str
+    payload: dict[str, Any]
+    created_at: datetime
+    deliveries: list[EventDelivery]
+    filtered_out: list[FilteredOut]
+
+
+class Endpoint(_Answer):
+    id: str
+    url: str
+    description: str | None
+    event_types: list[str] | None
+    filter: str | None
+    rate_limit_per_second: float | None
+    max_in_flight: int | None
+    enabled: bool
+    disabled_reason: str | None
+    payload_format: str
+    headers: dict[str, str]
+    paused_until: datetime | None
+    pause_reason: str | None
+    consecutive_failures: int
+    circuit: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class EndpointCreated(Endpoint):
+    secret: str
+
+
+class RedriveFilter(_Answer):
+    endpoint_id: str | None = None
+    event_type: str | None = None
+    states: list[str] = ["dead"]
+    dead_after: datetime | None = None
+    dead_before: datetime | None = None
+
+
+class RedriveJob(_Answer):
+    id: str
+    status: str
+    filter: RedriveFilter
+    redriven: int
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class Page(_Answer, Generic[Item]):
+    items: list[Item]
+    next_cursor: str | None
+
+
+class Problem(_Answer):
+    """An RFC 9457 problem, as Herald answers every error."""
+
+    type: str = "about:blank"
+    title: str = ""
+    status: int = 0
+    detail: str | None = None
+
+
+# Which schema of Herald's OpenAPI document each model mirrors.
+OPENAPI_NAMES: dict[type[BaseModel], str] = {
+    Delivery: "DeliveryOut",
+    DeliveryDetail: "DeliveryDetail",
+    CustodyEvent: "CustodyEventOut",
+    Attempt: "AttemptOut",
+    FilteredOut: "FilteredOut",
+    FanoutDelivery: "FanoutDelivery",
+    EventAccepted: "EventAccepted",
+    EventDelivery: "EventDelivery",
+    Event: "EventOut",
+    Endpoint: "EndpointOut",
+    EndpointCreated: "EndpointCreated",
+    RedriveFilter: "RedriveFilterOut",
+    RedriveJob: "RedriveJobOut",
+}

@@ -1,0 +1,137 @@
+"""The Python client (clients/python, ``herald_client``) against a real ``herald api`` process:
+typed answers from every resource, a receiver verifying with ``verify``, and a create retried
+through a database outage that still makes exactly one delivery."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from herald_client import AsyncHerald, Herald, HeraldError, InvalidSignature, verify
+from herald_client.models import Delivery, DeliveryDetail, EndpointCreated, Event, Page
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from tests.fixtures.api import new_tenant
+from tests.fixtures.engine import pump
+from tests.fixtures.processes import ApiProcess, start_api, wait_healthy
+from tests.fixtures.receiver import Receiver
+from tests.fixtures.stack import OwnPostgres, Stack
+from tests.fixtures.waiting import count_rows, wait_state
+
+
+@contextmanager
+def api_process(stack: Stack, logs: Path) -> Iterator[ApiProcess]:
+    api = start_api(stack, logs)
+    try:
+        yield api
+    finally:
+        api.process.terminate()
+        api.process.wait(timeout=30)
+
+
+async def tenant_key(api: ApiProcess) -> str:
+    async with httpx.AsyncClient(base_url=api.base_url) as http:
+        tenant = await new_tenant(http, "client-co")
+    return tenant["Authorization"].removeprefix("Bearer ")
+
+
+async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
+    stack: Stack,
+    settings: Settings,
+    engine: AsyncEngine,
+    receiver: Receiver,
+    tmp_path: Path,
+) -> None:
+    with api_process(stack, tmp_path) as api:
+        await wait_healthy(api)
+        key = await tenant_key(api)
+        with Herald(api.base_url, key) as herald:
+            endpoint = herald.endpoints.create(
+                receiver.url("/client"), event_types=["order.*"], payload_format="standard"
+            )
+            assert isinstance(endpoint, EndpointCreated) and endpoint.secret.startswith("whsec_")
+            delivery = herald.deliveries.create(endpoint.id, "order.paid", {"order": 7})
+            assert isinstance(delivery, Delivery) and delivery.state in ("pending", "enqueued")
+            later = herald.deliveries.create(
+                endpoint.id, "order.later", {}, deliver_after=datetime.now(UTC) + timedelta(hours=1)
+            )
+            published = herald.events.publish("order.shipped", {"order": 7})
+            assert [d.endpoint_id for d in published.deliveries] == [endpoint.id]
+
+            cancelled = herald.deliveries.cancel(later.id)
+            assert cancelled.state == "cancelled"
+            listed = herald.deliveries.list(event_id=published.id)
+            assert isinstance(listed, Page) and [d.id for d in listed.items] == [
+                published.deliveries[0].id
+            ]
+            assert herald.endpoints.update(endpoint.id, description="client").description == (
+                "client"
+            )
+            assert [e.id for e in herald.endpoints.list().items] == [endpoint.id]
+
+            async with pump(settings, engine) as (running, _):
+                running.start()
+                await wait_state(engine, delivery.id, "succeeded")
+                await wait_state(engine, published.deliveries[0].id, "succeeded")
+
+            detail = herald.deliveries.get(delivery.id)
+            assert isinstance(detail, DeliveryDetail) and detail.waiting_reason == "succeeded"
+            [attempt] = herald.deliveries.attempts(delivery.id).items
+            assert attempt.status_code == 200
+            event = herald.events.get(delivery.event_id)
+            assert isinstance(event, Event) and event.payload == {"order": 7}
+
+            with pytest.raises(HeraldError) as missing:
+                herald.deliveries.get("dlv_01JDQ8Z6V4Q0K9X7M3T5R2N8C1")
+            assert missing.value.status == 404
+            assert missing.value.problem.detail is not None
+
+    # What the receiver got verifies with the endpoint's secret, and only as sent.
+    sent = receiver.on("/client")[0]
+    body = verify(sent.headers, sent.body, endpoint.secret)
+    assert body["type"] in ("order.paid", "order.shipped") and body["data"]["order"] == 7
+    with pytest.raises(InvalidSignature):
+        verify(sent.headers, sent.body + b" ", endpoint.secret)
+    with pytest.raises(InvalidSignature):
+        verify(sent.headers, sent.body, "whsec_" + "A" * 43 + "=")
+
+
+async def test_a_create_retried_through_an_outage_makes_one_delivery_under_one_key(
+    own_postgres: OwnPostgres, tmp_path: Path
+) -> None:
+    seen: list[tuple[int, str]] = []  # (status, Idempotency-Key) of every answer
+    outage_met = asyncio.Event()
+
+    async def on_response(response: httpx.Response) -> None:
+        if response.request.url.path == "/v1/deliveries":
+            seen.append((response.status_code, response.request.headers["Idempotency-Key"]))
+            if response.status_code == 503:
+                outage_met.set()
+
+    with api_process(own_postgres.stack, tmp_path) as api:
+        await wait_healthy(api)
+        key = await tenant_key(api)
+        http = httpx.AsyncClient(
+            base_url=api.base_url, timeout=30, event_hooks={"response": [on_response]}
+        )
+        async with AsyncHerald(api.base_url, key, http=http, max_retries=10) as herald:
+            endpoint = await herald.endpoints.create("http://127.0.0.1:9/outage")
+            await asyncio.to_thread(own_postgres.server.stop)
+            creating = asyncio.create_task(herald.deliveries.create(endpoint.id, "a.b", {"n": 1}))
+            await asyncio.wait_for(outage_met.wait(), timeout=60)
+            assert await asyncio.to_thread(own_postgres.server.start)
+            await own_postgres.engine.dispose()
+            delivery = await asyncio.wait_for(creating, timeout=120)
+
+    statuses = [status for status, _ in seen]
+    assert statuses[0] == 503 and statuses[-1] == 202
+    assert set(statuses) <= {503, 202}
+    assert len({sent_key for _, sent_key in seen}) == 1  # every try carried the same key
+    assert await count_rows(own_postgres.engine, "deliveries") == 1
+    assert await count_rows(own_postgres.engine, "deliveries", "id = :d", d=delivery.id) == 1
