@@ -4,8 +4,10 @@
 
 A filter is compiled when the endpoint is saved (a 422 says where it is wrong), cached compiled,
 and evaluated at fan-out in a few microseconds. CEL has no loops or recursion; the one costly
-construct is a comprehension over a list, so a filter holds at most one (its cost is then
-linear in the payload, which is bounded in size), and at most ``MAX_LENGTH`` characters.
+construct is a comprehension over a list. So that every filter costs at most linear time in the
+payload (itself bounded in size) times its own length (``MAX_LENGTH``): a filter holds at most
+one comprehension, whose body sees only its own variable -- ``payload.a.all(x, x in payload.a)``
+would be quadratic -- and no comments (they could hide a second one from this check).
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ MAX_LENGTH = 1000
 VARIABLES = ("type", "payload")
 # Receiver-style macros that loop over a list or map (`payload.lines.exists(l, l.qty > 2)`).
 _COMPREHENSION = re.compile(r"\.\s*(all|exists_one|exists|map|filter)\s*\(\s*([A-Za-z_]\w*)?")
+# CEL's string and bytes literals: triple-quoted, quoted, with r/b prefixes and escapes.
+_STRING = re.compile(
+    r"[rRbB]{0,2}(?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''"
+    r"|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')",
+    re.DOTALL,
+)
 _POSITION = re.compile(r"<input>:(\d+):(\d+): (?:Syntax error: )?([^\n]*)")
 
 
@@ -37,17 +45,35 @@ def compiled(expression: str) -> Any:
         program = cel.compile(expression)
     except ValueError as exc:
         raise FilterError(_syntax_error(str(exc))) from None
-    comprehensions = _COMPREHENSION.findall(expression)
+    code = _STRING.sub('""', expression)  # what is not inside a string literal
+    if "//" in code:
+        raise FilterError("a filter may not hold comments")
+    comprehensions = list(_COMPREHENSION.finditer(code))
     if len(comprehensions) > 1:
         raise FilterError(
             "a filter may hold at most one all, exists, exists_one, map or filter (each loops "
             "over the payload)"
         )
-    bound = {name for _, name in comprehensions if name}
+    if comprehensions and re.search(r"\bpayload\b", _body(code, comprehensions[0].end())):
+        raise FilterError(
+            "inside all, exists, exists_one, map or filter, use the element's variable, not "
+            "payload (that would loop over the payload once per element)"
+        )
+    bound = {match.group(2) for match in comprehensions if match.group(2)}
     unknown = sorted(set(program.variables()) - set(VARIABLES) - bound)
     if unknown:
         raise FilterError(f"unknown name {unknown[0]}: a filter sees type and payload")
     return program
+
+
+def _body(code: str, start: int) -> str:
+    """The text from ``start`` up to the parenthesis that closes the one before it."""
+    depth = 1
+    for end in range(start, len(code)):
+        depth += {"(": 1, ")": -1}.get(code[end], 0)
+        if depth == 0:
+            return code[start:end]
+    return code[start:]
 
 
 def _syntax_error(message: str) -> str:

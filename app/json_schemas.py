@@ -15,6 +15,23 @@ import jsonschema_rs
 
 MAX_SCHEMA_BYTES = 64 * 1024
 _REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+# The drafts a schema may name in ``$schema``: any other URI would be fetched to find its
+# meta-schema -- over HTTP or from a file -- which is an SSRF and a file read from the API.
+DRAFTS = frozenset(
+    uri + suffix
+    for uri in (
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "http://json-schema.org/draft-07/schema",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-04/schema",
+    )
+    for suffix in ("", "#")
+)
+
+
+def _fetch_nothing(uri: str) -> Any:
+    raise ValueError(f"Herald fetches no schema ({uri[:100]})")
 
 
 class SchemaError(ValueError):
@@ -26,6 +43,12 @@ def compile_schema(schema: dict[str, Any]) -> Any:
     not a valid JSON Schema."""
     if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
         raise SchemaError(f"a schema is at most {MAX_SCHEMA_BYTES} bytes of JSON")
+    named = schema.get("$schema")
+    if named is not None and named not in DRAFTS:
+        raise SchemaError(
+            "$schema must name a JSON Schema draft (2020-12, 2019-09, 7, 6 or 4): Herald fetches "
+            "no meta-schema"
+        )
     outside = _outside_ref(schema)
     if outside is not None:
         raise SchemaError(
@@ -33,8 +56,9 @@ def compile_schema(schema: dict[str, Any]) -> Any:
         )
     try:
         jsonschema_rs.meta.validate(schema)
-        return jsonschema_rs.validator_for(schema)
-    except (jsonschema_rs.ValidationError, ValueError) as exc:
+        # Defence in depth: whatever still names a remote resource is not fetched.
+        return jsonschema_rs.validator_for(schema, retriever=_fetch_nothing)
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
         raise SchemaError(f"not a valid JSON Schema: {first}") from None
 

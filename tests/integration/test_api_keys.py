@@ -148,3 +148,21 @@ async def test_the_cli_creates_lists_and_revokes_keys(settings: Settings, stack:
     unknown = herald(stack, "revoke", "key_01JDQ8Z6V4Q0K9X7M3T5R2N8C1")
     assert unknown.returncode == 1
     assert "no API key key_01JDQ8Z6V4Q0K9X7M3T5R2N8C1" in unknown.stderr
+
+
+async def test_an_admin_key_bound_to_a_tenant_is_not_the_tenants_to_see_or_revoke(
+    client: httpx.AsyncClient, stack: Stack
+) -> None:
+    operator = herald(stack, "create", "--tenant", "bound-co", "--admin", "--label", "ops")
+    assert operator.returncode == 0, operator.stderr
+    admin_key = operator.stdout.strip()
+    tenant_key = herald(stack, "create", "--tenant", "bound-co").stdout.strip()
+    tenant = bearer(tenant_key)
+
+    seen = (await client.get("/v1/api-keys", headers=tenant)).json()["items"]
+    assert [k["label"] for k in seen] == [None]  # its own key only
+    every = (await client.get("/v1/api-keys", headers=ADMIN)).json()["items"]
+    [bound] = [k for k in every if k["label"] == "ops"]
+    refused = await client.post(f"/v1/api-keys/{bound['id']}/revoke", headers=tenant)
+    assert refused.status_code == 404
+    assert (await client.get("/v1/tenants", headers=bearer(admin_key))).status_code == 200

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.api import new_endpoint, new_tenant
+from tests.fixtures.receiver import Receiver
 from tests.fixtures.waiting import count_rows
 
 ORDER_PAID = {
@@ -87,6 +88,8 @@ async def test_a_tenant_keeps_a_catalogue_of_its_event_types(
         ({"$ref": "https://example.com/schema.json"}, "$ref must point inside the schema"),
         ({"properties": {"a": {"$ref": "other.json#/x"}}}, "Herald fetches nothing"),
         ({"enum": ["x" * 1000] * 70}, "a schema is at most 65536 bytes"),
+        ({"$schema": "file:///etc/hostname"}, "$schema must name a JSON Schema draft"),
+        ({"$schema": "http://169.254.169.254/latest"}, "Herald fetches no meta-schema"),
     ],
 )
 async def test_a_schema_herald_cannot_use_is_refused(
@@ -202,3 +205,17 @@ async def test_a_schema_change_applies_at_once_and_a_replay_still_answers_as_bef
     # The same keyed request again: it was accepted once, so it answers that, not the schema.
     replay = await accept(client, tenant, "POST /v1/deliveries (keyed)", endpoint["id"], loose)
     assert (replay.status_code, replay.json()["id"]) == (200, first.json()["id"])
+
+
+async def test_a_schema_naming_a_meta_schema_on_the_network_fetches_nothing(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
+) -> None:
+    for schema in (
+        {"$schema": receiver.url("/meta"), "type": "object"},
+        {"$id": receiver.url("/base"), "properties": {"a": {"$ref": receiver.url("/a.json")}}},
+    ):
+        response = await client.post(
+            "/v1/event-types", json={"name": "a.b", "schema": schema}, headers=tenant
+        )
+        assert response.status_code == 422, response.text
+    assert receiver.requests == []  # nothing asked the network for a schema

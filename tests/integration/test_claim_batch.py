@@ -5,6 +5,7 @@ Times are compared on the database's clock."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import asyncpg
@@ -262,3 +263,26 @@ async def test_next_wake_past_its_probe_is_early_never_late(
         alone = await wake(connection, settings, endpoint["id"])
         due = await seconds_until(connection, "next_attempt_at", ids[-1])
     assert alone is not None and alone <= due
+
+
+async def test_a_lease_is_no_longer_held_to_start_once_cancelled_or_expired(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    settings: Settings,
+    connection: asyncpg.Connection,
+) -> None:
+    await accepted(client, tenant, engine, endpoint["id"], 3)
+    kept, cancelled, expired = (await claim(connection, settings, endpoint["id"], limit=3)).rows
+    assert (await client.post(f"/v1/deliveries/{cancelled.id}/cancel", headers=tenant)).json()[
+        "state"
+    ] == "cancelled"
+    await expire_lease(engine, expired.id)
+
+    held = {
+        row.id: await delivery_leases.still_held(connection, row.id, row.token)
+        for row in (kept, cancelled, expired)
+    }
+    assert held == {kept.id: True, cancelled.id: False, expired.id: False}
+    assert not await delivery_leases.still_held(connection, kept.id, uuid.uuid4())  # another's

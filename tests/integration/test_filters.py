@@ -26,6 +26,10 @@ BIG_EUROS = 'payload.amount > 100 && payload.currency == "EUR"'
             "at most one all, exists, exists_one, map or filter",
         ),
         ("payload.a == 1 || " * 60 + "true", "a filter is at most 1000 characters"),
+        # A comment could hide a second comprehension from the count.
+        ("payload.a.//c\nall(x, payload.a.//c\nall(y, true))", "a filter may not hold comments"),
+        # One comprehension over the payload per element would be quadratic.
+        ("payload.a.all(x, x in payload.a)", "use the element's variable, not payload"),
         ("", "at least 1 character"),
     ],
 )
@@ -121,3 +125,14 @@ async def test_removing_a_filter_lets_everything_through_again(
     assert cleared.json()["filter"] is None
     after = (await client.post("/v1/events", json=body, headers=tenant)).json()
     assert (len(before["deliveries"]), len(after["deliveries"])) == (0, 1)
+
+
+async def test_strings_may_hold_what_code_may_not(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    # "//" and ".all(" inside string literals are text, not a comment or a comprehension.
+    expression = 'payload.url.startsWith("https://") && payload.note != "a.all(x, y)"'
+    endpoint = await new_endpoint(client, tenant, filter=expression)
+    body = {"event_type": "x", "payload": {"url": "https://a.example", "note": "n"}}
+    published = (await client.post("/v1/events", json=body, headers=tenant)).json()
+    assert [d["endpoint_id"] for d in published["deliveries"]] == [endpoint["id"]]

@@ -181,3 +181,16 @@ async def next_wake(
         _NEXT_WAKE, region, endpoint_id, WAKE_PROBE_ROWS
     )
     return seconds
+
+
+async def still_held(connection: asyncpg.Connection, delivery_id: str, token: uuid.UUID) -> bool:
+    """Whether the lease is still this holder's and the delivery still to be sent: a claimed
+    row that waited for its start slot may have been cancelled meanwhile (it keeps its lease
+    token then, so that a record could still land)."""
+    held: bool = await connection.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = $1 AND lease_token = $2"
+        " AND state = 'leased' AND lease_until > now())",
+        delivery_id,
+        token,
+    )
+    return held

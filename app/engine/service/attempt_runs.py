@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import metrics
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, single_statements
-from app.engine.repository import delivery_records
+from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import sender
 from app.engine.service.attempt import Attempts, Ended
@@ -132,6 +132,11 @@ class AttemptRuns:
             earliest, latest = window.start(i)
             if latest > clock.time():
                 await asyncio.sleep(latest - clock.time())
+                # Waited for its slot: its producer may have cancelled it meanwhile, and a
+                # cancel answered before the request left must keep it from leaving.
+                async with single_statements(self._sessionmaker) as connection:
+                    if not await delivery_leases.still_held(connection, claimed.id, claimed.token):
+                        return "delivery.not_held_at_start"
             if clock.time() - earliest > max(grant.interval, LATE_START_SECONDS):
                 return "delivery.start_slot_missed"
         if lease_ends - clock.time() < self._settings.lease_left_to_send:

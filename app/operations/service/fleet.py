@@ -85,7 +85,7 @@ class _SnapshotCollector(Collector):
             yield gauge
         states = GaugeMetricFamily(
             "herald_deliveries",
-            "Deliveries by state (succeeded: not counted)",
+            "Deliveries by state (succeeded and cancelled: not counted, see herald_cancellations)",
             labels=["region", "state"],
         )
         for state, count in s.by_state.items():

@@ -69,9 +69,13 @@ async def list_page(
     every_tenant: bool,
     limit: int,
     before_id: str | None,
+    with_admin_keys: bool = True,
 ) -> list[ApiKey]:
-    """Newest first: one tenant's keys, the admin keys (``tenant_id`` None), or every key."""
+    """Newest first: one tenant's keys, the admin keys (``tenant_id`` None), or every key;
+    without the admin keys bound to a tenant unless ``with_admin_keys``."""
     query = select(ApiKey)
+    if not with_admin_keys:
+        query = query.where(ApiKey.is_admin.is_(False))
     if not every_tenant:
         query = query.where(
             ApiKey.tenant_id.is_(None) if tenant_id is None else ApiKey.tenant_id == tenant_id
@@ -82,13 +86,14 @@ async def list_page(
 
 
 async def revoke(session: AsyncSession, key_id: str, *, tenant_id: str | None) -> ApiKey | None:
-    """Revoke a key (of ``tenant_id``, unless None: any key); revoking twice keeps the first
-    time. None when there is no such key (for that tenant)."""
+    """Revoke a key (a tenant key of ``tenant_id``, unless None: any key); revoking twice keeps
+    the first time. None when there is no such key (for that tenant)."""
     if not is_id(key_id):
         return None
     statement = update(ApiKey).where(ApiKey.id == key_id)
     if tenant_id is not None:
-        statement = statement.where(ApiKey.tenant_id == tenant_id)
+        # A tenant's own keys only: not an operator's admin key bound to the tenant.
+        statement = statement.where(ApiKey.tenant_id == tenant_id, ApiKey.is_admin.is_(False))
     result = await session.execute(
         statement.values(revoked_at=func.coalesce(ApiKey.revoked_at, func.now()))
         .returning(ApiKey)

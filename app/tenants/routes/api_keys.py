@@ -47,6 +47,7 @@ async def list_keys(
             every_tenant=scope is None,
             limit=limit + 1,
             before_id=decode_id_cursor(cursor, "key"),
+            with_admin_keys=principal.is_admin,
         )
     return page_of(rows, limit, ApiKeyOut.model_validate, lambda item: item.id)
 

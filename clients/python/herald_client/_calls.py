@@ -32,8 +32,9 @@ class Call(Generic[T]):
     read: Callable[[Any], T]
     json: Any = None
     params: dict[str, Any] = field(default_factory=dict)
-    # Safe to send again after a 429/503 or a lost connection: a read, an idempotent change,
-    # or a keyed accept.
+    # Safe to send again after a lost connection (it may have been done): a read, an
+    # idempotent change, or a keyed accept. (After a 429 or a 503 every call is sent again:
+    # Herald did nothing.)
     repeatable: bool = True
     # Send an Idempotency-Key: this one, or a fresh one per call (kept across its retries).
     keyed: bool = False
@@ -174,7 +175,8 @@ def update_endpoint(endpoint_id: str, changes: dict[str, Any]) -> Call[Endpoint]
 
 
 def delete_endpoint(endpoint_id: str) -> Call[None]:
-    return Call("DELETE", f"/v1/endpoints/{endpoint_id}", _nothing)
+    # A delete that went through answers 404 the second time: not sent again blindly.
+    return Call("DELETE", f"/v1/endpoints/{endpoint_id}", _nothing, repeatable=False)
 
 
 def rotate_secret(endpoint_id: str) -> Call[dict[str, Any]]:

@@ -35,25 +35,43 @@ def key_for(call: Call[Any]) -> str | None:
     return call.idempotency_key or f"hc-{uuid.uuid4().hex}"
 
 
-def should_retry(call: Call[Any], response: httpx.Response | None, attempt: int, most: int) -> bool:
-    if attempt >= most or not call.repeatable:
-        return False
-    return response is None or response.status_code in RETRYABLE_STATUSES
+def next_wait(
+    call: Call[Any], response: httpx.Response | None, attempt: int, most: int, most_wait: float
+) -> float | None:
+    """How long to wait before trying ``call`` again, or None not to.
+
+    429 and 503 are Herald's "nothing was done, try again": any call is tried again, after what
+    Retry-After says -- never sooner; if that is longer than ``most_wait``, the error is the
+    answer. A lost connection (``response`` None) may have hidden a call that was done: only a
+    repeatable call is tried again."""
+    if attempt >= most:
+        return None
+    if response is None:
+        return _backoff(attempt, most_wait) if call.repeatable else None
+    if response.status_code not in RETRYABLE_STATUSES:
+        return None
+    asked = _retry_after(response)
+    if asked is None:
+        return _backoff(attempt, most_wait)
+    return asked if asked <= most_wait else None
 
 
-def delay(response: httpx.Response | None, attempt: int, most_wait: float) -> float:
-    """What Retry-After says (seconds or an HTTP date), else exponential backoff with jitter;
-    never more than ``most_wait``."""
-    said = None if response is None else response.headers.get("Retry-After")
-    if said is not None:
+def _retry_after(response: httpx.Response) -> float | None:
+    """Retry-After in seconds (given as seconds or as an HTTP date), None when absent."""
+    said = response.headers.get("Retry-After")
+    if said is None:
+        return None
+    try:
+        seconds = float(said)
+    except ValueError:
         try:
-            seconds = float(said)
-        except ValueError:
-            try:
-                seconds = (parsedate_to_datetime(said) - datetime.now(UTC)).total_seconds()
-            except (TypeError, ValueError):
-                seconds = 1.0
-        return min(max(seconds, 0.0), most_wait)
+            seconds = (parsedate_to_datetime(said) - datetime.now(UTC)).total_seconds()
+        except (TypeError, ValueError):
+            return None
+    return max(seconds, 0.0)
+
+
+def _backoff(attempt: int, most_wait: float) -> float:
     backoff: float = 0.5 * 2.0**attempt
     return min(most_wait, backoff) * random.uniform(0.5, 1.0)  # noqa: S311
 

@@ -11,7 +11,7 @@ import httpx
 
 from herald_client import _calls
 from herald_client._calls import Call
-from herald_client._transport import answer, delay, headers_for, key_for, should_retry
+from herald_client._transport import answer, headers_for, key_for, next_wait
 from herald_client.models import (
     Attempt,
     Delivery,
@@ -68,12 +68,15 @@ class Herald:
                     headers=headers_for(call, s.api_key, key),
                 )
             except httpx.TransportError:
-                if not should_retry(call, None, attempt, s.max_retries):
-                    raise
                 response = None
-            if response is not None and not should_retry(call, response, attempt, s.max_retries):
-                return answer(call, response)
-            time.sleep(delay(response, attempt, s.max_retry_wait))
+                wait = next_wait(call, None, attempt, s.max_retries, s.max_retry_wait)
+                if wait is None:
+                    raise
+            else:
+                wait = next_wait(call, response, attempt, s.max_retries, s.max_retry_wait)
+                if wait is None:
+                    return answer(call, response)
+            time.sleep(wait)
             attempt += 1
 
     def close(self) -> None:
@@ -119,12 +122,15 @@ class AsyncHerald:
                     headers=headers_for(call, s.api_key, key),
                 )
             except httpx.TransportError:
-                if not should_retry(call, None, attempt, s.max_retries):
-                    raise
                 response = None
-            if response is not None and not should_retry(call, response, attempt, s.max_retries):
-                return answer(call, response)
-            await asyncio.sleep(delay(response, attempt, s.max_retry_wait))
+                wait = next_wait(call, None, attempt, s.max_retries, s.max_retry_wait)
+                if wait is None:
+                    raise
+            else:
+                wait = next_wait(call, response, attempt, s.max_retries, s.max_retry_wait)
+                if wait is None:
+                    return answer(call, response)
+            await asyncio.sleep(wait)
             attempt += 1
 
     async def aclose(self) -> None:
