@@ -1,22 +1,29 @@
-# Production image: `herald api` against external PostgreSQL and Redis.
+# One image for every role: `herald api` (the default), `herald worker`, `herald migrate` (once
+# per release, before the new API and workers), `herald reconcile --every 60s` (the cron).
 #   docker build -t herald .
 #   docker run -e HERALD_DATABASE_URL=... -e HERALD_REDIS_URL=... -p 8000:8000 herald
-# Run `herald migrate` once per release (same image, command `herald migrate`).
+# deploy/ has compose and Kubernetes manifests built on it.
+
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md alembic.ini ./
+COPY pyproject.toml README.md alembic.ini requirements.lock ./
 COPY app ./app
 COPY workers ./workers
 COPY migrations ./migrations
-RUN pip install --no-cache-dir --prefix=/install .
+# Herald's runtime dependencies only, at the lockfile's versions (-c: the lock constrains, it
+# does not add): no embedded PostgreSQL or Redis, no test or lint tooling.
+RUN pip install --no-cache-dir --prefix=/install -c requirements.lock .
 
 FROM python:3.11-slim
-RUN useradd --system --uid 10001 herald
+RUN useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin herald
 COPY --from=build /install /usr/local
-USER herald
+USER 10001
 ENV HERALD_HOST=0.0.0.0 \
     HERALD_PORT=8000 \
+    HERALD_WORKER_HEARTBEAT_FILE=/tmp/herald-worker.heartbeat \
     PYTHONUNBUFFERED=1
 EXPOSE 8000
-HEALTHCHECK --interval=15s --timeout=3s CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)" || exit 1
+# Fitted to the role the container runs (HERALD_ROLE, else its command): the API answers
+# /healthz, a worker's event loop has beaten within 15 s, migrate and the cron pass.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=20s CMD ["herald", "health"]
 CMD ["herald", "api"]

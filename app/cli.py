@@ -1,4 +1,5 @@
-"""The ``herald`` command: api, worker, migrate, keys create|list|revoke, purge, openapi.
+"""The ``herald`` command: api, worker [--check], migrate, keys create|list|revoke, reconcile
+[--every], purge, openapi.
 
 The dev stack (embedded servers, the supervisor) is ``herald-dev``, from ``devstack``: nothing
 here imports it."""
@@ -8,10 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from app import cli_keys
+from app import cli_keys, cli_reconcile
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
 
@@ -75,9 +78,46 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
 
     from workers.runner import run_worker
 
+    if args.check:
+        from workers.heartbeat import check
+
+        healthy, said = check(settings.worker_heartbeat_file)
+        print(said, file=sys.stdout if healthy else sys.stderr)
+        return 0 if healthy else 1
     _require_urls(settings)
     uvloop.run(run_worker(settings))
     return 0
+
+
+def _role() -> str:
+    """What this container runs: ``HERALD_ROLE``, else the ``herald`` command of its process 1."""
+    role = os.environ.get("HERALD_ROLE")
+    if role:
+        return role
+    try:
+        words = Path("/proc/1/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "api"
+    known = {b"api", b"worker", b"migrate", b"reconcile"}
+    return next((w.decode() for w in words if w in known), "api")
+
+
+def _cmd_health(settings: Settings, args: argparse.Namespace) -> int:
+    """The image's one HEALTHCHECK, fitted to the role: an API answers /healthz, a worker has
+    beaten lately; a one-shot migration or the cron has nothing to serve."""
+    role = _role()
+    if role == "worker":
+        return _cmd_worker(settings, argparse.Namespace(check=True))
+    if role != "api":
+        return 0
+    import httpx
+
+    try:
+        answered = httpx.get(f"http://127.0.0.1:{settings.port}/healthz", timeout=2)
+    except httpx.HTTPError as exc:
+        print(f"the API does not answer: {exc}", file=sys.stderr)
+        return 1
+    return 0 if answered.status_code == 200 else 1
 
 
 def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
@@ -124,7 +164,14 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("dev", help="moved: the dev stack is `herald-dev`")
     api = commands.add_parser("api", help="run the HTTP API (uvicorn)")
     api.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    commands.add_parser("worker", help="run a delivery worker (arq) with the outbox relay")
+    worker = commands.add_parser("worker", help="run a delivery worker (arq) with the outbox relay")
+    worker.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 0 if the worker in this container beat lately (its health check)",
+    )
+    cli_reconcile.add_parser(commands)
+    commands.add_parser("health", help="the container health check, fitted to its role")
     commands.add_parser("migrate", help="apply database migrations")
     cli_keys.add_parser(commands)
     commands.add_parser("purge", help="purge data older than HERALD_RETENTION_DAYS now")
@@ -138,6 +185,8 @@ _COMMANDS = {
     "worker": _cmd_worker,
     "migrate": _cmd_migrate,
     "keys": _cmd_keys,
+    "reconcile": cli_reconcile.run,
+    "health": _cmd_health,
     "purge": _cmd_purge,
     "openapi": _cmd_openapi,
 }

@@ -83,6 +83,12 @@ class Settings(BaseSettings):
     metrics_cache_seconds: float = Field(default=5.0, ge=0)
     # Each worker serves its own counters on this port (unset: not served).
     worker_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # Touched by a running worker every few seconds; `herald worker --check` reads it.
+    worker_heartbeat_file: Path = Path("/tmp/herald-worker.heartbeat")  # noqa: S108
+    # A reconcile run older than this is reported stale by /readyz (a missing cron).
+    reconcile_stale_seconds: float = Field(default=600.0, gt=0)
+    # Where `herald reconcile` finds the API (it POSTs /v1/reconcile with the admin key).
+    api_url: str = "http://127.0.0.1:8000"
     # Terminal deliveries (with their attempts and outbox rows), orphaned events, expired
     # idempotency keys and old reconcile runs are purged after this many days.
     retention_days: float = Field(default=30.0, gt=0)

@@ -28,6 +28,7 @@ from app.engine.service.pump import Pump
 from app.engine.service.sender import build_http_session
 from app.flow.service.gate import Gate
 from app.outbox.service.relay import run_relay
+from workers import heartbeat
 from workers.context import WorkerContext
 from workers.deliver import DELIVER_MAX_TRIES, deliver
 from workers.jobs import bulk_redrive, reconcile
@@ -164,6 +165,7 @@ async def run_worker(settings: Settings) -> None:
     pump = Pump(settings, sessionmaker, redis, gate, Attempts(settings, http, gate))
     pump.start()
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
+    beating = asyncio.create_task(heartbeat.beat(settings.worker_heartbeat_file, stop))
     herald = WorkerContext(settings, sessionmaker, redis, pump)
     ctx = herald.as_arq_ctx()
     log.info("worker.started", region=settings.region, concurrency=settings.worker_concurrency)
@@ -171,7 +173,7 @@ async def run_worker(settings: Settings) -> None:
         await supervise(settings, redis, ctx, stop)
     finally:
         stop.set()
-        await asyncio.gather(relay, return_exceptions=True)
+        await asyncio.gather(relay, beating, return_exceptions=True)
         await _finish_background(herald.background, settings.shutdown_grace)
         await pump.drain(settings.shutdown_grace)  # a no-op after a normal stop
         await http.close()

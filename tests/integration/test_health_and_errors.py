@@ -27,7 +27,12 @@ async def test_healthz_and_readyz_when_everything_is_up(client: httpx.AsyncClien
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     ready = await client.get("/readyz")
     assert ready.status_code == 200, ready.text
-    assert ready.json() == {"status": "ready", "database": "ok", "redis": "ok"}
+    assert ready.json() == {
+        "status": "ready",
+        "database": "ok",
+        "redis": "ok",
+        "reconcile": "never succeeded: is the cron (herald reconcile) running?",
+    }
 
 
 async def test_unreachable_database_is_503_with_retry_after(

@@ -8,6 +8,7 @@ from sqlalchemy import text
 
 from app.api.deps import ResourcesDep
 from app.errors import problem_response, problem_response_doc
+from app.reconcile.service import reconcile
 
 router = APIRouter(tags=["health"])
 _CHECK_TIMEOUT_SECONDS = 2.0
@@ -20,7 +21,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get(
     "/readyz",
-    summary="PostgreSQL and Redis are reachable",
+    summary="PostgreSQL and Redis are reachable (and when reconcile last succeeded)",
     responses={503: problem_response_doc("A dependency is unreachable")},
 )
 async def readyz(request: Request, resources: ResourcesDep) -> JSONResponse:
@@ -40,7 +41,10 @@ async def readyz(request: Request, resources: ResourcesDep) -> JSONResponse:
         except Exception as exc:  # any failure means "not ready"; the kind is what operators need
             results[name] = f"unavailable: {type(exc).__name__}"
     if all(v == "ok" for v in results.values()):
-        return JSONResponse({"status": "ready", **results})
+        # Reported, not required: the API serves without reconcile; a stale one is an alert
+        # (deploy/prometheus/alerts.yaml), not a reason to take every API out of service.
+        _, reconcile_said = await reconcile.freshness(resources.sessionmaker, resources.settings)
+        return JSONResponse({"status": "ready", **results, "reconcile": reconcile_said})
     return problem_response(
         request,
         status=503,

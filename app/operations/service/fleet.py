@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +40,9 @@ _SNAPSHOT_SQL = text(
         WHERE region = :r AND state = 'dead' AND dead_reason IS NOT NULL) AS dead,
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now())
         AS paused,
-      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND NOT enabled) AS disabled
+      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND NOT enabled) AS disabled,
+      (SELECT extract(epoch FROM now() - finished_at) FROM reconcile_runs
+        WHERE region = :r AND status = 'succeeded' ORDER BY id DESC LIMIT 1) AS reconcile_age
     """
 )
 
@@ -54,6 +57,7 @@ class FleetSnapshot:
     expired_leases: int
     endpoints_paused: int
     endpoints_disabled: int
+    reconcile_age: float  # +Inf: no reconcile run of the region ever succeeded
 
 
 class _SnapshotCollector(Collector):
@@ -79,6 +83,12 @@ class _SnapshotCollector(Collector):
                 s.relay_lag,
             ),
             ("herald_expired_leases", "Leased deliveries whose lease expired", s.expired_leases),
+            (
+                "herald_reconcile_last_success_age_seconds",
+                "Seconds since the region's last successful reconcile run (+Inf: none ever): "
+                "the cron that calls POST /v1/reconcile is missing when this grows",
+                s.reconcile_age,
+            ),
         ):
             gauge = GaugeMetricFamily(name, doc, labels=["region"])
             gauge.add_metric(region, value)
@@ -127,6 +137,7 @@ class FleetGauges:
             expired_leases=row.expired_leases,
             endpoints_paused=row.paused,
             endpoints_disabled=row.disabled,
+            reconcile_age=math.inf if row.reconcile_age is None else float(row.reconcile_age),
         )
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_SnapshotCollector(snapshot))

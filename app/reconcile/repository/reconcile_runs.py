@@ -66,3 +66,16 @@ async def fail_abandoned(session: AsyncSession, *, older_than: timedelta) -> Non
         .values(status="failed", error="abandoned: its worker stopped", finished_at=func.now())
         .execution_options(synchronize_session=False)
     )
+
+
+async def last_success_age(session: AsyncSession, region: str) -> float | None:
+    """Seconds since the region's last successful run finished; None if none ever did. The
+    newest runs first, along the primary key: it stops at the first success."""
+    query = (
+        select(func.extract("epoch", func.now() - ReconcileRun.finished_at))
+        .where(ReconcileRun.region == region, ReconcileRun.status == "succeeded")
+        .order_by(ReconcileRun.id.desc())
+        .limit(1)
+    )
+    age = (await session.execute(query)).scalar_one_or_none()
+    return None if age is None else float(age)

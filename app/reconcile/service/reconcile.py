@@ -190,3 +190,18 @@ async def start_reconcile(
         enqueue=lambda run: queue.enqueue_reconcile(redis, settings.region, run.id),
         fail=fail,
     )
+
+
+async def freshness(
+    sessionmaker: async_sessionmaker[AsyncSession], settings: Settings
+) -> tuple[bool, str]:
+    """Whether reconcile ran lately enough (``HERALD_RECONCILE_STALE_SECONDS``), in words: a
+    missing cron shows here and in herald_reconcile_last_success_age_seconds."""
+    async with sessionmaker() as session:
+        age = await reconcile_runs.last_success_age(session, settings.region)
+    if age is None:
+        return False, "never succeeded: is the cron (herald reconcile) running?"
+    said = f"last succeeded {age:.0f} s ago"
+    if age > settings.reconcile_stale_seconds:
+        return False, f"stale: {said} (is the cron, herald reconcile, running?)"
+    return True, said
