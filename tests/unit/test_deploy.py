@@ -1,0 +1,87 @@
+"""deploy/kubernetes, validated offline against the Kubernetes API's schemas (kubernetes-validate:
+there is no cluster here), and held to what Herald needs of it: the cron, a grace longer than
+the worker's drain, health checks that fit each role, settings that exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from app.config import Settings
+
+KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+MANIFESTS = sorted(p for p in KUBERNETES.glob("*.yaml") if p.name != "kustomization.yaml")
+DOCUMENTS = [doc for path in MANIFESTS for doc in yaml.safe_load_all(path.read_text()) if doc]
+VERSION = "1.30.0"
+
+
+def kind(name: str) -> dict[str, Any]:
+    [found] = [doc for doc in DOCUMENTS if doc["kind"] == name]
+    assert isinstance(found, dict)
+    return found
+
+
+def named(kind_name: str, name: str) -> dict[str, Any]:
+    [found] = [d for d in DOCUMENTS if d["kind"] == kind_name and d["metadata"]["name"] == name]
+    assert isinstance(found, dict)
+    return found
+
+
+def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = doc["spec"]
+    if "jobTemplate" in spec:
+        spec = spec["jobTemplate"]["spec"]
+    found: list[dict[str, Any]] = spec["template"]["spec"]["containers"]
+    return found
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_each_manifest_is_valid_kubernetes(doc: dict[str, Any]) -> None:
+    kubernetes_validate.validate(doc, VERSION, strict=True)
+
+
+def test_the_check_sees_an_invalid_manifest() -> None:
+    broken = {**named("Deployment", "herald-api"), "spec": {"replicas": "two"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, VERSION, strict=True)
+
+
+def test_kustomize_lists_every_manifest() -> None:
+    listed = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())["resources"]
+    assert listed == [path.name for path in MANIFESTS]
+
+
+def test_the_reconcile_cron_runs_alone_every_minute_and_starts_late_rather_than_never() -> None:
+    cron = kind("CronJob")["spec"]
+    assert cron["schedule"] == "* * * * *"
+    assert cron["concurrencyPolicy"] == "Forbid"
+    assert 0 < cron["startingDeadlineSeconds"] <= 300
+    [container] = containers(kind("CronJob"))
+    assert container["args"] == ["herald", "reconcile"]
+
+
+def test_a_worker_gets_longer_to_stop_than_its_drain_and_a_liveness_of_its_own() -> None:
+    config = kind("ConfigMap")["data"]
+    worker = named("Deployment", "herald-worker")
+    grace = worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > float(config["HERALD_WORKER_SHUTDOWN_GRACE_SECONDS"])
+    [container] = containers(worker)
+    assert container["livenessProbe"]["exec"]["command"] == ["herald", "worker", "--check"]
+    [api] = containers(named("Deployment", "herald-api"))
+    assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert api["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert {d["kind"] for d in DOCUMENTS} >= {"PodDisruptionBudget", "HorizontalPodAutoscaler"}
+
+
+def test_every_setting_the_manifests_name_is_one_herald_reads() -> None:
+    named_settings = set(kind("ConfigMap")["data"])
+    for doc in DOCUMENTS:
+        if doc["kind"] in ("Deployment", "Job", "CronJob"):
+            for container in containers(doc):
+                named_settings |= {e["name"] for e in container.get("env", [])}
+    known = {f"HERALD_{name.upper()}" for name in Settings.model_fields} | {"HERALD_ROLE"}
+    assert named_settings <= known, named_settings - known
