@@ -43,7 +43,7 @@ def create_app(settings: Settings) -> FastAPI:
             sessionmaker=sessionmaker,
             redis=redis,
             publisher=publisher,
-            fleet=FleetGauges(sessionmaker, settings.region, settings.metrics_cache_seconds),
+            fleet=FleetGauges(sessionmaker, redis, settings.region, settings.metrics_cache_seconds),
             principals=PrincipalCache(settings.api_key_cache_seconds),
             schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
         )

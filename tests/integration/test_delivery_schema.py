@@ -24,6 +24,7 @@ from app.delivery.repository import deliveries
 from app.engine.repository import delivery_leases
 from app.migrate import alembic_config
 from app.operations.service.fleet import FleetGauges
+from app.queue import create_queue_redis
 from app.states import DeliveryState
 from tests.fixtures.api import fast_path_settled, post_deliveries
 from tests.fixtures.stack import Stack, plain_dsn, scratch_database
@@ -200,7 +201,12 @@ async def test_the_fleet_gauges_read_the_live_and_dead_indexes(
     await _finished_history(engine, endpoint["id"], settings.region)
 
     async def render(sessionmaker: async_sessionmaker[AsyncSession]) -> None:
-        await FleetGauges(sessionmaker, settings.region, ttl=0).render()
+        assert settings.redis_url is not None
+        redis = create_queue_redis(settings.redis_url, region=settings.region)
+        try:
+            await FleetGauges(sessionmaker, redis, settings.region, ttl=0).render()
+        finally:
+            await redis.aclose()
 
     statement, parameters = await _statement_of(engine, render)
     reads = await _reads_after_contract(engine, statement, parameters)

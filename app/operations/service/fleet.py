@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from arq.connections import ArqRedis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -18,6 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 # `completed_at IS NULL`, dead: `dead_reason IS NOT NULL`), so the planner can take the indexes
 # of migration 0009 (ix_deliveries_live, _dead_since) as well as the older ones on `state`
 # (ix_deliveries_due, _enqueued, _leased, _dead) they replace; ix_outbox_unpublished for the lag.
+REDIS_PING_SECONDS = 1.0
+
 _SNAPSHOT_SQL = text(
     """
     SELECT
@@ -41,6 +45,8 @@ _SNAPSHOT_SQL = text(
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now())
         AS paused,
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND NOT enabled) AS disabled,
+      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND breaker_trips > 0)
+        AS breaker_open,
       (SELECT extract(epoch FROM now() - finished_at) FROM reconcile_runs
         WHERE region = :r AND status = 'succeeded' ORDER BY id DESC LIMIT 1) AS reconcile_age
     """
@@ -57,7 +63,9 @@ class FleetSnapshot:
     expired_leases: int
     endpoints_paused: int
     endpoints_disabled: int
+    endpoints_breaker_open: int
     reconcile_age: float  # +Inf: no reconcile run of the region ever succeeded
+    redis_up: bool
 
 
 class _SnapshotCollector(Collector):
@@ -102,18 +110,31 @@ class _SnapshotCollector(Collector):
             states.add_metric([s.region, state], count)
         yield states
         endpoints = GaugeMetricFamily(
-            "herald_endpoints", "Endpoints paused or disabled", labels=["condition"]
+            "herald_endpoints",
+            "Endpoints paused, disabled, or with their circuit breaker open",
+            labels=["condition"],
         )
         endpoints.add_metric(["paused"], s.endpoints_paused)
         endpoints.add_metric(["disabled"], s.endpoints_disabled)
+        endpoints.add_metric(["breaker_open"], s.endpoints_breaker_open)
         yield endpoints
+        redis = GaugeMetricFamily(
+            "herald_redis_up", "1 when this API process reached Redis at the scrape, else 0"
+        )
+        redis.add_metric([], 1.0 if s.redis_up else 0.0)
+        yield redis
 
 
 class FleetGauges:
     def __init__(
-        self, sessionmaker: async_sessionmaker[AsyncSession], region: str, ttl: float = 5.0
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        redis: ArqRedis,
+        region: str,
+        ttl: float = 5.0,
     ) -> None:
         self._sessionmaker = sessionmaker
+        self._redis = redis
         self._region = region
         self._ttl = ttl
         self._cached: tuple[float, bytes] | None = None
@@ -137,6 +158,8 @@ class FleetGauges:
             expired_leases=row.expired_leases,
             endpoints_paused=row.paused,
             endpoints_disabled=row.disabled,
+            endpoints_breaker_open=row.breaker_open,
+            redis_up=await self._redis_answers(),
             reconcile_age=math.inf if row.reconcile_age is None else float(row.reconcile_age),
         )
         registry = CollectorRegistry(auto_describe=False)
@@ -144,3 +167,10 @@ class FleetGauges:
         body = generate_latest(registry)
         self._cached = (time.monotonic() + self._ttl, body)
         return body
+
+    async def _redis_answers(self) -> bool:
+        try:
+            await asyncio.wait_for(self._redis.ping(), REDIS_PING_SECONDS)
+        except Exception:  # unreachable, or too slow to count as up: either way 0
+            return False
+        return True
