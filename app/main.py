@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from app import __version__
+from app import __version__, tracing
 from app.api.deps import Resources, require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.catalogue.routes import event_types
@@ -33,6 +33,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tracing.configure("herald-api")
         engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
         sessionmaker = create_sessionmaker(engine)
         redis = create_queue_redis(str(settings.redis_url), region=settings.region)

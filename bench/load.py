@@ -245,6 +245,7 @@ class Client:
                             [new_id("dlv") for _ in range(1000)],
                             [endpoint] * 1000,
                             [None] * 1000,
+                            None,  # no traceparent
                         )
                     await connection.execute(
                         outbox.MARK_PUBLISHED,

@@ -19,7 +19,7 @@ from arq.connections import ArqRedis
 from arq.worker import Worker, func
 from prometheus_client import start_http_server
 
-from app import queue
+from app import queue, tracing
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
 from app.engine.service.attempt import Attempts
@@ -150,6 +150,7 @@ async def _finish_background(tasks: set[asyncio.Task[None]], grace: float) -> No
 async def run_worker(settings: Settings) -> None:
     if settings.database_url is None or settings.redis_url is None:
         raise ValueError("the worker needs HERALD_DATABASE_URL and HERALD_REDIS_URL")
+    tracing.configure("herald-worker")
     if settings.worker_metrics_port:
         # This process's counters (attempts, durations, deferrals, reconcile rows).
         start_http_server(settings.worker_metrics_port, addr=settings.host)

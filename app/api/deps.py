@@ -13,6 +13,7 @@ from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import tracing
 from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.config import Settings
 from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
@@ -178,3 +179,13 @@ def require_json_media_type(content_type: str) -> None:
     raise UnsupportedMediaType(
         f"this route reads a JSON body: send it with Content-Type: application/json ({sent})"
     )
+
+
+async def accept_trace(request: Request) -> AsyncIterator[str | None]:
+    """The accept's span, under the producer's W3C trace if it sent one; the traceparent to keep
+    with the event (app/tracing.py)."""
+    with tracing.accepting(request.headers) as traceparent:
+        yield traceparent
+
+
+TraceparentDep = Annotated[str | None, Depends(accept_trace)]

@@ -23,3 +23,5 @@ class Event(Base):
     # Subscribed endpoints whose filter let the event pass them by, and why:
     # [{"endpoint_id": ..., "reason": ...}]; NULL when none did.
     filtered_out: Mapped[list[dict[str, str]] | None] = mapped_column(JSONB)
+    # The producer's W3C trace context at accept: every webhook request of the event carries it.
+    traceparent: Mapped[str | None] = mapped_column(Text)

@@ -15,6 +15,7 @@ async def insert_event(
     event_type: str,
     payload: bytes,
     filtered_out: list[dict[str, str]] | None = None,
+    traceparent: str | None = None,
 ) -> None:
     await session.execute(
         insert(Event).values(
@@ -23,6 +24,7 @@ async def insert_event(
             event_type=event_type,
             payload=payload,
             filtered_out=filtered_out,
+            traceparent=traceparent,
         )
     )
 

@@ -17,15 +17,16 @@ import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 # $1 endpoint, $2 tenant, $3 event id, $4 event type, $5 payload, $6 delivery id, $7 region,
-# $8 deliver_after (NULL: now). Foreign keys are checked at the end of the statement, so the
-# event and the delivery that references it may be inserted together.
+# $8 deliver_after (NULL: now), $9 the producer's traceparent. Foreign keys are checked at the
+# end of the statement, so the event and the delivery that references it may be inserted
+# together.
 _ACCEPT = """
 WITH target AS (
     SELECT id, enabled, disabled_reason FROM endpoints
      WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL
 ), event AS (
-    INSERT INTO events (id, tenant_id, event_type, payload)
-    SELECT $3, $2, $4, $5 FROM target WHERE enabled
+    INSERT INTO events (id, tenant_id, event_type, payload, traceparent)
+    SELECT $3, $2, $4, $5, $9 FROM target WHERE enabled
     RETURNING id
 ), delivery AS (
     INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
@@ -66,6 +67,7 @@ async def insert_for_endpoint(
     delivery_id: str,
     region: str,
     deliver_after: datetime | None,
+    traceparent: str | None,
 ) -> Inserted:
     row = await connection.fetchrow(
         _ACCEPT,
@@ -77,6 +79,7 @@ async def insert_for_endpoint(
         delivery_id,
         region,
         deliver_after,
+        traceparent,
     )
     if row["outbox_id"] is None:
         return Inserted(row["found"], row["disabled_reason"], None, None)
@@ -91,15 +94,15 @@ _NOT_DELIVERY = frozenset({"found", "enabled", "disabled_reason", "outbox_id"})
 # every batch (a multi-row VALUES list would be new SQL for every batch size). The endpoints
 # were checked by the caller in the same transaction.
 # $1 tenant, $2 region, then one array per column: $3 event ids, $4 event types, $5 payloads,
-# $6 delivery ids, $7 endpoint ids, $8 deliver_after (NULL: now).
+# $6 delivery ids, $7 endpoint ids, $8 deliver_after (NULL: now); $9 the request's traceparent.
 ACCEPT_MANY = """
 WITH item AS (
     SELECT * FROM unnest($3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
                          $8::timestamptz[])
         AS i(event_id, event_type, payload, delivery_id, endpoint_id, deliver_after)
 ), event AS (
-    INSERT INTO events (id, tenant_id, event_type, payload)
-    SELECT event_id, $1, event_type, payload FROM item
+    INSERT INTO events (id, tenant_id, event_type, payload, traceparent)
+    SELECT event_id, $1, event_type, payload, $9 FROM item
 ), delivery AS (
     INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
                             next_attempt_at)
@@ -127,7 +130,12 @@ class NewIntent:
 
 
 async def insert_many(
-    session: AsyncSession, *, tenant_id: str, region: str, intents: Sequence[NewIntent]
+    session: AsyncSession,
+    *,
+    tenant_id: str,
+    region: str,
+    intents: Sequence[NewIntent],
+    traceparent: str | None,
 ) -> dict[str, tuple[int, dict[str, Any]]]:
     """Insert every intent inside the session's transaction; returns, by delivery id, the
     outbox row's id and the delivery as inserted."""
@@ -142,7 +150,9 @@ async def insert_many(
         [i.deliver_after for i in intents],
     )
     connection = await session.connection()
-    result = await connection.exec_driver_sql(ACCEPT_MANY, (tenant_id, region, *columns))
+    result = await connection.exec_driver_sql(
+        ACCEPT_MANY, (tenant_id, region, *columns, traceparent)
+    )
     names = list(result.keys())
     inserted: dict[str, tuple[int, dict[str, Any]]] = {}
     for values in result.all():

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from app import tracing
 from app.api.deps import (
     IdempotencyKeyDep,
     PublisherDep,
@@ -11,6 +12,7 @@ from app.api.deps import (
     SessionDep,
     SettingsDep,
     TenantDep,
+    TraceparentDep,
     authenticate,
     idempotency_key_from,
     tenant_of,
@@ -64,18 +66,25 @@ async def create_delivery(
     idempotency_key: IdempotencyKeyDep,
     publisher: PublisherDep,
     response: Response,
+    traceparent: TraceparentDep,
 ) -> DeliveryOut:
     if idempotency_key is None:
         # Event, delivery and outbox row in one statement: that statement is the commit.
         crash_point("api.before_commit", settings.fault)
         accepted = await intake.accept_delivery_at_once(
-            resources.sessionmaker, settings, tenant_id, intent, resources.schemas
+            resources.sessionmaker, settings, tenant_id, intent, resources.schemas, traceparent
         )
     else:
         # The key's claim commits with what it stands for.
         async with resources.sessionmaker() as session, session.begin():
             accepted = await intake.accept_delivery(
-                session, settings, tenant_id, intent, idempotency_key, resources.schemas
+                session,
+                settings,
+                tenant_id,
+                intent,
+                idempotency_key,
+                resources.schemas,
+                traceparent,
             )
             crash_point("api.before_commit", settings.fault)
     delivery = accepted.deliveries[0]
@@ -97,15 +106,17 @@ async def _serve_create_delivery(request: Request) -> Response:
     idempotency_key = idempotency_key_from(request.headers.get("idempotency-key"))
     intent = validated(DeliveryIntent, body)
     response = Response(status_code=202)
-    delivery = await create_delivery(
-        intent,
-        tenant_id,
-        resources,
-        resources.settings,
-        idempotency_key,
-        resources.publisher,
-        response,
-    )
+    with tracing.accepting(request.headers) as traceparent:
+        delivery = await create_delivery(
+            intent,
+            tenant_id,
+            resources,
+            resources.settings,
+            idempotency_key,
+            resources.publisher,
+            response,
+            traceparent,
+        )
     del response.headers["content-length"]
     return json_response(delivery, response.status_code, dict(response.headers))
 
@@ -146,10 +157,11 @@ async def create_deliveries_batch(
     settings: SettingsDep,
     publisher: PublisherDep,
     resources: ResourcesDep,
+    traceparent: TraceparentDep,
 ) -> Response:
     async with session.begin():  # every accepted item with its event and outbox row, or none
         outcomes, publications = await batch_intake.accept_batch(
-            session, settings, tenant_id, batch.items, resources.schemas
+            session, settings, tenant_id, batch.items, resources.schemas, traceparent
         )
         crash_point("api.before_commit", settings.fault)
     publisher.submit(publications)

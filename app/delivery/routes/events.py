@@ -9,6 +9,7 @@ from app.api.deps import (
     SessionDep,
     SettingsDep,
     TenantDep,
+    TraceparentDep,
 )
 from app.api.paths import EventIdPath
 from app.delivery.routes.deliveries import REPLAYED_HEADER
@@ -55,10 +56,11 @@ async def publish_event(
     publisher: PublisherDep,
     resources: ResourcesDep,
     response: Response,
+    traceparent: TraceparentDep,
 ) -> EventAccepted:
     async with session.begin():  # the event and all its deliveries and outbox rows, atomically
         accepted = await intake.accept_event(
-            session, settings, tenant_id, intent, idempotency_key, resources.schemas
+            session, settings, tenant_id, intent, idempotency_key, resources.schemas, traceparent
         )
         crash_point("api.before_commit", settings.fault)
     if accepted.replayed:

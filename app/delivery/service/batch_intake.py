@@ -91,6 +91,7 @@ async def accept_batch(
     tenant_id: str,
     items: list[dict[str, Any]],
     schemas: PayloadSchemas,
+    traceparent: str | None = None,
 ) -> tuple[list[ItemOutcome], list[PendingPublication]]:
     outcomes: dict[int, ItemOutcome] = {}
     candidates: list[_Candidate] = []
@@ -131,7 +132,8 @@ async def accept_batch(
         failed_keys = [c.key for c in candidates if c.key and c.index not in kept]
         await idempotency_keys.release_many(session, tenant_id=tenant_id, keys=failed_keys)
     publications = []
-    for candidate, (outbox_id, row) in await _insert(session, settings, tenant_id, accepted):
+    inserting = _insert(session, settings, tenant_id, accepted, traceparent)
+    for candidate, (outbox_id, row) in await inserting:
         outcomes[candidate.index] = ItemOutcome(candidate.index, 202, delivery=row)
         publications.append(
             PendingPublication(
@@ -185,7 +187,11 @@ async def _settle_keys(
 
 
 async def _insert(
-    session: AsyncSession, settings: Settings, tenant_id: str, accepted: list[_Candidate]
+    session: AsyncSession,
+    settings: Settings,
+    tenant_id: str,
+    accepted: list[_Candidate],
+    traceparent: str | None,
 ) -> list[tuple[_Candidate, tuple[int, dict[str, Any]]]]:
     """Each accepted item with its outbox row's id and its delivery as inserted."""
     new = [
@@ -200,6 +206,6 @@ async def _insert(
         for c in accepted
     ]
     inserted = await intents.insert_many(
-        session, tenant_id=tenant_id, region=settings.region, intents=new
+        session, tenant_id=tenant_id, region=settings.region, intents=new, traceparent=traceparent
     )
     return [(c, inserted[n.delivery_id]) for c, n in zip(accepted, new, strict=True)]

@@ -141,6 +141,7 @@ async def _insert(
     endpoint_ids: list[str],
     filtered_out: list[FilteredOut],
     deliver_after: datetime | None,
+    traceparent: str | None,
 ) -> tuple[list[Delivery], list[PendingPublication]]:
     await events.insert_event(
         session,
@@ -149,6 +150,7 @@ async def _insert(
         event_type=event_type,
         payload=payload,
         filtered_out=[f.model_dump() for f in filtered_out] or None,
+        traceparent=traceparent,
     )
     rows = await deliveries.insert_pending(
         session,
@@ -170,6 +172,7 @@ async def accept_delivery(
     intent: DeliveryIntent,
     idempotency_key: str | None,
     schemas: PayloadSchemas,
+    traceparent: str | None = None,
 ) -> Accepted:
     """One delivery to the named endpoint (whatever its event_types: the intent is explicit)."""
 
@@ -188,6 +191,7 @@ async def accept_delivery(
         idempotency_key,
         targets,
         schemas,
+        traceparent,
     )
 
 
@@ -197,6 +201,7 @@ async def accept_delivery_at_once(
     tenant_id: str,
     intent: DeliveryIntent,
     schemas: PayloadSchemas,
+    traceparent: str | None = None,
 ) -> Accepted:
     """``accept_delivery`` when there is no idempotency key to claim first: then the whole
     accept -- endpoint check, event, delivery, outbox row -- is one statement."""
@@ -216,6 +221,7 @@ async def accept_delivery_at_once(
             delivery_id=new_id("dlv"),
             region=settings.region,
             deliver_after=intent.deliver_after,
+            traceparent=traceparent,
         )
     refused = refusal_to_deliver(
         intent.endpoint_id,
@@ -245,6 +251,7 @@ async def accept_event(
     intent: EventIntent,
     idempotency_key: str | None,
     schemas: PayloadSchemas,
+    traceparent: str | None = None,
 ) -> Accepted:
     """Fan out to every enabled endpoint subscribed to the event type whose filter lets it
     through: one delivery each (fanout.py)."""
@@ -253,7 +260,15 @@ async def accept_event(
         return await fanout.targets_of(session, tenant_id, intent.event_type, intent.payload)
 
     return await _accept(
-        session, settings, tenant_id, "POST /v1/events", intent, idempotency_key, targets, schemas
+        session,
+        settings,
+        tenant_id,
+        "POST /v1/events",
+        intent,
+        idempotency_key,
+        targets,
+        schemas,
+        traceparent,
     )
 
 
@@ -266,6 +281,7 @@ async def _accept(
     idempotency_key: str | None,
     targets: Callable[[], Awaitable[Targets]],
     schemas: PayloadSchemas,
+    traceparent: str | None,
 ) -> Accepted:
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
     event_id = new_id("evt")
@@ -297,6 +313,7 @@ async def _accept(
         endpoint_ids=endpoint_ids,
         filtered_out=filtered_out,
         deliver_after=intent.deliver_after,
+        traceparent=traceparent,
     )
     return Accepted(event_id, intent.event_type, _out(rows), False, publications, filtered_out)
 

@@ -33,6 +33,7 @@ class ClaimedDelivery:
     headers: dict[str, str]  # the endpoint's static headers
     event_type: str
     event_at: datetime  # when the event was accepted: the envelope's timestamp
+    traceparent: str | None  # the producer's trace at accept (app/tracing.py)
     lease_left: float  # seconds, by the database's clock, as the claim returned
     token: uuid.UUID  # this row's lease token: only its holder may record or release
     tenant_id: str
@@ -112,7 +113,7 @@ WITH picked AS MATERIALIZED (
     SELECT least({_WAKE_OF_THE_REST},
                  (SELECT now() + make_interval(secs => $4) FROM picked LIMIT 1)) AS at
 )
-SELECT d.*, {_ENDPOINT}, v.payload, v.event_type, v.created_at AS event_at,
+SELECT d.*, {_ENDPOINT}, v.payload, v.event_type, v.created_at AS event_at, v.traceparent,
        extract(epoch FROM wake.at - now())::float8 AS next_wake
   FROM wake LEFT JOIN (claimed AS d JOIN endpoints AS e ON e.id = d.endpoint_id
                                     JOIN events AS v ON v.id = d.event_id) ON TRUE
@@ -148,6 +149,7 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
         headers=_json_object(row["endpoint_headers"]),
         event_type=row["event_type"],
         event_at=row["event_at"],
+        traceparent=row["traceparent"],
         lease_left=row["lease_left"],
         token=row["lease_token"],
         tenant_id=row["tenant_id"],

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import tracing
 from app.config import Settings
 from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_records
@@ -97,17 +98,18 @@ class Attempts:
         self, claimed: ClaimedDelivery, progress: sender.SendProgress
     ) -> sender.AttemptResult:
         body = envelope.request_body(claimed)
-        return await sender.send(
-            self.http,
-            url=claimed.url,
-            body=body,
-            headers=envelope.request_headers(claimed, body),
-            timeout=self.settings.request_timeout_seconds,
-            allowlist=self.settings.destination_allowlist,
-            progress=progress,
-            retry_after_max=self.settings.retry_after_max_seconds,
-            on_answer=functools.partial(self._answered, claimed.endpoint_id),
-        )
+        with tracing.attempting(claimed.traceparent, claimed.id) as trace:
+            return await sender.send(
+                self.http,
+                url=claimed.url,
+                body=body,
+                headers=envelope.request_headers(claimed, body, trace),
+                timeout=self.settings.request_timeout_seconds,
+                allowlist=self.settings.destination_allowlist,
+                progress=progress,
+                retry_after_max=self.settings.retry_after_max_seconds,
+                on_answer=functools.partial(self._answered, claimed.endpoint_id),
+            )
 
     async def _answered(self, endpoint_id: str, progress: sender.SendProgress) -> None:
         if progress.retry_after_until is not None:

@@ -30,7 +30,7 @@ def request_body(claimed: ClaimedDelivery) -> bytes:
     )
 
 
-def request_headers(claimed: ClaimedDelivery, body: bytes) -> dict[str, str]:
-    # Herald's headers last: a static header can never replace them (they are refused at save
-    # too).
-    return {**claimed.headers, **signed_headers(claimed.id, body, claimed.secrets)}
+def request_headers(claimed: ClaimedDelivery, body: bytes, trace: dict[str, str]) -> dict[str, str]:
+    """The endpoint's static headers, the trace context (``traceparent``), then Herald's own:
+    a static header can never replace those (they are refused at save too)."""
+    return {**claimed.headers, **trace, **signed_headers(claimed.id, body, claimed.secrets)}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics
+from app import metrics, tracing
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, is_transient, single_statements
 from app.engine.repository import delivery_records
@@ -162,7 +162,10 @@ class Recorder:
                     asyncio.timeout_at(deadline),
                     single_statements(self._sessionmaker) as connection,
                 ):
-                    return await delivery_records.record_batch(connection, items)
+                    with tracing.TRACER.start_as_current_span(
+                        "herald.record", attributes={"herald.outcomes": len(items)}
+                    ):
+                        return await delivery_records.record_batch(connection, items)
             except DATABASE_TROUBLE as exc:
                 if not is_transient(exc):
                     if len(items) == 1:

@@ -16,6 +16,7 @@ import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import tracing
 from app.db import single_statements
 from app.faults import crash_point
 from app.flow.service.wakeups import Arm, Wakeups
@@ -33,14 +34,17 @@ async def publish_and_mark(
     *,
     fault: str | None = None,
 ) -> None:
-    await Wakeups(redis, region).arm(destinations(publications))
-    crash_point("relay.after_enqueue_before_mark", fault)
-    async with single_statements(sessionmaker) as connection:
-        await outbox.mark_published(
-            connection,
-            [(p.delivery_id, p.attempt_count) for p in publications],
-            [p.outbox_id for p in publications],
-        )
+    with tracing.TRACER.start_as_current_span(
+        "herald.publish", attributes={"herald.publications": len(publications)}
+    ):
+        await Wakeups(redis, region).arm(destinations(publications))
+        crash_point("relay.after_enqueue_before_mark", fault)
+        async with single_statements(sessionmaker) as connection:
+            await outbox.mark_published(
+                connection,
+                [(p.delivery_id, p.attempt_count) for p in publications],
+                [p.outbox_id for p in publications],
+            )
 
 
 def destinations(publications: Sequence[PendingPublication]) -> list[Arm]:
