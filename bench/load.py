@@ -308,6 +308,26 @@ class Client:
             await asyncio.gather(*(sender() for _ in range(concurrency)))
             return total / (time.perf_counter() - started)
 
+    async def accept_while_delivering(self, total: int, clients: int) -> float:
+        """Deliveries a second, from the first POST to the receiver's last arrival: ``clients``
+        post one intent a request while the workers (already running) deliver."""
+        await self.reset_receiver("instant")
+        body = {"endpoint_id": self.endpoints["instant"], "event_type": "bench", "payload": {}}
+        numbers = iter(range(total))
+
+        async def client() -> None:
+            for _ in numbers:
+                async with self.http.post(
+                    f"{API}/v1/deliveries", json=body, headers=self.tenant
+                ) as response:
+                    await response.read()
+                    assert response.status == 202, response.status
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        await self.wait_received("instant", total)
+        return total / (time.perf_counter() - started)
+
     # -- latency at a steady rate --------------------------------------------------------
 
     async def latency(self, rate: float, seconds: float) -> dict[str, float]:

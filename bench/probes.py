@@ -109,5 +109,9 @@ class CpuMeter:
             total += times.user + times.system
         return total
 
+    def seconds(self) -> float:
+        """CPU seconds used since the start."""
+        return self._cpu() - self.cpu
+
     def percent(self) -> float:
-        return 100 * (self._cpu() - self.cpu) / (time.perf_counter() - self.started)
+        return 100 * self.seconds() / (time.perf_counter() - self.started)

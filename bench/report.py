@@ -96,6 +96,17 @@ def _rss(r: dict[str, Any]) -> Row:
     return ("worker RSS by backlog", rss, "-", "-", "flat within 10%")
 
 
+def _scale_out(r: dict[str, Any]) -> Row:
+    s = r["scale_out"]
+    return (f"scale out: 2 API + 3 workers, {s['deliveries']} posted singly while delivered",
+            f"{s['per_second']:.0f} deliveries/s; CPU per intent: API {s['api_cpu_ms']:.2f} ms, "
+            f"workers {s['worker_cpu_ms']:.2f} ms",
+            f"1 API + 1 worker {s['baseline']['per_second']:.0f}/s (API "
+            f"{s['baseline']['api_cpu_ms']:.2f} ms, worker {s['baseline']['worker_cpu_ms']:.2f} ms)",
+            f"{s['ratio']:.2f}",
+            "~1 on 2 cores: no collapse")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, 32)),
     ("accept_64", lambda r: _accept(r, 64)),
@@ -109,6 +120,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("reconcile", lambda r: _reconcile(r, "reconcile")),
     ("reconcile_spread", lambda r: _reconcile(r, "reconcile_spread")),
     ("worker_rss_mb", _rss),
+    ("scale_out", _scale_out),
 ]
 
 

@@ -38,7 +38,17 @@ from bench.stack import Shape, Stack, progress, wait_http  # noqa: E402
 
 # The short figures run this many times and report the median; the long ones run once.
 ROUNDS = 3
-FIGURES = ("accept", "batch", "e2e", "latency", "parked", "in_flight_1", "reconcile", "worker_rss")
+FIGURES = (
+    "accept",
+    "batch",
+    "e2e",
+    "latency",
+    "parked",
+    "in_flight_1",
+    "reconcile",
+    "worker_rss",
+    "scale_out",
+)
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
 IN_FLIGHT = 200
 
@@ -56,10 +66,14 @@ class Volumes:
     reconcile_rows: int
     spread_destinations: int
     rss_backlogs: tuple[int, int]
+    scale_out: int
 
 
-FULL = Volumes(6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000))
-QUICK = Volumes(4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000))
+FULL = Volumes(6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000)
+QUICK = Volumes(4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000)
+# scale_out: every worker keeps this many in flight (the default), producers post with this
+# many clients.
+SCALE_OUT_CONCURRENCY, SCALE_OUT_CLIENTS = 100, 64
 
 
 async def accept(client: Client, v: Volumes, results: dict[str, Any]) -> None:
@@ -160,6 +174,40 @@ async def worker_rss(client: Client, v: Volumes, results: dict[str, Any]) -> Non
     results["worker_rss_mb"] = {str(n): await backlog.worker_rss(client, n) for n in v.rss_backlogs}
 
 
+async def scale_out(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    """Issue 15: one API process and one worker against two and three (the shape the scale-out
+    test in make test kills and restarts), producers posting one intent a request while the
+    workers deliver. Every worker keeps the same number in flight: more workers, more room."""
+    stack = client.stack
+    runs: dict[str, dict[str, float]] = {}
+    for apis, workers in ((1, 1), (2, 3)):
+        progress(f"scale out: {apis} API, {workers} worker(s), {v.scale_out} deliveries")
+        stack.stop_workers()
+        stack.stop("api")
+        await stack.clean_slate()
+        await stack.start_api(apis)
+        stack.start_workers(workers, concurrency=SCALE_OUT_CONCURRENCY)
+        await stack.wait_workers_idle()
+        api_cpu = probes.CpuMeter(stack.api_processes())
+        worker_cpu = probes.CpuMeter(stack.worker_processes())
+        per_second = await client.accept_while_delivering(v.scale_out, SCALE_OUT_CLIENTS)
+        # What sizing needs: CPU per intent in the API, per delivery in the workers.
+        runs[f"{apis}+{workers}"] = {
+            "per_second": per_second,
+            "api_cpu_ms": 1000 * api_cpu.seconds() / v.scale_out,
+            "worker_cpu_ms": 1000 * worker_cpu.seconds() / v.scale_out,
+        }
+    stack.stop_workers()
+    stack.stop("api")
+    await stack.start_api()
+    results["scale_out"] = {
+        "deliveries": v.scale_out,
+        **runs["2+3"],
+        "baseline": runs["1+1"],
+        "ratio": runs["2+3"]["per_second"] / runs["1+1"]["per_second"],
+    }
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -169,6 +217,7 @@ RUNS = {
     "in_flight_1": in_flight_1,
     "reconcile": reconcile,
     "worker_rss": worker_rss,
+    "scale_out": scale_out,
 }
 
 

@@ -192,18 +192,22 @@ class Stack:
         self.redis.stop()
         self.postgres.stop()
 
-    async def start_api(self) -> None:
-        argv = python("-m", "app.cli", "api", "--workers", str(self.shape.api_workers))
+    async def start_api(self, processes: int | None = None) -> None:
+        """``herald api`` with ``processes`` uvicorn workers (the shape's number by default)."""
+        processes = processes or self.shape.api_workers
+        argv = python("-m", "app.cli", "api", "--workers", str(processes))
         self.spawn("api", argv)
         await wait_http(f"{API}/healthz")
 
-    def start_workers(self, count: int | None = None, **extra: str) -> None:
-        """``count`` workers (the shape's number by default), with extra settings if given."""
+    def start_workers(
+        self, count: int | None = None, *, concurrency: int | None = None, **extra: str
+    ) -> None:
+        """``count`` workers of ``concurrency`` (the shape's by default), with extra settings."""
         for n in range(self.shape.workers if count is None else count):
             self.spawn(
                 f"worker{n}",
                 python("-m", "app.cli", "worker"),
-                HERALD_WORKER_CONCURRENCY=str(self.shape.concurrency),
+                HERALD_WORKER_CONCURRENCY=str(concurrency or self.shape.concurrency),
                 HERALD_WORKER_METRICS_PORT=str(WORKER_METRICS_PORT + n),
                 **extra,
             )
@@ -240,8 +244,15 @@ class Stack:
 
     def worker_processes(self) -> list[psutil.Process]:
         """The running workers and any children they have."""
+        return self._with_children(self.worker_names())
+
+    def api_processes(self) -> list[psutil.Process]:
+        """The API's process and its uvicorn workers."""
+        return self._with_children(["api"])
+
+    def _with_children(self, names: list[str]) -> list[psutil.Process]:
         found: list[psutil.Process] = []
-        for name in self.worker_names():
+        for name in names:
             process = psutil.Process(self.processes[name].pid)
             found += [process, *process.children(recursive=True)]
         return found
