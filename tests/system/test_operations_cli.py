@@ -66,16 +66,24 @@ async def test_the_worker_check_says_healthy_while_the_worker_runs_and_not_after
 ) -> None:
     beat = tmp_path / "worker.heartbeat"
     env = herald_env(stack, HERALD_WORKER_HEARTBEAT_FILE=str(beat))
-    with running_worker(stack, tmp_path / "worker.log", HERALD_WORKER_HEARTBEAT_FILE=str(beat)):
+    log = tmp_path / "worker.log"
+    with running_worker(stack, log, HERALD_WORKER_HEARTBEAT_FILE=str(beat)) as worker:
         healthy = herald(env, "worker", "--check")
         assert healthy.returncode == 0, healthy.stderr
         assert "the worker beat" in healthy.stdout
         # The image's HEALTHCHECK, told (or finding) that its container runs a worker.
         assert herald({**env, "HERALD_ROLE": "worker"}, "health").returncode == 0
-        # A worker whose loop stopped beating (stuck) is unhealthy, whatever the process does.
-        stale = time.time() - 60
-        os.utime(beat, (stale, stale))
-        stuck = herald(env, "worker", "--check")
+        # A worker whose loop stopped beating (stuck) is unhealthy, whatever the process does:
+        # stopped for real (SIGSTOP), so no beat can land while the check runs, and its last
+        # beat made a minute old rather than waiting for it to age.
+        worker.process.send_signal(signal.SIGSTOP)
+        try:
+            worker.wait_stalled()
+            stale = time.time() - 60
+            os.utime(beat, (stale, stale))
+            stuck = herald(env, "worker", "--check")
+        finally:
+            worker.resume()
         assert stuck.returncode == 1 and "its event loop is stuck" in stuck.stderr
     stopped = herald(env, "worker", "--check")
     assert stopped.returncode == 1 and "the worker is not running" in stopped.stderr
