@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The console's browser tests drive Debian's Chromium (Playwright cannot download a browser
+# here); `make test` installs it when it is missing.
+CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: run test lint typecheck pytest openapi bench bench-quick clean lock
 
@@ -39,8 +42,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
-	$(BIN)/pytest
+pytest: $(STAMP) $(CHROMIUM)
+	HERALD_CHROMIUM=$(CHROMIUM) $(BIN)/pytest
+
+# Installed once, as root or through sudo, when it is missing.
+$(CHROMIUM):
+	$$(test "$$(id -u)" = 0 || echo sudo) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
+	  apt-get install -y -qq chromium
 
 # BENCH_ARGS takes bench/run.py's options, e.g. BENCH_ARGS="--workers 1" (one worker of
 # concurrency 200) or "--only e2e".

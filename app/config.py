@@ -87,6 +87,8 @@ class Settings(BaseSettings):
     worker_heartbeat_file: Path = Path("/tmp/herald-worker.heartbeat")  # noqa: S108
     # A reconcile run older than this is reported stale by /readyz (a missing cron).
     reconcile_stale_seconds: float = Field(default=600.0, gt=0)
+    # A console sign-in lasts this long (the key's revocation ends it sooner).
+    console_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
     # Where `herald reconcile` finds the API (it POSTs /v1/reconcile with the admin key).
     api_url: str = "http://127.0.0.1:8000"
     # Terminal deliveries (with their attempts and outbox rows), orphaned events, expired

@@ -133,7 +133,7 @@ def problem_response(
     )
 
 
-async def _herald_error(request: Request, exc: Exception) -> JSONResponse:
+async def herald_problem(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HeraldError)
     return problem_response(
         request,
@@ -197,7 +197,7 @@ def _unreadable_body(exc: StarletteHTTPException) -> HeraldError | None:
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if (unreadable := _unreadable_body(exc)) is not None:
-        return await _herald_error(request, unreadable)
+        return await herald_problem(request, unreadable)
     slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http")
     return problem_response(
         request,
@@ -257,7 +257,7 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(HeraldError, _herald_error)
+    app.add_exception_handler(HeraldError, herald_problem)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     for database_error in DATABASE_TROUBLE:

@@ -32,6 +32,7 @@ KINDS = {
     "dlv": "delivery",
     "run": "reconcile run",
     "rdv": "redrive job",
+    "ses": "console session",
 }
 PREFIXES = tuple(KINDS)
 _BODY = "[0-9A-HJKMNP-TV-Z]{26}"

@@ -13,6 +13,7 @@ from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.catalogue.routes import event_types
 from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.config import Settings, load_settings
+from app.console import routes as console
 from app.db import create_engine, create_sessionmaker
 from app.delivery.routes import actions, deliveries, events
 from app.endpoints.routes import endpoints
@@ -79,6 +80,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     for module in routers:
         app.include_router(module.router)
+    console.install(app)
     app.add_middleware(
         BodyLimit,
         max_payload_bytes=settings.max_payload_bytes,

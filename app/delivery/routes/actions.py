@@ -8,9 +8,8 @@ from fastapi import APIRouter, Response
 
 from app.api.deps import PublisherDep, ResourcesDep, SessionDep, SettingsDep, TenantDep
 from app.api.paths import DeliveryIdPath, RedriveJobIdPath
-from app.delivery.repository import redrive_jobs
 from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
-from app.delivery.service import cancel, redrive
+from app.delivery.service import browse, cancel, redrive
 from app.errors import (
     Conflict,
     Forbidden,
@@ -58,9 +57,7 @@ async def get_bulk_redrive(
     tenant_id: TenantDep, job_id: RedriveJobIdPath, session: SessionDep
 ) -> RedriveJobOut:
     async with session.begin():
-        job = await redrive_jobs.get_for_tenant(session, tenant_id, job_id)
-    if job is None:
-        raise NotFound(f"redrive job {job_id} not found")
+        job = await browse.redrive_job(session, tenant_id, job_id)
     return RedriveJobOut.model_validate(job)
 
 

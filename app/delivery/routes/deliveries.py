@@ -26,7 +26,6 @@ from app.api.pagination import (
 )
 from app.api.paths import DeliveryIdPath
 from app.api.served import json_body, json_response, resources_of, served_by, validated
-from app.delivery.repository import attempts, deliveries
 from app.delivery.schemas import (
     AttemptOut,
     BatchAccepted,
@@ -35,7 +34,7 @@ from app.delivery.schemas import (
     DeliveryIntent,
     DeliveryOut,
 )
-from app.delivery.service import batch_intake, explain, intake
+from app.delivery.service import batch_intake, browse, explain, intake
 from app.errors import (
     BadRequest,
     Conflict,
@@ -49,7 +48,6 @@ from app.errors import (
     problem_responses,
 )
 from app.faults import crash_point
-from app.models import Delivery
 from app.schemas import EndpointId, EventId, EventTypeSelector, Page
 from app.states import DeliveryState
 
@@ -205,7 +203,7 @@ async def list_deliveries(
     cursor: Cursor = None,
 ) -> Page[DeliveryOut]:
     async with session.begin():
-        rows = await deliveries.list_page(
+        rows = await browse.list_deliveries(
             session,
             tenant_id,
             limit=limit + 1,
@@ -216,13 +214,6 @@ async def list_deliveries(
             event_id=event_id,
         )
     return page_of(rows, limit, DeliveryOut.model_validate, lambda item: item.id)
-
-
-async def _get_delivery(session: SessionDep, tenant_id: str, delivery_id: str) -> Delivery:
-    delivery = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
-    if delivery is None:
-        raise NotFound(f"delivery {delivery_id} not found")
-    return delivery
 
 
 @router.get(
@@ -255,6 +246,6 @@ async def list_attempts(
 ) -> Page[AttemptOut]:
     after = decode_number_cursor(cursor)
     async with session.begin():
-        await _get_delivery(session, tenant_id, delivery_id)
-        rows = await attempts.list_page(session, delivery_id, limit=limit + 1, after_number=after)
+        await browse.find_delivery(session, tenant_id, delivery_id)
+        rows = await browse.attempts_of(session, delivery_id, limit=limit + 1, after_number=after)
     return page_of(rows, limit, AttemptOut.model_validate, lambda item: item.attempt_number)

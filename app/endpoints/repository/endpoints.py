@@ -73,6 +73,22 @@ async def list_page(
     return list((await session.execute(query.order_by(Endpoint.id.desc()).limit(limit))).scalars())
 
 
+async def list_troubled(session: AsyncSession, tenant_id: str, *, limit: int) -> list[Endpoint]:
+    """The tenant's endpoints that are not delivering freely: disabled, paused, or with their
+    breaker open; most recently failing first."""
+    query = select(Endpoint).where(
+        Endpoint.tenant_id == tenant_id,
+        _live,
+        or_(
+            Endpoint.enabled.is_(False),
+            Endpoint.paused_until > func.now(),
+            Endpoint.breaker_trips > 0,
+        ),
+    )
+    ordered = query.order_by(Endpoint.failing_since.desc().nulls_last(), Endpoint.id.desc())
+    return list((await session.execute(ordered.limit(limit))).scalars())
+
+
 async def update_fields(
     session: AsyncSession, tenant_id: str, endpoint_id: str, values: dict[str, Any]
 ) -> Endpoint | None:

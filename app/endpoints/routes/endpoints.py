@@ -5,7 +5,6 @@ from fastapi import APIRouter, Response
 from app.api.deps import ResourcesDep, SessionDep, SettingsDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import EndpointIdPath
-from app.endpoints.repository import endpoints as endpoint_rows
 from app.endpoints.schemas import (
     EndpointCreate,
     EndpointCreated,
@@ -63,7 +62,7 @@ async def list_endpoints(
     tenant_id: TenantDep, session: SessionDep, limit: Limit = 50, cursor: Cursor = None
 ) -> Page[EndpointOut]:
     async with session.begin():
-        rows = await endpoint_rows.list_page(
+        rows = await endpoints.list_endpoints(
             session, tenant_id, limit=limit + 1, before_id=decode_id_cursor(cursor, "ep")
         )
     return page_of(rows, limit, EndpointOut.model_validate, lambda item: item.id)

@@ -169,3 +169,17 @@ async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str
         enabled=endpoint.enabled,
         disabled_reason=endpoint.disabled_reason,
     )
+
+
+async def list_endpoints(
+    session: AsyncSession, tenant_id: str, *, limit: int, before_id: str | None = None
+) -> list[Endpoint]:
+    """The tenant's endpoints, newest first."""
+    return await endpoints.list_page(session, tenant_id, limit=limit, before_id=before_id)
+
+
+async def troubled_endpoints(
+    session: AsyncSession, tenant_id: str, *, limit: int
+) -> list[Endpoint]:
+    """Disabled, paused or breaker-open endpoints: what an overview must show first."""
+    return await endpoints.list_troubled(session, tenant_id, limit=limit)

@@ -22,35 +22,36 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 # (ix_deliveries_due, _enqueued, _leased, _dead) they replace; ix_outbox_unpublished for the lag.
 REDIS_PING_SECONDS = 1.0
 
-_SNAPSHOT_SQL = text(
-    """
+# {t}: nothing for the fleet, or one tenant's condition (the console shows a tenant its own).
+_SNAPSHOT = """
     SELECT
       (SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM deliveries
-        WHERE region = :r AND state = 'pending' AND completed_at IS NULL
+        WHERE region = :r AND state = 'pending' AND completed_at IS NULL {t}
           AND next_attempt_at <= now()) AS oldest_due,
       (SELECT extract(epoch FROM now() - min(enqueued_at)) FROM deliveries
-        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL) AS oldest_enqueued,
+        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL {t}) AS oldest_enqueued,
       (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox
         WHERE region = :r AND published_at IS NULL) AS relay_lag,
       (SELECT count(*) FROM deliveries
-        WHERE region = :r AND state = 'pending' AND completed_at IS NULL) AS pending,
+        WHERE region = :r AND state = 'pending' AND completed_at IS NULL {t}) AS pending,
       (SELECT count(*) FROM deliveries
-        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL) AS enqueued,
+        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL {t}) AS enqueued,
       (SELECT count(*) FROM deliveries
-        WHERE region = :r AND state = 'leased' AND completed_at IS NULL) AS leased,
+        WHERE region = :r AND state = 'leased' AND completed_at IS NULL {t}) AS leased,
       (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'leased'
-        AND completed_at IS NULL AND lease_until < now()) AS expired_leases,
+        AND completed_at IS NULL AND lease_until < now() {t}) AS expired_leases,
       (SELECT count(*) FROM deliveries
-        WHERE region = :r AND state = 'dead' AND dead_reason IS NOT NULL) AS dead,
-      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now())
+        WHERE region = :r AND state = 'dead' AND dead_reason IS NOT NULL {t}) AS dead,
+      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now() {t})
         AS paused,
-      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND NOT enabled) AS disabled,
-      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND breaker_trips > 0)
+      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND NOT enabled {t}) AS disabled,
+      (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND breaker_trips > 0 {t})
         AS breaker_open,
       (SELECT extract(epoch FROM now() - finished_at) FROM reconcile_runs
         WHERE region = :r AND status = 'succeeded' ORDER BY id DESC LIMIT 1) AS reconcile_age
     """
-)
+_FLEET_SQL = text(_SNAPSHOT.format(t=""))
+_TENANT_SQL = text(_SNAPSHOT.format(t="AND tenant_id = :t"))
 
 
 @dataclass(frozen=True)
@@ -140,11 +141,24 @@ class FleetGauges:
         self._cached: tuple[float, bytes] | None = None
 
     async def render(self) -> bytes:
+        """The gauges in Prometheus's text format (cached for the TTL)."""
         if self._cached is not None and self._cached[0] > time.monotonic():
             return self._cached[1]
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_SnapshotCollector(await self.snapshot()))
+        body = generate_latest(registry)
+        self._cached = (time.monotonic() + self._ttl, body)
+        return body
+
+    async def snapshot(self, tenant_id: str | None = None) -> FleetSnapshot:
+        """The fleet's figures now; with ``tenant_id``, the delivery and endpoint counts are
+        that tenant's (the lag and reconcile figures stay the region's)."""
+        sql, params = (_FLEET_SQL, {"r": self._region})
+        if tenant_id is not None:
+            sql, params = _TENANT_SQL, {"r": self._region, "t": tenant_id}
         async with self._sessionmaker() as session, session.begin():
-            row = (await session.execute(_SNAPSHOT_SQL, {"r": self._region})).one()
-        snapshot = FleetSnapshot(
+            row = (await session.execute(sql, params)).one()
+        return FleetSnapshot(
             region=self._region,
             oldest_due=float(row.oldest_due or 0),
             oldest_enqueued=float(row.oldest_enqueued or 0),
@@ -162,11 +176,6 @@ class FleetGauges:
             redis_up=await self._redis_answers(),
             reconcile_age=math.inf if row.reconcile_age is None else float(row.reconcile_age),
         )
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(_SnapshotCollector(snapshot))
-        body = generate_latest(registry)
-        self._cached = (time.monotonic() + self._ttl, body)
-        return body
 
     async def _redis_answers(self) -> bool:
         try:

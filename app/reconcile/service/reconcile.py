@@ -205,3 +205,10 @@ async def freshness(
     if age > settings.reconcile_stale_seconds:
         return False, f"stale: {said} (is the cron, herald reconcile, running?)"
     return True, said
+
+
+async def recent_runs(
+    session: AsyncSession, *, limit: int, before_id: str | None = None
+) -> list[ReconcileRun]:
+    """Reconcile runs, newest first (the console's history)."""
+    return await reconcile_runs.list_page(session, limit=limit, before_id=before_id)

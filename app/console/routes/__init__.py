@@ -1,0 +1,45 @@
+"""The console's routes, its templates and static files, installed on the API app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from app.console.routes import actions, auth, pages
+from app.console.routes.deps import SignInNeeded, render, sign_in_redirect
+from app.console.routes.formatting import FILTERS
+from app.errors import HeraldError, herald_problem
+
+_HERE = Path(__file__).resolve().parents[1]
+
+
+def install(app: FastAPI) -> None:
+    """Pages at /console, assets at /console/static; Herald's errors on a console page come
+    back as a page (the API's problem+json everywhere else)."""
+    templates = Jinja2Templates(directory=_HERE / "templates")
+    templates.env.filters.update(FILTERS)
+    app.state.console_templates = templates
+    for module in (auth, pages, actions):
+        app.include_router(module.router)
+    app.mount("/console/static", StaticFiles(directory=_HERE / "static"), name="console-static")
+    app.add_exception_handler(SignInNeeded, sign_in_redirect)
+
+    async def herald_error(request: Request, exc: Exception) -> Response:
+        if not request.url.path.startswith("/console") or not isinstance(exc, HeraldError):
+            return await herald_problem(request, exc)
+        resources = request.app.state.resources
+        return render(
+            request,
+            resources,
+            "error.html",
+            None,
+            status_code=exc.status,
+            title=exc.title,
+            detail=exc.detail or exc.title,
+        )
+
+    app.add_exception_handler(HeraldError, herald_error)

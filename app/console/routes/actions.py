@@ -1,0 +1,74 @@
+"""What the console changes: redrive one dead delivery or every matching one, cancel one. Each
+is a form with the session's CSRF token, answered with a redirect to the page that shows the
+result (post/redirect/get)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from pydantic import ValidationError
+
+from app.api.deps import ResourcesDep
+from app.console.routes.deps import FormDep, ViewerDep, render
+from app.console.service.sessions import Viewer
+from app.delivery.schemas import RedriveFilter
+from app.delivery.service import browse, cancel, redrive
+from app.errors import Forbidden, Unprocessable
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+
+def _tenant(viewer: Viewer) -> str:
+    if viewer.viewing is None:
+        raise Forbidden("pick a tenant first")
+    return viewer.viewing
+
+
+@router.post("/deliveries/{delivery_id}/redrive")
+async def redrive_one(
+    resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, delivery_id: str
+) -> RedirectResponse:
+    async with resources.sessionmaker() as session, session.begin():
+        _, publications = await redrive.redrive_one(
+            session, _tenant(viewer), delivery_id, region=resources.settings.region
+        )
+    resources.publisher.submit(publications)
+    return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
+
+
+@router.post("/deliveries/{delivery_id}/cancel")
+async def cancel_one(
+    resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, delivery_id: str
+) -> RedirectResponse:
+    async with resources.sessionmaker() as session, session.begin():
+        await cancel.cancel_delivery(session, _tenant(viewer), delivery_id)
+    return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
+
+
+@router.post("/dead/redrive")
+async def redrive_matching(
+    resources: ResourcesDep, viewer: ViewerDep, form: FormDep
+) -> RedirectResponse:
+    """Every dead delivery the dead-letter page's filter matches, as a bulk redrive job."""
+    fields = {k: v for k, v in form.items() if k in ("endpoint_id", "event_type") and v}
+    try:
+        wanted = RedriveFilter.model_validate({**fields, "states": ["dead"]})
+    except ValidationError as exc:
+        raise Unprocessable(str(exc.errors()[0]["msg"])) from None
+    job = await redrive.start_bulk_redrive(
+        resources.sessionmaker,
+        resources.redis,
+        resources.settings,
+        tenant_id=_tenant(viewer),
+        wanted=wanted.model_dump(mode="json"),
+    )
+    return RedirectResponse(f"/console/redrives/{job.id}", status_code=303)
+
+
+@router.get("/redrives/{job_id}", response_class=HTMLResponse)
+async def redrive_progress(
+    request: Request, resources: ResourcesDep, viewer: ViewerDep, job_id: str
+) -> HTMLResponse:
+    async with resources.sessionmaker() as session, session.begin():
+        job = await browse.redrive_job(session, _tenant(viewer), job_id)
+    return render(request, resources, "redrive.html", viewer, job=job)

@@ -1,0 +1,33 @@
+"""How the console writes times, durations and counts: for a person on call, in UTC."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+
+def seconds(value: float) -> str:
+    """A duration in the largest unit that keeps it readable: 0 s, 42 s, 7 min, 3.5 h, 2 d."""
+    if math.isinf(value):
+        return "never"
+    if value < 60:
+        return f"{value:.0f} s"
+    if value < 3600:
+        return f"{value / 60:.0f} min"
+    if value < 86400:
+        return f"{value / 3600:.1f} h"
+    return f"{value / 86400:.1f} d"
+
+
+def when(value: datetime | None) -> str:
+    return "—" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def counts(value: dict[str, Any] | None) -> str:
+    """A reconcile run's counts, the non-zero ones: ``enqueued 3, repaired 1``."""
+    shown = [f"{name.replace('_', ' ')} {n}" for name, n in (value or {}).items() if n]
+    return ", ".join(shown) or "nothing to do"
+
+
+FILTERS = {"seconds": seconds, "when": when, "counts": counts}
