@@ -107,6 +107,14 @@ def _scale_out(r: dict[str, Any]) -> Row:
             "~1 on 2 cores: no collapse")  # fmt: skip
 
 
+def _console(r: dict[str, Any]) -> Row:
+    c = r["console"]
+    pages = ", ".join(f"{name} {ms:.0f} ms" for name, ms in c["pages_ms"].items())
+    return (f"console pages over {c['deliveries']} deliveries (median of {c['renders']})", pages,
+            f"GET /v1/deliveries?limit=50 {c['api_list_ms']:.0f} ms", "-",
+            "fast at a million (keyset pages)")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, 32)),
     ("accept_64", lambda r: _accept(r, 64)),
@@ -121,6 +129,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("reconcile_spread", lambda r: _reconcile(r, "reconcile_spread")),
     ("worker_rss_mb", _rss),
     ("scale_out", _scale_out),
+    ("console", _console),
 ]
 
 

@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script: `bench` and `app` come from this checkout
 
 from bench import backlog, parking, probes  # noqa: E402
+from bench.console import console_pages  # noqa: E402
 from bench.load import RECEIVERS, Client  # noqa: E402
 from bench.report import table  # noqa: E402
 from bench.stack import Shape, Stack, progress, wait_http  # noqa: E402
@@ -48,6 +49,7 @@ FIGURES = (
     "reconcile",
     "worker_rss",
     "scale_out",
+    "console",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
 IN_FLIGHT = 200
@@ -67,10 +69,13 @@ class Volumes:
     spread_destinations: int
     rss_backlogs: tuple[int, int]
     scale_out: int
+    console_history: int
 
 
-FULL = Volumes(6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000)
-QUICK = Volumes(4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000)
+FULL = Volumes(
+    6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000, 1_000_000
+)
+QUICK = Volumes(4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000, 100_000)
 # scale_out: every worker keeps this many in flight (the default), producers post with this
 # many clients.
 SCALE_OUT_CONCURRENCY, SCALE_OUT_CLIENTS = 100, 64
@@ -208,6 +213,11 @@ async def scale_out(client: Client, v: Volumes, results: dict[str, Any]) -> None
     }
 
 
+async def console(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress(f"console pages over {v.console_history} deliveries")
+    results["console"] = await console_pages(client, v.console_history)
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -218,6 +228,7 @@ RUNS = {
     "reconcile": reconcile,
     "worker_rss": worker_rss,
     "scale_out": scale_out,
+    "console": console,
 }
 
 

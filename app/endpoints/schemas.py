@@ -219,6 +219,10 @@ class WindowStats(BaseModel):
     successes: int
     failures: int
     success_rate: float | None = Field(description="successes / attempts; null without attempts")
+    p95_ms: float | None = Field(
+        description="95th percentile of the attempts' durations in milliseconds; null without "
+        "attempts"
+    )
 
 
 class EndpointStats(BaseModel):

@@ -3,65 +3,17 @@ redrive it and watch it succeed; the session's guards (CSRF, sign-out, tenants a
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
-import httpx
-from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import BrowserContext, expect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.fixtures.console import dead_delivery, shoot, sign_in, tenant_with_key
 from tests.fixtures.processes import ApiProcess, running_worker
-from tests.fixtures.receiver import Receiver, Reply
-from tests.fixtures.stack import ADMIN, ADMIN_KEY, Stack
+from tests.fixtures.receiver import Receiver
+from tests.fixtures.stack import ADMIN_KEY, Stack
 from tests.fixtures.waiting import delivery_row, wait_state
-
-# Where the screenshots go besides the test's own directory: docs/console when the docs'
-# pictures are being made again (see README, "The console").
-SCREENSHOTS = os.environ.get("HERALD_CONSOLE_SCREENSHOTS")
-
-
-async def tenant_with_key(api: ApiProcess, name: str) -> str:
-    async with httpx.AsyncClient(base_url=api.base_url) as http:
-        created = await http.post("/v1/tenants", json={"name": name}, headers=ADMIN)
-        assert created.status_code == 201, created.text
-        key: str = created.json()["api_key"]
-        return key
-
-
-async def dead_delivery(
-    api: ApiProcess, key: str, receiver: Receiver, stack: Stack, engine: AsyncEngine, logs: Path
-) -> str:
-    """A delivery the receiver refused for good (HTTP 400): dead after one attempt."""
-    receiver.script("/hook", Reply(400, body=b"bad signature window"))
-    tenant = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=api.base_url) as http:
-        endpoint = await http.post(
-            "/v1/endpoints", json={"url": receiver.url("/hook")}, headers=tenant
-        )
-        accepted = await http.post(
-            "/v1/deliveries",
-            json={"endpoint_id": endpoint.json()["id"], "event_type": "order.paid", "payload": {}},
-            headers=tenant,
-        )
-    delivery_id: str = accepted.json()["id"]
-    with running_worker(stack, logs / "worker.log"):
-        await wait_state(engine, delivery_id, "dead")
-    return delivery_id
-
-
-async def sign_in(page: Page, api: ApiProcess, key: str, *, start: str = "/console") -> None:
-    await page.goto(api.base_url + start)
-    await expect(page).to_have_url(f"{api.base_url}/console/sign-in?next={start}")
-    await page.fill("#key", key)
-    await page.click("button[type=submit]")
-    await expect(page).to_have_url(api.base_url + start)
-
-
-async def shoot(page: Page, name: str, tmp_path: Path) -> None:
-    await page.screenshot(path=tmp_path / f"{name}.png", full_page=True)
-    if SCREENSHOTS:
-        await page.screenshot(path=Path(SCREENSHOTS) / f"{name}.png", full_page=True)
 
 
 async def test_an_operator_finds_a_dead_delivery_redrives_it_and_sees_it_succeed(

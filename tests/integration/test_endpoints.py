@@ -153,23 +153,30 @@ async def test_stats_count_recent_attempts_and_show_health(
         json={"endpoint_id": endpoint["id"], "event_type": "a", "payload": {}},
         headers=tenant,
     )
-    rows = [  # (minutes ago, outcome, endpoint)
-        (5, "success", endpoint["id"]),
-        (10, "retryable", endpoint["id"]),
-        (30, "success", endpoint["id"]),
-        (120, "success", endpoint["id"]),
-        (60 * 30, "success", endpoint["id"]),  # older than a day
-        (5, "success", other["id"]),  # another endpoint's
+    rows = [  # (minutes ago, outcome, duration in ms, endpoint)
+        (5, "success", 100, endpoint["id"]),
+        (10, "retryable", 200, endpoint["id"]),
+        (30, "success", 300, endpoint["id"]),
+        (120, "success", 400, endpoint["id"]),
+        (60 * 30, "success", 9000, endpoint["id"]),  # older than a day
+        (5, "success", 9000, other["id"]),  # another endpoint's
     ]
     async with engine.begin() as connection:
-        for number, (ago, outcome, endpoint_id) in enumerate(rows, start=1):
+        for number, (ago, outcome, ms, endpoint_id) in enumerate(rows, start=1):
             await connection.execute(
                 text(
                     "INSERT INTO attempts (delivery_id, endpoint_id, attempt_number, started_at,"
                     " duration_ms, outcome) VALUES (:d, :e, :n, now() - make_interval(mins => :a),"
-                    " 10, :o)"
+                    " :ms, :o)"
                 ),
-                {"d": delivery.json()["id"], "e": endpoint_id, "n": number, "a": ago, "o": outcome},
+                {
+                    "d": delivery.json()["id"],
+                    "e": endpoint_id,
+                    "n": number,
+                    "a": ago,
+                    "ms": ms,
+                    "o": outcome,
+                },
             )
     stats = (await client.get(f"/v1/endpoints/{endpoint['id']}/stats", headers=tenant)).json()
     assert stats["last_hour"] == {
@@ -177,8 +184,10 @@ async def test_stats_count_recent_attempts_and_show_health(
         "successes": 2,
         "failures": 1,
         "success_rate": 2 / 3,
+        "p95_ms": 290.0,  # interpolated between 200 and 300, as percentile_cont does
     }
     assert stats["last_day"]["attempts"] == 4 and stats["last_day"]["successes"] == 3
+    assert stats["last_day"]["p95_ms"] == 385.0
     assert stats["circuit"] == "closed" and stats["enabled"] is True
     missing = await client.get("/v1/endpoints/ep_01J00000000000000000000000/stats", headers=tenant)
     assert missing.status_code == 404

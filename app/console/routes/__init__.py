@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from app.console.routes import actions, auth, pages
+from app.console.routes import actions, auth, endpoints, pages
 from app.console.routes.deps import SignInNeeded, render, sign_in_redirect
 from app.console.routes.formatting import FILTERS
 from app.errors import HeraldError, herald_problem
@@ -23,7 +23,7 @@ def install(app: FastAPI) -> None:
     templates = Jinja2Templates(directory=_HERE / "templates")
     templates.env.filters.update(FILTERS)
     app.state.console_templates = templates
-    for module in (auth, pages, actions):
+    for module in (auth, pages, actions, endpoints):
         app.include_router(module.router)
     app.mount("/console/static", StaticFiles(directory=_HERE / "static"), name="console-static")
     app.add_exception_handler(SignInNeeded, sign_in_redirect)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
-from pydantic import ValidationError
 
 from app.api.deps import ResourcesDep
 from app.console.routes.deps import FormDep, ViewerDep, render
+from app.console.routes.filters import dead_filter
 from app.console.service.sessions import Viewer
-from app.delivery.schemas import RedriveFilter
 from app.delivery.service import browse, cancel, redrive
-from app.errors import Forbidden, Unprocessable
+from app.errors import Forbidden
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
@@ -50,11 +49,7 @@ async def redrive_matching(
     resources: ResourcesDep, viewer: ViewerDep, form: FormDep
 ) -> RedirectResponse:
     """Every dead delivery the dead-letter page's filter matches, as a bulk redrive job."""
-    fields = {k: v for k, v in form.items() if k in ("endpoint_id", "event_type") and v}
-    try:
-        wanted = RedriveFilter.model_validate({**fields, "states": ["dead"]})
-    except ValidationError as exc:
-        raise Unprocessable(str(exc.errors()[0]["msg"])) from None
+    wanted = dead_filter(form)
     job = await redrive.start_bulk_redrive(
         resources.sessionmaker,
         resources.redis,

@@ -9,8 +9,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from app.api.deps import ResourcesDep
+from app.console.routes.charts import stacked_bars
 from app.console.routes.deps import ViewerDep, render
+from app.console.routes.filters import FIELDS, dead_filter
 from app.delivery.service import browse, explain
+from app.delivery.service.attempt_stats import outcomes_per_minute
 from app.endpoints.service.endpoints import troubled_endpoints
 from app.ids import is_id
 from app.reconcile.service.reconcile import recent_runs
@@ -25,6 +28,7 @@ PAGE = 50
 async def overview(request: Request, resources: ResourcesDep, viewer: ViewerDep) -> HTMLResponse:
     snapshot = await resources.fleet.snapshot(viewer.tenant_id)
     async with resources.sessionmaker() as session, session.begin():
+        per_minute = await outcomes_per_minute(session, viewer.tenant_id)
         runs = await recent_runs(session, limit=5)
         troubled = (
             await troubled_endpoints(session, viewer.viewing, limit=20) if viewer.viewing else []
@@ -37,6 +41,7 @@ async def overview(request: Request, resources: ResourcesDep, viewer: ViewerDep)
         viewer,
         nav="overview",
         snapshot=snapshot,
+        chart=stacked_bars(per_minute),
         runs=runs,
         troubled=troubled,
         tenants=tenants,
@@ -48,10 +53,10 @@ async def dead_letters(
     request: Request,
     resources: ResourcesDep,
     viewer: ViewerDep,
-    endpoint_id: Annotated[str | None, Query()] = None,
-    event_type: Annotated[str | None, Query()] = None,
     before: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
+    shown = {k: request.query_params.get(k, "") for k in FIELDS}
+    wanted = dead_filter(shown)
     rows = []
     if viewer.viewing is not None:
         async with resources.sessionmaker() as session, session.begin():
@@ -61,8 +66,10 @@ async def dead_letters(
                 limit=PAGE + 1,
                 before_id=before if before and is_id(before) else None,
                 state=DeliveryState.DEAD,
-                endpoint_id=endpoint_id or None,
-                event_type=event_type or None,
+                endpoint_id=wanted.endpoint_id,
+                event_type=wanted.event_type,
+                finished_after=wanted.dead_after,
+                finished_before=wanted.dead_before,
             )
     more = len(rows) > PAGE
     return render(
@@ -73,8 +80,8 @@ async def dead_letters(
         nav="dead",
         rows=rows[:PAGE],
         next_before=rows[PAGE - 1].id if more else None,
-        endpoint_id=endpoint_id or "",
-        event_type=event_type or "",
+        shown=shown,
+        filtered=any(shown.values()),
     )
 
 
@@ -90,3 +97,42 @@ async def delivery(
         )
         attempts = await browse.attempts_of(session, delivery_id, limit=100)
     return render(request, resources, "delivery.html", viewer, d=detail, attempts=attempts)
+
+
+@router.get("/search", response_class=HTMLResponse)
+async def search(
+    request: Request,
+    resources: ResourcesDep,
+    viewer: ViewerDep,
+    q: Annotated[str, Query(max_length=300)] = "",
+) -> HTMLResponse:
+    found = None
+    if q.strip():
+        async with resources.sessionmaker() as session, session.begin():
+            found = await browse.search(
+                session, viewer.viewing or "", q, every_tenant=viewer.tenant_id is None
+            )
+    return render(request, resources, "search.html", viewer, nav="search", q=q, found=found)
+
+
+@router.get("/reconcile", response_class=HTMLResponse)
+async def reconcile_history(
+    request: Request,
+    resources: ResourcesDep,
+    viewer: ViewerDep,
+    before: Annotated[str | None, Query()] = None,
+) -> HTMLResponse:
+    async with resources.sessionmaker() as session, session.begin():
+        runs = await recent_runs(
+            session, limit=PAGE + 1, before_id=before if before and is_id(before) else None
+        )
+    more = len(runs) > PAGE
+    return render(
+        request,
+        resources,
+        "reconcile.html",
+        viewer,
+        nav="reconcile",
+        runs=runs[:PAGE],
+        next_before=runs[PAGE - 1].id if more else None,
+    )

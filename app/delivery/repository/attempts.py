@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import Attempt
+from app.models import Attempt, Endpoint
 
 
 async def list_page(
@@ -53,13 +53,14 @@ async def insert_attempt(
 class WindowCounts:
     attempts: int
     successes: int
+    p95_ms: float | None  # the 95th percentile of the attempts' durations; None without any
 
 
 async def counts_since(
     session: AsyncSession, endpoint_id: str, windows: dict[str, timedelta]
 ) -> dict[str, WindowCounts]:
-    """Attempts and successes of one endpoint within each trailing window, in one query over
-    the (endpoint_id, started_at) index."""
+    """Attempts, successes and the 95th percentile of durations of one endpoint within each
+    trailing window, in one query over the (endpoint_id, started_at) index."""
     widest = max(windows.values())
     columns = []
     for name, span in windows.items():
@@ -67,6 +68,12 @@ async def counts_since(
         columns.append(func.count().filter(recent).label(f"{name}_attempts"))
         columns.append(
             func.count().filter(recent, Attempt.outcome == "success").label(f"{name}_successes")
+        )
+        columns.append(
+            func.percentile_cont(0.95)
+            .within_group(Attempt.duration_ms)
+            .filter(recent)
+            .label(f"{name}_p95")
         )
     row = (
         await session.execute(
@@ -76,6 +83,25 @@ async def counts_since(
         )
     ).one()
     return {
-        name: WindowCounts(row._mapping[f"{name}_attempts"], row._mapping[f"{name}_successes"])
+        name: WindowCounts(
+            row._mapping[f"{name}_attempts"],
+            row._mapping[f"{name}_successes"],
+            row._mapping[f"{name}_p95"],
+        )
         for name in windows
     }
+
+
+async def per_minute(
+    session: AsyncSession, tenant_id: str | None, *, minutes: int
+) -> list[tuple[int, str, int]]:
+    """(minutes ago, outcome, attempts) over the last ``minutes``: one tenant's (through its
+    endpoints and the (endpoint_id, started_at) index) or every tenant's (the BRIN index)."""
+    since = func.now() - timedelta(minutes=minutes)
+    ago = func.floor(func.extract("epoch", func.now() - Attempt.started_at) / 60).label("ago")
+    query = select(ago, Attempt.outcome, func.count()).where(Attempt.started_at > since)
+    if tenant_id is not None:
+        theirs = select(Endpoint.id).where(Endpoint.tenant_id == tenant_id)
+        query = query.where(Attempt.endpoint_id.in_(theirs))
+    rows = await session.execute(query.group_by(ago, Attempt.outcome))
+    return [(int(row[0]), row[1], row[2]) for row in rows]

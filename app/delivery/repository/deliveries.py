@@ -80,6 +80,14 @@ async def get_for_tenant(
     ).scalar_one_or_none()
 
 
+async def owner_of(session: AsyncSession, delivery_id: str) -> str | None:
+    """The tenant a delivery belongs to, whoever's it is (an admin's search); None if none."""
+    if not is_id(delivery_id):
+        return None
+    query = select(Delivery.tenant_id).where(Delivery.id == delivery_id)
+    return (await session.execute(query)).scalar_one_or_none()
+
+
 async def list_for_event(session: AsyncSession, tenant_id: str, event_id: str) -> list[Delivery]:
     query = (
         select(Delivery)
@@ -121,9 +129,16 @@ async def list_page(
     endpoint_id: str | None,
     event_type: str | None,
     event_id: str | None = None,
+    finished_after: datetime | None = None,
+    finished_before: datetime | None = None,
 ) -> list[Delivery]:
-    """Newest first, keyset-paginated on the time-ordered id: stable while rows are inserted."""
+    """Newest first, keyset-paginated on the time-ordered id: stable while rows are inserted.
+    ``finished_*`` bound when a delivery ended (died, for dead ones)."""
     query = select(Delivery).where(Delivery.tenant_id == tenant_id)
+    if finished_after is not None:
+        query = query.where(Delivery.completed_at >= finished_after)
+    if finished_before is not None:
+        query = query.where(Delivery.completed_at < finished_before)
     if event_id is not None:
         query = query.where(Delivery.event_id == event_id)  # the (event, endpoint) unique index
     if state is not None:

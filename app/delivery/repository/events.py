@@ -34,3 +34,11 @@ async def get_for_tenant(session: AsyncSession, tenant_id: str, event_id: str) -
         return None
     query = select(Event).where(Event.id == event_id, Event.tenant_id == tenant_id)
     return (await session.execute(query)).scalar_one_or_none()
+
+
+async def owner_of(session: AsyncSession, event_id: str) -> str | None:
+    """The tenant an event belongs to, whoever's it is (an admin's search); None if none."""
+    if not is_id(event_id):
+        return None
+    query = select(Event.tenant_id).where(Event.id == event_id)
+    return (await session.execute(query)).scalar_one_or_none()

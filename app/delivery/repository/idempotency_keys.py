@@ -134,3 +134,13 @@ async def release_many(session: AsyncSession, *, tenant_id: str, keys: list[str]
                 IdempotencyKey.tenant_id == tenant_id, IdempotencyKey.key.in_(keys)
             )
         )
+
+
+async def resource_of(session: AsyncSession, tenant_id: str, key: str) -> str | None:
+    """What an unexpired key of the tenant's answered with (an event's or a delivery's id)."""
+    query = select(IdempotencyKey.resource_id).where(
+        IdempotencyKey.tenant_id == tenant_id,
+        IdempotencyKey.key == key,
+        IdempotencyKey.expires_at > func.now(),
+    )
+    return (await session.execute(query)).scalar_one_or_none()

@@ -3,9 +3,12 @@ the time-ordered ids, so a page costs the same at the millionth row as at the fi
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
+
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.delivery.repository import attempts, deliveries, redrive_jobs
+from app.delivery.repository import attempts, deliveries, events, idempotency_keys, redrive_jobs
 from app.errors import NotFound
 from app.models import Attempt, Delivery, RedriveJob
 from app.states import DeliveryState
@@ -21,6 +24,8 @@ async def list_deliveries(
     endpoint_id: str | None = None,
     event_type: str | None = None,
     event_id: str | None = None,
+    finished_after: datetime | None = None,
+    finished_before: datetime | None = None,
 ) -> list[Delivery]:
     """Newest first, at most ``limit``."""
     return await deliveries.list_page(
@@ -32,6 +37,8 @@ async def list_deliveries(
         endpoint_id=endpoint_id,
         event_type=event_type,
         event_id=event_id,
+        finished_after=finished_after,
+        finished_before=finished_before,
     )
 
 
@@ -54,3 +61,39 @@ async def redrive_job(session: AsyncSession, tenant_id: str, job_id: str) -> Red
     if job is None:
         raise NotFound(f"redrive job {job_id} not found")
     return job
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a search found: the deliveries, and in words what the query matched."""
+
+    matched: str
+    deliveries: list[Delivery] = field(default_factory=list)
+    # The query names another tenant's delivery or event (only looked for on an admin's behalf).
+    elsewhere: str | None = None
+
+
+async def search(
+    session: AsyncSession, tenant_id: str, query: str, *, every_tenant: bool = False
+) -> Found:
+    """A delivery id, an event id (its deliveries) or an idempotency key (what it accepted)."""
+    query = query.strip()
+    if query.startswith("dlv_"):
+        delivery = await deliveries.get_for_tenant(session, tenant_id, query)
+        if delivery is not None:
+            return Found("delivery id", [delivery])
+        owner = await deliveries.owner_of(session, query) if every_tenant else None
+        return Found("delivery id", elsewhere=owner)
+    if query.startswith("evt_"):
+        found = await deliveries.list_for_event(session, tenant_id, query)
+        if found:
+            return Found("event id", found)
+        owner = await events.owner_of(session, query) if every_tenant else None
+        return Found("event id", elsewhere=owner)
+    resource = await idempotency_keys.resource_of(session, tenant_id, query) if query else None
+    if resource is None:
+        return Found("idempotency key")
+    if resource.startswith("dlv_"):
+        delivery = await deliveries.get_for_tenant(session, tenant_id, resource)
+        return Found("idempotency key", [delivery] if delivery else [])
+    return Found("idempotency key", await deliveries.list_for_event(session, tenant_id, resource))

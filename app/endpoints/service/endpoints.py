@@ -155,6 +155,7 @@ async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str
             successes=counts.successes,
             failures=failures,
             success_rate=rate,
+            p95_ms=counts.p95_ms,
         )
 
     return EndpointStats(

@@ -1,0 +1,93 @@
+"""The endpoints page: how each endpoint fares and what holds it back; enable, disable, rotate
+its secret."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from app.api.deps import ResourcesDep
+from app.console.routes.deps import FormDep, ViewerDep, render
+from app.console.service.endpoint_board import endpoint_board
+from app.console.service.sessions import Viewer
+from app.endpoints.schemas import EndpointUpdate
+from app.endpoints.service import endpoints
+from app.errors import Forbidden
+from app.flow.service.gate import clear_flow_state
+from app.ids import is_id
+
+router = APIRouter(prefix="/console/endpoints", include_in_schema=False)
+PAGE = 50
+
+
+def _tenant(viewer: Viewer) -> str:
+    if viewer.viewing is None:
+        raise Forbidden("pick a tenant first")
+    return viewer.viewing
+
+
+@router.get("", response_class=HTMLResponse)
+async def endpoints_page(
+    request: Request,
+    resources: ResourcesDep,
+    viewer: ViewerDep,
+    before: Annotated[str | None, Query()] = None,
+) -> HTMLResponse:
+    rows = []
+    if viewer.viewing is not None:
+        async with resources.sessionmaker() as session, session.begin():
+            rows = await endpoint_board(
+                session,
+                resources.redis,
+                resources.settings,
+                viewer.viewing,
+                limit=PAGE + 1,
+                before_id=before if before and is_id(before) else None,
+            )
+    more = len(rows) > PAGE
+    return render(
+        request,
+        resources,
+        "endpoints.html",
+        viewer,
+        nav="endpoints",
+        rows=rows[:PAGE],
+        next_before=rows[PAGE - 1].endpoint.id if more else None,
+    )
+
+
+@router.post("/{endpoint_id}/enabled")
+async def set_enabled(
+    resources: ResourcesDep, viewer: ViewerDep, form: FormDep, endpoint_id: str
+) -> RedirectResponse:
+    tenant_id, enable = _tenant(viewer), form.get("enabled") == "true"
+    async with resources.sessionmaker() as session, session.begin():
+        await endpoints.update_endpoint(
+            session,
+            tenant_id,
+            endpoint_id,
+            EndpointUpdate(enabled=enable),
+            resources.settings.destination_allowlist,
+        )
+    if enable:  # as PATCH /v1/endpoints does: no leftover pause or probe holds it back
+        await clear_flow_state(
+            resources.redis, endpoint_id, tenant_id=tenant_id, region=resources.settings.region
+        )
+    return RedirectResponse("/console/endpoints", status_code=303)
+
+
+@router.post("/{endpoint_id}/rotate", response_class=HTMLResponse)
+async def rotate_secret(
+    request: Request, resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, endpoint_id: str
+) -> HTMLResponse:
+    """The new secret is shown once, on this answer (never in a URL): the receiver needs it."""
+    async with resources.sessionmaker() as session, session.begin():
+        endpoint = await endpoints.rotate_secret(
+            session,
+            _tenant(viewer),
+            endpoint_id,
+            resources.settings.secret_rotation_overlap_hours,
+        )
+    return render(request, resources, "rotated.html", viewer, nav="endpoints", endpoint=endpoint)

@@ -1,0 +1,50 @@
+"""The endpoints page's rows: each endpoint with how it fared in the last hour and what its flow
+control holds now. One stats query per endpoint (the attempts index, a trailing day) and one
+Redis script call: a page of 50 endpoints is 100 round trips, bounded by the page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from arq.connections import ArqRedis
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.endpoints.schemas import EndpointStats
+from app.endpoints.service.endpoints import endpoint_stats, list_endpoints
+from app.flow.service.gate import flow_snapshot
+from app.models import Endpoint
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    endpoint: Endpoint
+    stats: EndpointStats
+    in_flight: int | None  # now, as Redis counts it; None when Redis cannot say
+    max_in_flight: int  # the ceiling in force (the endpoint's, else the default; 0: none)
+    rate_limit: float  # starts a second in force (0: none)
+
+
+async def endpoint_board(
+    session: AsyncSession,
+    redis: ArqRedis,
+    settings: Settings,
+    tenant_id: str,
+    *,
+    limit: int,
+    before_id: str | None,
+) -> list[BoardRow]:
+    rows = []
+    for endpoint in await list_endpoints(session, tenant_id, limit=limit, before_id=before_id):
+        ceiling = endpoint.max_in_flight or settings.default_max_in_flight
+        flow = await flow_snapshot(redis, endpoint.id, ceiling)
+        rows.append(
+            BoardRow(
+                endpoint=endpoint,
+                stats=await endpoint_stats(session, tenant_id, endpoint.id),
+                in_flight=None if flow is None else flow.in_flight,
+                max_in_flight=ceiling,
+                rate_limit=endpoint.rate_limit_per_second or settings.default_rate_limit_per_second,
+            )
+        )
+    return rows

@@ -1,0 +1,96 @@
+"""The console's pages over a million deliveries (issue 16): how long one page takes to render,
+beside the API's own listing of the same rows (GET /v1/deliveries) in the same run."""
+
+from __future__ import annotations
+
+import time
+from statistics import median
+from typing import Any
+
+import aiohttp
+
+from bench.load import Client
+from bench.stack import API, Stack
+
+RENDERS = 20  # each page this many times; the median is reported
+DEAD_EVERY = 100  # one delivery in this many is dead, the rest succeeded
+
+
+async def insert_history(stack: Stack, tenant_id: str, endpoints: list[str], count: int) -> None:
+    """``count`` finished deliveries (events, one attempt each), over the last day."""
+    connection = await stack.connect()
+    spread = "now() - interval '1 day' + g * interval '1 day' / $2"
+    ids = "lpad(g::text, 25, '0')"  # ids the console accepts: 26 digits are a ULID's alphabet
+    try:
+        await connection.execute("TRUNCATE outbox, attempts, deliveries, events CASCADE")
+        await connection.execute(
+            f"INSERT INTO events (id, tenant_id, event_type, payload, created_at) SELECT"
+            f" 'evt_0' || {ids}, $1, 'order.paid', '\\x7b7d', {spread}"
+            " FROM generate_series(1, $2) g",
+            tenant_id,
+            count,
+        )
+        await connection.execute(
+            "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
+            " state, attempt_count, next_attempt_at, last_outcome, last_status_code,"
+            " dead_reason, created_at, updated_at, completed_at)"
+            f" SELECT 'dlv_0' || {ids}, $1, ($3::text[])[1 + g % cardinality($3::text[])],"
+            f" 'evt_0' || {ids}, 'order.paid', 'local',"
+            f" CASE WHEN g % {DEAD_EVERY} = 0 THEN 'dead' ELSE 'succeeded' END, 1, {spread},"
+            f" CASE WHEN g % {DEAD_EVERY} = 0 THEN 'permanent' ELSE 'success' END,"
+            f" CASE WHEN g % {DEAD_EVERY} = 0 THEN 400 ELSE 200 END,"
+            f" CASE WHEN g % {DEAD_EVERY} = 0 THEN 'permanent_failure: HTTP 400' END,"
+            f" {spread}, {spread}, {spread} FROM generate_series(1, $2) g",
+            tenant_id,
+            count,
+            endpoints,
+        )
+        await connection.execute(
+            "INSERT INTO attempts (delivery_id, endpoint_id, attempt_number, started_at,"
+            " duration_ms, status_code, outcome)"
+            f" SELECT 'dlv_0' || {ids}, ($3::text[])[1 + g % cardinality($3::text[])], 1,"
+            f" {spread}, 5 + g % 50, CASE WHEN g % {DEAD_EVERY} = 0 THEN 400 ELSE 200 END,"
+            f" CASE WHEN g % {DEAD_EVERY} = 0 THEN 'permanent' ELSE 'success' END"
+            " FROM generate_series(1, $2) g",
+            tenant_id,
+            count,
+            endpoints,
+        )
+        await connection.execute("ANALYZE")
+    finally:
+        await connection.close()
+
+
+async def _timed(http: aiohttp.ClientSession, url: str, **headers: str) -> float:
+    """The median time of ``RENDERS`` GETs of ``url``, in milliseconds (each must answer 200)."""
+    took = []
+    for _ in range(RENDERS):
+        started = time.perf_counter()
+        async with http.get(url, headers=headers, allow_redirects=False) as response:
+            await response.read()
+            assert response.status == 200, (url, response.status)
+        took.append(1000 * (time.perf_counter() - started))
+    return median(took)
+
+
+async def console_pages(client: Client, count: int) -> dict[str, Any]:
+    endpoints = list(client.endpoints.values())
+    await insert_history(client.stack, client.tenant_id, endpoints, count)
+    key = client.tenant["Authorization"].removeprefix("Bearer ")
+    middle = f"dlv_0{count // 2:025d}"
+    dead = f"dlv_0{count // 2 // DEAD_EVERY * DEAD_EVERY:025d}"
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        async with http.post(f"{API}/console/sign-in", data={"key": key}) as signed_in:
+            assert signed_in.status == 200, signed_in.status  # followed to the overview
+        pages = {
+            "overview": "/console",
+            "dead letters, first page": "/console/dead",
+            "dead letters, a page deep in the history": f"/console/dead?before={dead}",
+            "endpoints": "/console/endpoints",
+            "one delivery": f"/console/deliveries/{middle}",
+            "search by delivery id": f"/console/search?q={middle}",
+            "reconcile runs": "/console/reconcile",
+        }
+        rendered = {name: await _timed(http, API + path) for name, path in pages.items()}
+        api = await _timed(http, f"{API}/v1/deliveries?limit=50", **client.tenant)
+    return {"deliveries": count, "renders": RENDERS, "pages_ms": rendered, "api_list_ms": api}

@@ -1,0 +1,85 @@
+"""The console's pure parts: the chart's geometry, the dead-letter filter, how times read."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import pytest
+
+from app.console.routes.charts import stacked_bars
+from app.console.routes.filters import dead_filter
+from app.console.routes.formatting import counts, seconds, when
+from app.delivery.service.attempt_stats import MinuteCounts
+from app.errors import Unprocessable
+from app.states import OUTCOMES
+
+
+def minutes(**series: list[int]) -> MinuteCounts:
+    length = len(next(iter(series.values())))
+    return MinuteCounts(length, {o: series.get(o, [0] * length) for o in OUTCOMES})
+
+
+def test_bars_stack_by_outcome_and_scale_to_the_busiest_minute() -> None:
+    chart = stacked_bars(
+        minutes(success=[0, 6, 2], permanent=[0, 2, 0], retryable=[0, 0, 2]), width=300, height=80
+    )
+    assert chart.peak == 8
+    assert chart.totals == {
+        "success": 8,
+        "retryable": 2,
+        "unknown": 0,
+        "permanent": 2,
+        "blocked": 0,
+    }
+    by_minute: dict[float, list[tuple[str, float, float]]] = {}
+    for bar in chart.bars:
+        by_minute.setdefault(bar.x, []).append((bar.outcome, bar.y, bar.height))
+    assert sorted(by_minute) == [101.0, 201.0]  # an empty minute draws nothing
+    # The busiest minute fills the height: successes at the bottom, the failures above them.
+    assert by_minute[101.0] == [("success", 20.0, 60.0), ("permanent", 0.0, 20.0)]
+    assert by_minute[201.0] == [("success", 60.0, 20.0), ("retryable", 40.0, 20.0)]
+    assert chart.bars[-1].title == "this minute: 2 retryable"
+    assert chart.bars[0].title == "1 min ago: 6 success"
+
+
+def test_a_quiet_hour_draws_no_bars() -> None:
+    chart = stacked_bars(minutes(success=[0] * 60))
+    assert chart.bars == [] and chart.peak == 0
+
+
+def test_the_dead_letter_filter_reads_the_page_s_fields() -> None:
+    wanted = dead_filter(
+        {"endpoint_id": "", "event_type": " order.* ", "dead_after": "2026-12-01T10:30"}
+    )
+    assert wanted.endpoint_id is None and wanted.event_type == "order.*"
+    assert wanted.dead_after == datetime(2026, 12, 1, 10, 30, tzinfo=UTC)  # no zone: UTC
+    assert wanted.states == ["dead"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"dead_before": "yesterday"}, "Died before: give a date and time, such as 2026"),
+        ({"endpoint_id": "not-an-id"}, "Endpoint id: must be an endpoint id (ep_ followed by"),
+    ],
+)
+def test_a_bad_filter_field_is_named_in_words(fields: dict[str, str], message: str) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        dead_filter(fields)
+    assert str(refused.value.detail).startswith(message)
+
+
+def test_durations_and_times_read_as_a_person_would() -> None:
+    assert [seconds(s) for s in (0, 42.4, 420, 12_600, 172_800)] == [
+        "0 s",
+        "42 s",
+        "7 min",
+        "3.5 h",
+        "2.0 d",
+    ]
+    assert seconds(math.inf) == "never"
+    assert when(datetime(2026, 12, 1, 9, 5, 3, tzinfo=UTC)) == "2026-12-01 09:05:03 UTC"
+    assert when(None) == "—"
+    assert counts({"enqueued": 3, "repaired": 0, "due_armed": 2}) == "enqueued 3, due armed 2"
+    assert counts({}) == "nothing to do"
