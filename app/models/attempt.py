@@ -28,7 +28,12 @@ class Attempt(Base):
         # Per-destination statistics over recent attempts.
         Index("ix_attempts_endpoint_started", "endpoint_id", "started_at"),
         # The fleet's recent attempts (the console's chart): time-ordered rows, a BRIN index.
-        Index("ix_attempts_started_brin", "started_at", postgresql_using="brin"),
+        Index(
+            "ix_attempts_started_brin",
+            "started_at",
+            postgresql_using="brin",
+            postgresql_with={"autosummarize": "on"},
+        ),
         CheckConstraint(
             "outcome IN (" + ", ".join(repr(o) for o in OUTCOMES) + ")", name="outcome"
         ),

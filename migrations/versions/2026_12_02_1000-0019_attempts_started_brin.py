@@ -3,7 +3,9 @@
 The console's overview counts the last hour's attempts by outcome across every endpoint
 (issue 16). Attempts are written in the order they start, nearly, so a BRIN index on
 started_at finds the last hour in a few block ranges for a few kilobytes of index; built
-concurrently, so writes go on while it builds.
+concurrently, so writes go on while it builds. autosummarize: each block range is summarised
+by autovacuum as soon as it fills, not only at the next VACUUM (an unsummarised range is
+read whatever the query asks).
 
 Revision ID: 0019
 Revises: 0018
@@ -27,6 +29,7 @@ def upgrade() -> None:
             "attempts",
             ["started_at"],
             postgresql_using="brin",
+            postgresql_with={"autosummarize": "on"},
             postgresql_concurrently=True,
         )
 

@@ -1,17 +1,19 @@
 """The endpoints page's rows: each endpoint with how it fared in the last hour and what its flow
-control holds now. One stats query per endpoint (the attempts index, a trailing day) and one
-Redis script call: a page of 50 endpoints is 100 round trips, bounded by the page."""
+control holds now. One stats query per endpoint (the attempts index, the last hour only) and
+one Redis script call: a page of 50 endpoints is 100 round trips, bounded by the page."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.endpoints.schemas import EndpointStats
-from app.endpoints.service.endpoints import endpoint_stats, list_endpoints
+from app.delivery.service.attempt_stats import WindowCounts, last_hour
+from app.endpoints.schemas import current_pause
+from app.endpoints.service.endpoints import list_endpoints
 from app.flow.service.gate import flow_snapshot
 from app.models import Endpoint
 
@@ -19,7 +21,9 @@ from app.models import Endpoint
 @dataclass(frozen=True)
 class BoardRow:
     endpoint: Endpoint
-    stats: EndpointStats
+    last_hour: WindowCounts
+    paused_until: datetime | None  # a pause in force, and why
+    pause_reason: str | None
     in_flight: int | None  # now, as Redis counts it; None when Redis cannot say
     max_in_flight: int  # the ceiling in force (the endpoint's, else the default; 0: none)
     rate_limit: float  # starts a second in force (0: none)
@@ -41,7 +45,8 @@ async def endpoint_board(
         rows.append(
             BoardRow(
                 endpoint=endpoint,
-                stats=await endpoint_stats(session, tenant_id, endpoint.id),
+                last_hour=await last_hour(session, endpoint.id),
+                **current_pause(endpoint),
                 in_flight=None if flow is None else flow.in_flight,
                 max_in_flight=ceiling,
                 rate_limit=endpoint.rate_limit_per_second or settings.default_rate_limit_per_second,
