@@ -59,7 +59,12 @@ async def test_the_session_cookie_is_http_only_and_strict_and_sign_out_ends_it(
     api: ApiProcess, context: BrowserContext, tmp_path: Path
 ) -> None:
     page = await context.new_page()
-    await page.goto(api.base_url + "/console/sign-in")
+    answer = await page.goto(api.base_url + "/console/sign-in")
+    assert answer is not None
+    # Pages are never framed (clickjacking), cached, or allowed to load or post elsewhere.
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert answer.headers["cache-control"] == "no-store"
     await shoot(page, "sign-in", tmp_path)
     await sign_in(page, api, ADMIN_KEY)
     (cookie,) = await context.cookies()

@@ -15,6 +15,16 @@ from app.console.service.sessions import Viewer, csrf_ok, viewer_of
 from app.errors import Forbidden
 
 COOKIE = "herald_console"
+# Every page: never cached (they show live state, and a rotated secret once), never framed
+# (no clickjacking of its buttons), nothing loaded or posted anywhere but here.
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; "
+    "form-action 'self'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
 
 
 class SignInNeeded(Exception):
@@ -76,5 +86,5 @@ def render(
         template,
         {"viewer": viewer, "region": resources.settings.region, **context},
         status_code=status_code,
-        headers={"Cache-Control": "no-store"},
+        headers=PAGE_HEADERS,
     )
