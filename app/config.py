@@ -89,6 +89,10 @@ class Settings(BaseSettings):
     reconcile_stale_seconds: float = Field(default=600.0, gt=0)
     # A console sign-in lasts this long (the key's revocation ends it sooner).
     console_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+    # The console's cookies carry Secure when the request came over HTTPS ("auto": uvicorn
+    # believes X-Forwarded-Proto only from FORWARDED_ALLOW_IPS), or always ("always": behind a
+    # TLS-terminating proxy that uvicorn is not told to trust).
+    console_secure_cookie: Literal["auto", "always"] = "auto"
     # Where `herald reconcile` finds the API (it POSTs /v1/reconcile with the admin key).
     api_url: str = "http://127.0.0.1:8000"
     # Terminal deliveries (with their attempts and outbox rows), orphaned events, expired

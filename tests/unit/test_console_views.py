@@ -58,6 +58,14 @@ def test_the_dead_letter_filter_reads_the_page_s_fields() -> None:
 
 
 @pytest.mark.parametrize(
+    "given", ["2026-12-01T05:30-05:00", "2026-12-01T10:30Z", "2026-12-01T11:30:00+01:00"]
+)
+def test_a_time_with_its_own_zone_keeps_it(given: str) -> None:
+    wanted = dead_filter({"dead_before": given})
+    assert wanted.dead_before == datetime(2026, 12, 1, 10, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
     ("fields", "message"),
     [
         ({"dead_before": "yesterday"}, "Died before: give a date and time, such as 2026"),

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hmac
+import secrets
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app.api.deps import ResourcesDep
+from app.api.deps import Resources, ResourcesDep
 from app.console.routes.deps import COOKIE, FormDep, ViewerDep, render, same_origin
 from app.console.service import sessions
-from app.errors import Forbidden
 
 router = APIRouter(prefix="/console", include_in_schema=False)
+SIGN_IN = "/console/sign-in"
+FORM_COOKIE = "herald_console_form"  # the sign-in form's token, beside it in the page
 
 
 def _back_to(target: str | None) -> str:
@@ -24,36 +28,94 @@ def _back_to(target: str | None) -> str:
 async def sign_in_page(
     request: Request, resources: ResourcesDep, next: str | None = None
 ) -> HTMLResponse:
-    return render(request, resources, "sign_in.html", None, next=_back_to(next))
+    return _sign_in_form(request, resources, next=_back_to(next))
+
+
+def _sign_in_form(
+    request: Request,
+    resources: Resources,
+    *,
+    next: str,
+    error: str | None = None,
+    status: int = 200,
+) -> HTMLResponse:
+    """The sign-in form with a fresh form token, echoed in a cookie only this site can set:
+    a form posted from elsewhere cannot carry both (login CSRF, where an attacker signs the
+    victim in as the attacker), even from a browser that sends no Origin."""
+    token = secrets.token_urlsafe(32)
+    page = render(
+        request,
+        resources,
+        "sign_in.html",
+        None,
+        status_code=status,
+        next=next,
+        error=error,
+        form_token=token,
+    )
+    _set_cookie(page, request, resources, FORM_COOKIE, token, max_age=3600, path=SIGN_IN)
+    return page
+
+
+def _set_cookie(
+    response: Response,
+    request: Request,
+    resources: Resources,
+    name: str,
+    value: str,
+    *,
+    max_age: int,
+    path: str,
+) -> None:
+    https = request.url.scheme == "https"
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=path,
+        httponly=True,
+        samesite="strict",
+        secure=https or resources.settings.console_secure_cookie == "always",
+    )
 
 
 @router.post("/sign-in", response_model=None)
 async def sign_in(request: Request, resources: ResourcesDep) -> Response:
-    if not same_origin(request):
-        raise Forbidden("sign in from the console's own page")
     form = await request.form()
-    key, back_to = form.get("key"), form.get("next")
+    key, back_to, sent = form.get("key"), form.get("next"), form.get("form_token")
+    target = _back_to(back_to if isinstance(back_to, str) else None)
+    kept = request.cookies.get(FORM_COOKIE)
+    if not (
+        same_origin(request)
+        and isinstance(sent, str)
+        and kept is not None
+        and hmac.compare_digest(sent.encode(), kept.encode())
+    ):
+        error = "This sign-in form was stale or came from another site. Sign in here."
+        return _sign_in_form(request, resources, next=target, error=error, status=403)
     signed_in = None
     if isinstance(key, str):
         signed_in = await sessions.sign_in(
             resources.sessionmaker, resources.settings, resources.principals, key
         )
-    target = _back_to(back_to if isinstance(back_to, str) else None)
     if signed_in is None:
         error = "That key is unknown or revoked. Paste a Herald API key (it starts hrk_)."
-        return render(
-            request, resources, "sign_in.html", None, status_code=401, next=target, error=error
-        )
+        return _sign_in_form(request, resources, next=target, error=error, status=401)
+    previous = request.cookies.get(COOKIE)
+    if previous:  # signing in again ends the session this browser had
+        await sessions.sign_out(resources.sessionmaker, previous)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(
+    hours = resources.settings.console_session_hours
+    _set_cookie(
+        response,
+        request,
+        resources,
         COOKIE,
         signed_in.token,
-        max_age=int(resources.settings.console_session_hours * 3600),
+        max_age=int(hours * 3600),
         path="/console",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
     )
+    response.delete_cookie(FORM_COOKIE, path=SIGN_IN)
     return response
 
 

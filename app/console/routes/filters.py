@@ -4,6 +4,7 @@ redrive's, so "redrive every match" redrives exactly what the page lists."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from pydantic import ValidationError
 
@@ -14,13 +15,21 @@ FIELDS = ("endpoint_id", "event_type", "dead_after", "dead_before")
 _LABELS = {"dead_after": "Died after", "dead_before": "Died before"}
 
 
+def _utc_unless_zoned(text: str) -> str:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text  # the filter's validation says what is wrong with it
+    return text if moment.tzinfo is not None else text + "Z"
+
+
 def dead_filter(values: Mapping[str, str]) -> RedriveFilter:
     """The filter the fields describe (empty ones left out; times without a zone are UTC, as
     the page shows them); 422 in words when a field is not what it should be."""
     given = {k: values[k].strip() for k in FIELDS if values.get(k, "").strip()}
     for name in ("dead_after", "dead_before"):
-        if name in given and not given[name].endswith(("Z", "z")) and "+" not in given[name]:
-            given[name] += "Z"
+        if name in given:
+            given[name] = _utc_unless_zoned(given[name])
     try:
         return RedriveFilter.model_validate({**given, "states": ["dead"]})
     except ValidationError as exc:

@@ -15,6 +15,7 @@ from app.console.routes.filters import FIELDS, dead_filter
 from app.delivery.service import browse, explain
 from app.delivery.service.attempt_stats import outcomes_per_minute
 from app.endpoints.service.endpoints import troubled_endpoints
+from app.errors import Forbidden
 from app.ids import is_id
 from app.reconcile.service.reconcile import recent_runs
 from app.states import DeliveryState
@@ -29,7 +30,8 @@ async def overview(request: Request, resources: ResourcesDep, viewer: ViewerDep)
     snapshot = await resources.fleet.snapshot(viewer.tenant_id)
     async with resources.sessionmaker() as session, session.begin():
         per_minute = await outcomes_per_minute(session, viewer.tenant_id)
-        runs = await recent_runs(session, limit=5)
+        # Reconcile runs are the whole region's, admin-only as in the API.
+        runs = await recent_runs(session, limit=5) if viewer.is_admin else []
         troubled = (
             await troubled_endpoints(session, viewer.viewing, limit=20) if viewer.viewing else []
         )
@@ -43,6 +45,7 @@ async def overview(request: Request, resources: ResourcesDep, viewer: ViewerDep)
         snapshot=snapshot,
         chart=stacked_bars(per_minute),
         runs=runs,
+        stale_after=resources.settings.reconcile_stale_seconds,
         troubled=troubled,
         tenants=tenants,
     )
@@ -122,6 +125,8 @@ async def reconcile_history(
     viewer: ViewerDep,
     before: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
+    if not viewer.is_admin:
+        raise Forbidden("reconcile runs are the whole region's: sign in with an admin key")
     async with resources.sessionmaker() as session, session.begin():
         runs = await recent_runs(
             session, limit=PAGE + 1, before_id=before if before and is_id(before) else None

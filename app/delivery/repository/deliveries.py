@@ -89,6 +89,8 @@ async def owner_of(session: AsyncSession, delivery_id: str) -> str | None:
 
 
 async def list_for_event(session: AsyncSession, tenant_id: str, event_id: str) -> list[Delivery]:
+    if not is_id(event_id):
+        return []
     query = (
         select(Delivery)
         .where(Delivery.tenant_id == tenant_id, Delivery.event_id == event_id)
@@ -157,6 +159,8 @@ async def cancel(session: AsyncSession, tenant_id: str, delivery_id: str) -> Del
     the tenant's). A lease stays as it is: the attempt in flight under it is still recorded, and
     the record leaves the state cancelled (delivery_records). A claim and a cancel lock the
     row in turn, so the cancel sees the claim's lease or the claim never sees the row."""
+    if not is_id(delivery_id):
+        return None
     statement = (
         update(Delivery)
         .where(
@@ -236,6 +240,8 @@ def _revive(
 
 async def redrive(session: AsyncSession, tenant_id: str, delivery_id: str) -> Delivery | None:
     """dead -> pending (see _revive); None when the delivery is not dead."""
+    if not is_id(delivery_id):
+        return None
     revived = _revive("on request", Delivery.id == delivery_id, Delivery.tenant_id == tenant_id)
     return (await session.execute(revived)).scalar_one_or_none()
 

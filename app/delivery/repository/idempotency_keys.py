@@ -8,6 +8,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import IdempotencyKey
+from app.schemas import is_idempotency_key
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,10 @@ async def release_many(session: AsyncSession, *, tenant_id: str, keys: list[str]
 
 
 async def resource_of(session: AsyncSession, tenant_id: str, key: str) -> str | None:
-    """What an unexpired key of the tenant's answered with (an event's or a delivery's id)."""
+    """What an unexpired key of the tenant's answered with (an event's or a delivery's id);
+    None for text no key could be (a NUL byte would be an error in SQL, not "not found")."""
+    if not is_idempotency_key(key):
+        return None
     query = select(IdempotencyKey.resource_id).where(
         IdempotencyKey.tenant_id == tenant_id,
         IdempotencyKey.key == key,
