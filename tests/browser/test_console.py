@@ -52,7 +52,6 @@ async def test_an_operator_finds_a_dead_delivery_redrives_it_and_sees_it_succeed
 
     await page.goto(api.base_url + "/console")
     await expect(page.locator(".tile[data-state=dead] .n")).to_have_text("0")
-    await shoot(page, "overview", tmp_path)
 
 
 async def test_the_session_cookie_is_http_only_and_strict_and_sign_out_ends_it(

@@ -110,6 +110,7 @@ async def test_the_overview_draws_the_last_hours_attempts_by_outcome(
     await expect(page.locator(".chart figcaption")).to_contain_text("success 3")
     await expect(page.locator(".chart figcaption")).to_contain_text("permanent 2")
     await expect(page.locator(".tile[data-state=dead] .n")).to_have_text("2")
+    await shoot(page, "overview", tmp_path)
     # Another tenant's overview counts none of it.
     other = await context.browser.new_context()  # type: ignore[union-attr]
     theirs = await other.new_page()
