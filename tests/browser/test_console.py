@@ -3,13 +3,14 @@ redrive it and watch it succeed; the session's guards (CSRF, sign-out, tenants a
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
 from playwright.async_api import BrowserContext, expect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.fixtures.console import dead_delivery, shoot, sign_in, tenant_with_key
+from tests.fixtures.console import LIVE_WAIT_MS, dead_delivery, shoot, sign_in, tenant_with_key
 from tests.fixtures.processes import ApiProcess, running_worker
 from tests.fixtures.receiver import Receiver
 from tests.fixtures.stack import ADMIN_KEY, Stack
@@ -33,12 +34,25 @@ async def test_an_operator_finds_a_dead_delivery_redrives_it_and_sees_it_succeed
     await expect(row).to_contain_text("permanent_failure: HTTP 400")
     await shoot(page, "dead-letters", tmp_path)
 
+    # An overview left open in another tab, counting the dead delivery.
+    overview = await context.new_page()
+    await overview.goto(api.base_url + "/console")
+    await expect(overview.locator(".tile[data-state=dead] .n")).to_have_text("1")
+
     await row.get_by_role("button", name="Redrive").click()
     await expect(page).to_have_url(f"{api.base_url}/console/deliveries/{delivery_id}")
+    await expect(page.locator("#state")).to_have_text(re.compile("pending|enqueued"))
+    for open_page in (page, overview):  # gone if the page were loaded again
+        await open_page.evaluate("window.notReloaded = true")
     with running_worker(stack, tmp_path / "worker-2.log"):
         await wait_state(engine, delivery_id, "succeeded")
-    await page.reload()
-    await expect(page.locator("#state")).to_have_text("succeeded")
+    # Both pages follow by themselves (console.js), without a reload.
+    await expect(page.locator("#state")).to_have_text("succeeded", timeout=LIVE_WAIT_MS)
+    await expect(overview.locator(".tile[data-state=dead] .n")).to_have_text(
+        "0", timeout=LIVE_WAIT_MS
+    )
+    for open_page in (page, overview):
+        assert await open_page.evaluate("window.notReloaded") is True
     await expect(page.locator("#attempts tbody tr")).to_have_count(2)
     await expect(page.locator("#attempts")).to_contain_text("bad signature window")
     await shoot(page, "delivery", tmp_path)
