@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from playwright.async_api import BrowserContext, expect
+from playwright.async_api import BrowserContext, Dialog, Request, expect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.console import shoot, sign_in, tenant_with_key
@@ -76,6 +76,30 @@ async def test_endpoints_show_their_figures_and_can_be_disabled_enabled_and_rota
     await shoot(page, "endpoints", tmp_path)
 
     row = page.locator(f"tr[data-endpoint='{good}']")
+    dead_link = row.get_by_role("link", name="its dead letters")
+    await expect(dead_link).to_have_attribute("href", f"/console/dead?endpoint_id={good}")
+    # Disabling asks first; answered "no", nothing is sent.
+    asked: list[str] = []
+    posted: list[str] = []
+
+    async def say_no(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        await dialog.dismiss()
+
+    def note_post(request: Request) -> None:
+        if request.method == "POST":
+            posted.append(request.url)
+
+    page.on("request", note_post)
+    page.once("dialog", say_no)
+    await row.get_by_role("button", name="Disable").click()
+    await page.wait_for_load_state()
+    assert len(asked) == 1 and "Nothing is sent to it until it is enabled again" in asked[0]
+    assert posted == []
+    await expect(row.locator(".condition")).to_have_text("delivering")
+    assert await count_rows(engine, "endpoints", "id = :e AND enabled", e=good) == 1
+    # Answered "yes", it is.
+    page.on("dialog", lambda dialog: dialog.accept())
     await row.get_by_role("button", name="Disable").click()
     await expect(row.locator(".condition")).to_contain_text("disabled: disabled by user")
     assert await count_rows(engine, "endpoints", "id = :e AND NOT enabled", e=good) == 1
@@ -209,6 +233,7 @@ async def test_dead_letters_filter_and_redrive_every_match(
     await expect(page.get_by_role("alert")).to_contain_text("Died after: give a date and time")
 
     await page.goto(f"{api.base_url}/console/dead?event_type=order.*")
+    page.on("dialog", lambda dialog: dialog.accept())  # "every match, not only this page?"
     await page.get_by_role(
         "button", name="Redrive every dead delivery matching this filter"
     ).click()

@@ -54,6 +54,7 @@ async def endpoints_page(
         viewer,
         nav="endpoints",
         rows=rows[:PAGE],
+        overlap_hours=resources.settings.secret_rotation_overlap_hours,
         next_before=rows[PAGE - 1].endpoint.id if more else None,
     )
 

@@ -1,3 +1,11 @@
+// A form that says data-confirm asks first: disabling an endpoint, rotating its secret,
+// cancelling a delivery, redriving every match. (Listening on the document, it holds for
+// content a live page swaps in too.)
+document.addEventListener("submit", (event) => {
+  const question = event.target.dataset && event.target.dataset.confirm;
+  if (question && !window.confirm(question)) event.preventDefault();
+});
+
 // Live pages. A page whose <main> says data-live="N" reads itself again every N seconds while
 // it is in view and swaps in its new content, so an overview left open, or a delivery being
 // watched, stays true without a reload. The page stops following when its new version no
