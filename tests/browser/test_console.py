@@ -83,9 +83,16 @@ async def test_the_session_cookie_is_http_only_and_strict_and_sign_out_ends_it(
     (cookie,) = await context.cookies()
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/console"
     assert cookie["value"] != ADMIN_KEY
+    watching = await context.new_page()  # an overview left open in another tab
+    await watching.goto(api.base_url + "/console")
 
     await page.get_by_role("button", name="Sign out").click()
     await expect(page).to_have_url(api.base_url + "/console/sign-in")
+    # The open overview stops following, and says so, rather than showing the sign-in page.
+    await expect(watching.locator(".live-note")).to_contain_text(
+        "no longer updates itself", timeout=LIVE_WAIT_MS
+    )
+    await expect(watching.locator("h1")).to_contain_text("Overview")
     # The old cookie, sent again by hand, names no session any more.
     await context.add_cookies(
         [

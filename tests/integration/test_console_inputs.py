@@ -35,8 +35,15 @@ async def test_a_sign_in_form_not_from_this_site_signs_nobody_in(
     await client.get("/console/sign-in")  # this browser's cookie holds its own token
     crossed = await client.post("/console/sign-in", data={"key": ADMIN_KEY, "form_token": theirs})
     assert crossed.status_code == 403
-    # The right token, but the browser says the form was on another site.
+    # The right token, but not the cookie beside it (gone, or never set by this browser).
     mine = hidden((await client.get("/console/sign-in")).text, "form_token")
+    client.cookies.clear()
+    cookieless = await client.post("/console/sign-in", data={"key": ADMIN_KEY, "form_token": mine})
+    assert cookieless.status_code == 403
+    # A second sign-in tab gets the same token: neither makes the other's form stale.
+    mine = hidden((await client.get("/console/sign-in")).text, "form_token")
+    assert hidden((await client.get("/console/sign-in")).text, "form_token") == mine
+    # The right token, but the browser says the form was on another site.
     elsewhere = await client.post(
         "/console/sign-in",
         data={"key": ADMIN_KEY, "form_token": mine},

@@ -9,8 +9,8 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.fixtures.api import accept, fast_path_settled, new_endpoint
-from tests.fixtures.console_forms import sign_in, tenant_key
+from tests.fixtures.api import accept, fast_path_settled, new_endpoint, new_tenant
+from tests.fixtures.console_forms import sign_in
 
 
 def tile(page: str, state: str) -> str:
@@ -22,25 +22,24 @@ def tile(page: str, state: str) -> str:
 async def test_the_overview_shows_a_lease_run_out(
     client: httpx.AsyncClient, engine: AsyncEngine
 ) -> None:
-    key = await tenant_key(client, "ours")
-    ours = {"Authorization": f"Bearer {key}"}
+    ours = await new_tenant(client, "ours")
     endpoint = await new_endpoint(client, ours)
     first, second = [await accept(client, ours, endpoint["id"]) for _ in range(2)]
     await fast_path_settled(engine)
     # Another tenant's lapsed lease is not ours to see.
-    theirs = {"Authorization": f"Bearer {await tenant_key(client, 'theirs')}"}
+    theirs = await new_tenant(client, "theirs")
     elsewhere = await accept(client, theirs, (await new_endpoint(client, theirs))["id"])
     await fast_path_settled(engine)
     async with engine.begin() as connection:
         await connection.execute(
             text(
                 "UPDATE deliveries SET state = 'leased', lease_until = now() + "
-                "CASE WHEN id = :fresh THEN interval '1 minute' ELSE interval '-1 minute' END "
+                "CASE WHEN id = :fresh THEN interval '1 day' ELSE interval '-1 day' END "
                 "WHERE id IN (:fresh, :lapsed, :elsewhere)"
             ),
             {"fresh": first, "lapsed": second, "elsewhere": elsewhere},
         )
-    await sign_in(client, key)
+    await sign_in(client, ours["Authorization"].removeprefix("Bearer "))
     page = (await client.get("/console")).text
     assert tile(page, "leased") == "2"
     assert re.search(r'id="expired-leases"[^>]*>1 past their lease<', page)

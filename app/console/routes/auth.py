@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 
 from fastapi import APIRouter, Request
@@ -15,6 +16,7 @@ from app.console.service import sessions
 router = APIRouter(prefix="/console", include_in_schema=False)
 SIGN_IN = "/console/sign-in"
 FORM_COOKIE = "herald_console_form"  # the sign-in form's token, beside it in the page
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")  # what secrets.token_urlsafe(32) gives
 
 
 def _back_to(target: str | None) -> str:
@@ -41,8 +43,10 @@ def _sign_in_form(
 ) -> HTMLResponse:
     """The sign-in form with a fresh form token, echoed in a cookie only this site can set:
     a form posted from elsewhere cannot carry both (login CSRF, where an attacker signs the
-    victim in as the attacker), even from a browser that sends no Origin."""
-    token = secrets.token_urlsafe(32)
+    victim in as the attacker), even from a browser that sends no Origin. A token the browser
+    already holds is kept, so a second sign-in tab does not make the first one's form stale."""
+    held = request.cookies.get(FORM_COOKIE, "")
+    token = held if _TOKEN.fullmatch(held) else secrets.token_urlsafe(32)
     page = render(
         request,
         resources,

@@ -6,24 +6,60 @@ document.addEventListener("submit", (event) => {
   if (question && !window.confirm(question)) event.preventDefault();
 });
 
-// Live pages. A page whose <main> says data-live="N" reads itself again every N seconds while
-// it is in view and swaps in its new content, so an overview left open, or a delivery being
-// watched, stays true without a reload. The page stops following when its new version no
-// longer asks to be followed (a delivery that finished) or the session has ended. Without
-// JavaScript the pages are the same, only still.
+// Live pages. A page whose <main> says data-live="N" reads itself again N seconds after its
+// last reading ended (one request at a time, so a slow server gets no pile of them, and an
+// old answer never lands after a newer one) while it is in view, and swaps in its new
+// <main>. It waits while the reader has text selected or a control focused on the page, keeps
+// trying through errors (saying so), and stops, saying so, when the session has ended or the
+// new page no longer asks to be followed (a delivery that finished). Without JavaScript the
+// pages are the same, only still.
 (() => {
   const main = document.querySelector("main[data-live]");
   if (!main) return;
-  let timer;
+  const every = Number(main.dataset.live) * 1000;
+  const note = document.createElement("p");
+  note.className = "live-note";
+  note.setAttribute("role", "status");
+  main.before(note);
+  const say = (text) => { note.textContent = text; note.hidden = !text; };
+  say("");
+
+  const busy = () =>
+    !document.getSelection().isCollapsed ||
+    (document.activeElement !== document.body && main.contains(document.activeElement));
+
+  // "again": read again after `every`; "stop": this page follows no more.
   async function follow() {
-    if (document.visibilityState !== "visible") return;
-    const answer = await fetch(location.href, { cache: "no-store" });
-    if (!answer.ok || answer.redirected) return clearInterval(timer);
+    if (document.visibilityState !== "visible" || busy()) return "again";
+    let answer;
+    try {
+      answer = await fetch(location.href, { cache: "no-store", redirect: "manual" });
+    } catch {
+      say("Not updating: the console did not answer. Trying again.");
+      return "again";
+    }
+    if (answer.type === "opaqueredirect" || [401, 403, 404].includes(answer.status)) {
+      say("This page no longer updates itself (signed out?): reload it.");
+      return "stop";
+    }
+    if (!answer.ok) {
+      say(`Not updating: the console answered ${answer.status}. Trying again.`);
+      return "again";
+    }
     const fresh = new DOMParser().parseFromString(await answer.text(), "text/html");
     const next = fresh.querySelector("main");
-    if (!next) return clearInterval(timer);
+    if (!next || next.dataset.viewing !== main.dataset.viewing) {
+      location.reload(); // another tenant picked in another tab: the whole page changes
+      return "stop";
+    }
+    if (busy()) return "again"; // the reader started something while we were reading
     main.replaceChildren(...next.childNodes);
-    if (!next.hasAttribute("data-live")) clearInterval(timer);
+    say("");
+    return next.hasAttribute("data-live") ? "again" : "stop";
   }
-  timer = setInterval(() => follow().catch(() => {}), Number(main.dataset.live) * 1000);
+
+  const loop = async () => {
+    if ((await follow()) === "again") setTimeout(loop, every);
+  };
+  setTimeout(loop, every);
 })();
