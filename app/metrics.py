@@ -45,3 +45,9 @@ CANCELLATIONS = Counter(
     "Deliveries cancelled by their producer, by whether an attempt was in flight then",
     ["in_flight"],
 )
+PROGRAM_BUDGET_EXCEEDED = Counter(
+    "herald_program_budget_exceeded",
+    "Tenant programs not run (or stopped) because their bound on the event was over budget: "
+    "program=filter (the endpoint is passed by, with the reason) or schema (the accept is 422)",
+    ["program"],
+)

@@ -6,14 +6,14 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from app import json_schemas
+from app.programs import schemas as payload_schemas
 from app.schemas import PRINTABLE_RULE, EventType
 
 
 def _compiles(schema: dict[str, Any]) -> dict[str, Any]:
     try:
-        json_schemas.compile_schema(schema)
-    except json_schemas.SchemaError as exc:
+        payload_schemas.compile_schema(schema)
+    except payload_schemas.SchemaError as exc:
         # Braces would be read as the message's placeholders.
         said = str(exc).replace("{", "(").replace("}", ")")
         raise PydanticCustomError("json_schema", said) from None

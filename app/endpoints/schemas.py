@@ -14,8 +14,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app import filters
 from app.models import Endpoint
+from app.programs import filters
 from app.schemas import PRINTABLE_RULE, EventTypeSelector, TextRule
 
 URL_RULE = TextRule(

@@ -42,7 +42,8 @@ class Endpoint(Base):
     description: Mapped[str | None] = mapped_column(Text)
     # NULL subscribes to every event type.
     event_types: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
-    # A CEL expression over the event (app/filters.py); NULL lets every subscribed event through.
+    # A CEL expression over the event (app/programs/filters.py); NULL lets every subscribed
+    # event through.
     filter: Mapped[str | None] = mapped_column(Text)
     rate_limit_per_second: Mapped[float | None] = mapped_column(Double)
     max_in_flight: Mapped[int | None] = mapped_column(Integer)

@@ -12,11 +12,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import json_schemas
 from app.catalogue.repository import event_types
 from app.errors import Unprocessable
+from app.programs.schema_violations import first_violation
+from app.programs.schemas import OverBudget, PayloadSchema, SchemaError, compile_schema, conforms
 
-_Entry = tuple[float, Any, int]  # (valid until, validator or None, schema version)
+_Entry = tuple[float, PayloadSchema | None, int]  # (valid until, schema or None, version)
 
 
 class PayloadSchemas:
@@ -32,47 +33,58 @@ class PayloadSchemas:
         self._entries: dict[tuple[str, str], _Entry] = {}
 
     async def refusal(
-        self, tenant_id: str, event_type: str, payload: dict[str, Any]
+        self, tenant_id: str, event_type: str, payload: dict[str, Any], payload_bytes: int
     ) -> Unprocessable | None:
         """Why the payload does not match its type's schema, or None (it does, or the type has
-        no schema). Returned rather than raised: a batch reports it per item."""
-        validator, version = await self._schema_of(tenant_id, event_type)
-        if validator is None:
+        no schema). Returned rather than raised: a batch reports it per item. A payload whose
+        check could cost more than a check may (app/programs/budget.py) is refused unchecked:
+        the schema is the tenant's, so is the refusal."""
+        schema, version = await self._schema_of(tenant_id, event_type)
+        if schema is None:
             return None
-        wrong = json_schemas.violation(validator, payload)
-        if wrong is None:
-            return None
+        of = f"the schema of event type {event_type} (version {version})"
+        try:
+            if conforms(schema, payload, payload_bytes):
+                return None
+        except OverBudget as over:
+            return Unprocessable(
+                f"payload is too large to be checked against {of}: checking its "
+                f"{payload_bytes:,} bytes could take {over.steps:,} steps, over the budget of a "
+                "check (send less, or simplify the schema)"
+            )
         return Unprocessable(
-            f"payload does not match the schema of event type {event_type} "
-            f"(version {version}): {wrong}"
+            f"payload does not match {of}: {first_violation(schema, payload, payload_bytes)}"
         )
 
-    async def check(self, tenant_id: str, event_type: str, payload: dict[str, Any]) -> None:
-        refused = await self.refusal(tenant_id, event_type, payload)
+    async def check(
+        self, tenant_id: str, event_type: str, payload: dict[str, Any], payload_bytes: int
+    ) -> None:
+        refused = await self.refusal(tenant_id, event_type, payload, payload_bytes)
         if refused is not None:
             raise refused
 
     def forget(self, tenant_id: str, event_type: str) -> None:
         self._entries.pop((tenant_id, event_type), None)
 
-    async def _schema_of(self, tenant_id: str, event_type: str) -> tuple[Any, int]:
+    async def _schema_of(self, tenant_id: str, event_type: str) -> tuple[PayloadSchema | None, int]:
         key = (tenant_id, event_type)
         entry = self._entries.get(key)
         if entry is not None and entry[0] > time.monotonic():
             return entry[1], entry[2]
         async with self._sessionmaker() as session:
             row = await event_types.get(session, tenant_id, event_type)
-        validator = None
+        compiled = None
         if row is not None and row.schema is not None:
             # Saved schemas compiled when saved; one that no longer compiles (a library
-            # upgrade) checks nothing rather than refusing every payload of its type.
+            # upgrade, or rules tightened since) checks nothing rather than refusing every
+            # payload of its type.
             try:
-                validator = json_schemas.compile_schema(row.schema)
-            except json_schemas.SchemaError:
-                validator = None
+                compiled = compile_schema(row.schema)
+            except SchemaError:
+                compiled = None
         version = row.version if row is not None else 0
         if self._seconds > 0:
             if len(self._entries) >= self._max_entries:
                 self._entries.clear()
-            self._entries[key] = (time.monotonic() + self._seconds, validator, version)
-        return validator, version
+            self._entries[key] = (time.monotonic() + self._seconds, compiled, version)
+        return compiled, version

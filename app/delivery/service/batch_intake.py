@@ -120,7 +120,7 @@ async def accept_batch(
     for candidate in candidates:
         endpoint_id = candidate.intent.endpoint_id
         refused = refusal_for(endpoint_id, live.get(endpoint_id)) or await schemas.refusal(
-            tenant_id, candidate.intent.event_type, candidate.intent.payload
+            tenant_id, candidate.intent.event_type, candidate.intent.payload, len(candidate.payload)
         )
         if refused is not None:
             outcomes[candidate.index] = ItemOutcome(candidate.index, refused.status, error=refused)

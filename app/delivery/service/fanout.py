@@ -7,22 +7,28 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import filters
 from app.delivery.schemas import FilteredOut
 from app.endpoints.service import endpoints
+from app.programs import filters
 
 
 async def targets_of(
-    session: AsyncSession, tenant_id: str, event_type: str, payload: dict[str, Any]
+    session: AsyncSession,
+    tenant_id: str,
+    event_type: str,
+    payload: dict[str, Any],
+    payload_bytes: int,
 ) -> tuple[list[str], list[FilteredOut]]:
-    """The endpoints to deliver to, and those a filter passed by (with why)."""
+    """The endpoints to deliver to, and those a filter passed by (with why). The event's
+    filters share one budget (app/programs/budget.py)."""
     chosen: list[str] = []
     passed_by: list[FilteredOut] = []
+    event = filters.Events(event_type, payload, payload_bytes)
     for subscriber in await endpoints.subscribed_to(session, tenant_id, event_type):
         if subscriber.filter is None:
             chosen.append(subscriber.endpoint_id)
             continue
-        matched, why = filters.matches(subscriber.filter, event_type, payload)
+        matched, why = event.matches(subscriber.filter)
         if matched:
             chosen.append(subscriber.endpoint_id)
         else:

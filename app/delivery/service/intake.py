@@ -176,7 +176,7 @@ async def accept_delivery(
 ) -> Accepted:
     """One delivery to the named endpoint (whatever its event_types: the intent is explicit)."""
 
-    async def targets() -> Targets:
+    async def targets(payload_bytes: int) -> Targets:
         endpoint = await endpoints.get_live(session, tenant_id, intent.endpoint_id)
         if (refused := refusal_for(intent.endpoint_id, endpoint)) is not None:
             raise refused
@@ -206,7 +206,7 @@ async def accept_delivery_at_once(
     """``accept_delivery`` when there is no idempotency key to claim first: then the whole
     accept -- endpoint check, event, delivery, outbox row -- is one statement."""
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
-    await schemas.check(tenant_id, intent.event_type, intent.payload)
+    await schemas.check(tenant_id, intent.event_type, intent.payload, len(payload))
     if not is_id(intent.endpoint_id):  # nothing could match; and NUL is no text to PostgreSQL
         raise NotFound(f"endpoint {intent.endpoint_id} not found")
     event_id = new_id("evt")
@@ -256,8 +256,10 @@ async def accept_event(
     """Fan out to every enabled endpoint subscribed to the event type whose filter lets it
     through: one delivery each (fanout.py)."""
 
-    async def targets() -> Targets:
-        return await fanout.targets_of(session, tenant_id, intent.event_type, intent.payload)
+    async def targets(payload_bytes: int) -> Targets:
+        return await fanout.targets_of(
+            session, tenant_id, intent.event_type, intent.payload, payload_bytes
+        )
 
     return await _accept(
         session,
@@ -279,7 +281,7 @@ async def _accept(
     route: str,
     intent: DeliveryIntent | EventIntent,
     idempotency_key: str | None,
-    targets: Callable[[], Awaitable[Targets]],
+    targets: Callable[[int], Awaitable[Targets]],  # given the payload's size in bytes
     schemas: PayloadSchemas,
     traceparent: str | None,
 ) -> Accepted:
@@ -301,8 +303,8 @@ async def _accept(
             earlier, intent.event_type, _out(replayed), replayed=True, filtered_out=passed_by
         )
     # After the key: a replay answers what was accepted, whatever the schema says now.
-    await schemas.check(tenant_id, intent.event_type, intent.payload)
-    endpoint_ids, filtered_out = await targets()
+    await schemas.check(tenant_id, intent.event_type, intent.payload, len(payload))
+    endpoint_ids, filtered_out = await targets(len(payload))
     rows, publications = await _insert(
         session,
         settings,

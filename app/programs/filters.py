@@ -1,0 +1,188 @@
+"""Endpoint filters: Common Expression Language over an event -- ``type`` (its event type) and
+``payload`` (the payload as accepted) -- for example
+``payload.amount > 100 && payload.currency == "EUR"``.
+
+A filter is compiled and type-checked when the endpoint is saved (a 422 says where it is wrong
+or why it costs too much), cached compiled, and evaluated at fan-out. Its cost is bounded from
+the checked AST (filter_cost.py) and worked out for each event before it runs (``Events``): one
+that could exceed its budget on this event is not run -- the endpoint is passed by, with the
+reason, and ``herald_program_budget_exceeded_total{program="filter"}`` counts it. The runtime's
+own cap on a loop's turns (10,000 an evaluation) stands behind the bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import cel_expr_python.cel as cel
+
+from app.metrics import PROGRAM_BUDGET_EXCEEDED
+from app.programs.budget import (
+    PAYLOAD,
+    REFERENCE_PAYLOAD_BYTES,
+    STEPS_PER_EVALUATION,
+    STEPS_PER_EVENT,
+    Unbounded,
+)
+from app.programs.filter_cost import ROOT, FilterCost, checked_ast, cost_of
+
+MAX_LENGTH = 1000
+_ENVIRONMENT = cel.NewEnv(
+    container=ROOT,
+    variables={f"{ROOT}.payload": cel.Type.DYN, f"{ROOT}.type": cel.Type.STRING},
+)
+_POSITION = re.compile(r"<input>:(\d+):(\d+): (?:Syntax error: )?([^\n]*)")
+_UNDECLARED = re.compile(r"undeclared reference to '([^']*)'")
+
+
+class FilterError(ValueError):
+    """Why a filter cannot be saved, in words (it names the position of a syntax error)."""
+
+
+@dataclass(frozen=True)
+class Filter:
+    expression: Any  # cel.Expression
+    cost: FilterCost
+
+
+@functools.lru_cache(maxsize=4096)
+def compiled(source: str) -> Filter:
+    """The filter compiled, once per distinct text in this process; FilterError if it is not
+    a filter Herald runs."""
+    if len(source) > MAX_LENGTH:
+        raise FilterError(f"a filter is at most {MAX_LENGTH} characters")
+    try:
+        expression = _ENVIRONMENT.compile(source)
+    except RuntimeError as exc:
+        raise FilterError(_compile_error(str(exc))) from None
+    returns = expression.return_type()
+    if returns not in (cel.Type.BOOL, cel.Type.DYN):
+        raise FilterError(
+            f"a filter must be true or false; this one gives {returns.name().lower()}"
+        )
+    try:
+        cost = cost_of(checked_ast(expression.serialize()))
+    except Unbounded as exc:
+        raise FilterError(f"no bound on this filter's cost: {exc}") from None
+    reference = _reference_steps(cost)
+    if reference > STEPS_PER_EVALUATION:
+        raise FilterError(
+            f"this filter could take {reference:,} steps on a {REFERENCE_PAYLOAD_BYTES:,}-byte "
+            f"event; a filter may take at most {STEPS_PER_EVALUATION:,} (loop over less, or "
+            "match shorter patterns)"
+        )
+    return Filter(expression, cost)
+
+
+def _reference_steps(cost: FilterCost) -> int:
+    """The bound on the worst payload of ``REFERENCE_PAYLOAD_BYTES``: fields under different
+    top-level names are different bytes of it, so only the costliest such field may take it
+    all; a field and the fields inside it may each be as large. A length is at most half a
+    size: in JSON, an element takes at least two bytes (``0,``)."""
+    by_top: dict[str, int] = {}
+    whole = cost.steps.constant
+    for symbol, coefficient in cost.steps.terms.items():
+        if symbol == PAYLOAD:
+            whole += coefficient * REFERENCE_PAYLOAD_BYTES
+            continue
+        kind, _, path = symbol.partition(":")
+        share = REFERENCE_PAYLOAD_BYTES // 2 if kind == "count" else REFERENCE_PAYLOAD_BYTES
+        top = cost.paths[path][0]
+        by_top[top] = by_top.get(top, 0) + coefficient * share
+    return whole + max(by_top.values(), default=0)
+
+
+def _compile_error(message: str) -> str:
+    undeclared = _UNDECLARED.search(message)
+    if undeclared is not None:
+        name = undeclared.group(1).split(".")[0]  # CEL reports the whole dotted name
+        return f"unknown name {name}: a filter sees type and payload"
+    found = _POSITION.search(message)
+    if found is None:
+        return "not a valid CEL expression"
+    line, column, what = found.groups()
+    what = what.split(" expecting ")[0]  # the token list is the parser's, not the reader's
+    what = what.replace("mismatched input '<EOF>'", "the expression ends too early")
+    what = what.replace("{", "(").replace("}", ")").removesuffix(" [INVALID_ARGUMENT]")
+    return f"not a valid CEL expression: at line {line}, column {column}: {what}"
+
+
+class Events:
+    """One event's filters: its payload made visible to CEL once, and what its filters may
+    still spend (``STEPS_PER_EVENT`` for all of them together)."""
+
+    def __init__(self, event_type: str, payload: dict[str, Any], payload_bytes: int) -> None:
+        self._payload = payload
+        self._payload_bytes = payload_bytes
+        self._activation = _ENVIRONMENT.Activation(
+            {f"{ROOT}.payload": payload, f"{ROOT}.type": event_type}
+        )
+        self._left = STEPS_PER_EVENT
+
+    def matches(self, source: str) -> tuple[bool, str | None]:
+        """Whether the event passes the filter; when it does not, why, in words. A filter that
+        fails on this event (a missing field, a type mismatch), gives anything but a boolean or
+        would go over its budget lets nothing through: an endpoint gets only what its filter
+        says yes to."""
+        try:
+            program = compiled(source)
+        except FilterError as exc:  # saved under older rules
+            return False, f"the filter cannot run: {exc}"
+        bound = program.cost.steps.at(self._size_of(program.cost))
+        if bound > min(STEPS_PER_EVALUATION, self._left):
+            PROGRAM_BUDGET_EXCEEDED.labels(program="filter").inc()
+            spent = "its" if bound > STEPS_PER_EVALUATION else "this event's filters'"
+            return False, (
+                f"the filter was not run: it could take {bound:,} steps on this event, over "
+                f"{spent} budget"
+            )
+        self._left -= bound
+        try:
+            verdict = program.expression.eval(self._activation)
+        except RuntimeError as exc:  # the runtime's own cap on a loop's turns
+            PROGRAM_BUDGET_EXCEEDED.labels(program="filter").inc()
+            return False, f"the filter was stopped: {_runtime_error(str(exc))}"
+        if verdict.type() == cel.Type.ERROR:
+            return False, f"the filter failed on this event: {_runtime_error(verdict.value())}"
+        value = verdict.value()
+        if value is True:
+            return True, None
+        if value is False:
+            return False, "the filter said false"
+        return False, f"the filter gave {verdict.type().name().lower()}, not true or false"
+
+    def _size_of(self, cost: FilterCost) -> Any:
+        def size_of(symbol: str) -> int:
+            if symbol == PAYLOAD:
+                return self._payload_bytes
+            kind, _, path = symbol.partition(":")
+            value = _field(self._payload, cost.paths[path])
+            if kind == "count":
+                return len(value) if isinstance(value, list | dict) else 0
+            if isinstance(value, str):  # UTF-8 takes at most 4 bytes a character
+                return len(value) if value.isascii() else 4 * len(value)
+            return self._payload_bytes if isinstance(value, list | dict) else 8
+
+        return size_of
+
+
+def _field(payload: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        if not isinstance(payload, dict):
+            return None
+        payload = payload.get(name)
+    return payload
+
+
+_KEY = re.compile(r'Key not found in map : "?([^"]*)"?')
+
+
+def _runtime_error(message: str) -> str:
+    missing = _KEY.search(message)
+    if missing is not None:
+        return f"no field {missing.group(1)}"  # has(payload.x) tests for a field first
+    message = re.sub(r"^[A-Z_]+: ", "", message).removesuffix(" [INTERNAL]")
+    return message.split(" : ")[0][:200]
