@@ -1,0 +1,311 @@
+"""Hostile filters and schemas, generated: whatever a tenant writes, Herald either refuses it
+when saved or bounds its work -- and the bound is checked against work counted independently
+(loop turns worked out from the payload for CEL; keyword evaluations counted by a second JSON
+Schema implementation, the pure-Python ``jsonschema``), never against a clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from app.programs import filters
+from app.programs.budget import STEPS_PER_EVALUATION
+from app.programs.filter_cost import ITERATION
+from app.programs.schema_cost import KEYWORD
+from app.programs.schema_violations import first_violation
+from app.programs.schemas import OverBudget, SchemaError, compile_schema, conforms
+
+FUZZ = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+
+# ---------------------------------------------------------------- CEL
+
+Env = dict[str, Any]  # the payload, and each enclosing loop's element
+
+
+def _none(env: Env) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
+class Cel:
+    text: str
+    quadratic: bool  # walks something as large as the event once per element of a loop
+    builds_lists: bool  # map or filter
+    # An upper bound on the loop turns it makes: every element of every range it walks,
+    # worked out from the values (no short-circuit), independently of Herald's model.
+    turns: Callable[[Env], int] = _none
+
+
+FIELDS = ("a", "b", "lines")
+STRINGS = st.sampled_from(
+    [
+        '"x"',
+        'r"\\\\"',  # a raw string holding a backslash
+        "r'\\\\'",
+        '"""a "quoted" \\""" b"""',
+        "'''//not a comment'''",
+        '"\\u0070ayload.a.all(x, true)"',  # an escape that spells code, inside a string
+        '"a.all(x, payload.a.all(y, true))"',
+        'b"\\x00\\xff"',
+    ]
+)
+DECOR = st.sampled_from(["", " ", "\n", " // a comment, all( exists( \n", "\t"])
+
+
+def _atom(var: str | None) -> st.SearchStrategy[Cel]:
+    base = [
+        st.just(Cel("true", False, False)),
+        st.builds(lambda s: Cel(f"{s} != {s}", False, False), STRINGS),
+        st.builds(lambda f: Cel(f"has(payload.{f})", False, False), st.sampled_from(FIELDS)),
+        st.just(Cel('type.startsWith("order.")', False, False)),
+    ]
+    if var is not None:
+        base += [
+            st.just(Cel(f"{var} == 0", False, False)),
+            st.just(Cel(f'{var}.matches("^(a+)+$")', False, False)),
+            st.just(Cel(f"{var} in payload.a", True, False)),  # a walk of payload per element
+            st.just(Cel(f'{var} + "x" == "y"', False, False)),
+        ]
+    else:
+        base += [
+            st.just(Cel("payload.a == payload.b", False, False)),
+            st.just(Cel('payload.b.contains("xyz")', False, False)),
+            st.just(Cel("0 in payload.a", False, False)),
+        ]
+    return st.one_of(base)
+
+
+def _range(source: str, env: Env) -> list[Any]:
+    if source.startswith("payload."):
+        value = env["payload"].get(source.removeprefix("payload."))
+    elif source.endswith(".tags"):
+        element = env[source.removesuffix(".tags")]
+        value = element.get("tags") if isinstance(element, dict) else None
+    else:
+        value = env[source]
+    return list(value) if isinstance(value, list | dict) else []
+
+
+def _cel(depth: int, var: str | None, outer: tuple[str, ...]) -> st.SearchStrategy[Cel]:
+    if depth == 0:
+        return _atom(var)
+    inner = _cel(depth - 1, var, outer)
+    name = f"v{len(outer)}"
+
+    def joined(left: Cel, op: str, right: Cel, decor: str) -> Cel:
+        return Cel(
+            f"({left.text}{decor}{op} {right.text})",
+            left.quadratic or right.quadratic,
+            left.builds_lists or right.builds_lists,
+            lambda env: left.turns(env) + right.turns(env),
+        )
+
+    def loop(macro: str, source: str, body: Cel, decor: str) -> Cel:
+        # The loop's range: the payload's own field, or a part of the enclosing element.
+        text = f"{source}.{decor}{macro}({name}, {body.text})"
+        if macro in ("map", "filter"):
+            text = f"{text}.size() > 0"
+
+        def turns(env: Env) -> int:
+            elements = _range(source, env)
+            return len(elements) + sum(body.turns({**env, name: e}) for e in elements)
+
+        return Cel(
+            text,
+            body.quadratic or (source.startswith("payload") and bool(outer)),
+            body.builds_lists or macro in ("map", "filter"),
+            turns,
+        )
+
+    sources = [f"payload.{f}" for f in FIELDS]
+    if var is not None:  # inside a loop: mostly a part of the element, sometimes the payload
+        sources = [f"{var}.tags", var, f"{var}.tags", *sources]
+    body = _cel(depth - 1, name, (*outer, name))
+    loops = st.builds(
+        loop,
+        st.sampled_from(["all", "exists", "exists_one", "map", "filter"]),
+        st.sampled_from(sources),
+        body,
+        DECOR,
+    )
+    # Loops first and twice: nesting is where the cost hides.
+    return st.one_of(
+        loops,
+        st.builds(joined, loops, st.sampled_from(["&&", "||"]), inner, DECOR),
+        loops,
+        st.builds(lambda c: Cel(f"!({c.text})", c.quadratic, c.builds_lists, c.turns), inner),
+        inner,
+    )
+
+
+def _elements(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[list[Any]]:
+    """Lists short and long: a few elements, or enough to go over a filter's budget."""
+    return st.builds(
+        lambda n, item: [item] * n, st.sampled_from([0, 3, 200, 3000, 12000]), strategy
+    )
+
+
+PAYLOADS = st.fixed_dictionaries(
+    {
+        "a": _elements(st.integers(0, 3)),
+        "b": st.text(max_size=300),
+        "lines": st.lists(
+            st.fixed_dictionaries({"tags": _elements(st.integers(0, 2))}), max_size=8
+        ),
+    }
+)
+
+
+@FUZZ
+@given(program=_cel(3, None, ()), payload=PAYLOADS)
+def test_a_hostile_filter_is_refused_or_its_loops_are_bounded(
+    program: Cel, payload: dict[str, Any]
+) -> None:
+    try:
+        compiled = filters.compiled(program.text)
+    except filters.FilterError as refused:
+        event(f"filter refused: {str(refused).split(':')[0]}")
+        return  # refused when saved, in words
+    assert not program.quadratic, program.text
+    assert not program.builds_lists, program.text
+    published = filters.Events("order.paid", payload, len(json.dumps(payload)))
+    bound = compiled.cost.steps.at(published._size_of(compiled.cost))
+    # Every turn of every loop is in the bound (ITERATION steps each, beside its body).
+    assert program.turns({"payload": payload}) * ITERATION <= bound, program.text
+    matched, why = published.matches(program.text)
+    assert matched is True or why
+    event("filter with loops" if "(v0," in program.text else "filter without loops")
+    if bound > STEPS_PER_EVALUATION:
+        event("filter not run: over budget on this event")
+        assert why is not None and why.startswith("the filter was not run")
+
+
+# ---------------------------------------------------------------- JSON Schema
+
+
+@dataclass
+class Schema:
+    root: dict[str, Any]
+    cycle_in_place: bool
+
+
+def _leaf() -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.just({"type": "integer", "minimum": 0}),
+        st.just({"type": "string", "maxLength": 20}),
+        st.builds(lambda n: {"enum": [*map(str, range(n)), 1.5]}, st.integers(1, 5000)),
+        st.builds(lambda n: {"enum": list(range(n))}, st.integers(1, 5000)),
+        st.builds(lambda n: {"type": "string", "pattern": "(a+)+" * n + "$"}, st.integers(1, 80)),
+        st.just({"pattern": "(?=a)b"}),  # lookaround: no linear engine runs it
+        st.just({"uniqueItems": True}),
+        st.just({"not": {}}),
+        st.just(True),
+    )
+
+
+def _subschema(depth: int, refs: list[str]) -> st.SearchStrategy[Any]:
+    if depth == 0:
+        return st.one_of(_leaf(), st.sampled_from([{"$ref": r} for r in refs]))
+    inner = _subschema(depth - 1, refs)
+    return st.one_of(
+        inner,
+        st.builds(
+            lambda k, xs: {k: xs},
+            st.sampled_from(["anyOf", "oneOf", "allOf"]),
+            st.lists(inner, min_size=1, max_size=4),
+        ),
+        st.builds(
+            lambda p: {"type": "object", "properties": p},
+            st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+        ),
+        st.builds(lambda i: {"type": "array", "items": i}, inner),
+        st.builds(lambda s: {"not": s}, inner),
+    )
+
+
+@st.composite
+def schemas(draw: st.DrawFn) -> Schema:
+    # A chain of $defs, each level a fan of branches sharing references to the next: the
+    # in-place DAG an anyOf fan makes (2 ** levels paths), maybe closed into a cycle.
+    levels = draw(st.integers(1, 20))
+    width = draw(st.integers(1, 3))
+    keyword = draw(st.sampled_from(["anyOf", "oneOf", "allOf"]))
+    cycle = draw(st.booleans()) and draw(st.booleans())
+    defs: dict[str, Any] = {}
+    for i in range(levels):
+        target = f"#/$defs/d{i + 1}" if i + 1 < levels else ("#/$defs/d0" if cycle else None)
+        branches = [{"$ref": target}] * width if target else [draw(_leaf())]
+        defs[f"d{i}"] = {keyword: branches}
+    refs = [f"#/$defs/d{i}" for i in range(levels)] + ["#"]
+    body = draw(_subschema(3, refs))
+    root: dict[str, Any] = {"$defs": defs, "allOf": [body]}
+    # A $ref to the root from below is fine (it descends); one in place is a cycle.
+    in_place_root = "#" in json.dumps(body).replace('"#/', "")
+    return Schema(root, cycle or in_place_root)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text(alphabet="ab", max_size=12),
+    lambda children: (
+        st.lists(children, max_size=6)
+        | st.dictionaries(st.sampled_from(["a", "b", "c"]), children, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+def keyword_evaluations(schema: dict[str, Any], payload: Any) -> int:
+    """How many keywords python-jsonschema evaluates checking ``payload``: a second
+    implementation's count of the work (it explains every branch of an anyOf in full)."""
+    count = 0
+    base = jsonschema.Draft202012Validator
+
+    def counted(check: Any) -> Any:
+        def wrapper(*args: Any) -> Any:
+            nonlocal count
+            count += 1
+            yield from check(*args) or ()
+
+        return wrapper
+
+    kinds = {name: counted(check) for name, check in base.VALIDATORS.items()}
+    counting = jsonschema.validators.extend(base, kinds)
+    counting(schema).is_valid(payload)
+    return count
+
+
+@FUZZ
+@given(schema=schemas(), payload=JSON_VALUES)
+def test_a_hostile_schema_is_refused_or_its_work_is_bounded(schema: Schema, payload: Any) -> None:
+    try:
+        compiled = compile_schema(schema.root)
+    except SchemaError as refused:
+        event(f"schema refused: {str(refused)[:40]}")
+        return  # refused when saved, in words
+    assert not schema.cycle_in_place, schema.root
+    wrapped = {"payload": payload}  # payloads are objects
+    size = len(json.dumps(wrapped, separators=(",", ":")))
+    bound = compiled.cost.at(size)
+    try:
+        matches = conforms(compiled, wrapped, size)
+    except OverBudget:
+        event("schema not run: over budget on this payload")
+        assert bound > STEPS_PER_EVALUATION
+        return
+    event("schema checked: " + ("matches" if matches else "fails"))
+    # Every keyword the other implementation evaluated is in Herald's bound.
+    assert keyword_evaluations(schema.root, wrapped) * KEYWORD <= bound
+    if not matches:
+        said = first_violation(compiled, wrapped, size)
+        assert said.startswith(("at /", "it fails the schema")), said
+        # The explanation compiled at most a validator per keyword of the schema: one
+        # violation looked for, never an error tree.
+        assert len(compiled.parts) <= json.dumps(schema.root).count('"') + 2
