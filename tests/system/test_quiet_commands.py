@@ -1,6 +1,7 @@
 """What the commands a first-time user runs print: what they did, and nothing of their
 libraries' set-up -- ``herald migrate`` a line per migration it applied and one summary,
-``herald reconcile`` one line per run."""
+``herald reconcile`` one line per run, and the editable installs of ``make run`` no setuptools
+warning."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from alembic.script import ScriptDirectory
 
 from app.migrate import alembic_config
@@ -67,3 +69,22 @@ async def test_reconcile_prints_one_line_per_run(stack: Stack, tmp_path: Path) -
     assert ran.stderr == ""  # no HTTP client's line per request
     [said] = ran.stdout.splitlines()
     assert said.startswith("reconcile run run_") and said.endswith(" started")
+
+
+@pytest.mark.parametrize("project", [".", "clients/python"])
+def test_an_editable_install_of_herald_prints_no_setuptools_warning(
+    tmp_path: Path, project: str
+) -> None:
+    # What `make run` (the Makefile's install step) does, into a throwaway environment.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+    installed = subprocess.run(
+        [*pip, "install", "--quiet", "--no-deps", "-e", str(REPO / project)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert "Warning" not in installed.stdout + installed.stderr, installed.stderr
