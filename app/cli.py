@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -192,11 +193,22 @@ _COMMANDS = {
 }
 
 
+def _quiet_libraries() -> None:
+    """Keep to warnings the libraries whose INFO lines tell nothing the command does not say:
+    httpx logs each request ("HTTP Request: POST ... 202 Accepted"), which reconcile and health
+    report themselves; Alembic its set-up (each plugin as it is imported, the dialect,
+    transactional DDL), where migrations/env.py logs each migration applied instead. Set here,
+    before ``migrate`` imports Alembic; env.py sets it too, for its other callers."""
+    for library in ("httpx", "alembic"):
+        logging.getLogger(library).setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
         configure_logging(settings.log_format, settings.log_level)  # to stderr, for every command
+        _quiet_libraries()
         return _COMMANDS[args.command](settings, args)
     except SettingsError as exc:
         print(f"herald: {exc}", file=sys.stderr)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -17,6 +16,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES, is_transaction_conflict
+from app.json_errors import is_number_too_long, malformed_json, number_too_long
 from app.schemas import MAX_PAYLOAD_DEPTH
 
 PROBLEM_JSON = "application/problem+json"
@@ -147,16 +147,12 @@ async def herald_problem(request: Request, exc: Exception) -> JSONResponse:
 
 def _malformed_json(exc: RequestValidationError) -> str | None:
     """FastAPI reports a JSON syntax error as "JSON decode error" at a character offset; say
-    what the decoder expected, and where as a person counts: line and column."""
+    what is wrong, and where as a person counts: line and column."""
     for error in exc.errors():
         position = error.get("loc", ())[-1:]
         if error.get("type") == "json_invalid" and isinstance(exc.body, str) and position:
-            reason = error.get("ctx", {}).get("error", "malformed JSON")
-            located = json.JSONDecodeError(reason, exc.body, int(position[0]))
-            return (
-                f"the body is not valid JSON: {located.msg} at line {located.lineno}, "
-                f"column {located.colno}"
-            )
+            complaint = error.get("ctx", {}).get("error", "malformed JSON")
+            return malformed_json(complaint, exc.body, int(position[0]))
     return None
 
 
@@ -191,6 +187,8 @@ def _unreadable_body(exc: StarletteHTTPException) -> HeraldError | None:
         )
     if isinstance(exc.__cause__, UnicodeDecodeError):
         return BadRequest("the body is not valid UTF-8; send JSON encoded as UTF-8")
+    if is_number_too_long(exc.__cause__):  # valid JSON, but more than Python converts
+        return Unprocessable(number_too_long())
     return None
 
 

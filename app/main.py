@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 
 from app import __version__, tracing
 from app.api.deps import Resources, require_json_body
@@ -56,7 +57,12 @@ def create_app(settings: Settings) -> FastAPI:
             await redis.aclose()
             await engine.dispose()
 
-    app = FastAPI(
+    # /docs as FastAPI makes it, but with Swagger UI's files served by the API itself
+    # (fastapi-offline ships them): FastAPI's own page loads them from a CDN, and is blank
+    # wherever that is out of reach. No /redoc: ReDoc's bundle fetches its logo from its CDN
+    # whatever it is told, and /docs is the one documented page.
+    app = FastAPIOffline(
+        redoc_url=None,
         title="Herald",
         version=__version__,
         description="Webhook delivery: intents committed with a transactional outbox, "

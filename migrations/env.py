@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from typing import Any
 
+import structlog
 from alembic import context
+from alembic.runtime.migration import MigrationInfo
 from sqlalchemy.engine import Connection
 
 import app.models  # noqa: F401  (registers every table on Base.metadata)
@@ -13,6 +17,25 @@ from app.db import Base, create_engine
 
 config = context.config
 target_metadata = Base.metadata
+
+log = structlog.get_logger("herald.migrate")
+
+# Alembic's INFO lines are its set-up -- each plugin it loads, the dialect, transactional DDL:
+# nine lines before anything happens. What a run changed is logged below instead, once per
+# migration, in Herald's own format; Alembic's warnings still show.
+logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def _log_step(*, step: MigrationInfo, **_: Any) -> None:
+    """One line per migration run (called once its operations ran, before the commit)."""
+    if not step.is_migration:
+        return  # a stamp: nothing ran
+    script = step.up_revision
+    log.info(
+        "migration.applied" if step.is_upgrade else "migration.reverted",
+        revision=step.up_revision_id,
+        title=script.doc if script is not None else None,
+    )
 
 
 def _database_url() -> str:
@@ -26,7 +49,12 @@ def _database_url() -> str:
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        compare_type=True,
+        on_version_apply=_log_step,
+    )
     with context.begin_transaction():
         context.run_migrations()
 

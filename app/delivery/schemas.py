@@ -3,7 +3,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from app.schemas import (
     MAX_PAYLOAD_DEPTH,
@@ -191,8 +192,21 @@ class RedriveFilter(BaseModel):
         default=None, description="finished (died, or succeeded) at or after"
     )
     dead_before: Timestamp | None = Field(
-        default=None, description="finished (died, or succeeded) before"
+        default=None,
+        description="finished (died, or succeeded) before; later than `dead_after` when both "
+        "are given",
     )
+
+    @model_validator(mode="after")
+    def _range_can_match(self) -> RedriveFilter:
+        # [dead_after, dead_before) with its end not after its start matches nothing: a job
+        # that would redrive 0 is a mistake to point out (swapped bounds, a zone forgotten).
+        after, before = self.dead_after, self.dead_before
+        if after is not None and before is not None and before <= after:
+            raise PydanticCustomError(
+                "time_range", "dead_before must be later than dead_after, or no delivery can match"
+            )
+        return self
 
 
 class RedriveFilterOut(BaseModel):

@@ -214,7 +214,7 @@ async def test_malformed_json_says_what_was_expected_and_where(
     assert response.headers["content-type"] == PROBLEM
     detail = response.json()["detail"]
     assert "not valid JSON" in detail
-    assert "Expecting ',' delimiter" in detail and "line 3, column 3" in detail
+    assert "expected ',' or the closing } or ]" in detail and "line 3, column 3" in detail
 
 
 # Every route that reads a JSON body, with who may call it.

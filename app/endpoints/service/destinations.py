@@ -43,6 +43,60 @@ _TRANSLATION_RANGES = tuple(
 )
 _SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")  # CGNAT: not is_private
 
+# What a refusal calls an address: the special-purpose range it is in (IANA's IPv4 and IPv6
+# special-purpose registries), the most specific first -- ::1 is the loopback address, though
+# it lies in the IPv4-compatible ::/96 as well. Naming only: what is refused is decided above
+# and by `is_global`, and an address refused in no range here is "not a public address".
+_RANGE_NAMES = sorted(
+    (
+        (ipaddress.ip_network(network), name)
+        for network, name in (
+            ("0.0.0.0/32", "the unspecified address"),
+            ("0.0.0.0/8", "a 'this network' address"),
+            ("10.0.0.0/8", "a private address"),
+            ("100.64.0.0/10", "a carrier-grade NAT shared address"),
+            ("127.0.0.0/8", "a loopback address"),
+            ("169.254.0.0/16", "a link-local address"),
+            ("172.16.0.0/12", "a private address"),
+            ("192.0.0.0/24", "an IETF protocol assignment"),
+            ("192.0.2.0/24", "a documentation address"),
+            ("192.168.0.0/16", "a private address"),
+            ("198.18.0.0/15", "a benchmarking address"),
+            ("198.51.100.0/24", "a documentation address"),
+            ("203.0.113.0/24", "a documentation address"),
+            ("224.0.0.0/4", "a multicast address"),
+            ("240.0.0.0/4", "a reserved address"),
+            ("255.255.255.255/32", "the limited broadcast address"),
+            ("::/128", "the unspecified address"),
+            ("::1/128", "the loopback address"),
+            ("::/96", "an IPv4-compatible address"),
+            ("::ffff:0:0/96", "an IPv4-mapped address"),
+            ("::ffff:0:0:0/96", "an IPv4-translated address"),
+            ("64:ff9b::/96", "a NAT64 address"),
+            ("64:ff9b:1::/48", "a local-use NAT64 address"),
+            ("100::/64", "a discard-only address"),
+            ("2001::/23", "an IETF protocol assignment"),
+            ("2001::/32", "a Teredo address"),
+            ("2001:2::/48", "a benchmarking address"),
+            ("2001:10::/28", "an ORCHID address"),
+            ("2001:db8::/32", "a documentation address"),
+            ("2002::/16", "a 6to4 address"),
+            ("fc00::/7", "a unique local address"),
+            ("fe80::/10", "a link-local address"),
+            ("fec0::/10", "a site-local address"),
+            ("ff00::/8", "a multicast address"),
+        )
+    ),
+    key=lambda named: -named[0].prefixlen,
+)
+
+
+def _range_name(address: IPAddress) -> str:
+    for network, name in _RANGE_NAMES:
+        if address.version == network.version and address in network:
+            return f"{name} ({network})"
+    return "not a public address"
+
 
 @dataclass(frozen=True)
 class Destination:
@@ -61,26 +115,25 @@ def _normalise(address: IPAddress) -> IPAddress:
 
 
 def refusal_reason(address: IPAddress, allowlist: Sequence[IPNetwork]) -> str | None:
-    """Why Herald must not connect to ``address`` (``"is not a public address"``), or None
-    when it may."""
+    """Why Herald must not connect to ``address``, by the range it is in (``"is the loopback
+    address (::1/128)"``), or None when it may."""
     effective = _normalise(address)
     if any(effective in net or address in net for net in allowlist if net.version in (4, 6)):
         return None
-    if isinstance(address, ipaddress.IPv6Address) and any(
-        address in net for net in _TRANSLATION_RANGES
-    ):
-        return "is an IPv6 translation address that can reach internal hosts"
-    if address in _SHARED_ADDRESS_SPACE:
-        return "is in shared address space (100.64.0.0/10)"
-    if address.is_multicast or address.is_unspecified:
-        return "is not a unicast destination"
-    # Site-local (fec0::/10, deprecated but still routed inside some networks) counts as
-    # global to `is_global`.
-    if not address.is_global or (
-        isinstance(address, ipaddress.IPv6Address) and address.is_site_local
-    ):
-        return "is not a public address"
-    return None
+    refused = (
+        (
+            isinstance(address, ipaddress.IPv6Address)
+            and any(address in net for net in _TRANSLATION_RANGES)
+        )
+        or address in _SHARED_ADDRESS_SPACE
+        or address.is_multicast
+        or address.is_unspecified
+        or not address.is_global
+        # Site-local (fec0::/10, deprecated but still routed inside some networks) counts as
+        # global to `is_global`.
+        or (isinstance(address, ipaddress.IPv6Address) and address.is_site_local)
+    )
+    return f"is {_range_name(address)}" if refused else None
 
 
 def _is_ip_literal(host: str) -> bool:
