@@ -115,6 +115,15 @@ def _console(r: dict[str, Any]) -> Row:
             "fast at a million (keyset pages)")  # fmt: skip
 
 
+def _programs(r: dict[str, Any]) -> Row:
+    p = r["programs"]
+    return ("tenant programs at their budget (the costliest filters and schemas, payloads grown "
+            "to their bound)", f"slowest {p['worst_ms']:.2f} ms; at most "
+            f"{p['worst_ns_per_step']:.2f} ns a bounded step ({p['worst_program']})",
+            f"budget {p['budget_steps']:,} steps", f"{p['worst_ns_per_step']:.2f}",
+            "< 1 ns a step: the bound holds")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, 32)),
     ("accept_64", lambda r: _accept(r, 64)),
@@ -130,6 +139,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("worker_rss_mb", _rss),
     ("scale_out", _scale_out),
     ("console", _console),
+    ("programs", _programs),
 ]
 
 

@@ -31,7 +31,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script: `bench` and `app` come from this checkout
 
-from bench import backlog, parking, probes  # noqa: E402
+from bench import backlog, parking, probes, programs  # noqa: E402
 from bench.console import console_pages  # noqa: E402
 from bench.load import RECEIVERS, Client  # noqa: E402
 from bench.report import table  # noqa: E402
@@ -50,6 +50,7 @@ FIGURES = (
     "worker_rss",
     "scale_out",
     "console",
+    "programs",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
 IN_FLIGHT = 200
@@ -218,6 +219,11 @@ async def console(client: Client, v: Volumes, results: dict[str, Any]) -> None:
     results["console"] = await console_pages(client, v.console_history)
 
 
+async def tenant_programs(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress("tenant programs at their budget")
+    results["programs"] = programs.measure()  # in this process: no server is involved
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -229,6 +235,7 @@ RUNS = {
     "worker_rss": worker_rss,
     "scale_out": scale_out,
     "console": console,
+    "programs": tenant_programs,
 }
 
 

@@ -8,9 +8,10 @@ back into it (a registry holds the schema under ``urn:herald:schema``): a node's
 place (``$ref``, ``allOf``) or one property or element down, stopping at the first that fails.
 A branching rule that fails (``anyOf``, ``oneOf``, ``not``, ``if``) is named, not explained.
 
-Each step re-checks a part of what the failed check covered, at most twice per level of the
-payload, so the search costs at most ``2 * (depth + 1)`` times the check's own bound; when that
-is over the budget the answer says the payload fails without saying where.
+Each step checks part of the payload against part of the schema, which costs no more than the
+whole check's bound; the search may make as many steps as fit in one evaluation's budget
+(``STEPS_PER_EVALUATION`` over that bound), and when they run out the answer says the payload
+fails without saying where.
 """
 
 from __future__ import annotations
@@ -46,14 +47,20 @@ _SIBLINGS = {
 
 def first_violation(compiled: PayloadSchema, payload: Any, payload_bytes: int) -> str:
     """Where and how ``payload`` (which failed ``compiled``) fails, in words."""
-    depth = _depth(payload)
-    if 2 * (depth + 1) * compiled.cost.at(payload_bytes) > STEPS_PER_EVALUATION:
+    checks = STEPS_PER_EVALUATION // compiled.cost.at(payload_bytes)
+    try:
+        return _Search(compiled, checks).locate("", payload, "") or "it fails the schema"
+    except _OutOfChecks:
         return "it fails the schema (the payload is too large to say where within budget)"
-    return _Search(compiled).locate("", payload, "") or "it fails the schema"
+
+
+class _OutOfChecks(Exception):
+    pass
 
 
 class _Search:
-    def __init__(self, compiled: PayloadSchema) -> None:
+    def __init__(self, compiled: PayloadSchema, checks: int) -> None:
+        self._checks = checks  # each costs at most the whole check's bound
         self._compiled = compiled
         self._root = compiled.schema
         self._draft = {"$schema": s} if (s := self._root.get("$schema")) else {}
@@ -148,6 +155,10 @@ class _Search:
         return {"$ref": f"{HOME}#{here}"}
 
     def _part(self, pointer: str, keyword: str, schema: dict[str, Any]) -> Any:
+        """A validator of part of the schema; the search pays a check for each it is asked."""
+        if self._checks <= 0:
+            raise _OutOfChecks
+        self._checks -= 1
         made = self._compiled.parts.get((pointer, keyword))
         if made is None:
             if self._registry is None:
@@ -167,17 +178,3 @@ def _described(error: Any, at: str) -> str:
         return f"at {where}: must be of type {' or '.join(map(str, kind.types))}"
     keyword = error.schema_path[-1] if error.schema_path else "schema"
     return f'at {where}: fails the schema\'s "{keyword}" rule'
-
-
-def _depth(payload: Any) -> int:
-    """How many levels of objects and arrays the payload has (it is itself level 1)."""
-    level, depth = [payload], 0
-    while level:
-        level = [
-            child
-            for container in level
-            if isinstance(container, dict | list)
-            for child in (container.values() if isinstance(container, dict) else container)
-        ]
-        depth += 1
-    return depth - 1

@@ -1,0 +1,177 @@
+"""Tenant programs at their budget (issue 24): for the costliest filters and schemas Herald
+accepts, the payload grown until the program's bound is just within its budget, then the
+evaluation timed -- beside the time to parse that payload, which every request pays anyway.
+
+A step is meant to be at least a nanosecond of real work: the figure to watch is the largest
+measured time per bounded step (below 1 means the bound holds in time, with that margin).
+
+    .venv/bin/python bench/programs.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+
+from app.config import Settings
+from app.programs import filters
+from app.programs.budget import STEPS_PER_EVALUATION
+from app.programs.schema_violations import first_violation
+from app.programs.schemas import PayloadSchema, compile_schema
+
+TIMINGS = 7  # each evaluation this many times; the median is reported
+MAX_PAYLOAD_BYTES = Settings.model_fields["max_payload_bytes"].default
+
+# (filter, payload of size n)
+FILTERS: list[tuple[str, Callable[[int], dict[str, Any]]]] = [
+    ("payload.a.exists(x, x == 7)", lambda n: {"a": [0] * n}),
+    (
+        'payload.a.all(x, x.qty > 1 && x.sku != "abc")',
+        lambda n: {"a": [{"qty": 2, "sku": "x"}] * n},
+    ),
+    ("payload.lines.all(l, l.tags.all(t, t != 0))", lambda n: {"lines": [{"tags": [1] * 50}] * n}),
+    ("payload.a.exists_one(x, x == 0)", lambda n: {"a": [1] * n}),
+    ("payload.a == payload.b", lambda n: {"a": list(range(n)), "b": list(range(n))}),
+    ('payload.s.contains("abcabcabd")', lambda n: {"s": "abc" * n}),
+    ('payload.s.matches("^(a|b)*c")', lambda n: {"s": "ab" * n}),
+    ('payload.s + payload.s + payload.s == "x"', lambda n: {"s": "a" * n}),
+    ("size(payload.s) > 0", lambda n: {"s": "é" * n}),
+    ('type in ["a", "b"] && payload.amount > 100', lambda n: {"amount": 150, "pad": "x" * n}),
+]
+
+
+def _fan(depth: int) -> dict[str, Any]:
+    levels: dict[str, Any] = {
+        f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+        for i in range(depth)
+    }
+    levels[f"d{depth}"] = {"not": {}}
+    return {"$defs": levels, "$ref": "#/$defs/d0"}
+
+
+# (schema, payload of size n, does it match)
+SCHEMAS: list[tuple[str, dict[str, Any], Callable[[int], Any]]] = [
+    ("anyOf fan, 12 levels, at the root", _fan(12), lambda n: {"x": [0] * n}),
+    ("items: mixed enum of 20", {"properties": {"a": {"items": {"enum": [*map(str, range(19)), None]}}}},
+     lambda n: {"a": [None] * n}),
+    ("uniqueItems", {"properties": {"a": {"uniqueItems": True}}}, lambda n: {"a": [i / 3 for i in range(n)]}),
+    ("pattern", {"properties": {"s": {"pattern": "^(a|b)*c$"}}}, lambda n: {"s": "ab" * n}),
+    ("objects in arrays", {"properties": {"lines": {"items": {"type": "object", "required": ["q"],
+     "properties": {"q": {"type": "integer", "minimum": 0}, "t": {"items": {"type": "integer"}}}}}}},
+     lambda n: {"lines": [{"q": 1, "t": [1, 2, 3]}] * n}),
+]  # fmt: skip
+
+
+def _largest(fits: Callable[[int], bool]) -> int:
+    """The largest n for which ``fits(n)`` (and the payload is within Herald's default limit),
+    by doubling then bisecting."""
+    low, high = 1, 2
+    while fits(high) and high < MAX_PAYLOAD_BYTES:
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
+def _timed(call: Callable[..., Any], *args: Any) -> float:
+    """The median time of ``call(*args)``, in nanoseconds."""
+    times = []
+    for _ in range(TIMINGS):
+        started = time.perf_counter_ns()
+        call(*args)
+        times.append(time.perf_counter_ns() - started)
+    return median(times)
+
+
+def _filter_bound(program: filters.Filter, payload: dict[str, Any]) -> int:
+    if len(json.dumps(payload)) > MAX_PAYLOAD_BYTES:
+        return STEPS_PER_EVALUATION + 1
+    event = filters.Events("order.paid", payload, len(json.dumps(payload)))
+    return program.cost.steps.at(event._size_of(program.cost))
+
+
+def _filter_figures() -> list[dict[str, Any]]:
+    rows = []
+    for source, payload_of in FILTERS:
+        program = filters.compiled(source)
+
+        def fits(n: int, program: filters.Filter = program, payload_of: Any = payload_of) -> bool:
+            return _filter_bound(program, payload_of(n)) <= STEPS_PER_EVALUATION
+
+        payload = payload_of(_largest(fits))
+        encoded = json.dumps(payload)
+        event = filters.Events("order.paid", payload, len(encoded))
+        taken = _timed(program.expression.eval, event._activation)
+        parse = _timed(json.loads, encoded)
+        rows.append(_row(source, len(encoded), _filter_bound(program, payload), taken, parse))
+    return rows
+
+
+def _schema_figures() -> list[dict[str, Any]]:
+    rows = []
+    for name, schema, payload_of in SCHEMAS:
+        compiled = compile_schema(schema)
+
+        def fits(n: int, compiled: PayloadSchema = compiled, payload_of: Any = payload_of) -> bool:
+            size = len(json.dumps(payload_of(n)))
+            return size <= MAX_PAYLOAD_BYTES and compiled.cost.at(size) <= STEPS_PER_EVALUATION
+
+        payload = payload_of(_largest(fits))
+        encoded = json.dumps(payload)
+        steps = compiled.cost.at(len(encoded))
+        taken = _timed(compiled.validator.is_valid, payload)
+        parse = _timed(json.loads, encoded)
+        rows.append(_row(f"schema: {name}", len(encoded), steps, taken, parse))
+        if not compiled.validator.is_valid(payload):
+            explained = _timed(first_violation, compiled, payload, len(encoded))
+            rows.append(_row("  its first violation", len(encoded), steps, explained, parse))
+    return rows
+
+
+def _row(program: str, size: int, steps: int, taken_ns: float, parse_ns: float) -> dict[str, Any]:
+    return {
+        "program": program,
+        "payload_bytes": size,
+        "bound_steps": steps,
+        "ms": taken_ns / 1e6,
+        "parse_ms": parse_ns / 1e6,
+        "ns_per_step": taken_ns / steps,
+    }
+
+
+def measure() -> dict[str, Any]:
+    rows = _filter_figures() + _schema_figures()
+    worst = max(rows, key=lambda r: r["ns_per_step"])
+    return {
+        "budget_steps": STEPS_PER_EVALUATION,
+        "programs": rows,
+        "worst_ms": max(r["ms"] for r in rows),
+        "worst_ns_per_step": worst["ns_per_step"],
+        "worst_program": worst["program"],
+    }
+
+
+def main() -> None:
+    figures = measure()
+    print(f"{'program':58} {'payload':>9} {'bound':>10} {'took':>9} {'parse':>8} {'ns/step':>8}")
+    for r in figures["programs"]:
+        print(
+            f"{r['program'][:58]:58} {r['payload_bytes']:>9,} {r['bound_steps']:>10,} "
+            f"{r['ms']:>7.2f}ms {r['parse_ms']:>6.2f}ms {r['ns_per_step']:>8.3f}"
+        )
+    print(
+        f"\nbudget {figures['budget_steps']:,} steps; slowest {figures['worst_ms']:.2f} ms; "
+        f"at most {figures['worst_ns_per_step']:.3f} ns a bounded step ({figures['worst_program']})"
+    )
+
+
+if __name__ == "__main__":
+    main()
