@@ -59,7 +59,7 @@ def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
         raise refused(f"the headers may hold at most {MAX_HEADER_BYTES} bytes in all")
     seen: set[str] = set()
     for name, value in headers.items():
-        if not _HEADER_NAME.match(name):
+        if not _HEADER_NAME.fullmatch(name):
             raise refused(
                 "a header name must be 1-100 letters, digits or !#$%&'*+.^_`|~- (one is not)"
             )
@@ -71,7 +71,7 @@ def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
             raise refused(f"the header {name} belongs to the connection: it cannot be set")
         if lower in _HERALDS or lower.startswith("webhook-"):
             raise refused(f"the header {name} is set by Herald on every attempt: it cannot be set")
-        if not _HEADER_VALUE.match(value):
+        if not _HEADER_VALUE.fullmatch(value):
             raise refused(
                 f"the value of the header {name} must be printable ASCII (tab allowed), at most "
                 "1000 characters"
