@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -44,6 +45,27 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # an RFC 9110
 _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]{0,1000}$")
 MAX_HEADERS = 20
 MAX_HEADER_BYTES = 8 * 1024
+_NAME_RULE = "a header name must be 1-100 letters, digits or !#$%&'*+.^_`|~- (one is not)"
+
+
+def _value_rule(name: str) -> str:
+    return (
+        f"the value of the header {name} must be printable ASCII (tab allowed), at most 1000 "
+        "characters"
+    )
+
+
+def header_fault(headers: Mapping[str, object]) -> str | None:
+    """Why ``headers`` are not HTTP header fields at all (a name that is no token, a value with
+    a line break or other control character, a value that is no text), or None. The syntax of
+    the save rule below, which every send checks again: a row saved before the rule held the
+    whole string (or by hand) can hold what no request may carry."""
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            return _NAME_RULE
+        if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value):
+            return _value_rule(name)
+    return None
 
 
 def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -60,9 +82,7 @@ def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
     seen: set[str] = set()
     for name, value in headers.items():
         if not _HEADER_NAME.fullmatch(name):
-            raise refused(
-                "a header name must be 1-100 letters, digits or !#$%&'*+.^_`|~- (one is not)"
-            )
+            raise refused(_NAME_RULE)
         lower = name.lower()
         if lower in seen:
             raise refused(f"the header {name} is given twice (header names ignore case)")
@@ -72,10 +92,7 @@ def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
         if lower in _HERALDS or lower.startswith("webhook-"):
             raise refused(f"the header {name} is set by Herald on every attempt: it cannot be set")
         if not _HEADER_VALUE.fullmatch(value):
-            raise refused(
-                f"the value of the header {name} must be printable ASCII (tab allowed), at most "
-                "1000 characters"
-            )
+            raise refused(_value_rule(name))
     return headers
 
 
