@@ -21,7 +21,7 @@ _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 def duration(text: str) -> float:
     """``60``, ``60s``, ``5m``, ``1h`` -> seconds."""
-    found = _DURATION.match(text.strip())
+    found = _DURATION.fullmatch(text.strip())
     if found is None or float(found.group(1)) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is no duration: say 60s, 5m or 1h")
     return float(found.group(1)) * _UNIT[found.group(2)]

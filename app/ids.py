@@ -71,13 +71,13 @@ def id_floor(prefix: str, moment: datetime) -> str:
 def is_id(value: str) -> bool:
     """Whether ``value`` could be a Herald id at all; anything else is looked up as nothing
     (and never reaches SQL, where a NUL byte would be an error rather than "not found")."""
-    return ID_PATTERN.match(value) is not None
+    return ID_PATTERN.fullmatch(value) is not None  # whole: `$` alone lets a final "\n" by
 
 
 def looks_like(prefix: str, value: str) -> bool:
     """Whether ``value`` could be a Herald id of this kind: the one id rule that every id input
     (path, query, body, filter, cursor) is held to before it goes anywhere near SQL."""
-    return value.startswith(prefix + "_") and ID_PATTERN.match(value) is not None
+    return value.startswith(prefix + "_") and ID_PATTERN.fullmatch(value) is not None
 
 
 def id_regex(prefix: str) -> str:

@@ -3,13 +3,15 @@
 Each rule lives here once and answers in words. pydantic's own ``pattern=`` would answer
 "String should match pattern '^[^\\x00-\\x20\\x7f]+$'", which helps nobody; a ``TextRule`` checks
 the same regular expression but says what is allowed, and keeps the expression in the OpenAPI
-document for clients that validate on their side.
+document for clients that validate on their side. A rule holds the whole string: in Python,
+``re.match`` with ``$`` lets a final line break through (``$`` matches before it), so rules are
+checked with ``fullmatch``, here and wherever else a regular expression judges input.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -40,15 +42,23 @@ class TextRule:
 
     pattern: str
     allowed: str
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_regex", re.compile(self.pattern))
+
+    def matches(self, value: str) -> bool:
+        """Whether the whole of ``value`` keeps the rule (``"a.b\\n"`` does not keep
+        ``^[a-z.]+$``, though ``re.match`` says it does)."""
+        return self._regex.fullmatch(value) is not None
 
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
     ) -> CoreSchema:
-        regex = re.compile(self.pattern)
         allowed = self.allowed
 
         def check(value: str) -> str:
-            if regex.match(value) is None:
+            if not self.matches(value):
                 raise PydanticCustomError("text_rule", allowed)
             return value
 

@@ -172,7 +172,7 @@ def require_json_media_type(content_type: str) -> None:
         return  # the media types FastAPI parses as JSON
     if not media_type:
         sent = "this request has none"
-    elif _MEDIA_TYPE.match(media_type):  # echoed only when it is plainly a media type
+    elif _MEDIA_TYPE.fullmatch(media_type):  # echoed only when it is plainly a media type
         sent = f"not {media_type}"
     else:
         sent = "this request's is not JSON"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -44,6 +45,27 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # an RFC 9110
 _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]{0,1000}$")
 MAX_HEADERS = 20
 MAX_HEADER_BYTES = 8 * 1024
+_NAME_RULE = "a header name must be 1-100 letters, digits or !#$%&'*+.^_`|~- (one is not)"
+
+
+def _value_rule(name: str) -> str:
+    return (
+        f"the value of the header {name} must be printable ASCII (tab allowed), at most 1000 "
+        "characters"
+    )
+
+
+def header_fault(headers: Mapping[str, object]) -> str | None:
+    """Why ``headers`` are not HTTP header fields at all (a name that is no token, a value with
+    a line break or other control character, a value that is no text), or None. The syntax of
+    the save rule below, which every send checks again: a row saved before the rule held the
+    whole string (or by hand) can hold what no request may carry."""
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            return _NAME_RULE
+        if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value):
+            return _value_rule(name)
+    return None
 
 
 def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -59,10 +81,8 @@ def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
         raise refused(f"the headers may hold at most {MAX_HEADER_BYTES} bytes in all")
     seen: set[str] = set()
     for name, value in headers.items():
-        if not _HEADER_NAME.match(name):
-            raise refused(
-                "a header name must be 1-100 letters, digits or !#$%&'*+.^_`|~- (one is not)"
-            )
+        if not _HEADER_NAME.fullmatch(name):
+            raise refused(_NAME_RULE)
         lower = name.lower()
         if lower in seen:
             raise refused(f"the header {name} is given twice (header names ignore case)")
@@ -71,11 +91,8 @@ def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
             raise refused(f"the header {name} belongs to the connection: it cannot be set")
         if lower in _HERALDS or lower.startswith("webhook-"):
             raise refused(f"the header {name} is set by Herald on every attempt: it cannot be set")
-        if not _HEADER_VALUE.match(value):
-            raise refused(
-                f"the value of the header {name} must be printable ASCII (tab allowed), at most "
-                "1000 characters"
-            )
+        if not _HEADER_VALUE.fullmatch(value):
+            raise refused(_value_rule(name))
     return headers
 
 

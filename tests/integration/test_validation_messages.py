@@ -17,6 +17,9 @@ from tests.fixtures.waiting import count_rows
 
 PROBLEM = "application/problem+json"
 UNKNOWN_ENDPOINT = "ep_01ARZ3NDEKTSV4RRFFQ69G5FAV"
+# `$` matches before a final line break: every rule must hold the whole string.
+ENDPOINT_ID_NL = UNKNOWN_ENDPOINT + "\n"
+EVENT_ID_NL = "evt_01ARZ3NDEKTSV4RRFFQ69G5FAV\n"
 REGEX_SIGNS = ("pattern", "^", "$", "\\x", "[", "]", "{", "(?")
 
 
@@ -50,20 +53,23 @@ class Case:
 
 EVENT_TYPE = "letters, digits and _ . : - / (starting with a letter or digit)"
 SELECTOR = "* for every type, or a prefix and .* (order.* selects order.paid"
-BAD_EVENT_TYPES = ("has space", "a\x00b", "", ".dot-first", "x" * 256, "tab\t")
+BAD_EVENT_TYPES = ("has space", "a\x00b", "", ".dot-first", "x" * 256, "tab\t", "nl.test\n")
 PRINTABLE = "printable text: no NUL or other control characters except tab and line breaks"
 ENDPOINT_ID = "an endpoint id (ep_ followed by 26 capital letters and digits)"
 EVENT_ID = "an event id (evt_ followed by 26 capital letters and digits)"
 TENANT_ID = "a tenant id (ten_ followed by 26 capital letters and digits)"
 URL = "URL without spaces or control characters (encode a space as %20)"
-BAD_URLS = ("http://127.0.0.1/a b", "http://127.0.0.1/\x00", "http://127.0.0.1/\x7f", " ")
+BAD_URLS = (
+    "http://127.0.0.1/a b", "http://127.0.0.1/\x00", "http://127.0.0.1/\x7f", " ",
+    "http://127.0.0.1/\n",
+)  # fmt: skip
 UPDATE = f"PATCH /v1/endpoints/{UNKNOWN_ENDPOINT}"
 CASES = [
     Case("DeliveryIntent.event_type", "POST /v1/deliveries",
          {"json": _delivery(event_type=VALUE)}, "body.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
     Case("DeliveryIntent.endpoint_id", "POST /v1/deliveries",
-         {"json": _delivery(endpoint_id=VALUE)}, "body.endpoint_id", ("nope", "ep_\x00"),
-         ENDPOINT_ID),
+         {"json": _delivery(endpoint_id=VALUE)}, "body.endpoint_id",
+         ("nope", "ep_\x00", ENDPOINT_ID_NL), ENDPOINT_ID),
     Case("EventIntent.event_type", "POST /v1/events",
          {"json": {"event_type": VALUE, "payload": {}}}, "body.event_type", BAD_EVENT_TYPES,
          EVENT_TYPE),
@@ -75,7 +81,7 @@ CASES = [
          ENDPOINT_ID),
     Case("BatchItem.idempotency_key", "POST /v1/deliveries/batch",
          {"json": {"items": [_delivery(idempotency_key=VALUE)]}}, "idempotency_key",
-         ("", "k\x00", "café", "x" * 256), "1-255 printable ASCII characters"),
+         ("", "k\x00", "café", "x" * 256, "k\n"), "1-255 printable ASCII characters"),
     Case("RedriveFilter.event_type", "POST /v1/deliveries/redrive",
          {"json": {"event_type": VALUE}}, "body.event_type", BAD_EVENT_TYPES, SELECTOR),
     Case("RedriveFilter.endpoint_id", "POST /v1/deliveries/redrive",
@@ -85,7 +91,8 @@ CASES = [
     Case("GET /v1/deliveries?endpoint_id", "GET /v1/deliveries",
          {"params": {"endpoint_id": VALUE}}, "query.endpoint_id", ("nope", "\x00"), ENDPOINT_ID),
     Case("GET /v1/deliveries?event_id", "GET /v1/deliveries",
-         {"params": {"event_id": VALUE}}, "query.event_id", ("nope", "\x00", "ep_x"), EVENT_ID),
+         {"params": {"event_id": VALUE}}, "query.event_id", ("nope", "\x00", "ep_x", EVENT_ID_NL),
+         EVENT_ID),
     Case("EndpointCreate.url", "POST /v1/endpoints",
          {"json": {"url": VALUE}}, "body.url", BAD_URLS, URL),
     Case("EndpointCreate.description", "POST /v1/endpoints",
@@ -100,10 +107,11 @@ CASES = [
     Case("EndpointUpdate.event_types", UPDATE,
          {"json": {"event_types": [VALUE]}}, "body.event_types.0", BAD_EVENT_TYPES, SELECTOR),
     Case("ReconcileRequest.trigger", "POST /v1/reconcile",
-         {"json": {"trigger": VALUE}}, "body.trigger", ("cron job", "c\x00n", "", "x" * 101),
+         {"json": {"trigger": VALUE}}, "body.trigger",
+         ("cron job", "c\x00n", "", "x" * 101, "cron\n"),
          "1-100 characters: letters, digits and _ . : -", admin=True),
     Case("TenantCreate.name", "POST /v1/tenants",
-         {"json": {"name": VALUE}}, "body.name", ("two\nlines", "nul\x00", "tab\t"),
+         {"json": {"name": VALUE}}, "body.name", ("two\nlines", "nul\x00", "tab\t", "acme\n"),
          "printable text on one line", admin=True),
     Case("EventTypeCreate.name", "POST /v1/event-types",
          {"json": {"name": VALUE}}, "body.name", BAD_EVENT_TYPES, EVENT_TYPE),
@@ -113,7 +121,7 @@ CASES = [
     Case("EventTypeUpdate.description", "PATCH /v1/event-types/a.b",
          {"json": {"description": VALUE}}, "body.description", ("a\x00b",), PRINTABLE),
     Case("ApiKeyCreate.label", "POST /v1/api-keys",
-         {"json": {"label": VALUE}}, "body.label", ("two\nlines", "nul\x00", "tab\t"),
+         {"json": {"label": VALUE}}, "body.label", ("two\nlines", "nul\x00", "tab\t", "ci\n"),
          "printable text on one line"),
     Case("ApiKeyCreate.tenant_id", "POST /v1/api-keys",
          {"json": {"tenant_id": VALUE}}, "body.tenant_id", ("nope", "ep_x", "\x00"), TENANT_ID,
@@ -153,7 +161,8 @@ async def test_a_refused_value_is_explained_in_words_not_a_regex(
         assert f"{case.loc}: " in said, (value, said)
         assert case.says in said, (value, said)
         assert not [sign for sign in REGEX_SIGNS if sign in said], (value, said)
-    for table in ("events", "deliveries", "endpoints", "redrive_jobs", "reconcile_runs"):
+    stored = ("events", "deliveries", "endpoints", "redrive_jobs", "reconcile_runs", "event_types")
+    for table in stored:
         assert await count_rows(engine, table) == 0
 
 

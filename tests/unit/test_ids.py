@@ -36,3 +36,12 @@ def test_id_floor_is_the_smallest_id_of_its_millisecond() -> None:
     milliseconds = int(moment.timestamp() * 1000)
     assert ids.id_floor("dlv", moment) == "dlv_" + ulid_digits(milliseconds << 80)
     assert ids.id_floor("dlv", moment) < ids.new_id("dlv")
+
+
+def test_an_id_with_a_trailing_newline_is_no_id() -> None:
+    # `$` matches before a final "\n": a pattern that only anchors there let "dlv_...\n" through.
+    made = ids.new_id("dlv")
+    assert ids.is_id(made) and ids.looks_like("dlv", made)
+    for spoiled in (made + "\n", "\n" + made, made + "\r\n", made + "\n\n"):
+        assert not ids.is_id(spoiled), repr(spoiled)
+        assert not ids.looks_like("dlv", spoiled), repr(spoiled)

@@ -124,6 +124,15 @@ def test_decide_transitions() -> None:
     assert (blocked.dead_reason or "").startswith("destination_blocked")
 
 
+def test_a_request_never_built_is_dead_at_once_and_the_reason_says_why() -> None:
+    why = "request not built: the value of the header X-A must be printable ASCII"
+    unbuilt = _decide(Outcome.PERMANENT, None, 1, error=why)
+    assert unbuilt.state is DeliveryState.DEAD and not unbuilt.disable_endpoint
+    assert unbuilt.dead_reason == f"permanent_failure: {why}"
+    answered = _decide(Outcome.PERMANENT, 400, 1, error="x")
+    assert answered.dead_reason == "permanent_failure: HTTP 400"
+
+
 def test_retry_after_is_a_floor_not_a_ceiling() -> None:
     sooner = decide(
         outcome=Outcome.RETRYABLE,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response
@@ -23,14 +22,13 @@ from app.schemas import EVENT_TYPE_RULE, Page
 
 router = APIRouter(prefix="/v1/event-types", tags=["event types"])
 _AUTH = (Unauthorized, Forbidden)
-_NAME = re.compile(EVENT_TYPE_RULE.pattern)
 
 
 async def _name(
     # `path`: a type's name may hold a slash (billing/invoice.paid).
     name: Annotated[str, Path(description="The event type's name.")],
 ) -> str:
-    if not _NAME.match(name):
+    if not EVENT_TYPE_RULE.matches(name):
         raise NotFound("no such event type: the path does not hold an event type's name")
     return name
 
@@ -67,7 +65,7 @@ async def create_event_type(
 async def list_event_types(
     tenant_id: TenantDep, session: SessionDep, limit: Limit = 50, cursor: Cursor = None
 ) -> Page[EventTypeOut]:
-    after = decode_cursor(cursor, lambda position: bool(_NAME.match(position)))
+    after = decode_cursor(cursor, EVENT_TYPE_RULE.matches)
     async with session.begin():
         rows = await event_types.list_types(session, tenant_id, limit=limit + 1, after=after)
     return page_of(rows, limit, EventTypeOut.model_validate, lambda item: item.name)

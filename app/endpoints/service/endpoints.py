@@ -30,6 +30,9 @@ from app.endpoints.schemas import (
     WindowStats,
     current_pause,
 )
+
+# The header rule's syntax, which every send holds the endpoint's stored headers to again.
+from app.endpoints.schemas import header_fault as header_fault
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.errors import Conflict, HeraldError, NotFound
 from app.ids import new_id

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 import aiohttp
+import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
@@ -24,7 +25,10 @@ from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished
 from app.engine.service import envelope, outcomes, sender
 from app.flow.service.gate import Gate
+from app.logs import log_failure
 from app.states import DeliveryState, Outcome
+
+log = structlog.get_logger("herald.delivery")
 
 
 @dataclass(frozen=True)
@@ -63,11 +67,21 @@ class Ended:
         )
 
     @property
+    def destination_failed(self) -> bool:
+        """Whether this ending counts against the destination (the breaker's streak): a
+        retryable or unknown outcome -- unless it failed inside Herald, not at the receiver."""
+        result = self.result
+        return (
+            result is not None
+            and result.outcome in destination_health.FAILURES
+            and not result.failed_inside_herald
+        )
+
+    @property
     def touches_health(self) -> bool:
         """Whether the record must also judge the destination (breaker, Retry-After, 410):
         then it is a transaction of its own, not part of a group commit."""
-        failed = self.result is not None and self.result.outcome in destination_health.FAILURES
-        return failed or self.transition.disable_endpoint
+        return self.destination_failed or self.transition.disable_endpoint
 
     @property
     def retry_in(self) -> float | None:
@@ -97,19 +111,37 @@ class Attempts:
     async def send(
         self, claimed: ClaimedDelivery, progress: sender.SendProgress
     ) -> sender.AttemptResult:
-        body = envelope.request_body(claimed)
+        """Build the request and send it. Whatever is raised on the way ends as a result that
+        says how far the attempt got -- nothing escapes to be mistaken for a shutdown, or to
+        hand the lease back and fail again at once."""
+        ids = {"delivery_id": claimed.id, "endpoint_id": claimed.endpoint_id}
         with tracing.attempting(claimed.traceparent, claimed.id) as trace:
-            return await sender.send(
-                self.http,
-                url=claimed.url,
-                body=body,
-                headers=envelope.request_headers(claimed, body, trace),
-                timeout=self.settings.request_timeout_seconds,
-                allowlist=self.settings.destination_allowlist,
-                progress=progress,
-                retry_after_max=self.settings.retry_after_max_seconds,
-                on_answer=functools.partial(self._answered, claimed.endpoint_id),
-            )
+            try:
+                body = envelope.request_body(claimed)
+                headers = envelope.request_headers(claimed, body, trace)
+            except envelope.RequestNotBuilt as exc:
+                # Once per delivery (it is dead at once), without a traceback or any value.
+                log.warning("delivery.request_not_built", reason=str(exc), **ids)
+                return sender.not_built(progress, str(exc))
+            except Exception as exc:  # a damaged secret, a bug: the traceback finds it
+                return sender.not_built(
+                    progress, log_failure(log, "delivery.request_not_built", exc, **ids)
+                )
+            try:
+                return await sender.send(
+                    self.http,
+                    url=claimed.url,
+                    body=body,
+                    headers=headers,
+                    timeout=self.settings.request_timeout_seconds,
+                    allowlist=self.settings.destination_allowlist,
+                    progress=progress,
+                    retry_after_max=self.settings.retry_after_max_seconds,
+                    on_answer=functools.partial(self._answered, claimed.endpoint_id),
+                )
+            except Exception as exc:
+                error = log_failure(log, "delivery.send_failed", exc, **ids)
+                return sender.failed_inside(progress, error)
 
     async def _answered(self, endpoint_id: str, progress: sender.SendProgress) -> None:
         if progress.retry_after_until is not None:
@@ -130,11 +162,21 @@ class Attempts:
         )
 
     def cut_short(
-        self, claimed: ClaimedDelivery, progress: sender.SendProgress, *, lease_ends: float
+        self,
+        claimed: ClaimedDelivery,
+        progress: sender.SendProgress,
+        *,
+        lease_ends: float,
+        error: str | None = None,
     ) -> Ended:
-        """A request under way when the worker had to stop: it may have reached the receiver,
-        so it is recorded `unknown` and retried with the same key."""
-        result = progress.result(Outcome.UNKNOWN, error="worker shut down mid-attempt")
+        """A request under way when the worker had to stop -- or, with ``error``, when
+        something failed inside Herald around it: it may have reached the receiver, so it is
+        recorded `unknown` and retried with the same key. Only a shutdown says "shut down"."""
+        result = progress.result(
+            Outcome.UNKNOWN,
+            error=error or "worker shut down mid-attempt",
+            failed_inside_herald=error is not None,
+        )
         return Ended(claimed, self.decide(claimed, result), result, lease_ends)
 
 
@@ -144,7 +186,7 @@ async def record_judging_health(
     """Record an attempt whose ending judges its destination, in one transaction with that
     judgement: whether it was recorded, and how long the destination must now pause."""
     claimed, result = ended.claimed, ended.result
-    failed = result is not None and result.outcome in destination_health.FAILURES
+    failed = ended.destination_failed
     # Counted from the answer (the gate closed then), not from this try: a record retried
     # through a database outage must not push the pause later.
     retry_after = result.retry_after_left() if failed and result is not None else None

@@ -27,6 +27,7 @@ from app.engine.service.recorder import Recorder
 from app.faults import crash_point
 from app.flow.service.gate import Gate, Grant
 from app.flow.service.wakeups import Arm, Wakeups, wake_waiting
+from app.logs import log_failure
 
 log = structlog.get_logger("herald.delivery")
 
@@ -88,19 +89,24 @@ class AttemptRuns:
         try:
             ended = await self._try(claimed, grant, i, progress, window, lease_ends=lease_ends)
         except BaseException as exc:
-            # Shutting down, or a bug. Nothing may stay leased by us, and a request that went
-            # out must not be forgotten: it is recorded as `unknown` and retried with its key.
-            if not isinstance(exc, asyncio.CancelledError):
-                log.exception("delivery.attempt_failed", delivery_id=claimed.id)
+            # Shutting down, or a bug (the send itself ends every error as a result). Nothing
+            # may stay leased by us, and a request that went out must not be forgotten: it is
+            # recorded as `unknown` and retried with its key.
+            shutting_down = isinstance(exc, asyncio.CancelledError)
+            error = None
+            if not shutting_down:
+                error = log_failure(log, "delivery.attempt_failed", exc, delivery_id=claimed.id)
             if progress.sent:
-                ended = self._attempts.cut_short(claimed, progress, lease_ends=lease_ends)
+                ended = self._attempts.cut_short(
+                    claimed, progress, lease_ends=lease_ends, error=error
+                )
                 await unstoppable(self._recorder.record(ended, slot=slot))
             else:
                 event = "delivery.given_back_at_shutdown"
-                if not isinstance(exc, asyncio.CancelledError):
+                if not shutting_down:
                     event = "delivery.given_back_after_error"
                 await self._give_back(claimed, slot, lease_ends, event)
-            if isinstance(exc, asyncio.CancelledError):
+            if shutting_down:
                 raise
             return
         if isinstance(ended, str):

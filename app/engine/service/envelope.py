@@ -6,8 +6,15 @@ from __future__ import annotations
 import json
 from datetime import UTC
 
+from app.endpoints.service import endpoints
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service.signing import signed_headers
+
+
+class RequestNotBuilt(Exception):
+    """The endpoint's row holds what no HTTP request can carry: a row saved before the rules
+    held the whole string, or written by hand. Says what, naming a header but never its value
+    (it may be a credential)."""
 
 
 def request_body(claimed: ClaimedDelivery) -> bytes:
@@ -32,5 +39,10 @@ def request_body(claimed: ClaimedDelivery) -> bytes:
 
 def request_headers(claimed: ClaimedDelivery, body: bytes, trace: dict[str, str]) -> dict[str, str]:
     """The endpoint's static headers, the trace context (``traceparent``), then Herald's own:
-    a static header can never replace those (they are refused at save too)."""
+    a static header can never replace those (they are refused at save too). Static headers are
+    held to the save rule's syntax here as well: aiohttp would refuse a line break only while
+    writing the request, past the point where the attempt counts as sent."""
+    fault = endpoints.header_fault(claimed.headers)
+    if fault is not None:
+        raise RequestNotBuilt(f"{fault} (correct the endpoint's headers, then redrive)")
     return {**claimed.headers, **trace, **signed_headers(claimed.id, body, claimed.secrets)}

@@ -107,7 +107,10 @@ def decide(
         return Transition.dead(reason)
     if outcome is Outcome.PERMANENT:
         gone = status_code == GONE
-        reason = f"permanent_failure: HTTP {status_code}" if status_code else "permanent_failure"
+        if status_code:
+            reason = f"permanent_failure: HTTP {status_code}"
+        else:  # no answer: the error says why (a request Herald could not build)
+            reason = f"permanent_failure: {error}" if error else "permanent_failure"
         return Transition.dead(reason, disable_endpoint=gone)
     if attempts_used >= max_attempts:
         return Transition.dead(f"max_attempts_exhausted ({max_attempts})")

@@ -6,6 +6,7 @@ aiohttp, not httpx: measured 25x faster at 200 requests in flight (design.md).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import ipaddress
 import socket
 import time
@@ -79,6 +80,9 @@ class AttemptResult:
     response_body: str | None = None
     # When (time.monotonic()) a pause the receiver asked for with Retry-After ends.
     retry_after_until: float | None = None
+    # Cut off by an error inside Herald or its HTTP library, not by the receiver: it says
+    # nothing about the destination, so the circuit breaker does not count it.
+    failed_inside_herald: bool = False
 
     def retry_after_left(self) -> float | None:
         """What is left now of the pause the receiver asked for, if any."""
@@ -178,7 +182,11 @@ async def send(
     """POST once. Never raises for anything the destination does; the result says what
     happened and whether the request had been sent when it went wrong."""
     try:
-        _vet_literal(URL(url).host or "", allowlist)
+        host = URL(url).host or ""
+    except ValueError as exc:  # yarl: a port out of range, a broken IPv6 literal
+        return not_built(progress, f"invalid URL: {exc}")
+    try:
+        _vet_literal(host, allowlist)
         # One deadline for the whole attempt: connect, send, and reading even a slow trickle.
         async with (
             asyncio.timeout(timeout),
@@ -201,7 +209,7 @@ async def send(
     except TimeoutError:
         return _failed(progress, f"timed out after {timeout:g} s")
     except aiohttp.InvalidURL as exc:
-        return progress.result(Outcome.PERMANENT, error=f"invalid URL: {exc}")
+        return not_built(progress, f"invalid URL: {exc}")
     except (aiohttp.ClientError, OSError) as exc:
         return _failed(progress, f"{type(exc).__name__}: {exc}")
 
@@ -213,6 +221,23 @@ def _answered(progress: SendProgress, status: int, **fields: Any) -> AttemptResu
         retry_after_until=progress.retry_after_until,
         **fields,
     )
+
+
+def not_built(progress: SendProgress, why: str) -> AttemptResult:
+    """No request could be made of what is stored (the endpoint's URL or headers, the secret):
+    nothing was sent, and the same request would fail the same way, so it is permanent -- the
+    delivery is dead at once and redriven once the endpoint is corrected. It is not the
+    receiver's failure: the breaker does not count a permanent outcome."""
+    return progress.result(Outcome.PERMANENT, error=f"request not built: {why}")
+
+
+def failed_inside(progress: SendProgress, error: str) -> AttemptResult:
+    """An attempt cut off by an error that no handler here foresaw, told as far as it got: an
+    answer's status still decides, a request that may have gone out is `unknown` (retried
+    with its key), one that never left is retryable. Not held against the destination."""
+    if progress.status is not None:
+        return _failed(progress, error)  # the receiver's answer: it judges the destination
+    return dataclasses.replace(_failed(progress, error), failed_inside_herald=True)
 
 
 def _failed(progress: SendProgress, error: str) -> AttemptResult:
