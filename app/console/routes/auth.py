@@ -90,7 +90,7 @@ async def sign_in(request: Request, resources: ResourcesDep) -> Response:
     target = _back_to(back_to if isinstance(back_to, str) else None)
     kept = request.cookies.get(FORM_COOKIE)
     if not (
-        same_origin(request)
+        same_origin(request, resources.settings)
         and isinstance(sent, str)
         and kept is not None
         and hmac.compare_digest(sent.encode(), kept.encode())
