@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
+from app.console.service.sign_in_forms import LIFETIME_SECONDS, PURPOSE, mint
 from app.main import create_app
 from tests.fixtures.console_forms import hidden, sign_in
 from tests.fixtures.stack import ADMIN_KEY, client_for
@@ -76,3 +78,67 @@ async def test_behind_a_tls_proxy_only_the_https_page_is_this_site(
         assert await count_rows(engine, "console_sessions") == 0
         assert (await post_sign_in(http, "https://herald.test")).status_code == 303
         assert await count_rows(engine, "console_sessions") == 1
+
+
+async def signing_key(engine: AsyncEngine) -> tuple[bytes, int]:
+    """The sign-in forms' key as the database holds it, and the database's time."""
+    async with engine.connect() as connection:
+        row = (
+            await connection.execute(
+                text(
+                    "SELECT secret, floor(extract(epoch FROM now()))::bigint AS now "
+                    "FROM console_secrets WHERE purpose = :purpose"
+                ),
+                {"purpose": PURPOSE},
+            )
+        ).one()
+    return bytes(row.secret), int(row.now)
+
+
+async def post_planted(http: httpx.AsyncClient, token: str) -> httpx.Response:
+    """A sign-in form posted with ``token`` in both the form and the cookie, as someone who can
+    write this browser's cookies (a sibling subdomain, a plain-HTTP answer on the way) could."""
+    return await http.post(
+        "/console/sign-in",
+        data={"key": ADMIN_KEY, "form_token": token},
+        headers={"Cookie": f"herald_console_form={token}"},
+    )
+
+
+async def test_a_sign_in_token_the_server_did_not_issue_signs_nobody_in(
+    app: FastAPI, engine: AsyncEngine
+) -> None:
+    async with client_for(app) as http:
+        # A value of one's own, matching in form and cookie, in the old shape or the new one.
+        for made_up in ("A" * 43, "1700000000.nonce.mac"):
+            answer = await post_planted(http, made_up)
+            assert answer.status_code == 403, made_up
+            assert "stale or came from another site" in answer.text
+        secret, now = await signing_key(engine)  # made for the first form, shown just now
+        for planted in (
+            mint(b"another key" * 3, now, "nonce"),  # the right shape under another key
+            mint(secret, now - LIFETIME_SECONDS, "nonce"),  # the server's, an hour old
+            mint(secret, now + 60, "nonce"),  # the server's key, a time yet to come
+            mint(secret, now, "nonce") + "x",  # the server's, altered
+        ):
+            assert (await post_planted(http, planted)).status_code == 403, planted
+        assert await count_rows(engine, "console_sessions") == 0
+        # The server's own, within the hour: one session.
+        assert (await post_planted(http, mint(secret, now - 60, "nonce"))).status_code == 303
+        assert await count_rows(engine, "console_sessions") == 1
+    assert await count_rows(engine, "console_secrets") == 1
+
+
+async def test_a_held_sign_in_token_is_kept_while_fresh_and_its_cookie_goes_with_it(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    first = await client.get("/console/sign-in")
+    token = hidden(first.text, "form_token")
+    assert f"Max-Age={LIFETIME_SECONDS}" in first.headers["set-cookie"]
+    assert hidden((await client.get("/console/sign-in")).text, "form_token") == token
+    # A token past half its hour is not handed out again: the next page gets a new one.
+    secret, now = await signing_key(engine)
+    aged = mint(secret, now - LIFETIME_SECONDS // 2, "nonce")
+    client.cookies.set("herald_console_form", aged, domain="herald.test", path="/console/sign-in")
+    renewed = await client.get("/console/sign-in")
+    assert hidden(renewed.text, "form_token") not in (aged, token)
