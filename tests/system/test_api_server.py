@@ -1,32 +1,27 @@
 """`herald api`'s own HTTP server against clients that hold on: connections that send nothing,
 headers sent a byte at a time, header blocks too big or too many, more connections than it
 takes. A real `herald api` process on short clocks, spoken to over raw sockets (the bytes are
-the point); every wait is for an event -- the server's answer or its close -- with a time-out
-only as a safety net."""
+the point: tests/fixtures/raw_http.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 import pytest
 
 from tests.fixtures.processes import ApiProcess, start_api, wait_healthy
+from tests.fixtures.raw_http import GET, SAFETY_NET, Connection, problem
+from tests.fixtures.raw_http import connection as raw_connection
 from tests.fixtures.stack import Stack
 from tests.fixtures.waiting import eventually
 
-# A bound on waiting for the server to act, many times what it is set to: never a measure.
-SAFETY_NET = 60.0
 SHORT_CLOCKS = {
     "HERALD_API_KEEP_ALIVE_SECONDS": "1",
     "HERALD_API_HEADER_TIMEOUT_SECONDS": "1",
 }
-GET = b"GET /healthz HTTP/1.1\r\nHost: herald.test\r\n"
 
 
 @pytest.fixture(scope="module")
@@ -39,66 +34,8 @@ async def api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> AsyncIt
         started.stop()
 
 
-@dataclass
-class Connection:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-
-    async def until_closed(self) -> bytes:
-        """Everything the server sends until it closes the connection."""
-        received = bytearray()
-
-        async def read_all() -> None:
-            with contextlib.suppress(ConnectionResetError):
-                while chunk := await self.reader.read(65536):
-                    received.extend(chunk)
-
-        try:
-            await asyncio.wait_for(read_all(), SAFETY_NET)
-        except TimeoutError:
-            raise AssertionError(f"still open; received {bytes(received[:200])!r}") from None
-        return bytes(received)
-
-    async def answer(self) -> bytes:
-        """One whole response (head and a Content-Length body), the connection left open."""
-        head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), SAFETY_NET)
-        length = next(
-            int(line.split(b":", 1)[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        )
-        return head + await self.reader.readexactly(length)
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-@contextlib.asynccontextmanager
-async def connection(api: ApiProcess) -> AsyncIterator[Connection]:
-    port = int(api.base_url.rsplit(":", 1)[1])
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    opened = Connection(reader, writer)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-def problem(response: bytes) -> tuple[int, dict[str, Any]]:
-    """The status and the problem+json body of a refusal."""
-    head, _, body = response.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    assert b"content-type: application/problem+json" in head.lower(), head
-    return status, json.loads(body)
-
-
-async def trickle(conn: Connection, byte: bytes) -> None:
-    """Sends ``byte`` over and over, slowly, until the server stops listening."""
-    with contextlib.suppress(ConnectionError):
-        for _ in range(int(SAFETY_NET / 0.1)):
-            conn.writer.write(byte)
-            await conn.writer.drain()
-            await asyncio.sleep(0.1)
+def connection(api: ApiProcess) -> AbstractAsyncContextManager[Connection]:
+    return raw_connection(int(api.base_url.rsplit(":", 1)[1]))
 
 
 async def test_a_connection_that_never_sends_a_request_is_closed(api: ApiProcess) -> None:
@@ -117,7 +54,7 @@ async def test_an_idle_keep_alive_connection_is_closed_stray_line_ends_or_not(
     async with connection(api) as kept:
         kept.writer.write(GET + b"\r\n")
         assert (await kept.answer()).startswith(b"HTTP/1.1 200")
-        sending = asyncio.create_task(trickle(kept, b"\r\n"))
+        sending = asyncio.create_task(kept.trickle(b"\r\n"))
         assert await kept.until_closed() == b""
         await sending
 
@@ -125,7 +62,7 @@ async def test_an_idle_keep_alive_connection_is_closed_stray_line_ends_or_not(
 async def test_headers_sent_a_byte_at_a_time_are_cut_off_with_408(api: ApiProcess) -> None:
     async with connection(api) as slow:
         slow.writer.write(GET + b"X-Slow: ")
-        sending = asyncio.create_task(trickle(slow, b"a"))  # a header value that never ends
+        sending = asyncio.create_task(slow.trickle(b"a"))  # a header value that never ends
         status, body = problem(await slow.until_closed())
         await sending
     assert status == 408
