@@ -69,6 +69,7 @@ def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
         loop="uvloop",
         # httptools with the idle, header-time and header-size limits uvicorn lacks.
         http=LimitedHttpToolsProtocol,
+        ws="none",  # Herald serves no WebSocket: an upgrade request is answered as plain HTTP
         timeout_keep_alive=settings.api_keep_alive_seconds,
         limit_concurrency=settings.api_max_connections,
         access_log=False,

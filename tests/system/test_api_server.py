@@ -130,3 +130,13 @@ async def test_past_its_connection_limit_a_request_is_answered_503(
         await eventually(fresh_status, lambda status: status == 200, timeout=SAFETY_NET)
     finally:
         api.stop()
+
+
+async def test_a_websocket_upgrade_is_answered_as_plain_http(api: ApiProcess) -> None:
+    # Herald serves no WebSocket (uvicorn runs with ws="none"): no protocol switch happens.
+    async with connection(api) as upgrading:
+        upgrading.writer.write(
+            GET + b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        assert (await upgrading.answer()).startswith(b"HTTP/1.1 200")
