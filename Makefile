@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # The console's browser tests drive Debian's Chromium (Playwright cannot download a browser
 # here); `make test` installs it when it is missing.
 CHROMIUM ?= /usr/bin/chromium
+# The reverse-proxy tests run deploy/nginx/herald.conf in Debian's nginx (openssl makes their
+# certificate); `make test` installs both when nginx is missing.
+NGINX ?= /usr/sbin/nginx
 
 .PHONY: run test lint typecheck pytest openapi bench bench-quick clean lock
 
@@ -42,14 +45,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(CHROMIUM)
-	HERALD_CHROMIUM=$(CHROMIUM) $(BIN)/pytest
+pytest: $(STAMP) $(CHROMIUM) $(NGINX)
+	HERALD_CHROMIUM=$(CHROMIUM) HERALD_NGINX=$(NGINX) $(BIN)/pytest
 
 # Installed once, as root or through sudo, when it is missing.
 $(CHROMIUM):
 	$$(test "$$(id -u)" = 0 || echo sudo) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
 	  apt-get install -y -qq chromium
+
+$(NGINX):
+	$$(test "$$(id -u)" = 0 || echo sudo) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
+	  apt-get install -y -qq nginx openssl
 
 # BENCH_ARGS takes bench/run.py's options, e.g. BENCH_ARGS="--workers 1" (one worker of
 # concurrency 200) or "--only e2e".

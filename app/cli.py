@@ -57,6 +57,8 @@ def _cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.http_limits import LimitedHttpToolsProtocol
+
     _require_urls(settings)
     uvicorn.run(
         "app.main:app_from_environment",
@@ -65,7 +67,11 @@ def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
         port=settings.port,
         workers=args.workers,
         loop="uvloop",
-        http="httptools",
+        # httptools with the idle, header-time and header-size limits uvicorn lacks.
+        http=LimitedHttpToolsProtocol,
+        ws="none",  # Herald serves no WebSocket: an upgrade request is answered as plain HTTP
+        timeout_keep_alive=settings.api_keep_alive_seconds,
+        limit_concurrency=settings.api_max_connections,
         access_log=False,
         log_config=None,  # app_from_environment configures structured logging per process
         log_level=settings.log_level.lower(),

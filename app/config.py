@@ -29,6 +29,19 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".herald")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    # `herald api`'s own HTTP server (uvicorn, with app/http_limits.py): what holds for a client
+    # that reaches it directly. The reverse proxy in front holds clients to tighter bounds
+    # (docs/operations.md, deploy/nginx/herald.conf); these are the backstop.
+    # A connection with no request under way is closed after this long, before its first too.
+    api_keep_alive_seconds: int = Field(default=5, ge=1, le=3600)
+    # A request's line and headers must all have arrived this long after their first byte (408).
+    api_header_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+    # A request's line and headers, in bytes, and its header fields: 431 past either.
+    api_max_header_bytes: int = Field(default=65_536, ge=4096, le=1024 * 1024)
+    api_max_headers: int = Field(default=100, ge=10, le=10_000)
+    # Per process: once this many connections are open (the new one's included) or requests
+    # running, a request is answered 503 at once (uvicorn's limit_concurrency).
+    api_max_connections: int = Field(default=1000, ge=2, le=100_000)
     admin_api_key: SecretStr | None = Field(default=None, min_length=16)
     max_payload_bytes: int = Field(default=262_144, ge=2, le=16 * 1024 * 1024)
     # A whole POST /v1/deliveries/batch body (up to 1000 items).

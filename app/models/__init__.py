@@ -2,6 +2,7 @@
 
 from app.models.api_key import ApiKey
 from app.models.attempt import Attempt
+from app.models.console_secret import ConsoleSecret
 from app.models.console_session import ConsoleSession
 from app.models.custody_record import CustodyRecord
 from app.models.delivery import Delivery
@@ -17,6 +18,7 @@ from app.models.tenant import Tenant
 __all__ = [
     "ApiKey",
     "Attempt",
+    "ConsoleSecret",
     "ConsoleSession",
     "CustodyRecord",
     "Delivery",

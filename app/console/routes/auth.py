@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import hmac
-import re
-import secrets
-
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.api.deps import Resources, ResourcesDep
 from app.console.routes.deps import COOKIE, FormDep, ViewerDep, render, same_origin
-from app.console.service import sessions
+from app.console.service import sessions, sign_in_forms
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 SIGN_IN = "/console/sign-in"
 FORM_COOKIE = "herald_console_form"  # the sign-in form's token, beside it in the page
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")  # what secrets.token_urlsafe(32) gives
 
 
 def _back_to(target: str | None) -> str:
@@ -30,10 +25,10 @@ def _back_to(target: str | None) -> str:
 async def sign_in_page(
     request: Request, resources: ResourcesDep, next: str | None = None
 ) -> HTMLResponse:
-    return _sign_in_form(request, resources, next=_back_to(next))
+    return await _sign_in_form(request, resources, next=_back_to(next))
 
 
-def _sign_in_form(
+async def _sign_in_form(
     request: Request,
     resources: Resources,
     *,
@@ -41,12 +36,12 @@ def _sign_in_form(
     error: str | None = None,
     status: int = 200,
 ) -> HTMLResponse:
-    """The sign-in form with a fresh form token, echoed in a cookie only this site can set:
-    a form posted from elsewhere cannot carry both (login CSRF, where an attacker signs the
-    victim in as the attacker), even from a browser that sends no Origin. A token the browser
-    already holds is kept, so a second sign-in tab does not make the first one's form stale."""
-    held = request.cookies.get(FORM_COOKIE, "")
-    token = held if _TOKEN.fullmatch(held) else secrets.token_urlsafe(32)
+    """The sign-in form with its token, echoed in a cookie only this site can set: a form
+    posted from elsewhere cannot carry both (login CSRF, where an attacker signs the victim in
+    as the attacker), even from a browser that sends no Origin. The token is the server's own
+    (app/console/service/sign_in_forms.py); one the browser already holds is kept while it is
+    fresh, so a second sign-in tab does not make the first one's form stale."""
+    token = await sign_in_forms.form_token(resources.sessionmaker, request.cookies.get(FORM_COOKIE))
     page = render(
         request,
         resources,
@@ -55,9 +50,11 @@ def _sign_in_form(
         status_code=status,
         next=next,
         error=error,
-        form_token=token,
+        form_token=token.value,
     )
-    _set_cookie(page, request, resources, FORM_COOKIE, token, max_age=3600, path=SIGN_IN)
+    _set_cookie(
+        page, request, resources, FORM_COOKIE, token.value, max_age=token.seconds_left, path=SIGN_IN
+    )
     return page
 
 
@@ -88,15 +85,16 @@ async def sign_in(request: Request, resources: ResourcesDep) -> Response:
     form = await request.form()
     key, back_to, sent = form.get("key"), form.get("next"), form.get("form_token")
     target = _back_to(back_to if isinstance(back_to, str) else None)
-    kept = request.cookies.get(FORM_COOKIE)
     if not (
-        same_origin(request)
-        and isinstance(sent, str)
-        and kept is not None
-        and hmac.compare_digest(sent.encode(), kept.encode())
+        same_origin(request, resources.settings)
+        and await sign_in_forms.accepts(
+            resources.sessionmaker,
+            sent if isinstance(sent, str) else None,
+            request.cookies.get(FORM_COOKIE),
+        )
     ):
         error = "This sign-in form was stale or came from another site. Sign in here."
-        return _sign_in_form(request, resources, next=target, error=error, status=403)
+        return await _sign_in_form(request, resources, next=target, error=error, status=403)
     signed_in = None
     if isinstance(key, str):
         signed_in = await sessions.sign_in(
@@ -104,7 +102,7 @@ async def sign_in(request: Request, resources: ResourcesDep) -> Response:
         )
     if signed_in is None:
         error = "That key is unknown or revoked. Paste a Herald API key (it starts hrk_)."
-        return _sign_in_form(request, resources, next=target, error=error, status=401)
+        return await _sign_in_form(request, resources, next=target, error=error, status=401)
     previous = request.cookies.get(COOKIE)
     if previous:  # signing in again ends the session this browser had
         await sessions.sign_out(resources.sessionmaker, previous)

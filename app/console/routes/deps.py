@@ -6,15 +6,20 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit
 
+import structlog
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
 from app.api.deps import Resources, ResourcesDep
+from app.config import Settings
 from app.console.service.sessions import Viewer, csrf_ok, viewer_of
 from app.errors import Forbidden
 
+log = structlog.get_logger("herald.console")
+
 COOKIE = "herald_console"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 # Every page: never cached (they show live state, and a rotated secret once), never framed
 # (no clickjacking of its buttons), nothing loaded or posted anywhere but here.
 PAGE_HEADERS = {
@@ -51,20 +56,62 @@ async def get_viewer(request: Request, resources: ResourcesDep) -> Viewer:
 ViewerDep = Annotated[Viewer, Depends(get_viewer)]
 
 
-def same_origin(request: Request) -> bool:
-    """A browser names the page a form came from; it must be this site (a second lock beside
-    the CSRF token, and the only one on the sign-in form, which has no session yet)."""
-    origin = request.headers.get("origin") or request.headers.get("referer")
-    if origin is None:
+Origin = tuple[str, str, int]  # scheme, host, port: what a browser means by an origin
+
+
+def origin_of(url: str) -> Origin | None:
+    """The web origin an Origin or Referer header names; None for anything else ("null", junk,
+    another scheme). The port is spelled out, so http://h and http://h:80 are one origin."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # a port that is no number, or out of range
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]
+
+
+def site_origin(request: Request, settings: Settings) -> Origin | None:
+    """This site's origin as the browser sees it (None: a Host header that names none). Behind
+    a TLS proxy uvicorn is not told to trust (HERALD_CONSOLE_SECURE_COOKIE=always) every request
+    looks like plain HTTP here, yet the browser's pages are HTTPS: the setting says which."""
+    scheme = "https" if settings.console_secure_cookie == "always" else request.url.scheme
+    return origin_of(f"{scheme}://{request.url.netloc}")
+
+
+def same_origin(request: Request, settings: Settings) -> bool:
+    """A browser names the page a form came from; it must be this site -- scheme, host and port
+    (a second lock beside the CSRF token, and the only one on the sign-in form, which has no
+    session yet). The scheme matters: a page served over plain HTTP, which anyone on the path
+    can write, must not post into the HTTPS console of the same host, nor the other way round."""
+    sent = request.headers.get("origin") or request.headers.get("referer")
+    if sent is None:
         return True  # not a browser, or one that says nothing: the token decides
-    return urlsplit(origin).netloc == request.url.netloc
+    theirs, ours = origin_of(sent), site_origin(request, settings)
+    if theirs is None or ours is None:
+        return False
+    if theirs == ("https", *ours[1:]) and ours[0] == "http":
+        # Most likely a proxy ending TLS that this process was not told about: say what to set.
+        log.warning(
+            "console.form_refused",
+            reason="the form came from this site's HTTPS page, but this process sees HTTP",
+            hint="behind a TLS proxy set HERALD_CONSOLE_SECURE_COOKIE=always, "
+            "or let uvicorn trust its X-Forwarded-Proto (FORWARDED_ALLOW_IPS)",
+        )
+    return theirs == ours
 
 
-async def checked_form(request: Request, viewer: ViewerDep) -> dict[str, str]:
+async def checked_form(
+    request: Request, resources: ResourcesDep, viewer: ViewerDep
+) -> dict[str, str]:
     """A state-changing form's fields, once its CSRF token and origin are checked."""
     form = await request.form()
     fields = {k: v for k, v in form.items() if isinstance(v, str)}
-    if not same_origin(request) or not csrf_ok(viewer, fields.get("csrf_token")):
+    if not same_origin(request, resources.settings) or not csrf_ok(
+        viewer, fields.get("csrf_token")
+    ):
         raise Forbidden("this form is stale or was not sent from the console: reload the page")
     return fields
 

@@ -1,0 +1,31 @@
+"""The console's signing keys, one row per purpose, read with the database's clock: every API
+process then agrees both on the key and on the time."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import ConsoleSecret
+
+_READ = text("""
+SELECT secret, floor(extract(epoch FROM now()))::bigint AS now
+  FROM console_secrets
+ WHERE purpose = :purpose
+""")
+
+
+async def read(session: AsyncSession, purpose: str) -> tuple[bytes, int] | None:
+    """The key for ``purpose`` and the database's time in whole seconds; None if none is made."""
+    row = (await session.execute(_READ, {"purpose": purpose})).one_or_none()
+    return None if row is None else (bytes(row.secret), int(row.now))
+
+
+async def create(session: AsyncSession, purpose: str, secret: bytes) -> None:
+    """Stores ``secret`` unless another process stored one first (then theirs stands)."""
+    await session.execute(
+        insert(ConsoleSecret)
+        .values(purpose=purpose, secret=secret)
+        .on_conflict_do_nothing(index_elements=["purpose"])
+    )

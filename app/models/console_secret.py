@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import DateTime, LargeBinary, Text, func
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+
+class ConsoleSecret(Base):
+    """A key the console signs with: made by the first API process that needs it, then read by
+    every process, so that one process checks what another issued (issue 24). Today one row:
+    the sign-in form's tokens (app/console/service/sign_in_forms.py)."""
+
+    __tablename__ = "console_secrets"
+
+    purpose: Mapped[str] = mapped_column(Text, primary_key=True)
+    secret: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

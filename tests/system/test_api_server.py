@@ -1,0 +1,142 @@
+"""`herald api`'s own HTTP server against clients that hold on: connections that send nothing,
+headers sent a byte at a time, header blocks too big or too many, more connections than it
+takes. A real `herald api` process on short clocks, spoken to over raw sockets (the bytes are
+the point: tests/fixtures/raw_http.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+
+import httpx
+import pytest
+
+from tests.fixtures.processes import ApiProcess, start_api, wait_healthy
+from tests.fixtures.raw_http import GET, SAFETY_NET, Connection, problem
+from tests.fixtures.raw_http import connection as raw_connection
+from tests.fixtures.stack import Stack
+from tests.fixtures.waiting import eventually
+
+SHORT_CLOCKS = {
+    "HERALD_API_KEEP_ALIVE_SECONDS": "1",
+    "HERALD_API_HEADER_TIMEOUT_SECONDS": "1",
+}
+
+
+@pytest.fixture(scope="module")
+async def api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ApiProcess]:
+    started = start_api(stack, tmp_path_factory.mktemp("api"), **SHORT_CLOCKS)
+    try:
+        await wait_healthy(started)
+        yield started
+    finally:
+        started.stop()
+
+
+def connection(api: ApiProcess) -> AbstractAsyncContextManager[Connection]:
+    return raw_connection(int(api.base_url.rsplit(":", 1)[1]))
+
+
+async def test_a_connection_that_never_sends_a_request_is_closed(api: ApiProcess) -> None:
+    async with connection(api) as idle:
+        assert await idle.until_closed() == b""  # closed without a word, as uvicorn's keep-alive
+
+
+async def test_an_idle_keep_alive_connection_is_closed_stray_line_ends_or_not(
+    api: ApiProcess,
+) -> None:
+    async with connection(api) as kept:
+        kept.writer.write(GET + b"\r\n")
+        assert (await kept.answer()).startswith(b"HTTP/1.1 200")
+        assert await kept.until_closed() == b""
+    # Line ends between requests begin no request: they do not keep a connection either.
+    async with connection(api) as kept:
+        kept.writer.write(GET + b"\r\n")
+        assert (await kept.answer()).startswith(b"HTTP/1.1 200")
+        sending = asyncio.create_task(kept.trickle(b"\r\n"))
+        assert await kept.until_closed() == b""
+        await sending
+
+
+async def test_headers_sent_a_byte_at_a_time_are_cut_off_with_408(api: ApiProcess) -> None:
+    async with connection(api) as slow:
+        slow.writer.write(GET + b"X-Slow: ")
+        sending = asyncio.create_task(slow.trickle(b"a"))  # a header value that never ends
+        status, body = problem(await slow.until_closed())
+        await sending
+    assert status == 408
+    assert "HERALD_API_HEADER_TIMEOUT_SECONDS" in body["detail"]
+
+
+async def test_an_oversized_header_block_is_refused_with_431(api: ApiProcess) -> None:
+    for oversized, setting in (
+        (b"X-Big: " + b"a" * (2 * 1024 * 1024) + b"\r\n", "HERALD_API_MAX_HEADER_BYTES"),
+        (b"".join(b"X-N%d: 1\r\n" % n for n in range(20_000)), "HERALD_API_MAX_HEADERS"),
+        (b"X-Long: " + b"b" * 70_000 + b"\r\n", "HERALD_API_MAX_HEADER_BYTES"),
+    ):
+        async with connection(api) as greedy:
+            greedy.writer.write(GET + oversized + b"\r\n")
+            sent = asyncio.create_task(greedy.writer.drain())
+            status, body = problem(await greedy.until_closed())
+            await sent  # the server read it all, dropping it, so the answer was not lost
+        assert status == 431, setting
+        assert setting in body["detail"]
+        assert "aaaa" not in body["detail"]  # what was sent is not repeated back
+
+
+async def test_a_header_block_within_the_limits_is_served_however_it_arrives(
+    api: ApiProcess,
+) -> None:
+    # 99 fields and nearly 60 KiB in all, written in small pieces that end mid-field.
+    fields = b"".join(b"X-F%02d: %s\r\n" % (n, b"v" * 590) for n in range(98))
+    request = GET + fields + b"\r\n"
+    assert len(request) < 65_536
+    async with connection(api) as patient:
+        for start in range(0, len(request), 1000):
+            patient.writer.write(request[start : start + 1000])
+            await patient.writer.drain()
+        assert (await patient.answer()).startswith(b"HTTP/1.1 200")
+
+
+async def test_past_its_connection_limit_a_request_is_answered_503(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    api = start_api(
+        stack,
+        tmp_path_factory.mktemp("limited"),
+        HERALD_API_MAX_CONNECTIONS="3",
+        HERALD_API_KEEP_ALIVE_SECONDS="300",
+    )
+    try:
+        await wait_healthy(api)
+        async with (
+            httpx.AsyncClient(base_url=api.base_url) as first,
+            httpx.AsyncClient(base_url=api.base_url) as second,
+        ):
+            # Two connections held open (kept alive after their answers): with the next
+            # one, three are open.
+            assert (await first.get("/healthz")).status_code == 200
+            assert (await second.get("/healthz")).status_code == 200
+            async with httpx.AsyncClient(base_url=api.base_url) as third:
+                refused = await third.get("/healthz")
+            assert refused.status_code == 503
+        # The held connections closed: a new one is served again.
+
+        async def fresh_status() -> int:
+            async with httpx.AsyncClient(base_url=api.base_url) as fresh:
+                return (await fresh.get("/healthz")).status_code
+
+        await eventually(fresh_status, lambda status: status == 200, timeout=SAFETY_NET)
+    finally:
+        api.stop()
+
+
+async def test_a_websocket_upgrade_is_answered_as_plain_http(api: ApiProcess) -> None:
+    # Herald serves no WebSocket (uvicorn runs with ws="none"): no protocol switch happens.
+    async with connection(api) as upgrading:
+        upgrading.writer.write(
+            GET + b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
+        assert (await upgrading.answer()).startswith(b"HTTP/1.1 200")
