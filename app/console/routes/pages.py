@@ -12,6 +12,7 @@ from app.api.deps import ResourcesDep
 from app.console.routes.charts import stacked_bars
 from app.console.routes.deps import ViewerDep, render
 from app.console.routes.filters import FIELDS, dead_filter
+from app.console.routes.formatting import when
 from app.delivery.service import browse, explain
 from app.delivery.service.attempt_stats import outcomes_per_minute
 from app.endpoints.service.endpoints import troubled_endpoints
@@ -96,7 +97,12 @@ async def delivery(
         return render(request, resources, "pick_tenant.html", viewer, status_code=404)
     async with resources.sessionmaker() as session, session.begin():
         detail = await explain.delivery_detail(
-            session, resources.redis, resources.settings, viewer.viewing, delivery_id
+            session,
+            resources.redis,
+            resources.settings,
+            viewer.viewing,
+            delivery_id,
+            write_time=when,  # the why's times read as the page's others do
         )
         attempts = await browse.attempts_of(session, delivery_id, limit=100)
     return render(request, resources, "delivery.html", viewer, d=detail, attempts=attempts)
