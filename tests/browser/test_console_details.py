@@ -1,8 +1,10 @@
 """What the console's pages show besides their figures (issue 24): the why's times written as
-the page's others, what an endpoint receives."""
+the page's others, what an endpoint receives, a delivery's payload (escaped, pretty, bounded,
+the tenant's only)."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import httpx
 from playwright.async_api import BrowserContext, expect
 
+from app.console.routes.payloads import PREVIEW_BYTES
 from tests.fixtures.console import sign_in, tenant_with_key
 from tests.fixtures.processes import ApiProcess
 from tests.fixtures.receiver import Receiver
@@ -88,3 +91,56 @@ async def test_the_endpoints_page_shows_what_each_endpoint_receives(
     await expect(direct.locator(".event-types")).to_have_text(
         "no events, only deliveries sent to it by id"
     )
+
+
+async def test_the_delivery_page_shows_the_payload_escaped_and_pretty_to_its_tenant_only(
+    api: ApiProcess, context: BrowserContext, receiver: Receiver
+) -> None:
+    key = await tenant_with_key(api, "shop")
+    payload = {
+        "order": {"id": "o_42", "lines": [{"sku": "tea", "qty": 2}], "total": 19.9},
+        "note": "</code></pre><img src=x id=injected onerror=alert(1)> café",
+    }
+    delivery_id = await accepted(api, key, receiver, payload)
+    page = await context.new_page()
+    await sign_in(page, api, key, start=f"/console/deliveries/{delivery_id}")
+
+    shown = await page.locator("#payload").inner_text()
+    assert shown == json.dumps(payload, indent=2, ensure_ascii=False)
+    await expect(page.locator("#injected")).to_have_count(0)
+    await expect(page.locator("h2", has_text="Payload")).to_contain_text("pretty-printed")
+    await expect(page.locator("#whole-payload")).to_have_count(0)  # all of it is here
+
+    # Another tenant's session sees neither the page nor the payload's page.
+    other = await context.browser.new_context()  # type: ignore[union-attr]
+    theirs = await other.new_page()
+    await sign_in(theirs, api, await tenant_with_key(api, "other"))
+    for path in ("", "/payload"):
+        refused = await theirs.goto(f"{api.base_url}/console/deliveries/{delivery_id}{path}")
+        assert refused is not None and refused.status == 404
+        assert "o_42" not in await theirs.content()
+    await other.close()
+
+
+async def test_a_large_payload_shows_its_start_and_the_whole_of_it_when_asked(
+    api: ApiProcess, context: BrowserContext, receiver: Receiver
+) -> None:
+    key = await tenant_with_key(api, "shop")
+    payload = {"lines": [{"n": n, "sku": f"sku-{n:06d}", "qty": n % 7} for n in range(6700)]}
+    sent = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    assert len(sent) > 240_000  # near the default 256 KiB limit
+    delivery_id = await accepted(api, key, receiver, payload)
+    page = await context.new_page()
+    await sign_in(page, api, key, start=f"/console/deliveries/{delivery_id}")
+
+    start = await page.locator("#payload").inner_text()
+    assert 0 < len(start.encode()) <= PREVIEW_BYTES and sent.startswith(start)
+    await expect(page.locator("h2", has_text="Payload")).to_contain_text(
+        "its first 16.0 KiB, as sent"
+    )
+    # The page is the size of its preview, not of the payload.
+    assert len((await page.content()).encode()) < 3 * PREVIEW_BYTES
+
+    await page.locator("#whole-payload").click()
+    await expect(page).to_have_url(f"{api.base_url}/console/deliveries/{delivery_id}/payload")
+    assert json.loads(await page.locator("#payload").inner_text()) == payload

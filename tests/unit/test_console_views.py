@@ -1,7 +1,9 @@
-"""The console's pure parts: the chart's geometry, the dead-letter filter, how times read."""
+"""The console's pure parts: the chart's geometry, the dead-letter filter, how times, sizes and
+payloads read."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import UTC, datetime, timedelta
@@ -11,9 +13,11 @@ import pytest
 from app.config import Settings
 from app.console.routes.charts import stacked_bars
 from app.console.routes.filters import dead_filter
-from app.console.routes.formatting import counts, seconds, when
+from app.console.routes.formatting import counts, seconds, size, when
+from app.console.routes.payloads import PREVIEW_BYTES, payload_view
 from app.delivery.service import status
 from app.delivery.service.attempt_stats import MinuteCounts
+from app.delivery.service.intake import encode_payload
 from app.errors import Unprocessable
 from app.models import Delivery, Endpoint
 from app.states import OUTCOMES
@@ -156,3 +160,35 @@ def test_the_delivery_page_writes_the_why_s_times_as_its_other_times(
     # The API keeps ISO 8601 in its words, as in every time field of its JSON.
     api = status.explain(delivery, endpoint, NOW, settings, flow)
     assert moment.isoformat() in str(api.detail)
+
+
+def test_a_whole_payload_is_pretty_printed_without_changing_a_value() -> None:
+    accepted = {"id": "o_42", "total": 0.1 + 0.2, "big": 2**70, "note": "café </pre>"}
+    stored = encode_payload(accepted, limit=PREVIEW_BYTES)
+    view = payload_view(stored, len(stored))
+    assert view.whole and view.pretty and view.size == len(stored)
+    assert view.text == json.dumps(accepted, indent=2, ensure_ascii=False)
+    assert json.loads(view.text) == accepted  # the same value, only laid out
+
+
+def test_a_payload_that_is_not_json_is_shown_as_it_is() -> None:
+    stored = b"not json \xff"
+    view = payload_view(stored, len(stored))
+    assert view.whole and not view.pretty and view.text == "not json \ufffd"
+
+
+def test_the_start_of_a_large_payload_is_shown_as_sent_and_never_split_in_a_character() -> None:
+    head = '{"note":"caf\u00e9'.encode()[:-1]  # cut inside the é's two bytes
+    view = payload_view(head, 200_000)
+    assert not view.whole and not view.pretty and view.size == 200_000
+    assert view.text == '{"note":"caf'
+
+
+def test_sizes_read_as_a_person_would() -> None:
+    assert [size(n) for n in (0, 842, 16 * 1024, 253_522, 3 * 1024 * 1024 // 2)] == [
+        "0 B",
+        "842 B",
+        "16.0 KiB",
+        "247.6 KiB",
+        "1.5 MiB",
+    ]
