@@ -1,6 +1,6 @@
 """What the console's pages show besides their figures (issue 24): the why's times written as
 the page's others, what an endpoint receives, a delivery's payload (escaped, pretty, bounded,
-the tenant's only)."""
+the tenant's only), and an icon on every page."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from playwright.async_api import BrowserContext, expect
+from playwright.async_api import BrowserContext, Response, expect
 
 from app.console.routes.payloads import PREVIEW_BYTES
 from tests.fixtures.console import sign_in, tenant_with_key
@@ -144,3 +144,25 @@ async def test_a_large_payload_shows_its_start_and_the_whole_of_it_when_asked(
     await page.locator("#whole-payload").click()
     await expect(page).to_have_url(f"{api.base_url}/console/deliveries/{delivery_id}/payload")
     assert json.loads(await page.locator("#payload").inner_text()) == payload
+
+
+async def test_every_console_page_has_an_icon_and_the_site_answers_for_one(
+    api: ApiProcess, context: BrowserContext
+) -> None:
+    page = await context.new_page()
+    failed: list[str] = []
+
+    def note(response: Response) -> None:
+        if response.status >= 400:
+            failed.append(f"{response.status} {response.url}")
+
+    page.on("response", note)
+    await page.goto(api.base_url + "/console/sign-in")
+    icon = await page.locator("link[rel=icon]").get_attribute("href")
+    assert icon is not None
+    for path in (icon, "/favicon.ico"):  # the page's, and where a browser looks by itself
+        answer = await page.request.get(api.base_url + path)
+        assert answer.status == 200, path
+        assert answer.headers["content-type"].startswith("image/")
+        assert (await answer.body())[:4] == b"\x00\x00\x01\x00"  # an ICO file
+    assert failed == []
