@@ -1,17 +1,25 @@
-"""The console's pure parts: the chart's geometry, the dead-letter filter, how times read."""
+"""The console's pure parts: the chart's geometry, the dead-letter filter, how times, sizes and
+payloads read."""
 
 from __future__ import annotations
 
+import json
 import math
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.config import Settings
 from app.console.routes.charts import stacked_bars
 from app.console.routes.filters import dead_filter
-from app.console.routes.formatting import counts, seconds, when
+from app.console.routes.formatting import counts, seconds, size, when
+from app.console.routes.payloads import PREVIEW_BYTES, payload_view
+from app.delivery.service import status
 from app.delivery.service.attempt_stats import MinuteCounts
+from app.delivery.service.intake import encode_payload
 from app.errors import Unprocessable
+from app.models import Delivery, Endpoint
 from app.states import OUTCOMES
 
 
@@ -91,3 +99,96 @@ def test_durations_and_times_read_as_a_person_would() -> None:
     assert when(None) == "—"
     assert counts({"enqueued": 3, "repaired": 0, "due_armed": 2}) == "enqueued 3, due armed 2"
     assert counts({}) == "nothing to do"
+
+
+NOW = datetime(2026, 12, 1, 9, 0, 0, 123456, tzinfo=UTC)
+AT = NOW + timedelta(minutes=5, microseconds=654321)  # the moment each explanation names
+LONG_AGO = NOW - timedelta(hours=1, microseconds=1)
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+def _waiting(state: str, **fields: object) -> Delivery:
+    return Delivery(
+        state=state,
+        attempt_count=1,
+        next_attempt_at=fields.pop("next_attempt_at", NOW),
+        enqueued_at=fields.pop("enqueued_at", None),
+        lease_until=fields.pop("lease_until", None),
+    )
+
+
+def _endpoint(paused_until: datetime | None = None) -> Endpoint:
+    return Endpoint(
+        enabled=True,
+        deleted_at=None,
+        paused_until=paused_until,
+        pause_in_force=paused_until is not None,
+        pause_reason="receiver answered 429 with Retry-After",
+    )
+
+
+def _flow(woken_in: float | None) -> status.FlowSnapshot:
+    return status.FlowSnapshot(in_flight=0, max_in_flight=5, next_start_in=0, woken_in=woken_in)
+
+
+@pytest.mark.parametrize(
+    ("delivery", "endpoint", "flow", "moment", "reason"),
+    [
+        (_waiting("leased", lease_until=AT), _endpoint(), None, AT, "in_flight"),
+        (_waiting("leased", lease_until=LONG_AGO), _endpoint(), None, LONG_AGO, "stuck"),
+        (_waiting("enqueued"), _endpoint(paused_until=AT), None, AT, "throttled"),
+        (_waiting("enqueued", next_attempt_at=AT), _endpoint(), None, AT, "scheduled"),
+        (_waiting("enqueued"), _endpoint(), _flow(woken_in=300.654321), AT, "queued"),
+        (_waiting("enqueued", next_attempt_at=LONG_AGO), _endpoint(), _flow(None), LONG_AGO,
+         "stuck"),
+        (_waiting("enqueued", next_attempt_at=LONG_AGO, enqueued_at=LONG_AGO), _endpoint(),
+         None, LONG_AGO, "stuck"),
+        (_waiting("pending", next_attempt_at=LONG_AGO), _endpoint(), None, LONG_AGO, "stuck"),
+    ],
+)  # fmt: skip
+def test_the_delivery_page_writes_the_why_s_times_as_its_other_times(
+    delivery: Delivery,
+    endpoint: Endpoint,
+    flow: status.FlowSnapshot | None,
+    moment: datetime,
+    reason: str,
+) -> None:
+    settings = Settings()
+    why = status.explain(delivery, endpoint, NOW, settings, flow, write_time=when)
+    assert why.reason == reason and why.detail is not None
+    assert when(moment) in why.detail and not ISO_TIME.search(why.detail)
+    # The API keeps ISO 8601 in its words, as in every time field of its JSON.
+    api = status.explain(delivery, endpoint, NOW, settings, flow)
+    assert moment.isoformat() in str(api.detail)
+
+
+def test_a_whole_payload_is_pretty_printed_without_changing_a_value() -> None:
+    accepted = {"id": "o_42", "total": 0.1 + 0.2, "big": 2**70, "note": "café </pre>"}
+    stored = encode_payload(accepted, limit=PREVIEW_BYTES)
+    view = payload_view(stored, len(stored))
+    assert view.whole and view.pretty and view.size == len(stored)
+    assert view.text == json.dumps(accepted, indent=2, ensure_ascii=False)
+    assert json.loads(view.text) == accepted  # the same value, only laid out
+
+
+def test_a_payload_that_is_not_json_is_shown_as_it_is() -> None:
+    stored = b"not json \xff"
+    view = payload_view(stored, len(stored))
+    assert view.whole and not view.pretty and view.text == "not json \ufffd"
+
+
+def test_the_start_of_a_large_payload_is_shown_as_sent_and_never_split_in_a_character() -> None:
+    head = '{"note":"caf\u00e9'.encode()[:-1]  # cut inside the é's two bytes
+    view = payload_view(head, 200_000)
+    assert not view.whole and not view.pretty and view.size == 200_000
+    assert view.text == '{"note":"caf'
+
+
+def test_sizes_read_as_a_person_would() -> None:
+    assert [size(n) for n in (0, 842, 16 * 1024, 253_522, 3 * 1024 * 1024 // 2)] == [
+        "0 B",
+        "842 B",
+        "16.0 KiB",
+        "247.6 KiB",
+        "1.5 MiB",
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
@@ -26,6 +26,13 @@ def install(app: FastAPI) -> None:
     for module in (auth, pages, actions, endpoints):
         app.include_router(module.router)
     app.mount("/console/static", StaticFiles(directory=_HERE / "static"), name="console-static")
+
+    # Where a browser looks for an icon by itself, on a page that names none (/docs, a JSON
+    # answer opened in a tab): the console's, rather than a 404 in every such page's log.
+    async def favicon() -> FileResponse:
+        return FileResponse(_HERE / "static" / "favicon.ico")
+
+    app.add_api_route("/favicon.ico", favicon, methods=["GET"], include_in_schema=False)
     app.add_exception_handler(SignInNeeded, sign_in_redirect)
 
     async def herald_error(request: Request, exc: Exception) -> Response:

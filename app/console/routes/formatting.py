@@ -30,4 +30,13 @@ def counts(value: dict[str, Any] | None) -> str:
     return ", ".join(shown) or "nothing to do"
 
 
-FILTERS = {"seconds": seconds, "when": when, "counts": counts}
+def size(value: int) -> str:
+    """Bytes as a person reads them: 842 B, 16.0 KiB, 1.5 MiB."""
+    if value < 1024:
+        return f"{value} B"
+    if value < 1024 * 1024:
+        return f"{value / 1024:.1f} KiB"
+    return f"{value / (1024 * 1024):.1f} MiB"
+
+
+FILTERS = {"seconds": seconds, "when": when, "counts": counts, "size": size}

@@ -12,7 +12,9 @@ from app.api.deps import ResourcesDep
 from app.console.routes.charts import stacked_bars
 from app.console.routes.deps import ViewerDep, render
 from app.console.routes.filters import FIELDS, dead_filter
-from app.delivery.service import browse, explain
+from app.console.routes.formatting import when
+from app.console.routes.payloads import PREVIEW_BYTES, payload_view
+from app.delivery.service import browse, explain, readback
 from app.delivery.service.attempt_stats import outcomes_per_minute
 from app.endpoints.service.endpoints import troubled_endpoints
 from app.errors import Forbidden
@@ -96,10 +98,47 @@ async def delivery(
         return render(request, resources, "pick_tenant.html", viewer, status_code=404)
     async with resources.sessionmaker() as session, session.begin():
         detail = await explain.delivery_detail(
-            session, resources.redis, resources.settings, viewer.viewing, delivery_id
+            session,
+            resources.redis,
+            resources.settings,
+            viewer.viewing,
+            delivery_id,
+            write_time=when,  # the why's times read as the page's others do
         )
         attempts = await browse.attempts_of(session, delivery_id, limit=100)
-    return render(request, resources, "delivery.html", viewer, d=detail, attempts=attempts)
+        sent = await readback.payload_head(
+            session, viewer.viewing, detail.event_id, most=PREVIEW_BYTES
+        )
+    return render(
+        request,
+        resources,
+        "delivery.html",
+        viewer,
+        d=detail,
+        attempts=attempts,
+        payload=payload_view(sent.head, sent.size),
+        preview_bytes=PREVIEW_BYTES,
+    )
+
+
+@router.get("/deliveries/{delivery_id}/payload", response_class=HTMLResponse)
+async def delivery_payload(
+    request: Request, resources: ResourcesDep, viewer: ViewerDep, delivery_id: str
+) -> HTMLResponse:
+    """All of a payload the delivery page shows only the start of (asked for, never live)."""
+    if viewer.viewing is None:
+        return render(request, resources, "pick_tenant.html", viewer, status_code=404)
+    async with resources.sessionmaker() as session, session.begin():
+        delivery = await browse.find_delivery(session, viewer.viewing, delivery_id)
+        sent = await readback.payload_head(session, viewer.viewing, delivery.event_id, most=None)
+    return render(
+        request,
+        resources,
+        "payload.html",
+        viewer,
+        d=delivery,
+        payload=payload_view(sent.head, sent.size),
+    )
 
 
 @router.get("/search", response_class=HTMLResponse)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sqlalchemy import insert, select
+from sqlalchemy import LargeBinary, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id
@@ -42,3 +42,20 @@ async def owner_of(session: AsyncSession, event_id: str) -> str | None:
         return None
     query = select(Event.tenant_id).where(Event.id == event_id)
     return (await session.execute(query)).scalar_one_or_none()
+
+
+async def payload_head(
+    session: AsyncSession, tenant_id: str, event_id: str, most: int | None
+) -> tuple[bytes, int] | None:
+    """The first ``most`` bytes of the event's payload (all of it when None) and its size in
+    bytes, cut in the database so that a large payload is never read whole for a glimpse."""
+    if not is_id(event_id):
+        return None
+    head = (
+        Event.payload if most is None else func.substring(Event.payload, 1, most, type_=LargeBinary)
+    )
+    query = select(head, func.octet_length(Event.payload)).where(
+        Event.id == event_id, Event.tenant_id == tenant_id
+    )
+    row = (await session.execute(query)).one_or_none()
+    return None if row is None else (bytes(row[0]), int(row[1]))

@@ -22,8 +22,16 @@ from app.states import DeliveryState
 
 
 async def delivery_detail(
-    session: AsyncSession, redis: ArqRedis, settings: Settings, tenant_id: str, delivery_id: str
+    session: AsyncSession,
+    redis: ArqRedis,
+    settings: Settings,
+    tenant_id: str,
+    delivery_id: str,
+    *,
+    write_time: status.TimeWriter = datetime.isoformat,
 ) -> DeliveryDetail:
+    """The delivery, why it is where it is and its timeline; ``write_time`` writes the moments
+    in the why (the API's ISO 8601 unless a page writes times its own way)."""
     delivery = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
     if delivery is None:
         raise NotFound(f"delivery {delivery_id} not found")
@@ -38,7 +46,7 @@ async def delivery_detail(
     waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
     if delivery.state in waiting and delivery.next_attempt_at <= now:
         flow = await _destination_now(redis, settings, endpoint)
-    why = status.explain(delivery, endpoint, now, settings, flow)
+    why = status.explain(delivery, endpoint, now, settings, flow, write_time=write_time)
     # A cut list hides attempts or dead steps: claim numbers past what is shown are not guessed.
     story = status.timeline(
         delivery,

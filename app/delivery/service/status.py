@@ -3,6 +3,7 @@ custody timeline. Pure: the caller fetches the facts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -20,6 +21,11 @@ class FlowSnapshot:
     max_in_flight: int  # 0: no ceiling
     next_start_in: float  # seconds until the start-rate ceiling admits the next start
     woken_in: float | None = None  # seconds until its destination's wake-up; None: it has none
+
+
+# How an explanation writes a moment: the API as ISO 8601, like every time in its JSON; the
+# console as its pages write every other time (app/console/routes/formatting.py).
+TimeWriter = Callable[[datetime], str]
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,8 @@ def explain(
     now: datetime,
     settings: Settings,
     flow: FlowSnapshot | None,
+    *,
+    write_time: TimeWriter = datetime.isoformat,
 ) -> Explanation:
     state = DeliveryState(delivery.state)
     if state is DeliveryState.SUCCEEDED:
@@ -59,9 +67,9 @@ def explain(
             return Explanation(
                 "in_flight",
                 f"attempt {delivery.attempt_count} under way (lease until "
-                f"{delivery.lease_until.isoformat()})",
+                f"{write_time(delivery.lease_until)})",
             )
-        expired = delivery.lease_until.isoformat()
+        expired = write_time(delivery.lease_until)
         return Explanation(
             "stuck",
             f"its worker stopped: the lease expired at {expired}; the next claim at "
@@ -72,20 +80,24 @@ def explain(
     if paused_until is not None and paused_until > due:
         return Explanation(
             "throttled",
-            f"destination paused until {paused_until.isoformat()}: {endpoint.pause_reason}",
+            f"destination paused until {write_time(paused_until)}: {endpoint.pause_reason}",
         )
     if due > now:
-        return Explanation("scheduled", f"next attempt at {due.isoformat()}")
-    return _due_now(delivery, now, settings, flow)
+        return Explanation("scheduled", f"next attempt at {write_time(due)}")
+    return _due_now(delivery, now, settings, flow, write_time)
 
 
 def _due_now(
-    delivery: Delivery, now: datetime, settings: Settings, flow: FlowSnapshot | None
+    delivery: Delivery,
+    now: datetime,
+    settings: Settings,
+    flow: FlowSnapshot | None,
+    write_time: TimeWriter,
 ) -> Explanation:
     """A due delivery waits for its destination's wake-up. Parked by policy is `throttled`,
     never `stuck`: only a destination with no wake-up at all is (what reconcile repairs)."""
     if flow is None:
-        return _due_without_redis(delivery, now, settings)
+        return _due_without_redis(delivery, now, settings, write_time)
     if flow.max_in_flight and flow.in_flight >= flow.max_in_flight:
         return Explanation(
             "throttled",
@@ -97,7 +109,7 @@ def _due_now(
     if flow.woken_in is not None and flow.woken_in > WAKE_SLACK_SECONDS:
         # Set for later than the delivery is due: told with its time, so that a destination
         # parked longer than its gate needs is visible, not hidden behind "queued".
-        at = (now + timedelta(seconds=flow.woken_in)).isoformat()
+        at = write_time(now + timedelta(seconds=flow.woken_in))
         return Explanation("queued", f"due; its destination's next wake-up is at {at}")
     if flow.woken_in is not None:
         return Explanation("queued", "due; its destination is queued for a worker")
@@ -105,7 +117,7 @@ def _due_now(
     if now - due > timedelta(seconds=settings.reconcile_grace_seconds):
         return Explanation(
             "stuck",
-            f"due since {due.isoformat()} and its destination has no wake-up (lost "
+            f"due since {write_time(due)} and its destination has no wake-up (lost "
             "with Redis?); the next reconcile run arms it again",
         )
     return Explanation("queued", "due; waiting for a worker")
@@ -115,7 +127,9 @@ def _due_now(
 WAKE_SLACK_SECONDS = 10.0
 
 
-def _due_without_redis(delivery: Delivery, now: datetime, settings: Settings) -> Explanation:
+def _due_without_redis(
+    delivery: Delivery, now: datetime, settings: Settings, write_time: TimeWriter
+) -> Explanation:
     """Redis cannot say whether the destination has a wake-up: judged by how long the delivery
     has waited. A published one gets ENQUEUED_STALE_SECONDS (its destination may be parked by
     a gate that Redis also cannot show), an unpublished one RECONCILE_GRACE_SECONDS."""
@@ -125,14 +139,14 @@ def _due_without_redis(delivery: Delivery, now: datetime, settings: Settings) ->
         if now - waiting_since > timedelta(seconds=settings.enqueued_stale_seconds):
             return Explanation(
                 "stuck",
-                f"due since {waiting_since.isoformat()} and not picked up; Redis cannot "
+                f"due since {write_time(waiting_since)} and not picked up; Redis cannot "
                 "say whether its destination has a wake-up (the next reconcile run arms it "
                 "again if not)",
             )
     elif now - due > timedelta(seconds=settings.reconcile_grace_seconds):
         return Explanation(
             "stuck",
-            f"due since {due.isoformat()} and not handed to Redis; the next reconcile "
+            f"due since {write_time(due)} and not handed to Redis; the next reconcile "
             "run arms its destination",
         )
     return Explanation("queued", "due; waiting for a worker (Redis cannot say more now)")

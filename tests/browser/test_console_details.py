@@ -1,0 +1,168 @@
+"""What the console's pages show besides their figures (issue 24): the why's times written as
+the page's others, what an endpoint receives, a delivery's payload (escaped, pretty, bounded,
+the tenant's only), and an icon on every page."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from playwright.async_api import BrowserContext, Response, expect
+
+from app.console.routes.payloads import PREVIEW_BYTES
+from tests.fixtures.console import sign_in, tenant_with_key
+from tests.fixtures.processes import ApiProcess
+from tests.fixtures.receiver import Receiver
+
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+async def accepted(
+    api: ApiProcess, key: str, receiver: Receiver, payload: dict[str, Any], **intent: Any
+) -> str:
+    """A delivery of ``payload`` to a new endpoint, accepted and left for a worker (none runs)."""
+    tenant = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=api.base_url, headers=tenant) as http:
+        endpoint = await http.post("/v1/endpoints", json={"url": receiver.url("/hook")})
+        answer = await http.post(
+            "/v1/deliveries",
+            json={
+                "endpoint_id": endpoint.json()["id"],
+                "event_type": "order.paid",
+                "payload": payload,
+                **intent,
+            },
+        )
+    assert answer.status_code == 202, answer.text
+    delivery_id: str = answer.json()["id"]
+    return delivery_id
+
+
+async def test_the_why_of_a_delivery_writes_its_time_as_the_page_writes_times(
+    api: ApiProcess, context: BrowserContext, receiver: Receiver
+) -> None:
+    key = await tenant_with_key(api, "shop")
+    later = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    delivery_id = await accepted(api, key, receiver, {"order": 42}, deliver_after=later)
+    page = await context.new_page()
+    await sign_in(page, api, key, start=f"/console/deliveries/{delivery_id}")
+
+    next_attempt = await page.locator(".facts dt:text-is('Next attempt') + dd").inner_text()
+    assert next_attempt.endswith(" UTC")
+    why = page.locator("#why")
+    await expect(why).to_have_text(f"scheduled: next attempt at {next_attempt}")
+    assert not ISO_TIME.search(await why.inner_text())
+
+
+async def test_the_endpoints_page_shows_what_each_endpoint_receives(
+    api: ApiProcess, context: BrowserContext, receiver: Receiver
+) -> None:
+    key = await tenant_with_key(api, "shop")
+    picky = {
+        "url": receiver.url("/billing"),
+        "description": "Billing <b>ledger</b> sync",
+        "event_types": ["invoice.*", "order.paid"],
+        "filter": 'payload.amount > 100 && payload.currency == "EUR"',
+    }
+    async with httpx.AsyncClient(
+        base_url=api.base_url, headers={"Authorization": f"Bearer {key}"}
+    ) as http:
+        made = [
+            (await http.post("/v1/endpoints", json=spec)).json()["id"]
+            for spec in (
+                picky,
+                {"url": receiver.url("/all")},
+                {"url": receiver.url("/direct"), "event_types": []},
+            )
+        ]
+    page = await context.new_page()
+    await sign_in(page, api, key, start="/console/endpoints")
+
+    billing, every, direct = (page.locator(f"tr[data-endpoint='{e}']") for e in made)
+    await expect(billing).to_contain_text("Billing <b>ledger</b> sync")  # as text, escaped
+    await expect(billing.locator("b")).to_have_count(0)
+    await expect(billing.locator(".event-types")).to_have_text("invoice.*, order.paid")
+    await expect(billing.locator(".receives")).to_contain_text(f"where {picky['filter']}")
+    await expect(every.locator(".event-types")).to_have_text("every event type")
+    await expect(every.locator(".receives")).to_contain_text("no filter")
+    await expect(direct.locator(".event-types")).to_have_text(
+        "no events, only deliveries sent to it by id"
+    )
+
+
+async def test_the_delivery_page_shows_the_payload_escaped_and_pretty_to_its_tenant_only(
+    api: ApiProcess, context: BrowserContext, receiver: Receiver
+) -> None:
+    key = await tenant_with_key(api, "shop")
+    payload = {
+        "order": {"id": "o_42", "lines": [{"sku": "tea", "qty": 2}], "total": 19.9},
+        "note": "</code></pre><img src=x id=injected onerror=alert(1)> café",
+    }
+    delivery_id = await accepted(api, key, receiver, payload)
+    page = await context.new_page()
+    await sign_in(page, api, key, start=f"/console/deliveries/{delivery_id}")
+
+    shown = await page.locator("#payload").inner_text()
+    assert shown == json.dumps(payload, indent=2, ensure_ascii=False)
+    await expect(page.locator("#injected")).to_have_count(0)
+    await expect(page.locator("h2", has_text="Payload")).to_contain_text("pretty-printed")
+    await expect(page.locator("#whole-payload")).to_have_count(0)  # all of it is here
+
+    # Another tenant's session sees neither the page nor the payload's page.
+    other = await context.browser.new_context()  # type: ignore[union-attr]
+    theirs = await other.new_page()
+    await sign_in(theirs, api, await tenant_with_key(api, "other"))
+    for path in ("", "/payload"):
+        refused = await theirs.goto(f"{api.base_url}/console/deliveries/{delivery_id}{path}")
+        assert refused is not None and refused.status == 404
+        assert "o_42" not in await theirs.content()
+    await other.close()
+
+
+async def test_a_large_payload_shows_its_start_and_the_whole_of_it_when_asked(
+    api: ApiProcess, context: BrowserContext, receiver: Receiver
+) -> None:
+    key = await tenant_with_key(api, "shop")
+    payload = {"lines": [{"n": n, "sku": f"sku-{n:06d}", "qty": n % 7} for n in range(6700)]}
+    sent = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    assert len(sent) > 240_000  # near the default 256 KiB limit
+    delivery_id = await accepted(api, key, receiver, payload)
+    page = await context.new_page()
+    await sign_in(page, api, key, start=f"/console/deliveries/{delivery_id}")
+
+    start = await page.locator("#payload").inner_text()
+    assert 0 < len(start.encode()) <= PREVIEW_BYTES and sent.startswith(start)
+    await expect(page.locator("h2", has_text="Payload")).to_contain_text(
+        "its first 16.0 KiB, as sent"
+    )
+    # The page is the size of its preview, not of the payload.
+    assert len((await page.content()).encode()) < 3 * PREVIEW_BYTES
+
+    await page.locator("#whole-payload").click()
+    await expect(page).to_have_url(f"{api.base_url}/console/deliveries/{delivery_id}/payload")
+    assert json.loads(await page.locator("#payload").inner_text()) == payload
+
+
+async def test_every_console_page_has_an_icon_and_the_site_answers_for_one(
+    api: ApiProcess, context: BrowserContext
+) -> None:
+    page = await context.new_page()
+    failed: list[str] = []
+
+    def note(response: Response) -> None:
+        if response.status >= 400:
+            failed.append(f"{response.status} {response.url}")
+
+    page.on("response", note)
+    await page.goto(api.base_url + "/console/sign-in")
+    icon = await page.locator("link[rel=icon]").get_attribute("href")
+    assert icon is not None
+    for path in (icon, "/favicon.ico"):  # the page's, and where a browser looks by itself
+        answer = await page.request.get(api.base_url + path)
+        assert answer.status == 200, path
+        assert answer.headers["content-type"].startswith("image/")
+        assert (await answer.body())[:4] == b"\x00\x00\x01\x00"  # an ICO file
+    assert failed == []
