@@ -217,7 +217,7 @@ class Gate:
         keys = flow_keys(grant.endpoint_id)
         try:
             waiting = await self._return_unused(
-                keys=[keys.tat, keys.slots, keys.probe, keys.waiting],
+                keys=[keys.tat, keys.slots, keys.probe, keys.waiting, keys.tat_by],
                 args=[grant.grant_id, max(0, used), grant.count, grant._tat, grant._interval_us],
             )
         except Exception as exc:
