@@ -41,6 +41,10 @@ MAX_INTERVAL_US = 2**50
 # fast destination busy between two grants, short enough that a batch is soon sent.
 RATE_HORIZON_US = 1_000_000
 
+# However short the interval, a start may begin this late after its slot: an event loop is
+# never more punctual than that, and a stricter rule would give back most starts.
+LATE_START_FLOOR_SECONDS = 0.02
+
 
 def start_interval_us(rate_per_second: float) -> int:
     """Whole microseconds between starts at ``rate_per_second`` (0: no ceiling). Rounded up,
@@ -48,6 +52,24 @@ def start_interval_us(rate_per_second: float) -> int:
     if rate_per_second <= 0:
         return 0
     return min(math.ceil(1_000_000 / rate_per_second), MAX_INTERVAL_US)
+
+
+def late_start_allowed(interval: float) -> float:
+    """How long after its slot a start ``interval`` seconds from the next may still begin:
+    half an interval, and never less than LATE_START_FLOOR_SECONDS. Less than a whole
+    interval, so that a late start cannot land on the next one's slot; the half left over is
+    room for the way to the receiver."""
+    return max(LATE_START_FLOOR_SECONDS, interval / 2)
+
+
+def start_burst(interval: float) -> float:
+    """The burst B of a rate ceiling with starts ``interval`` seconds apart (R = 1/interval):
+    at most floor(R·W + B) starts begin in any window of W seconds. Slots are a whole
+    interval apart on Redis's clock, across grants too, and each start begins within
+    ``late_start_allowed`` of its slot, so B = 1 + allowed/interval = max(1.5, 1 + R/50).
+    Below 50/s that is R·W + 1 in any window where R·W is whole (21 in any second at 20/s);
+    at 1000/s, B = 21."""
+    return 1 + late_start_allowed(interval) / interval
 
 
 def _mark(flag: bytes | str) -> str:
@@ -71,10 +93,10 @@ class Policy:
 class Grant:
     """Starts one caller may make to one destination now. Start i (0 <= i < count) holds
     in-flight slot ``slot(i)`` until its outcome is recorded, and may begin ``start_offset(i)``
-    seconds after the grant came back: never early, since the offsets count (on Redis's clock)
-    from when the script ran. Consecutive starts are a whole interval apart, across grants too,
-    so starts that each begin at their offset, late by less than one interval (the reply's
-    own time included), keep to R+1 in any second."""
+    seconds after the script ran (on Redis's clock): never earlier, and no later than
+    ``late_start`` after that -- a start that cannot is given back unsent. Consecutive starts
+    are a whole interval apart, across grants too, so starts that keep to their windows keep
+    to the ceiling's bound (``start_burst``)."""
 
     endpoint_id: str
     grant_id: str
@@ -90,6 +112,11 @@ class Grant:
 
     def start_offset(self, i: int) -> float:
         return self.first_start_in + i * self.interval
+
+    @property
+    def late_start(self) -> float:
+        """How late after its slot a start of this grant may still begin (rate ceiling only)."""
+        return late_start_allowed(self.interval)
 
     def slot(self, i: int) -> str:
         return f"{self.grant_id}:{i}"
