@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.flow.service.gate import start_burst, start_interval_us
+from app.flow.service.rates import start_burst, start_interval_us
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.processes import running_workers
 from tests.fixtures.receiver import Receiver, Reply
