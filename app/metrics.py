@@ -31,7 +31,8 @@ LEASES_LOST = Counter(
 )
 LEASES_GIVEN_BACK = Counter(
     "herald_leases_given_back",
-    "Leases given back unused: too little was left of them to send on (a late claim, a stall)",
+    "Leases given back unsent: too little left of them to send on, or a start that missed its"
+    " window in the rate (a late claim, a stall)",
 )
 RECONCILE_RUNS = Counter("herald_reconcile_runs", "Reconcile runs finished, by status", ["status"])
 RECONCILE_ROWS = Counter(

@@ -239,6 +239,38 @@ async def test_return_unused_moves_the_rate_back_only_when_no_grant_came_after(
     }
 
 
+async def test_a_grant_handed_back_twice_never_pulls_the_rate_under_a_later_grant(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    # The pump hands a grant back twice when its capacity fell short (before the claim) and the
+    # claim then found fewer rows still. A later grant that fills exactly what the first hand-
+    # back freed stores the very tat the first grant had stored.
+    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=100)
+    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    gate = Gate(settings, create_sessionmaker(engine), redis)
+    interval_us = 100_000
+
+    first = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    start_0 = int(await flow_key(redis, endpoint_id, "tat") or 0) - 5 * interval_us
+    await gate.return_unused(first, used=3)
+    later = await gate.grant(endpoint_id, tenant_id=tenant_id, want=2)
+    assert later.count == 2
+    later_tat = int(await flow_key(redis, endpoint_id, "tat") or 0)
+    assert later_tat == start_0 + 5 * interval_us  # the later grant's starts are 3 and 4
+    await gate.return_unused(first, used=1)
+
+    # Start 1 and 2 of the first grant are free again, but the later grant's are not: the next
+    # grant starts after them.
+    assert int(await flow_key(redis, endpoint_id, "tat") or 0) == later_tat
+    next_grant = await gate.grant(endpoint_id, tenant_id=tenant_id, want=1)
+    next_start = int(await flow_key(redis, endpoint_id, "tat") or 0) - interval_us
+    assert next_grant.count == 1 and next_start >= start_0 + 5 * interval_us
+
+
 async def test_half_open_grants_one_probe_at_a_time(
     client: httpx.AsyncClient,
     tenant: dict[str, str],

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.ids import new_id
 from tests.fixtures.api import new_endpoint, post_deliveries
-from tests.fixtures.processes import running_worker
+from tests.fixtures.processes import running_worker, running_workers
 from tests.fixtures.receiver import Receiver, Reply
 from tests.fixtures.recovery import states
 from tests.fixtures.stack import Stack
@@ -36,10 +36,9 @@ async def test_rate_and_in_flight_ceilings_hold_across_two_workers(
     # Generous timeouts: on a starved machine a 0.4 s answer can take over the usual 1.5 s, and
     # its (correct) retry would be a second arrival that this test is not about.
     patient = {"HERALD_REQUEST_TIMEOUT_SECONDS": "10", "HERALD_LEASE_SECONDS": "20"}
-    with (
-        running_worker(stack, tmp_path / "a.log", **patient),
-        running_worker(stack, tmp_path / "b.log", **patient),
-    ):
+    # Started side by side without blocking this event loop: the receiver runs in it, and
+    # requests held back while it waited for the second worker would arrive bunched.
+    async with running_workers(stack, [tmp_path / "a.log", tmp_path / "b.log"], **patient):
 
         async def all_delivered() -> bool:
             return set((await states(engine, ids)).values()) == {"succeeded"}

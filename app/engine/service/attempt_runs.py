@@ -31,11 +31,6 @@ from app.logs import log_failure
 
 log = structlog.get_logger("herald.delivery")
 
-# A rate-limited start later than its slot by more than one interval, or than this (an event
-# loop is never that punctual), is given back: starts delayed by a stall must not bunch up and
-# break the ceiling. So at most R·(1 + this) + 1 starts fall in any second.
-LATE_START_SECONDS = 0.02
-
 
 @dataclass(frozen=True)
 class StartWindow:
@@ -47,9 +42,12 @@ class StartWindow:
     grant: Grant
 
     def start(self, i: int) -> tuple[float, float]:
-        """The earliest and the latest moment start i can have been scheduled for."""
+        """When start i may begin (rate ceiling): not before the latest moment its slot can
+        be, not after the grant's allowance past the earliest. Both bounds hold whenever in
+        between the gate decided, so a slow answer from Redis narrows the window, never
+        moves it past the slot."""
         offset = self.grant.start_offset(i)
-        return self.asked_at + offset, self.answered_at + offset
+        return self.answered_at + offset, self.asked_at + offset + self.grant.late_start
 
 
 class AttemptRuns:
@@ -132,18 +130,17 @@ class AttemptRuns:
         if refusal is not None:
             return Ended(claimed, refusal, None, lease_ends)
         if grant.interval > 0:
-            # Each start keeps to its own slot in the rate: never before it (counted from the
-            # latest moment the gate can have decided), and given back rather than bunched
-            # with the next when it could not start within it (counted from the earliest).
-            earliest, latest = window.start(i)
-            if latest > clock.time():
-                await asyncio.sleep(latest - clock.time())
+            # Each start keeps to its own window in the rate: never before its slot, and given
+            # back rather than sent on top of the next start when it could not begin in time.
+            not_before, not_after = window.start(i)
+            if not_before > clock.time():
+                await asyncio.sleep(not_before - clock.time())
                 # Waited for its slot: its producer may have cancelled it meanwhile, and a
                 # cancel answered before the request left must keep it from leaving.
                 async with single_statements(self._sessionmaker) as connection:
                     if not await delivery_leases.still_held(connection, claimed.id, claimed.token):
                         return "delivery.not_held_at_start"
-            if clock.time() - earliest > max(grant.interval, LATE_START_SECONDS):
+            if clock.time() > not_after:
                 return "delivery.start_slot_missed"
         if lease_ends - clock.time() < self._settings.lease_left_to_send:
             return "delivery.lease_too_short"

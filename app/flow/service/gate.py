@@ -14,7 +14,6 @@ slots are leases that expire by themselves, so a dead worker's slot frees itself
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 import uuid
 from collections.abc import Sequence
@@ -29,25 +28,14 @@ from app.delivery.service.status import FlowSnapshot
 from app.endpoints.service import endpoints
 from app.flow.service import gate_scripts as flow_scripts
 from app.flow.service.gate_scripts import flow_keys
+from app.flow.service.rates import late_start_allowed, start_interval_us
 from app.flow.service.wakeups import Arm, Wakeups
 
 log = structlog.get_logger("herald.flow")
 
-# Slower than one start in 35 years counts as one start in 35 years: it keeps every time in
-# the scripts under 2**53 µs, where doubles are exact.
-MAX_INTERVAL_US = 2**50
-
 # A batch grant schedules starts up to this far ahead on the rate ceiling: enough to keep a
 # fast destination busy between two grants, short enough that a batch is soon sent.
 RATE_HORIZON_US = 1_000_000
-
-
-def start_interval_us(rate_per_second: float) -> int:
-    """Whole microseconds between starts at ``rate_per_second`` (0: no ceiling). Rounded up,
-    so the rate is never exceeded: at most one microsecond per start slower than asked."""
-    if rate_per_second <= 0:
-        return 0
-    return min(math.ceil(1_000_000 / rate_per_second), MAX_INTERVAL_US)
 
 
 def _mark(flag: bytes | str) -> str:
@@ -71,10 +59,10 @@ class Policy:
 class Grant:
     """Starts one caller may make to one destination now. Start i (0 <= i < count) holds
     in-flight slot ``slot(i)`` until its outcome is recorded, and may begin ``start_offset(i)``
-    seconds after the grant came back: never early, since the offsets count (on Redis's clock)
-    from when the script ran. Consecutive starts are a whole interval apart, across grants too,
-    so starts that each begin at their offset, late by less than one interval (the reply's
-    own time included), keep to R+1 in any second."""
+    seconds after the script ran (on Redis's clock): never earlier, and no later than
+    ``late_start`` after that -- a start that cannot is given back unsent. Consecutive starts
+    are a whole interval apart, across grants too, so starts that keep to their windows keep
+    to the ceiling's bound (``start_burst``)."""
 
     endpoint_id: str
     grant_id: str
@@ -90,6 +78,11 @@ class Grant:
 
     def start_offset(self, i: int) -> float:
         return self.first_start_in + i * self.interval
+
+    @property
+    def late_start(self) -> float:
+        """How late after its slot a start of this grant may still begin (rate ceiling only)."""
+        return late_start_allowed(self.interval)
 
     def slot(self, i: int) -> str:
         return f"{self.grant_id}:{i}"
@@ -217,7 +210,7 @@ class Gate:
         keys = flow_keys(grant.endpoint_id)
         try:
             waiting = await self._return_unused(
-                keys=[keys.tat, keys.slots, keys.probe, keys.waiting],
+                keys=[keys.tat, keys.slots, keys.probe, keys.waiting, keys.tat_by],
                 args=[grant.grant_id, max(0, used), grant.count, grant._tat, grant._interval_us],
             )
         except Exception as exc:

@@ -18,6 +18,9 @@ class FlowKeys(NamedTuple):
     probe: str  # the grant id of the half-open breaker's single probe (PX)
     # "<caller's mark>|<grant id>": work found no slot (or the probe busy); a release wakes it
     waiting: str
+    # "<grant id> <tat>": the grant that last moved tat, and the tat it left there. Only that
+    # grant may move tat back, and only from there (see RETURN_UNUSED).
+    tat_by: str
 
 
 def flow_keys(endpoint_id: str) -> FlowKeys:
@@ -25,11 +28,16 @@ def flow_keys(endpoint_id: str) -> FlowKeys:
     # The start rate's key was ":rate" while it held milliseconds; a new name, so that workers
     # of both versions side by side during an upgrade never read each other's unit.
     return FlowKeys(
-        f"{base}:pause", f"{base}:tat", f"{base}:slots", f"{base}:probe", f"{base}:waiting"
+        f"{base}:pause",
+        f"{base}:tat",
+        f"{base}:slots",
+        f"{base}:probe",
+        f"{base}:waiting",
+        f"{base}:tat_by",
     )
 
 
-# KEYS: pause, tat, slots, probe, waiting (FlowKeys order)
+# KEYS: pause, tat, slots, probe, waiting, tat_by (FlowKeys order)
 # ARGV: 1 start interval in whole µs (0: no rate), 2 max in flight (0: none), 3 grant id,
 #       4 slot lease ms, 5 "1" if half-open, 6 starts wanted (>= 1), 7 rate horizon µs (how far
 #       ahead starts may be scheduled), 8 the caller's mark for the waiting flag
@@ -78,7 +86,9 @@ if interval > 0 then
   local after = tat + count * interval
   if reason == 'rate' then reopens = after - horizon end
   first, tat_set = tat - now_us, string.format('%.0f', after)
-  redis.call('SET', KEYS[2], tat_set, 'PX', math.floor((after - now_us) / 1000) + 1000)
+  local ttl = math.floor((after - now_us) / 1000) + 1000
+  redis.call('SET', KEYS[2], tat_set, 'PX', ttl)
+  redis.call('SET', KEYS[6], ARGV[3] .. ' ' .. tat_set, 'PX', ttl)
 end
 if half_open then redis.call('SET', KEYS[4], ARGV[3], 'PX', lease); reopens = lease * 1000 end
 if wake then flag_waiting() end
@@ -90,17 +100,27 @@ end
 return {count, reason, reopens, first, tat_set}
 """
 
-# KEYS: tat, slots, probe, waiting   ARGV: 1 grant id, 2 used, 3 count, 4 the tat the grant
-# stored ('': none), 5 interval µs. The tat moves back only if no grant moved it since: a later
-# grant has already placed its starts after this one's, and pulling the tat under them would
-# overlap. Slots handed back are slots freed: like a release, this takes the waiting flag and
-# returns it if another grant set it (refused while this grant held them).
+# KEYS: tat, slots, probe, waiting, tat_by   ARGV: 1 grant id, 2 used, 3 count, 4 the tat the
+# grant stored ('': none), 5 interval µs. The tat moves back to just after this grant's last
+# used start, and only if no grant moved it since: a later grant has already placed its starts
+# after where the tat stood, and pulling the tat under them would overlap. "Since" is told by
+# tat_by naming this grant and the tat as it is now, not by the tat's value alone: a grant
+# handed back twice (the pump's capacity fell short, then its claim) would otherwise take a
+# later grant that stored the same tat for itself -- and overlap that grant's starts. Handing
+# back again is harmless: the target is absolute, and the tat only ever moves back.
+# Slots handed back are slots freed: like a release, this takes the waiting flag and returns it
+# if another grant set it (refused while this grant held them).
 RETURN_UNUSED = """
 local used, count = tonumber(ARGV[2]), tonumber(ARGV[3])
 for i = used, count - 1 do redis.call('ZREM', KEYS[2], ARGV[1] .. ':' .. i) end
-if ARGV[4] ~= '' and redis.call('GET', KEYS[1]) == ARGV[4] then
+local tat = redis.call('GET', KEYS[1])
+if ARGV[4] ~= '' and tat and redis.call('GET', KEYS[5]) == ARGV[1] .. ' ' .. tat then
   local back = tonumber(ARGV[4]) - (count - used) * tonumber(ARGV[5])
-  redis.call('SET', KEYS[1], string.format('%.0f', back), 'KEEPTTL')
+  if back < tonumber(tat) then
+    local back_set = string.format('%.0f', back)
+    redis.call('SET', KEYS[1], back_set, 'KEEPTTL')
+    redis.call('SET', KEYS[5], ARGV[1] .. ' ' .. back_set, 'KEEPTTL')
+  end
 end
 if used == 0 and redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
 local flag = redis.call('GETDEL', KEYS[4])
