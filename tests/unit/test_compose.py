@@ -1,9 +1,11 @@
 """deploy/compose.yaml against the Compose specification (compose-pydantic's models of it, extra
 fields refused: there is no Docker engine here to ask), and held to what Herald needs: the
-cron, health checks that fit each role, the migration first, secrets only from the env file."""
+cron, health checks that fit each role, the migration first, secrets only from the env file, a
+worker's stop timeout by the README's rule."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,28 @@ from compose_pydantic import ComposeSpecification
 from pydantic import ValidationError
 
 from app.config import Settings
+from tests.fixtures.worker_stop import settings_from, worker_stop_seconds
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 COMPOSE: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
+
+
+# Compose durations: "105s", "1m45s", "1h".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 0.000001}
+
+
+def seconds(duration: str) -> float:
+    parts = _DURATION_PART.findall(duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def env_file(name: str) -> dict[str, str]:
+    lines = (DEPLOY / name).read_text().splitlines()
+    pairs = [line.split("=", 1) for line in lines if "=" in line and not line.startswith("#")]
+    return {key.strip(): value.strip() for key, value in pairs}
 
 
 def specified(compose: dict[str, Any]) -> dict[str, Any]:
@@ -56,9 +76,17 @@ def test_the_migration_runs_first_and_once() -> None:
         }
 
 
+def test_a_worker_gets_the_readmes_time_to_stop_at_the_settings_compose_gives_it() -> None:
+    worker = SERVICES["worker"]
+    # What the worker container is started with: the env file (its template here), then the
+    # service's own environment.
+    assert worker["env_file"] == ["herald.env"]
+    settings = settings_from({**env_file("herald.env.example"), **worker["environment"]})
+    assert seconds(worker["stop_grace_period"]) >= worker_stop_seconds(settings)
+
+
 def test_secrets_come_from_the_env_file_and_name_real_settings() -> None:
-    example = (DEPLOY / "herald.env.example").read_text().splitlines()
-    names = {line.split("=", 1)[0] for line in example if "=" in line and not line.startswith("#")}
+    names = set(env_file("herald.env.example"))
     known = {f"HERALD_{field.upper()}" for field in Settings.model_fields}
     assert {n for n in names if n.startswith("HERALD_")} <= known
     for service in SERVICES.values():

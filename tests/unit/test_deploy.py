@@ -1,6 +1,7 @@
 """deploy/kubernetes, validated offline against the Kubernetes API's schemas (kubernetes-validate:
-there is no cluster here), and held to what Herald needs of it: the cron, a grace longer than
-the worker's drain, health checks that fit each role, settings that exist."""
+there is no cluster here), and held to what Herald needs of it: the cron, a worker's grace by the
+README's rule (computed from the settings the manifests give it), health checks that fit each
+role, settings that exist."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from app.config import Settings
+from tests.fixtures.worker_stop import settings_from, worker_stop_seconds
 
 KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 MANIFESTS = sorted(p for p in KUBERNETES.glob("*.yaml") if p.name != "kustomization.yaml")
@@ -64,12 +66,20 @@ def test_the_reconcile_cron_runs_alone_every_minute_and_starts_late_rather_than_
     assert container["args"] == ["herald", "reconcile"]
 
 
-def test_a_worker_gets_longer_to_stop_than_its_drain_and_a_liveness_of_its_own() -> None:
-    config = kind("ConfigMap")["data"]
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    """The settings a container is started with: the ConfigMap (the Secret holds only URLs and
+    the admin key), then its own ``env``."""
+    assert {"configMapRef": {"name": "herald"}} in container["envFrom"]
+    env = dict(kind("ConfigMap")["data"])
+    env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
+    return env
+
+
+def test_a_worker_gets_the_readmes_time_to_stop_and_a_liveness_of_its_own() -> None:
     worker = named("Deployment", "herald-worker")
     grace = worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > float(config["HERALD_WORKER_SHUTDOWN_GRACE_SECONDS"])
     [container] = containers(worker)
+    assert grace >= worker_stop_seconds(settings_from(container_env(container)))
     assert container["livenessProbe"]["exec"]["command"] == ["herald", "worker", "--check"]
     [api] = containers(named("Deployment", "herald-api"))
     assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"

@@ -1,0 +1,45 @@
+"""The README and the operator docs say one thing, and it is what the code does: read the files
+and hold them to the code they describe."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from tests.fixtures.worker_stop import RULE, settings_from, worker_stop_seconds
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text()
+
+
+def prose(text: str) -> str:
+    """Text as a reader takes it: no Markdown backticks, no comment markers, one space apart."""
+    lines = [re.sub(r"^\s*#\s?", "", line) for line in text.splitlines()]
+    return " ".join(" ".join(lines).replace("`", "").split())
+
+
+def test_every_doc_about_stopping_a_worker_states_the_one_rule() -> None:
+    rule = prose(RULE)
+    for path in (
+        "README.md",
+        "docs/operations.md",
+        "deploy/kubernetes/README.md",
+        "deploy/kubernetes/30-worker.yaml",
+        "deploy/compose.yaml",
+    ):
+        assert rule in prose((REPO / path).read_text()), path
+
+
+def test_the_readmes_stop_figures_are_the_rule_at_the_defaults_and_in_deploy() -> None:
+    said = re.search(
+        r"(\d+) s with the defaults \((\d+) \+ (\d+) \+ (\d+)\), (\d+) s in deploy/", prose(README)
+    )
+    assert said, "the README no longer gives the rule's figures"
+    total, grace, lease, margin, in_deploy = (float(n) for n in said.groups())
+    defaults = settings_from({})
+    assert (grace, lease) == (defaults.shutdown_grace, defaults.lease_duration)
+    assert total == grace + lease + margin == worker_stop_seconds(defaults)
+    config = yaml.safe_load((REPO / "deploy/kubernetes/00-config.yaml").read_text())["data"]
+    assert in_deploy == worker_stop_seconds(settings_from(config))
