@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from app.ids import KINDS
 from tests.fixtures.worker_stop import RULE, settings_from, worker_stop_seconds
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,3 +44,18 @@ def test_the_readmes_stop_figures_are_the_rule_at_the_defaults_and_in_deploy() -
     assert total == grace + lease + margin == worker_stop_seconds(defaults)
     config = yaml.safe_load((REPO / "deploy/kubernetes/00-config.yaml").read_text())["data"]
     assert in_deploy == worker_stop_seconds(settings_from(config))
+
+
+
+def test_the_readme_names_every_id_prefix_herald_makes_and_what_it_names() -> None:
+    paragraph = prose(README).split("**Ids** are", 1)[1].split("#", 1)[0]
+    listed = dict(re.findall(r"\b([a-z]+)_ an? ([A-Za-z ]+?)[,.(]", paragraph))
+    assert set(listed) == set(KINDS), paragraph
+    for prefix, kind in KINDS.items():
+        assert kind.lower() in listed[prefix].lower(), (prefix, listed[prefix])
+
+
+def test_the_readme_says_what_an_endpoint_without_event_types_receives() -> None:
+    said = prose(README)
+    assert "event_types is left out or null receives every event type" in said
+    assert "an empty list [] receives no event" in said
