@@ -46,7 +46,6 @@ def test_the_readmes_stop_figures_are_the_rule_at_the_defaults_and_in_deploy() -
     assert in_deploy == worker_stop_seconds(settings_from(config))
 
 
-
 def test_the_readme_names_every_id_prefix_herald_makes_and_what_it_names() -> None:
     paragraph = prose(README).split("**Ids** are", 1)[1].split("#", 1)[0]
     listed = dict(re.findall(r"\b([a-z]+)_ an? ([A-Za-z ]+?)[,.(]", paragraph))
