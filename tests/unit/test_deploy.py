@@ -33,11 +33,16 @@ def named(kind_name: str, name: str) -> dict[str, Any]:
     return found
 
 
-def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def pod(doc: dict[str, Any]) -> dict[str, Any]:
     spec = doc["spec"]
     if "jobTemplate" in spec:
         spec = spec["jobTemplate"]["spec"]
-    found: list[dict[str, Any]] = spec["template"]["spec"]["containers"]
+    found: dict[str, Any] = spec["template"]["spec"]
+    return found
+
+
+def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = pod(doc)["containers"]
     return found
 
 
@@ -87,11 +92,39 @@ def test_a_worker_gets_the_readmes_time_to_stop_and_a_liveness_of_its_own() -> N
     assert {d["kind"] for d in DOCUMENTS} >= {"PodDisruptionBudget", "HorizontalPodAutoscaler"}
 
 
+@pytest.mark.parametrize("name", ["herald-api", "herald-worker"])
+def test_the_api_and_the_workers_start_only_once_the_migration_job_has_run(name: str) -> None:
+    deployment = named("Deployment", name)
+    [wait] = pod(deployment)["initContainers"]
+    [main] = containers(deployment)
+    # The release's own image, the release's own database: it waits for what the Job applies.
+    assert wait["args"] == ["herald", "migrate", "--wait"]
+    assert wait["image"] == main["image"] == "herald"
+    assert wait["envFrom"] == main["envFrom"]
+    assert wait["securityContext"] == main["securityContext"]
+    [job] = containers(kind("Job"))
+    assert job["args"] == ["herald", "migrate"] and job["envFrom"] == main["envFrom"]
+
+
 def test_every_setting_the_manifests_name_is_one_herald_reads() -> None:
     named_settings = set(kind("ConfigMap")["data"])
     for doc in DOCUMENTS:
         if doc["kind"] in ("Deployment", "Job", "CronJob"):
-            for container in containers(doc):
+            for container in containers(doc) + pod(doc).get("initContainers", []):
                 named_settings |= {e["name"] for e in container.get("env", [])}
     known = {f"HERALD_{name.upper()}" for name in Settings.model_fields} | {"HERALD_ROLE"}
     assert named_settings <= known, named_settings - known
+
+
+def test_every_container_runs_the_image_the_kustomization_names_and_the_readme_says_how() -> None:
+    for doc in DOCUMENTS:
+        if doc["kind"] in ("Deployment", "Job", "CronJob"):
+            for container in containers(doc) + pod(doc).get("initContainers", []):
+                assert container["image"] == "herald", doc["metadata"]["name"]
+    [image] = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())["images"]
+    assert image["name"] == "herald" and {"newName", "newTag"} <= set(image)
+    # The name is replaced only by kustomize, and the image is for the reader to build.
+    readme = (KUBERNETES / "README.md").read_text()
+    assert "kubectl apply -k" in readme and "kubectl apply -f deploy/kubernetes" not in readme
+    assert "docker build -t" in readme and "docker push" in readme
+    assert "kustomize edit set image herald=" in readme
