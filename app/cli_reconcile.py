@@ -36,6 +36,23 @@ def add_parser(commands: Any) -> None:
     )
 
 
+# Why an API refuses the key, in words: the usual cause is a bootstrap admin key (one set as
+# HERALD_ADMIN_API_KEY on an API process, herald-dev's among them) used against another API.
+_REFUSED = {
+    401: (
+        "{url} does not know this admin key (401). An admin key is either made by "
+        "`herald keys create --admin` (kept in the database: every API on it accepts it) or set "
+        "as HERALD_ADMIN_API_KEY on the API process itself, which only that API accepts "
+        "(herald-dev's admin key is its own API's). Give herald reconcile the key that API was "
+        "started with, or one from `herald keys create --admin`."
+    ),
+    403: (
+        "{url} knows this key, but it is a tenant's (403): a reconcile run is the region's "
+        "and needs an admin key (`herald keys create --admin`)."
+    ),
+}
+
+
 def run_once(settings: Settings, http: httpx.Client) -> bool:
     assert settings.admin_api_key is not None
     try:
@@ -46,6 +63,10 @@ def run_once(settings: Settings, http: httpx.Client) -> bool:
         )
     except httpx.HTTPError as exc:
         print(f"herald reconcile: {settings.api_url} unreachable: {exc}", file=sys.stderr)
+        return False
+    if response.status_code in _REFUSED:
+        said = _REFUSED[response.status_code].format(url=settings.api_url)
+        print(f"herald reconcile: {said}", file=sys.stderr)
         return False
     if response.status_code != 202:
         print(f"herald reconcile: {response.status_code} {response.text[:300]}", file=sys.stderr)

@@ -13,6 +13,7 @@ import ctypes
 import fcntl
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -205,10 +206,36 @@ class ReconcileTimer:
             print(f"herald-dev: reconcile trigger failed: {exc}", file=sys.stderr, flush=True)
 
 
+# What this stack gives its own API and worker that a `herald` started by hand lacks (unless
+# you exported them): the banner prints them as one command line, so that a process added
+# beside the stack gets them too.
+SHARED_SETTINGS = (
+    "HERALD_DATABASE_URL",
+    "HERALD_REDIS_URL",
+    "HERALD_ADMIN_API_KEY",
+    "HERALD_DESTINATION_ALLOWLIST",
+)
+
+
 def _banner(
-    base_url: str, credentials: DevCredentials, data_dir: Path, embedded: bool, allowlist: str
+    base_url: str,
+    credentials: DevCredentials,
+    data_dir: Path,
+    embedded: bool,
+    child_env: dict[str, str],
 ) -> str:
     where = f"{data_dir} (embedded PostgreSQL + Redis)" if embedded else "external servers"
+    allowlist = child_env["HERALD_DESTINATION_ALLOWLIST"]
+    # Only what this stack chose: what you exported yourself (a database URL with its password)
+    # a process started from your shell has already, and is not echoed.
+    settings = [
+        f"{name}={shlex.quote(child_env[name])}"
+        for name in SHARED_SETTINGS
+        if os.environ.get(name) != child_env[name]
+    ]
+    # The `herald` of the Python running this, as `make run` has it (.venv/bin/herald).
+    script = Path(sys.executable).with_name("herald")
+    herald = shlex.quote(str(script)) if script.exists() else "herald"
     return (
         f"\nHerald is running at {base_url}\n"
         f"  dev tenant API key: {credentials.tenant_api_key}\n"
@@ -216,6 +243,13 @@ def _banner(
         f"  data:               {where}\n"
         f"  SSRF allowlist:     {allowlist or '(none)'}\n"
         f"  API docs:           {base_url}/docs\n"
+        "The admin key and the allowlist are settings this stack gives its own API and worker;\n"
+        "no database keeps them. A `herald api` or `herald worker` you start beside it needs\n"
+        "them too, or that API answers 401 to the admin key, and that worker, sharing this\n"
+        "stack's queue, takes deliveries to loopback receivers and lets them die as\n"
+        "destination_blocked. Start one so:\n"
+        + "".join(f"  {setting} \\\n" for setting in settings)
+        + f"  {herald} worker\n"
         "Press Ctrl-C to stop.\n"
     )
 
@@ -269,9 +303,7 @@ def run_dev(settings: Settings) -> int:
             children.append(worker)
             _wait_ready(base_url, api)
             embedded = settings.database_url is None or settings.redis_url is None
-            banner = _banner(
-                base_url, credentials, data_dir, embedded, env["HERALD_DESTINATION_ALLOWLIST"]
-            )
+            banner = _banner(base_url, credentials, data_dir, embedded, env)
             print(banner, flush=True)
             timer = ReconcileTimer(base_url, credentials.admin_api_key, settings)
             while True:
