@@ -1,2 +1,2 @@
-"""SQL, one module per table, each function named for what it does. Flush, never commit --
-except the single-statement hot paths, which take an asyncpg connection (docs/architecture.md)."""
+"""The catalogue's SQL. It owns ``event_types`` (event_types.py). Flush, never commit
+(docs/architecture.md, "The transaction rule")."""

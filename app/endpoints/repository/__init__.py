@@ -1,2 +1,2 @@
-"""SQL, one module per table, each function named for what it does. Flush, never commit --
-except the single-statement hot paths, which take an asyncpg connection (docs/architecture.md)."""
+"""The endpoints domain's SQL. It owns ``endpoints`` (endpoints.py). Flush, never commit
+(docs/architecture.md)."""

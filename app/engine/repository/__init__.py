@@ -1,2 +1,6 @@
-"""SQL, one module per table, each function named for what it does. Flush, never commit --
-except the single-statement hot paths, which take an asyncpg connection (docs/architecture.md)."""
+"""The engine's hot-path statements. The engine owns no table: it runs the delivery
+workflow, so its statements live with it and span the tables the workflow touches --
+delivery_leases.py claims ``deliveries`` (delivery's), reading ``endpoints`` and ``events``;
+delivery_records.py records outcomes into ``deliveries`` and ``attempts`` (delivery's) and an
+endpoint's health counters into ``endpoints`` (endpoints'). Each is one statement on a
+connection of its own (docs/architecture.md, "The transaction rule")."""

@@ -1,2 +1,3 @@
-"""SQL, one module per table, each function named for what it does. Flush, never commit --
-except the single-statement hot paths, which take an asyncpg connection (docs/architecture.md)."""
+"""The operations domain's SQL. It owns no table: retention.py purges what other domains own
+(``deliveries``, ``events``, ``idempotency_keys``, ``reconcile_runs``) in small batches, each
+flushed in a transaction the retention service opens (docs/architecture.md)."""

@@ -1,2 +1,3 @@
-"""SQL, one module per table, each function named for what it does. Flush, never commit --
-except the single-statement hot paths, which take an asyncpg connection (docs/architecture.md)."""
+"""The outbox's SQL. It owns ``outbox`` (outbox.py), whose statements flush in the caller's
+transaction -- but for the publish mark, a hot path: one statement on a connection of its own
+that also moves the rows' ``deliveries`` (delivery's) to enqueued (docs/architecture.md)."""

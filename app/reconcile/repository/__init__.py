@@ -1,2 +1,3 @@
-"""SQL, one module per table, each function named for what it does. Flush, never commit --
-except the single-statement hot paths, which take an asyncpg connection (docs/architecture.md)."""
+"""Reconcile's SQL. It owns ``reconcile_runs`` (reconcile_runs.py); reconcile_scans.py
+reads ``deliveries`` and ``endpoints`` (other domains') to find due and abandoned work. Flush,
+never commit (docs/architecture.md)."""

@@ -1,2 +1,2 @@
-"""SQL, one module per table, each function named for what it does. Flush, never commit --
-except the single-statement hot paths, which take an asyncpg connection (docs/architecture.md)."""
+"""The tenants domain's SQL. It owns ``tenants`` and ``api_keys``, a module each. Flush,
+never commit (docs/architecture.md)."""
