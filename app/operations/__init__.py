@@ -1,1 +1,2 @@
-"""Operating Herald: bulk redrive, retention, fleet gauges, metrics and health."""
+"""Operating Herald: retention, fleet gauges, metrics and health. (Bulk redrive is the
+delivery domain's: app/delivery/service/redrive.py.)"""

@@ -285,7 +285,7 @@ async def test_a_paused_destinations_backlog_does_not_slow_a_healthy_one(
         await until(all_parked, timeout=120)
         # Healthy work accepted after the whole backlog was queued still goes through. (How
         # much the backlog costs the healthy destination in latency is a benchmark figure:
-        # bench/paused_neighbour.py, run by `make bench`.)
+        # bench/idle_latency.py --beside-paused, run by `make bench`.)
         healthy_ids = await post_deliveries(client, tenant, healthy["id"], 20)
         await receiver.wait_for("/healthy", 20, timeout=120)
 
