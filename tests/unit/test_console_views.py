@@ -19,6 +19,7 @@ from app.delivery.service import status
 from app.delivery.service.attempt_stats import MinuteCounts
 from app.delivery.service.intake import encode_payload
 from app.errors import Unprocessable
+from app.flow.service.snapshot import FlowSnapshot
 from app.models import Delivery, Endpoint
 from app.states import OUTCOMES
 
@@ -127,8 +128,8 @@ def _endpoint(paused_until: datetime | None = None) -> Endpoint:
     )
 
 
-def _flow(woken_in: float | None) -> status.FlowSnapshot:
-    return status.FlowSnapshot(in_flight=0, max_in_flight=5, next_start_in=0, woken_in=woken_in)
+def _flow(woken_in: float | None) -> FlowSnapshot:
+    return FlowSnapshot(in_flight=0, max_in_flight=5, next_start_in=0, woken_in=woken_in)
 
 
 @pytest.mark.parametrize(
@@ -149,7 +150,7 @@ def _flow(woken_in: float | None) -> status.FlowSnapshot:
 def test_the_delivery_page_writes_the_why_s_times_as_its_other_times(
     delivery: Delivery,
     endpoint: Endpoint,
-    flow: status.FlowSnapshot | None,
+    flow: FlowSnapshot | None,
     moment: datetime,
     reason: str,
 ) -> None:

@@ -15,6 +15,7 @@ from app.delivery.service import status
 from app.endpoints.service import endpoints
 from app.errors import NotFound
 from app.flow.service.gate import flow_snapshot
+from app.flow.service.snapshot import FlowSnapshot
 from app.flow.service.wakeups import Wakeups
 from app.models import Endpoint
 from app.outbox.service import outbox
@@ -65,7 +66,7 @@ async def delivery_detail(
 
 async def _destination_now(
     redis: ArqRedis, settings: Settings, endpoint: Endpoint
-) -> status.FlowSnapshot | None:
+) -> FlowSnapshot | None:
     """The destination's gate and wake-up as Redis has them now; None if Redis cannot say."""
     ceiling = endpoint.max_in_flight or settings.default_max_in_flight
     flow = await flow_snapshot(redis, endpoint.id, ceiling)

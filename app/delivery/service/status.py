@@ -8,20 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.config import Settings
+from app.flow.service.snapshot import FlowSnapshot
 from app.models import Attempt, CustodyRecord, Delivery, Endpoint
 from app.outbox.service.outbox import Publication
 from app.states import DeliveryState
-
-
-@dataclass(frozen=True)
-class FlowSnapshot:
-    """The destination's live flow-control state in Redis."""
-
-    in_flight: int
-    max_in_flight: int  # 0: no ceiling
-    next_start_in: float  # seconds until the start-rate ceiling admits the next start
-    woken_in: float | None = None  # seconds until its destination's wake-up; None: it has none
-
 
 # How an explanation writes a moment: the API as ISO 8601, like every time in its JSON; the
 # console as its pages write every other time (app/console/routes/formatting.py).

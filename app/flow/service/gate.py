@@ -24,11 +24,11 @@ from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.delivery.service.status import FlowSnapshot
 from app.endpoints.service import endpoints
 from app.flow.service import gate_scripts as flow_scripts
 from app.flow.service.gate_scripts import flow_keys
 from app.flow.service.rates import late_start_allowed, start_interval_us
+from app.flow.service.snapshot import FlowSnapshot
 from app.flow.service.wakeups import Arm, Wakeups
 
 log = structlog.get_logger("herald.flow")
