@@ -1,5 +1,8 @@
-"""How an endpoint's recent attempts went, over the windows its stats report (the endpoints
-domain asks; the attempts table is this domain's)."""
+"""How an endpoint's recent attempts went, over the windows its stats report.
+
+An endpoint's stats (GET /v1/endpoints/{id}/stats) join the endpoint's own health to its
+attempts, and the attempts table is this domain's: they are built here, above the endpoints
+service, so that the endpoints service never imports delivery's (which imports it)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.delivery.repository import attempts
 from app.delivery.repository.attempts import WindowCounts as WindowCounts
+from app.endpoints.schemas import EndpointStats, WindowStats, current_pause
+from app.endpoints.service.endpoints import get_endpoint
 from app.states import OUTCOMES
 
 WINDOWS = {"last_hour": timedelta(hours=1), "last_day": timedelta(days=1)}
@@ -18,6 +23,35 @@ WINDOWS = {"last_hour": timedelta(hours=1), "last_day": timedelta(days=1)}
 async def recent_windows(session: AsyncSession, endpoint_id: str) -> dict[str, WindowCounts]:
     """Attempts and successes to the endpoint in each of ``WINDOWS``, in one query."""
     return await attempts.counts_since(session, endpoint_id, WINDOWS)
+
+
+async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str) -> EndpointStats:
+    """The tenant's endpoint (NotFound if it has none by that id) with its attempts over each of
+    ``WINDOWS`` and its health: successes, breaker, pause, enabled."""
+    endpoint = await get_endpoint(session, tenant_id, endpoint_id)
+    windows = await recent_windows(session, endpoint.id)
+    return EndpointStats(
+        endpoint_id=endpoint.id,
+        last_hour=_window_stats(windows["last_hour"]),
+        last_day=_window_stats(windows["last_day"]),
+        last_success_at=endpoint.last_success_at,
+        last_failure_at=endpoint.last_failure_at,
+        consecutive_failures=endpoint.consecutive_failures,
+        circuit="open" if endpoint.breaker_trips > 0 else "closed",
+        **current_pause(endpoint),
+        enabled=endpoint.enabled,
+        disabled_reason=endpoint.disabled_reason,
+    )
+
+
+def _window_stats(counts: WindowCounts) -> WindowStats:
+    return WindowStats(
+        attempts=counts.attempts,
+        successes=counts.successes,
+        failures=counts.attempts - counts.successes,
+        success_rate=counts.successes / counts.attempts if counts.attempts else None,
+        p95_ms=counts.p95_ms,
+    )
 
 
 async def last_hour(session: AsyncSession, endpoint_id: str) -> WindowCounts:

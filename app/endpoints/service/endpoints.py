@@ -10,7 +10,6 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.delivery.service import attempt_stats
 from app.endpoints.repository import endpoints
 
 # Other domains reach the endpoints table only through this service (make lint): what they read
@@ -23,13 +22,7 @@ from app.endpoints.repository.endpoints import get_any as get_any
 from app.endpoints.repository.endpoints import get_live as get_live
 from app.endpoints.repository.endpoints import get_live_many as get_live_many
 from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
-from app.endpoints.schemas import (
-    EndpointCreate,
-    EndpointStats,
-    EndpointUpdate,
-    WindowStats,
-    current_pause,
-)
+from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 
 # The header rule's syntax, which every send holds the endpoint's stored headers to again.
 from app.endpoints.schemas import header_fault as header_fault
@@ -143,36 +136,6 @@ async def rotate_secret(
 async def delete_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) -> None:
     if not await endpoints.soft_delete(session, tenant_id, endpoint_id):
         raise NotFound(f"endpoint {endpoint_id} not found")
-
-
-async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str) -> EndpointStats:
-    endpoint = await get_endpoint(session, tenant_id, endpoint_id)
-    windows = await attempt_stats.recent_windows(session, endpoint.id)
-
-    def stats(name: str) -> WindowStats:
-        counts = windows[name]
-        rate = counts.successes / counts.attempts if counts.attempts else None
-        failures = counts.attempts - counts.successes
-        return WindowStats(
-            attempts=counts.attempts,
-            successes=counts.successes,
-            failures=failures,
-            success_rate=rate,
-            p95_ms=counts.p95_ms,
-        )
-
-    return EndpointStats(
-        endpoint_id=endpoint.id,
-        last_hour=stats("last_hour"),
-        last_day=stats("last_day"),
-        last_success_at=endpoint.last_success_at,
-        last_failure_at=endpoint.last_failure_at,
-        consecutive_failures=endpoint.consecutive_failures,
-        circuit="open" if endpoint.breaker_trips > 0 else "closed",
-        **current_pause(endpoint),
-        enabled=endpoint.enabled,
-        disabled_reason=endpoint.disabled_reason,
-    )
 
 
 async def list_endpoints(
