@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,33 @@ def test_every_domains_routes_are_its_own(copy: Path, domain: str) -> None:
     )
     planted = f"from app.{domain}.routes import {routes_module}"
     assert_breaks(copy, intruder, planted, f"Other domains reach {domain} through its service")
+
+
+ORDER = "Domain services import only those below them"
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        # The two knots issue 25 untied, planted back: flow's gate taking delivery's type ...
+        ("app/flow/service/gate.py", "from app.delivery.service import status"),
+        # ... and the endpoints service building its stats from delivery's service.
+        ("app/endpoints/service/endpoints.py", "from app.delivery.service import attempt_stats"),
+        # Siblings on one layer import neither way: delivery's intake reaching into the engine.
+        ("app/delivery/service/intake.py", "from app.engine.service import pump"),
+        # The bottom layer imports no domain service: tenants reaching up to endpoints.
+        ("app/tenants/service/tenants.py", "from app.endpoints.service import endpoints"),
+    ],
+)
+def test_a_domain_service_importing_one_above_it_breaks_the_order(
+    copy: Path, module: str, line: str
+) -> None:
+    assert_breaks(copy, module, line, ORDER)
+
+
+def test_every_domains_service_has_a_place_in_the_order() -> None:
+    """A new domain's service left out of the order could import any other unchecked."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (order,) = [c for c in contracts["contracts"] if c["name"].startswith(ORDER)]
+    placed = {module.strip() for layer in order["layers"] for module in layer.split("|")}
+    assert placed == {f"app.{domain}.service" for domain in _domains_with("service")}
