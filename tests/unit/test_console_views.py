@@ -16,7 +16,7 @@ from app.console.routes.filters import dead_filter
 from app.console.routes.formatting import counts, seconds, size, when
 from app.console.routes.payloads import PREVIEW_BYTES, payload_view
 from app.delivery.service import status
-from app.delivery.service.attempt_stats import MinuteCounts
+from app.delivery.service.endpoint_stats import MinuteCounts
 from app.delivery.service.intake import encode_payload
 from app.errors import Unprocessable
 from app.flow.service.snapshot import FlowSnapshot

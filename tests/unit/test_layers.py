@@ -130,7 +130,7 @@ ORDER = "Domain services import only those below them"
         # The two knots issue 25 untied, planted back: flow's gate taking delivery's type ...
         ("app/flow/service/gate.py", "from app.delivery.service import status"),
         # ... and the endpoints service building its stats from delivery's service.
-        ("app/endpoints/service/endpoints.py", "from app.delivery.service import attempt_stats"),
+        ("app/endpoints/service/endpoints.py", "from app.delivery.service import endpoint_stats"),
         # Siblings on one layer import neither way: delivery's intake reaching into the engine.
         ("app/delivery/service/intake.py", "from app.engine.service import pump"),
         # The bottom layer imports no domain service: tenants reaching up to endpoints.

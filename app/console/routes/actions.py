@@ -11,7 +11,7 @@ from app.api.deps import ResourcesDep
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.routes.filters import dead_filter
 from app.console.service.sessions import Viewer
-from app.delivery.service import browse, cancel, redrive
+from app.delivery.service import cancel, listings, redrive
 from app.errors import Forbidden
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -65,5 +65,5 @@ async def redrive_progress(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, job_id: str
 ) -> HTMLResponse:
     async with resources.sessionmaker() as session, session.begin():
-        job = await browse.redrive_job(session, _tenant(viewer), job_id)
+        job = await listings.redrive_job(session, _tenant(viewer), job_id)
     return render(request, resources, "redrive.html", viewer, job=job)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.delivery.service.attempt_stats import MinuteCounts
+from app.delivery.service.endpoint_stats import MinuteCounts
 
 # Bottom to top in each bar: what went well first, the failures stacked above it.
 STACKING = ("success", "retryable", "unknown", "permanent", "blocked")

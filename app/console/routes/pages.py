@@ -14,8 +14,8 @@ from app.console.routes.deps import ViewerDep, render
 from app.console.routes.filters import FIELDS, dead_filter
 from app.console.routes.formatting import when
 from app.console.routes.payloads import PREVIEW_BYTES, payload_view
-from app.delivery.service import browse, explain, readback
-from app.delivery.service.attempt_stats import outcomes_per_minute
+from app.delivery.service import event_detail, listings, status_facts
+from app.delivery.service.endpoint_stats import outcomes_per_minute
 from app.endpoints.service.endpoints import troubled_endpoints
 from app.errors import Forbidden
 from app.ids import is_id
@@ -65,7 +65,7 @@ async def dead_letters(
     rows = []
     if viewer.viewing is not None:
         async with resources.sessionmaker() as session, session.begin():
-            rows = await browse.list_deliveries(
+            rows = await listings.list_deliveries(
                 session,
                 viewer.viewing,
                 limit=PAGE + 1,
@@ -97,7 +97,7 @@ async def delivery(
     if viewer.viewing is None:
         return render(request, resources, "pick_tenant.html", viewer, status_code=404)
     async with resources.sessionmaker() as session, session.begin():
-        detail = await explain.delivery_detail(
+        detail = await status_facts.delivery_detail(
             session,
             resources.redis,
             resources.settings,
@@ -105,8 +105,8 @@ async def delivery(
             delivery_id,
             write_time=when,  # the why's times read as the page's others do
         )
-        attempts = await browse.attempts_of(session, delivery_id, limit=100)
-        sent = await readback.payload_head(
+        attempts = await listings.attempts_of(session, delivery_id, limit=100)
+        sent = await event_detail.payload_head(
             session, viewer.viewing, detail.event_id, most=PREVIEW_BYTES
         )
     return render(
@@ -129,8 +129,10 @@ async def delivery_payload(
     if viewer.viewing is None:
         return render(request, resources, "pick_tenant.html", viewer, status_code=404)
     async with resources.sessionmaker() as session, session.begin():
-        delivery = await browse.find_delivery(session, viewer.viewing, delivery_id)
-        sent = await readback.payload_head(session, viewer.viewing, delivery.event_id, most=None)
+        delivery = await listings.find_delivery(session, viewer.viewing, delivery_id)
+        sent = await event_detail.payload_head(
+            session, viewer.viewing, delivery.event_id, most=None
+        )
     return render(
         request,
         resources,
@@ -151,7 +153,7 @@ async def search(
     found = None
     if q.strip():
         async with resources.sessionmaker() as session, session.begin():
-            found = await browse.search(
+            found = await listings.search(
                 session, viewer.viewing or "", q, every_tenant=viewer.tenant_id is None
             )
     return render(request, resources, "search.html", viewer, nav="search", q=q, found=found)

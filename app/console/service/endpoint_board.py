@@ -11,7 +11,7 @@ from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.delivery.service.attempt_stats import WindowCounts, last_hour
+from app.delivery.service.endpoint_stats import WindowCounts, last_hour
 from app.endpoints.schemas import current_pause
 from app.endpoints.service.endpoints import list_endpoints
 from app.flow.service.gate import flow_snapshot

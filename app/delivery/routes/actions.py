@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 from app.api.deps import PublisherDep, ResourcesDep, SessionDep, SettingsDep, TenantDep
 from app.api.paths import DeliveryIdPath, RedriveJobIdPath
 from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
-from app.delivery.service import browse, cancel, redrive
+from app.delivery.service import cancel, listings, redrive
 from app.errors import (
     Conflict,
     Forbidden,
@@ -57,7 +57,7 @@ async def get_bulk_redrive(
     tenant_id: TenantDep, job_id: RedriveJobIdPath, session: SessionDep
 ) -> RedriveJobOut:
     async with session.begin():
-        job = await browse.redrive_job(session, tenant_id, job_id)
+        job = await listings.redrive_job(session, tenant_id, job_id)
     return RedriveJobOut.model_validate(job)
 
 

@@ -34,7 +34,7 @@ from app.delivery.schemas import (
     DeliveryIntent,
     DeliveryOut,
 )
-from app.delivery.service import batch_intake, browse, explain, intake
+from app.delivery.service import batch_intake, intake, listings, status_facts
 from app.errors import (
     BadRequest,
     Conflict,
@@ -203,7 +203,7 @@ async def list_deliveries(
     cursor: Cursor = None,
 ) -> Page[DeliveryOut]:
     async with session.begin():
-        rows = await browse.list_deliveries(
+        rows = await listings.list_deliveries(
             session,
             tenant_id,
             limit=limit + 1,
@@ -226,7 +226,7 @@ async def get_delivery(
     tenant_id: TenantDep, delivery_id: DeliveryIdPath, session: SessionDep, resources: ResourcesDep
 ) -> DeliveryDetail:
     async with session.begin():
-        return await explain.delivery_detail(
+        return await status_facts.delivery_detail(
             session, resources.redis, resources.settings, tenant_id, delivery_id
         )
 
@@ -246,6 +246,6 @@ async def list_attempts(
 ) -> Page[AttemptOut]:
     after = decode_number_cursor(cursor)
     async with session.begin():
-        await browse.find_delivery(session, tenant_id, delivery_id)
-        rows = await browse.attempts_of(session, delivery_id, limit=limit + 1, after_number=after)
+        await listings.find_delivery(session, tenant_id, delivery_id)
+        rows = await listings.attempts_of(session, delivery_id, limit=limit + 1, after_number=after)
     return page_of(rows, limit, AttemptOut.model_validate, lambda item: item.attempt_number)

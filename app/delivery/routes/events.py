@@ -14,7 +14,7 @@ from app.api.deps import (
 from app.api.paths import EventIdPath
 from app.delivery.routes.deliveries import REPLAYED_HEADER
 from app.delivery.schemas import EventAccepted, EventIntent, EventOut, FanoutDelivery
-from app.delivery.service import intake, readback
+from app.delivery.service import event_detail, intake
 from app.errors import (
     BadRequest,
     Forbidden,
@@ -87,4 +87,4 @@ async def publish_event(
 )
 async def get_event(tenant_id: TenantDep, event_id: EventIdPath, session: SessionDep) -> EventOut:
     async with session.begin():
-        return await readback.event_detail(session, tenant_id, event_id)
+        return await event_detail.event_detail(session, tenant_id, event_id)

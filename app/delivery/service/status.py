@@ -1,5 +1,5 @@
 """Why a delivery is where it is: late by policy, in flight, throttled, or stuck -- and its
-custody timeline. Pure: the caller fetches the facts."""
+custody timeline. Pure: status_facts.py gathers the facts."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Response
 from app.api.deps import ResourcesDep, SessionDep, SettingsDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import EndpointIdPath
-from app.delivery.service import attempt_stats
+from app.delivery.service import endpoint_stats
 from app.endpoints.schemas import (
     EndpointCreate,
     EndpointCreated,
@@ -92,7 +92,7 @@ async def get_endpoint_stats(
     tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> EndpointStats:
     async with session.begin():
-        return await attempt_stats.endpoint_stats(session, tenant_id, endpoint_id)
+        return await endpoint_stats.endpoint_stats(session, tenant_id, endpoint_id)
 
 
 @router.get(
