@@ -1,7 +1,6 @@
 """The arq queue as Herald uses it: its name per region, serialisation, and the control jobs
 (reconcile runs, bulk redrives), which a request starts tracked. Deliveries travel by wake-ups
-(app/flow/service/wakeups.py); ``deliver`` names the shim that serves jobs an older release
-published (workers/deliver.py).
+(app/flow/service/wakeups.py), never as arq jobs.
 
 A tracked job's record is committed first, then the job queued: a job never runs untracked. A
 queue that cannot take it marks the record failed and the request answers 503, so a record never
@@ -22,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.errors import ServiceUnavailable
 
-DELIVER_FUNCTION = "deliver"
 RECONCILE_FUNCTION = "reconcile"
 REDRIVE_FUNCTION = "bulk_redrive"
 QUEUE_RETRY_AFTER_SECONDS = 10

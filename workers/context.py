@@ -12,7 +12,6 @@ from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.engine.service.pump import Pump
 
 _KEY = "herald"
 
@@ -22,7 +21,6 @@ class WorkerContext:
     settings: Settings
     sessionmaker: async_sessionmaker[AsyncSession]
     redis: ArqRedis
-    pump: Pump
     # Work a control job started and left running (reconcile runs, bulk redrives): shutdown
     # gives it the same grace as the pump's attempts.
     background: set[asyncio.Task[None]] = field(default_factory=set)

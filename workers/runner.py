@@ -23,40 +23,31 @@ from app import queue, tracing
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
 from app.engine.service.attempt import Attempts
-from app.engine.service.deadlines import STEP_SECONDS, cancel_until_done
+from app.engine.service.deadlines import cancel_until_done
 from app.engine.service.pump import Pump
 from app.engine.service.sender import build_http_session
 from app.flow.service.gate import Gate
 from app.outbox.service.relay import run_relay
 from workers import heartbeat
 from workers.context import WorkerContext
-from workers.deliver import DELIVER_MAX_TRIES, deliver
 from workers.jobs import bulk_redrive, reconcile
 
 log = structlog.get_logger("herald.worker")
 
-# arq runs only control jobs (reconcile runs, bulk redrives) and the `deliver` shim, whose
-# latency does not matter: an idle poll every 10 ms cost two idle workers ~10 % of a core,
-# every 100 ms ~3 %.
+# arq runs only control jobs (reconcile runs, bulk redrives), whose latency does not matter:
+# an idle poll every 10 ms cost two idle workers ~10 % of a core, every 100 ms ~3 %.
 POLL_DELAY_SECONDS = 0.1
 HEALTH_CHECK_SECONDS = 30
 MAX_RECONNECT_DELAY_SECONDS = 10.0
 # arq's timeout for every job: each ends by itself well within it (reconcile and bulk redrive
-# hand their work to the background at once, the shim's wake is held to STEP_SECONDS), so arq
-# never times one out (design.md, invariant 8). The margin is for an event loop that runs late.
-JOB_TIMEOUT_SECONDS = STEP_SECONDS + 10.0
+# hand their work to the background at once), so arq never times one out (design.md,
+# invariant 8). The margin is for an event loop that runs late.
+JOB_TIMEOUT_SECONDS = 15.0
 
 
 def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Worker:
     return Worker(
         functions=[
-            func(
-                deliver,
-                name=queue.DELIVER_FUNCTION,
-                keep_result=0,
-                timeout=JOB_TIMEOUT_SECONDS,
-                max_tries=DELIVER_MAX_TRIES,
-            ),
             # Never retried by arq: cron triggers the next run anyway.
             func(reconcile, name=queue.RECONCILE_FUNCTION, keep_result=0, max_tries=1),
             func(bulk_redrive, name=queue.REDRIVE_FUNCTION, keep_result=0, max_tries=1),
@@ -106,7 +97,7 @@ async def _wait_for_redis(redis: ArqRedis, stop: asyncio.Event) -> None:
 
 
 async def supervise(
-    settings: Settings, redis: ArqRedis, ctx: dict[str, Any], stop: asyncio.Event
+    settings: Settings, redis: ArqRedis, ctx: dict[str, Any], pump: Pump, stop: asyncio.Event
 ) -> None:
     while not stop.is_set():
         worker = build_worker(settings, redis, ctx)
@@ -120,7 +111,7 @@ async def supervise(
             await asyncio.gather(
                 _drain(worker, settings.shutdown_grace),
                 _finish_background(herald.background, settings.shutdown_grace),
-                herald.pump.drain(settings.shutdown_grace),
+                pump.drain(settings.shutdown_grace),
             )
             await asyncio.gather(run, return_exceptions=True)
             return
@@ -167,11 +158,11 @@ async def run_worker(settings: Settings) -> None:
     pump.start()
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
     beating = asyncio.create_task(heartbeat.beat(settings.worker_heartbeat_file, stop))
-    herald = WorkerContext(settings, sessionmaker, redis, pump)
+    herald = WorkerContext(settings, sessionmaker, redis)
     ctx = herald.as_arq_ctx()
     log.info("worker.started", region=settings.region, concurrency=settings.worker_concurrency)
     try:
-        await supervise(settings, redis, ctx, stop)
+        await supervise(settings, redis, ctx, pump, stop)
     finally:
         stop.set()
         await asyncio.gather(relay, beating, return_exceptions=True)

@@ -17,8 +17,7 @@ T = TypeVar("T")
 # second, and one Redis script) and the claim, together. A pool that is saturated for longer
 # answers with its own timeout first (5 s, app/db.py).
 BEFORE_LEASE_SECONDS = 10.0
-# Any other step outside the attempt: giving a lease back, the first try to record an attempt,
-# waking a destination for an old release's job (workers/deliver.py).
+# Any other step outside the attempt: giving a lease back, the first try to record an attempt.
 STEP_SECONDS = 5.0
 
 

@@ -23,7 +23,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import metrics
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, single_statements
-from app.endpoints.service import endpoints
 from app.engine.repository import delivery_leases
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service.attempt import Attempts
@@ -37,7 +36,7 @@ from app.engine.service.deadlines import (
 from app.engine.service.recorder import Recorder
 from app.faults import crash_point, stall_point
 from app.flow.service.gate import Gate, Grant
-from app.flow.service.wakeups import Arm, Taken, Wakeups, waiting_flag, wake_waiting
+from app.flow.service.wakeups import Taken, Wakeups, waiting_flag, wake_waiting
 
 log = structlog.get_logger("herald.delivery")
 
@@ -104,13 +103,6 @@ class Pump:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
         await self.recorder.close()
-
-    async def wake(self, endpoint_id: str) -> None:
-        """Wake a destination now, knowing only its id."""
-        async with self._sessionmaker() as session, session.begin():
-            endpoint = await endpoints.get_any(session, endpoint_id)
-        if endpoint is not None:
-            await self._wakeups.arm([Arm(endpoint.tenant_id, endpoint_id, 0.0)])
 
     async def _taker(self) -> None:
         backoff = 0.25
