@@ -35,8 +35,7 @@ class ReconcileRunOut(BaseModel):
     counts: dict[str, int] = Field(
         description="What the run did: destinations_checked, destinations_armed (repairs) "
         "and unpublished_outbox; and rows purged by retention: purged_deliveries, "
-        "purged_events, purged_keys, purged_runs. Runs recorded by an older release may show "
-        "lease_expirations, stale_enqueued and due_pending instead."
+        "purged_events, purged_keys, purged_runs."
     )
     error: str | None
     started_at: datetime

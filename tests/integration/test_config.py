@@ -129,11 +129,10 @@ def _env_example() -> tuple[dict[str, str], set[str]]:
     return stated, mentioned
 
 
-def test_a_retired_setting_left_in_the_environment_is_ignored(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_setting_herald_does_not_have_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     defaults = load_settings().model_dump()
-    # The job engine's switch, gone with it: an old environment file must still start.
+    # A HERALD_ variable no setting reads changes nothing and stops nothing: the README says
+    # so of HERALD_DELIVERY_ENGINE, which environment files written for the job engine hold.
     monkeypatch.setenv("HERALD_DELIVERY_ENGINE", "jobs")
     assert load_settings().model_dump() == defaults
 

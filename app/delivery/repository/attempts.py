@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import Attempt, Endpoint
@@ -18,34 +18,6 @@ async def list_page(
         query = query.where(Attempt.attempt_number > after_number)
     return list(
         (await session.execute(query.order_by(Attempt.attempt_number).limit(limit))).scalars()
-    )
-
-
-async def insert_attempt(
-    session: AsyncSession,
-    *,
-    delivery_id: str,
-    endpoint_id: str,
-    attempt_number: int,
-    started_at: datetime,
-    duration_ms: int,
-    status_code: int | None,
-    outcome: str,
-    error: str | None,
-    response_body: str | None,
-) -> None:
-    await session.execute(
-        insert(Attempt).values(
-            delivery_id=delivery_id,
-            endpoint_id=endpoint_id,
-            attempt_number=attempt_number,
-            started_at=started_at,
-            duration_ms=duration_ms,
-            status_code=status_code,
-            outcome=outcome,
-            error=error,
-            response_body=response_body,
-        )
     )
 
 
