@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.flow.service.gate import RATE_HORIZON_US, Gate, Grant, flow_snapshot
+from app.flow.service.wakeups import Wakeups, waiting_flag
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.engine import redis_now_us
 
@@ -37,13 +38,14 @@ async def test_the_gate_holds_any_start_rate_on_redis_clock(
         client, tenant, rate_limit_per_second=rate, max_in_flight=2 * CALLS * WANT
     )
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
     await gate.policy(endpoint_id)  # read once, before the burst
     start = await redis_now_us(redis)
     # Concurrently, so that however slow this machine is, the calls reach Redis together and
     # the rate (not the caller's own pace) decides.
     grants = await asyncio.gather(
-        *(gate.grant(endpoint_id, tenant_id=tenant_id, want=WANT) for _ in range(CALLS))
+        *(gate.grant(endpoint_id, tenant_id=flag, want=WANT) for _ in range(CALLS))
     )
     end = await redis_now_us(redis)
     granted = sum(grant.count for grant in grants)
@@ -82,6 +84,15 @@ async def slots_held(redis: ArqRedis, endpoint_id: str) -> set[str]:
     return {m.decode() for m in await redis.zrange(f"herald:flow:{endpoint_id}:slots", 0, -1)}
 
 
+async def woken(redis: ArqRedis, settings: Settings, tenant_id: str, endpoint_id: str) -> bool:
+    """Whether the destination's wake-up is armed for now; then forgets it, as a take would
+    (so that the next question asks about a wake after this one)."""
+    wakeups = Wakeups(redis, settings.region)
+    due_in = (await wakeups.snapshot(tenant_id, endpoint_id)).due_in
+    await redis.zrem(f"herald:wake:{settings.region}:t:{tenant_id}", endpoint_id)
+    return due_in is not None and due_in <= 0
+
+
 async def test_a_grant_takes_only_the_free_slots_and_a_release_wakes_the_destination_once(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
@@ -91,26 +102,56 @@ async def test_a_grant_takes_only_the_free_slots_and_a_release_wakes_the_destina
 ) -> None:
     endpoint = await new_endpoint(client, tenant, max_in_flight=3)  # and no rate ceiling
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     gate = Gate(settings, create_sessionmaker(engine), redis)
 
-    grant = await gate.grant(endpoint_id, tenant_id=tenant_id, want=10)
+    grant = await gate.grant(endpoint_id, tenant_id=flag, want=10)
     assert (grant.count, grant.reason) == (3, "in_flight")
     assert [grant.start_offset(i) for i in range(3)] == [0.0, 0.0, 0.0]
     assert await slots_held(redis, endpoint_id) == {grant.slot(i) for i in range(3)}
     # The destination has more work than slots: the first slot freed must wake it.
-    assert await flow_key(redis, endpoint_id, "waiting") == f"{tenant_id}|{grant.grant_id}"
+    assert await flow_key(redis, endpoint_id, "waiting") == f"{flag}|{grant.grant_id}"
 
-    full = await gate.grant(endpoint_id, tenant_id=tenant_id, want=10)
+    full = await gate.grant(endpoint_id, tenant_id=flag, want=10)
     assert (full.count, full.reason) == (0, "in_flight")
     assert full.reopens_in > 0  # the earliest slot's expiry: a safety wake only
     assert await slots_held(redis, endpoint_id) == {grant.slot(i) for i in range(3)}
+    assert not await woken(redis, settings, tenant_id, endpoint_id)
 
-    assert await gate.release_slots(endpoint_id, [grant.slot(0)]) == tenant_id
-    assert await gate.release_slots(endpoint_id, [grant.slot(0)]) is None  # woken once
+    # The release itself wakes the destination, in the region that parked it: no caller has
+    # a flag to act on.
+    await gate.release({endpoint_id: [grant.slot(0)]})
+    assert await woken(redis, settings, tenant_id, endpoint_id)
+    await gate.release({endpoint_id: [grant.slot(1)]})
+    assert not await woken(redis, settings, tenant_id, endpoint_id)  # woken once
     assert await flow_key(redis, endpoint_id, "waiting") is None
-    assert await slots_held(redis, endpoint_id) == {grant.slot(1), grant.slot(2)}
-    freed = await gate.grant(endpoint_id, tenant_id=tenant_id, want=10)
-    assert (freed.count, freed.reason) == (1, "in_flight")
+    assert await slots_held(redis, endpoint_id) == {grant.slot(2)}
+    freed = await gate.grant(endpoint_id, tenant_id=flag, want=10)
+    assert (freed.count, freed.reason) == (2, "in_flight")
+
+
+async def test_one_release_frees_the_slots_of_many_destinations_and_wakes_those_waiting(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    settings: Settings,
+    engine: AsyncEngine,
+    redis: ArqRedis,
+) -> None:
+    full = await new_endpoint(client, tenant, max_in_flight=1)
+    spare = await new_endpoint(client, tenant, max_in_flight=5)  # its grant was not limited
+    tenant_id = await tenant_of(engine, full["id"])
+    flag = waiting_flag(settings.region, tenant_id)
+    gate = Gate(settings, create_sessionmaker(engine), redis)
+    held = await gate.grant(full["id"], tenant_id=flag, want=1)
+    refused = await gate.grant(full["id"], tenant_id=flag, want=1)
+    alone = await gate.grant(spare["id"], tenant_id=flag, want=1)
+    assert (held.count, refused.count, alone.count, alone.reason) == (1, 0, 1, None)
+
+    await gate.release({full["id"]: [held.slot(0)], spare["id"]: [alone.slot(0)]})
+    assert await slots_held(redis, full["id"]) == await slots_held(redis, spare["id"]) == set()
+    # Only the destination that had work waiting for its slot is woken.
+    assert await woken(redis, settings, tenant_id, full["id"])
+    assert not await woken(redis, settings, tenant_id, spare["id"])
 
 
 async def test_slots_handed_back_wake_a_destination_refused_meanwhile_but_not_their_own(
@@ -122,22 +163,25 @@ async def test_slots_handed_back_wake_a_destination_refused_meanwhile_but_not_th
 ) -> None:
     endpoint = await new_endpoint(client, tenant, max_in_flight=1)
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     gate = Gate(settings, create_sessionmaker(engine), redis)
 
     # Alone: a grant whose claim found nothing has no one to wake (its own flag only said
     # "there may be more than the slots"); waking would grant, find nothing, flag, forever.
-    alone = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    alone = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     assert (alone.count, alone.reason) == (1, "in_flight")
-    assert await gate.return_unused(alone, used=0) is None
+    await gate.return_unused(alone, used=0)
     assert await flow_key(redis, endpoint_id, "waiting") is None
+    assert not await woken(redis, settings, tenant_id, endpoint_id)
 
-    # Another taker was refused for want of the slot this grant held: handing it back must
-    # wake the destination, or its work waits for the refused taker's safety wake.
-    holder = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
-    refused = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    # Another taker was refused for want of the slot this grant held: handing it back wakes
+    # the destination, or its work would wait for the refused taker's safety wake.
+    holder = await gate.grant(endpoint_id, tenant_id=flag, want=5)
+    refused = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     assert (holder.count, refused.count, refused.reason) == (1, 0, "in_flight")
-    assert await gate.return_unused(holder, used=0) == tenant_id
+    await gate.return_unused(holder, used=0)
     assert await slots_held(redis, endpoint_id) == set()
+    assert await woken(redis, settings, tenant_id, endpoint_id)
 
 
 async def test_rate_grants_start_a_whole_interval_apart_across_grants(
@@ -149,6 +193,7 @@ async def test_rate_grants_start_a_whole_interval_apart_across_grants(
 ) -> None:
     endpoint = await new_endpoint(client, tenant, rate_limit_per_second=5, max_in_flight=100)
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
     await gate.policy(endpoint_id)
     interval_us = 200_000
@@ -157,7 +202,7 @@ async def test_rate_grants_start_a_whole_interval_apart_across_grants(
         """The grant, and when (µs, Redis's clock) its start 0 is due, bracketed by Redis's
         clock around the call: the stored tat is one interval past the grant's last start."""
         before = await redis_now_us(redis)
-        grant = await gate.grant(endpoint_id, tenant_id=tenant_id, want=want)
+        grant = await gate.grant(endpoint_id, tenant_id=flag, want=want)
         after = await redis_now_us(redis)
         tat = int(await flow_key(redis, endpoint_id, "tat") or 0)
         first_us = round(grant.first_start_in * 1e6)
@@ -190,14 +235,15 @@ async def test_a_rate_grant_fits_the_horizon_and_a_refusal_costs_nothing(
     # One start in 100 s: within the 1 s horizon only "now" fits, so the refusal is certain.
     endpoint = await new_endpoint(client, tenant, rate_limit_per_second=0.01, max_in_flight=100)
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     gate = Gate(settings, create_sessionmaker(engine), redis)
 
-    grant = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    grant = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     assert (grant.count, grant.reason, grant.first_start_in) == (1, "rate", 0.0)
     assert grant.reopens_in == 99.0  # next start at 100 s, granted once it is within 1 s
     tat = await flow_key(redis, endpoint_id, "tat")
 
-    refused = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    refused = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     assert (refused.count, refused.reason) == (0, "rate")
     assert 0 < refused.reopens_in <= 99.0
     assert await flow_key(redis, endpoint_id, "tat") == tat
@@ -214,17 +260,18 @@ async def test_return_unused_moves_the_rate_back_only_when_no_grant_came_after(
 ) -> None:
     endpoint = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=100)
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     gate = Gate(settings, create_sessionmaker(engine), redis)
     interval_us = 100_000
 
-    alone = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    alone = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     tat = int(await flow_key(redis, endpoint_id, "tat") or 0)
     await gate.return_unused(alone, used=2)
     assert int(await flow_key(redis, endpoint_id, "tat") or 0) == tat - 3 * interval_us
     assert await slots_held(redis, endpoint_id) == {alone.slot(0), alone.slot(1)}
 
-    earlier = await gate.grant(endpoint_id, tenant_id=tenant_id, want=3)
-    later = await gate.grant(endpoint_id, tenant_id=tenant_id, want=2)
+    earlier = await gate.grant(endpoint_id, tenant_id=flag, want=3)
+    later = await gate.grant(endpoint_id, tenant_id=flag, want=2)
     assert (earlier.count, later.count) == (3, 2)
     tat_of_later = await flow_key(redis, endpoint_id, "tat")
     await gate.return_unused(earlier, used=1)
@@ -251,13 +298,14 @@ async def test_a_grant_handed_back_twice_never_pulls_the_rate_under_a_later_gran
     # back freed stores the very tat the first grant had stored.
     endpoint = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=100)
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     gate = Gate(settings, create_sessionmaker(engine), redis)
     interval_us = 100_000
 
-    first = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    first = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     start_0 = int(await flow_key(redis, endpoint_id, "tat") or 0) - 5 * interval_us
     await gate.return_unused(first, used=3)
-    later = await gate.grant(endpoint_id, tenant_id=tenant_id, want=2)
+    later = await gate.grant(endpoint_id, tenant_id=flag, want=2)
     assert later.count == 2
     later_tat = int(await flow_key(redis, endpoint_id, "tat") or 0)
     assert later_tat == start_0 + 5 * interval_us  # the later grant's starts are 3 and 4
@@ -266,7 +314,7 @@ async def test_a_grant_handed_back_twice_never_pulls_the_rate_under_a_later_gran
     # Start 1 and 2 of the first grant are free again, but the later grant's are not: the next
     # grant starts after them.
     assert int(await flow_key(redis, endpoint_id, "tat") or 0) == later_tat
-    next_grant = await gate.grant(endpoint_id, tenant_id=tenant_id, want=1)
+    next_grant = await gate.grant(endpoint_id, tenant_id=flag, want=1)
     next_start = int(await flow_key(redis, endpoint_id, "tat") or 0) - interval_us
     assert next_grant.count == 1 and next_start >= start_0 + 5 * interval_us
 
@@ -280,6 +328,7 @@ async def test_half_open_grants_one_probe_at_a_time(
 ) -> None:
     endpoint = await new_endpoint(client, tenant, max_in_flight=10)
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     async with engine.begin() as connection:  # tripped, and its cool-down is over
         await connection.execute(
             text("UPDATE endpoints SET breaker_trips = 1 WHERE id = :e"), {"e": endpoint_id}
@@ -287,7 +336,7 @@ async def test_half_open_grants_one_probe_at_a_time(
     gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
 
     grants = await asyncio.gather(
-        *(gate.grant(endpoint_id, tenant_id=tenant_id, want=5) for _ in range(10))
+        *(gate.grant(endpoint_id, tenant_id=flag, want=5) for _ in range(10))
     )
     [probe] = [grant for grant in grants if grant.count]
     assert (probe.count, probe.reason) == (1, "probe")
@@ -299,10 +348,11 @@ async def test_half_open_grants_one_probe_at_a_time(
     # A probe that found no row gives the probe back at once.
     await gate.return_unused(probe, used=0)
     assert await flow_key(redis, endpoint_id, "probe") is None
-    retried = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    retried = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     assert (retried.count, retried.reason) == (1, "probe")
     # Its record frees the probe and wakes the destination, whose other grants waited for it.
-    assert await gate.release_slots(endpoint_id, [retried.slot(0)]) == tenant_id
+    await gate.release({endpoint_id: [retried.slot(0)]})
+    assert await woken(redis, settings, tenant_id, endpoint_id)
     assert await flow_key(redis, endpoint_id, "probe") is None
     assert await slots_held(redis, endpoint_id) == set()
 
@@ -316,18 +366,19 @@ async def test_a_probe_refused_by_the_rate_is_not_taken(
 ) -> None:
     endpoint = await new_endpoint(client, tenant, rate_limit_per_second=0.01, max_in_flight=10)
     endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    flag = waiting_flag(settings.region, tenant_id)
     async with engine.begin() as connection:
         await connection.execute(
             text("UPDATE endpoints SET breaker_trips = 1 WHERE id = :e"), {"e": endpoint_id}
         )
     gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
-    probe = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    probe = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     assert (probe.count, probe.reason) == (1, "probe")
-    await gate.release_slots(endpoint_id, [probe.slot(0)])
+    await gate.release({endpoint_id: [probe.slot(0)]})
 
     # The next start is 100 s away: the rate refuses, and the probe stays free for whoever
     # comes when it is due.
-    refused = await gate.grant(endpoint_id, tenant_id=tenant_id, want=5)
+    refused = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     assert (refused.count, refused.reason) == (0, "rate")
     for name in ("probe", "waiting"):
         assert await flow_key(redis, endpoint_id, name) is None
@@ -352,8 +403,8 @@ async def test_a_paused_destination_is_granted_nothing_and_nothing_is_reserved(
     await gate.pause(by_redis["id"], 30)  # a Retry-After seen by some worker a moment ago
 
     for endpoint, longest in ((by_redis, 30.0), (by_database, 60.0)):
-        tenant_id = await tenant_of(engine, endpoint["id"])
-        grant = await gate.grant(endpoint["id"], tenant_id=tenant_id, want=5)
+        flag = waiting_flag(settings.region, await tenant_of(engine, endpoint["id"]))
+        grant = await gate.grant(endpoint["id"], tenant_id=flag, want=5)
         assert (grant.count, grant.reason) == (0, "paused")
         assert 0 < grant.reopens_in <= longest
         for name in ("tat", "waiting", "probe"):

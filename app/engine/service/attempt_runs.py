@@ -12,7 +12,6 @@ import contextlib
 from dataclasses import dataclass
 
 import structlog
-from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics
@@ -26,7 +25,7 @@ from app.engine.service.deadlines import STEP_SECONDS, unstoppable
 from app.engine.service.recorder import Recorder
 from app.faults import crash_point
 from app.flow.service.gate import Gate, Grant
-from app.flow.service.wakeups import Arm, Wakeups, wake_waiting
+from app.flow.service.wakeups import Arm, Wakeups
 from app.logs import log_failure
 
 log = structlog.get_logger("herald.delivery")
@@ -57,7 +56,6 @@ class AttemptRuns:
         self,
         settings: Settings,
         sessionmaker: async_sessionmaker[AsyncSession],
-        redis: ArqRedis,
         gate: Gate,
         attempts: Attempts,
         recorder: Recorder,
@@ -65,7 +63,6 @@ class AttemptRuns:
     ) -> None:
         self._settings = settings
         self._sessionmaker = sessionmaker
-        self._redis = redis
         self._gate = gate
         self._attempts = attempts
         self._recorder = recorder
@@ -167,7 +164,5 @@ class AttemptRuns:
             with contextlib.suppress(*DATABASE_TROUBLE):
                 async with single_statements(self._sessionmaker) as connection:
                     await delivery_records.release_batch(connection, [(claimed.id, claimed.token)])
-            waiting = await self._gate.release_slots(claimed.endpoint_id, [slot])
+            await self._gate.release({claimed.endpoint_id: [slot]})
             await self._wakeups.arm([Arm(claimed.tenant_id, claimed.endpoint_id, 0.0)])
-            if waiting is not None:
-                await wake_waiting(self._redis, [(claimed.endpoint_id, waiting)])

@@ -36,7 +36,7 @@ from app.engine.service.deadlines import (
 from app.engine.service.recorder import Recorder
 from app.faults import crash_point, stall_point
 from app.flow.service.gate import Gate, Grant
-from app.flow.service.wakeups import Taken, Wakeups, waiting_flag, wake_waiting
+from app.flow.service.wakeups import Taken, Wakeups, waiting_flag
 
 log = structlog.get_logger("herald.delivery")
 
@@ -71,7 +71,7 @@ class Pump:
             settings, sessionmaker, gate, self._wakeups, batch_max=settings.record_batch_max
         )
         self._runs = AttemptRuns(
-            settings, sessionmaker, redis, gate, attempts, self.recorder, self._wakeups
+            settings, sessionmaker, gate, attempts, self.recorder, self._wakeups
         )
         self._capacity = Capacity(settings.worker_concurrency)
         self._takers: list[asyncio.Task[None]] = []
@@ -173,7 +173,7 @@ class Pump:
             count = min(grant.count, self._capacity.free)
             self._capacity.take(tenant_id, max(count, 0))
             if count < grant.count:
-                await self._return(grant, used=max(count, 0))
+                await self._gate.return_unused(grant, used=max(count, 0))
                 if count <= 0:
                     await self._wakeups.settle(taken, in_seconds=0.0)
                     return
@@ -184,7 +184,7 @@ class Pump:
                 batch, claimed_at = await self._claim(endpoint_id, count)
             except BaseException:
                 self._capacity.give(tenant_id, count)
-                await self._return(grant, used=0)
+                await self._gate.return_unused(grant, used=0)
                 raise
         rows = batch.rows
         if rows:
@@ -200,16 +200,9 @@ class Pump:
         # destination held, and it comes due again when the hold ends.
         if len(rows) < count:
             self._capacity.give(tenant_id, count - len(rows))
-            await self._return(grant, used=len(rows))
+            await self._gate.return_unused(grant, used=len(rows))
         next_look = self._next_look(endpoint_id, grant, count, batch)
         await self._wakeups.settle(taken, in_seconds=next_look)
-
-    async def _return(self, grant: Grant, *, used: int) -> None:
-        """Hand back what a claim did not use; a destination refused meanwhile for want of
-        those slots is woken."""
-        waiting = await self._gate.return_unused(grant, used=used)
-        if waiting is not None:
-            await wake_waiting(self._redis, [(grant.endpoint_id, waiting)])
 
     def _next_look(
         self, endpoint_id: str, grant: Grant, count: int, batch: delivery_leases.ClaimBatch

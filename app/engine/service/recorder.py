@@ -9,8 +9,8 @@ and its attempt is reported lost. Endings that judge the destination's health (a
 410) keep a transaction of their own (attempt.py), as the breaker and Retry-After need
 reads and decisions beside the record.
 
-After the commit, in one pipelined round trip each: the gate's slots are freed (a destination
-that waited for a slot is woken once), retries are armed for their time, and pauses are set.
+After the commit: pauses are set, the gate frees the slots (and wakes, once, a destination
+that waited for one), and retries are armed for their time in one pipelined round trip.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from app.engine.service.attempt import Ended, record_judging_health
 from app.engine.service.deadlines import STEP_SECONDS
 from app.faults import crash_point
 from app.flow.service.gate import Gate
-from app.flow.service.wakeups import Arm, Wakeups, wake_waiting
+from app.flow.service.wakeups import Arm, Wakeups
 from app.states import Outcome
 
 log = structlog.get_logger("herald.delivery")
@@ -54,7 +54,6 @@ class _Effects:
     """What a flush does in Redis once its records are committed."""
 
     slots: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
-    tenants: dict[str, str] = field(default_factory=dict)  # endpoint -> tenant
     arms: list[Arm] = field(default_factory=list)
     pauses: dict[str, float] = field(default_factory=dict)
 
@@ -229,7 +228,6 @@ class Recorder:
         pending.done.set_result(recorded)
         if pending.slot is not None:
             effects.slots[claimed.endpoint_id].append(pending.slot)
-            effects.tenants[claimed.endpoint_id] = claimed.tenant_id
         if not recorded:
             # Our lease expired (and perhaps another worker took over): the result that counts
             # is the one a live lease holder records.
@@ -264,15 +262,9 @@ class Recorder:
         # destination woken by a freed slot must find itself paused.
         for endpoint_id, seconds in effects.pauses.items():
             await self._gate.pause(endpoint_id, seconds)
-        waiting: list[tuple[str, str]] = []
         try:
-            for endpoint_id, slots in effects.slots.items():
-                flag = await self._gate.release_slots(endpoint_id, slots)
-                if flag is not None:
-                    waiting.append((endpoint_id, flag))
+            await self._gate.release(effects.slots)
         finally:
-            # Whatever was released is woken, even if a later release failed.
+            # Retries are armed even if waking a destination that waited for a slot failed.
             if effects.arms:
                 await self._wakeups.arm(effects.arms)
-            if waiting:
-                await wake_waiting(self._wakeups.redis, waiting)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -29,7 +29,7 @@ from app.flow.service import gate_scripts as flow_scripts
 from app.flow.service.gate_scripts import flow_keys
 from app.flow.service.rates import late_start_allowed, start_interval_us
 from app.flow.service.snapshot import FlowSnapshot
-from app.flow.service.wakeups import Arm, Wakeups
+from app.flow.service.wakeups import Arm, Wakeups, wake_waiting
 
 log = structlog.get_logger("herald.flow")
 
@@ -105,7 +105,7 @@ class Gate:
         self._generations: dict[str, int] = {}
         self._grant = redis.register_script(flow_scripts.GRANT)
         self._return_unused = redis.register_script(flow_scripts.RETURN_UNUSED)
-        self._release = redis.register_script(flow_scripts.RELEASE_SLOTS)
+        self._release_slots = redis.register_script(flow_scripts.RELEASE_SLOTS)
         self._pause = redis.register_script(flow_scripts.PAUSE)
 
     async def policy(self, endpoint_id: str) -> Policy:
@@ -200,13 +200,14 @@ class Gate:
             _interval_us=policy.interval_us,
         )
 
-    async def return_unused(self, grant: Grant, *, used: int) -> str | None:
-        """The claim found fewer rows than granted: give the rest of the grant back. Like
-        ``release_slots``, returns the waiting flag it took (the caller wakes the destination).
-        Best effort: unreturned slots expire with their lease, an unreturned start is a short
-        gap."""
+    async def return_unused(self, grant: Grant, *, used: int) -> None:
+        """The claim found fewer rows than granted: give the rest of the grant back, and wake
+        the destination if another grant was refused meanwhile for want of those slots (its
+        own flag only said "there may be more work than slots": waking on it would grant, find
+        nothing and flag again, forever). Best effort: unreturned slots expire with their
+        lease, an unreturned start is a short gap. A wake Redis refuses raises."""
         if used >= grant.count:
-            return None
+            return
         keys = flow_keys(grant.endpoint_id)
         try:
             waiting = await self._return_unused(
@@ -217,25 +218,41 @@ class Gate:
             log.warning(
                 "flow.return_failed", endpoint_id=grant.endpoint_id, error=type(exc).__name__
             )
-            return None
-        return None if waiting is None else _mark(waiting)
+            return
+        if waiting is not None:
+            await wake_waiting(self._redis, [(grant.endpoint_id, _mark(waiting))])
 
-    async def release_slots(self, endpoint_id: str, slots: Sequence[str]) -> str | None:
-        """Free the slots of recorded attempts (and the probe, if one of them was it). Returns
-        the tenant id if work was waiting for a slot: the caller wakes the destination, once
-        -- the flag is taken atomically, so of all concurrent releases exactly one gets it."""
+    async def release(self, slots: Mapping[str, Sequence[str]]) -> None:
+        """Free the in-flight slots of attempts that are over (endpoint id -> slots), the probe
+        too if one of them was it, and wake each destination whose work waited for a slot --
+        once: its flag is taken atomically, so of all concurrent releases exactly one wakes
+        it. A release Redis refuses is left to the slots' expiry; a wake it refuses raises,
+        after every release was tried."""
+        waiting: list[tuple[str, str]] = []
+        try:
+            for endpoint_id, held in slots.items():
+                flag = await self._free(endpoint_id, held)
+                if flag is not None:
+                    waiting.append((endpoint_id, flag))
+        finally:
+            # Whatever was released is woken, even if a later release was cut short.
+            if waiting:
+                await wake_waiting(self._redis, waiting)
+
+    async def _free(self, endpoint_id: str, slots: Sequence[str]) -> str | None:
+        """The waiting flag's mark if this release took it."""
         if not slots:
             return None
         keys = flow_keys(endpoint_id)
         try:
-            tenant_id = await self._release(
+            flag = await self._release_slots(
                 keys=[keys.slots, keys.probe, keys.waiting], args=list(slots)
             )
         except Exception as exc:
             # Not woken now, the destination wakes at the earliest slot expiry it settled at.
             log.warning("flow.release_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
             return None
-        return None if tenant_id is None else _mark(tenant_id)
+        return None if flag is None else _mark(flag)
 
     async def pause(self, endpoint_id: str, seconds: float) -> None:
         self.forget(endpoint_id)
