@@ -81,6 +81,11 @@ def assert_breaks(copy: Path, module: str, line: str, contract: str) -> None:
             "from app.outbox.service import publishing",
             "The shared kernel knows no domain",
         ),
+        (  # an attempt writing its own record
+            "app/engine/service/attempt.py",
+            "from app.engine.repository import delivery_records",
+            "An attempt decides and sends",
+        ),
         (  # the product importing the dev tooling
             "workers/runner.py",
             "from devstack import dev",

@@ -1,32 +1,27 @@
 """One attempt on a leased delivery, whoever claimed it: refuse it without sending, or send it
-and decide what its answer means; and the record of an attempt that says something about the
-destination's health (a failure, a 410), which needs a transaction of its own.
+and decide what its answer means.
 
-No scheduling here and no lease bookkeeping: the pump (pump.py) decides when an
+No scheduling here, no lease bookkeeping and no writes: the pump (pump.py) decides when an
 attempt starts, the recorder (recorder.py) writes how it ended.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from dataclasses import dataclass
 
 import aiohttp
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
 from app.config import Settings
-from app.endpoints.service import destination_health, endpoints
-from app.engine.repository import delivery_records
+from app.endpoints.service import destination_health
 from app.engine.repository.delivery_leases import ClaimedDelivery
-from app.engine.repository.delivery_records import Finished
 from app.engine.service import envelope, outcomes, sender
 from app.flow.service.gate import Gate
 from app.logs import log_failure
-from app.states import DeliveryState, Outcome
+from app.states import Outcome
 
 log = structlog.get_logger("herald.delivery")
 
@@ -39,32 +34,6 @@ class Ended:
     transition: outcomes.Transition
     result: sender.AttemptResult | None  # None: refused without sending
     lease_ends: float  # on this process's event-loop clock
-
-    @functools.cached_property
-    def finished(self) -> Finished:
-        """The row to write. A retry is written `enqueued`: the destination's wake-up covers it
-        (the recorder arms it for the retry time after the commit)."""
-        t, result = self.transition, self.result
-        state = t.state
-        if state is DeliveryState.PENDING and t.delay_seconds is not None:
-            state = DeliveryState.ENQUEUED
-        finished = Finished(
-            state=state,
-            delay_seconds=t.delay_seconds,
-            dead_reason=t.dead_reason,
-            attempt_number=self.claimed.attempt_number,
-        )
-        if result is None:
-            return finished
-        return dataclasses.replace(
-            finished,
-            outcome=result.outcome.value,
-            status_code=result.status_code,
-            error=result.error,
-            started_at=result.started_at,
-            duration_ms=result.duration_ms,
-            response_body=result.response_body,
-        )
 
     @property
     def destination_failed(self) -> bool:
@@ -82,12 +51,6 @@ class Ended:
         """Whether the record must also judge the destination (breaker, Retry-After, 410):
         then it is a transaction of its own, not part of a group commit."""
         return self.destination_failed or self.transition.disable_endpoint
-
-    @property
-    def retry_in(self) -> float | None:
-        if self.finished.state is DeliveryState.ENQUEUED:
-            return self.transition.delay_seconds
-        return None
 
 
 @dataclass
@@ -178,27 +141,3 @@ class Attempts:
             failed_inside_herald=error is not None,
         )
         return Ended(claimed, self.decide(claimed, result), result, lease_ends)
-
-
-async def record_judging_health(
-    sessionmaker: async_sessionmaker[AsyncSession], settings: Settings, ended: Ended
-) -> tuple[bool, float]:
-    """Record an attempt whose ending judges its destination, in one transaction with that
-    judgement: whether it was recorded, and how long the destination must now pause."""
-    claimed, result = ended.claimed, ended.result
-    failed = ended.destination_failed
-    # Counted from the answer (the gate closed then), not from this try: a record retried
-    # through a database outage must not push the pause later.
-    retry_after = result.retry_after_left() if failed and result is not None else None
-    pause = 0.0
-    async with sessionmaker() as session, session.begin():
-        recorded = await delivery_records.record_in(
-            session, claimed.id, token=claimed.token, finished=ended.finished
-        )
-        if recorded and ended.transition.disable_endpoint:
-            await endpoints.disable(session, claimed.endpoint_id, "receiver answered 410 Gone")
-        if recorded and failed and result is not None:
-            pause = await destination_health.after_failure(
-                session, settings, claimed.endpoint_id, result.status_code, retry_after
-            )
-    return recorded, pause

@@ -1,4 +1,5 @@
-"""Group commit for attempt outcomes: many attempts' records in one statement and one commit.
+"""Recording how attempts ended (attempt.py decides it): the row each ending writes, and the
+group commit that writes many of them in one statement and one commit.
 
 No timers: whenever fewer than ``MAX_FLUSHES`` flushes are running, a new one takes everything
 buffered (at most ``batch_max``). At low load each outcome flushes alone, so nothing waits for
@@ -6,8 +7,8 @@ company; under load, outcomes arrive while a flush runs and the next flush takes
 
 Fencing stays per row (design.md, invariant 4): a row whose lease ended is simply not written,
 and its attempt is reported lost. Endings that judge the destination's health (a failure, a
-410) keep a transaction of their own (attempt.py), as the breaker and Retry-After need
-reads and decisions beside the record.
+410) keep a transaction of their own, as the breaker and Retry-After need reads and decisions
+beside the record.
 
 After the commit: pauses are set, the gate frees the slots (and wakes, once, a destination
 that waited for one), and retries are armed for their time in one pipelined round trip.
@@ -16,9 +17,12 @@ that waited for one), and retries are armed for their time in one pipelined roun
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -26,25 +30,48 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import metrics, tracing
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, is_transient, single_statements
+from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_records
-from app.engine.repository.delivery_records import Recording
-from app.engine.service.attempt import Ended, record_judging_health
+from app.engine.repository.delivery_records import Finished, Recording
+from app.engine.service.attempt import Ended
 from app.engine.service.deadlines import STEP_SECONDS
 from app.faults import crash_point
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Arm, Wakeups
-from app.states import Outcome
+from app.states import DeliveryState, Outcome
 
 log = structlog.get_logger("herald.delivery")
 
 MAX_FLUSHES = 2
 FIRST_RETRY_SECONDS = 0.25
 MAX_RETRY_SECONDS = 5.0
+T = TypeVar("T")
+
+
+def finished_row(ended: Ended) -> Finished:
+    """The row an ending's record writes. A retry is written `enqueued`: the destination's
+    wake-up covers it (the recorder arms it for the retry time after the commit)."""
+    t, result = ended.transition, ended.result
+    retry = t.state is DeliveryState.PENDING and t.delay_seconds is not None
+    state = DeliveryState.ENQUEUED if retry else t.state
+    row = Finished(state, t.delay_seconds, t.dead_reason, ended.claimed.attempt_number)
+    if result is None:
+        return row
+    return dataclasses.replace(
+        row,
+        outcome=result.outcome.value,
+        status_code=result.status_code,
+        error=result.error,
+        started_at=result.started_at,
+        duration_ms=result.duration_ms,
+        response_body=result.response_body,
+    )
 
 
 @dataclass
 class _Pending:
     ended: Ended
+    finished: Finished
     slot: str | None
     done: asyncio.Future[bool]
 
@@ -81,7 +108,7 @@ class Recorder:
         Callers hold this under ``unstoppable``: the flush itself runs in a task of its own,
         which no caller's cancellation reaches."""
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._buffer.append(_Pending(ended, slot, done))
+        self._buffer.append(_Pending(ended, finished_row(ended), slot, done))
         self._maybe_flush()
         return await asyncio.shield(done)
 
@@ -145,42 +172,46 @@ class Recorder:
         if pending.slot is not None:
             effects.slots[pending.ended.claimed.endpoint_id].append(pending.slot)
 
-    async def _record_group(self, group: Sequence[_Pending]) -> set[str]:
-        """One statement for the whole group, retried through a failing database for as long
-        as the latest lease among them lasts (past it, the fence refuses the write anyway)."""
-        items = [
-            Recording(p.ended.claimed.id, p.ended.claimed.token, p.ended.finished) for p in group
-        ]
-        lease_ends = max(p.ended.lease_ends for p in group)
+    async def _through_outage(
+        self, write: Callable[[], Awaitable[T]], lease_ends: float, **ids: str | int
+    ) -> T:
+        """``write``, tried again after a passing database error for as long as the lease lasts
+        (past it, the fence refuses the write anyway); the first try has at least a step."""
         clock = asyncio.get_running_loop()
         deadline = max(lease_ends, clock.time() + STEP_SECONDS)
         delay = FIRST_RETRY_SECONDS
         while True:
             try:
-                async with (
-                    asyncio.timeout_at(deadline),
-                    single_statements(self._sessionmaker) as connection,
-                ):
-                    with tracing.TRACER.start_as_current_span(
-                        "herald.record", attributes={"herald.outcomes": len(items)}
-                    ):
-                        return await delivery_records.record_batch(connection, items)
+                async with asyncio.timeout_at(deadline):
+                    return await write()
             except DATABASE_TROUBLE as exc:
-                if not is_transient(exc):
-                    if len(items) == 1:
-                        raise
-                    # One bad row must not hold back the rest: each on its own, and only the
-                    # bad one is left to its lease.
-                    return await self._record_one_by_one(items)
-                if clock.time() + delay > lease_ends:
+                if not is_transient(exc) or clock.time() + delay > lease_ends:
                     raise
-                log.warning("delivery.record_retry", count=len(items), error=type(exc).__name__)
+                log.warning("delivery.record_retry", error=type(exc).__name__, **ids)
                 await asyncio.sleep(delay)
                 delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), lease_ends
-            except Exception:
-                if len(items) == 1:
-                    raise
-                return await self._record_one_by_one(items)
+
+    async def _record_group(self, group: Sequence[_Pending]) -> set[str]:
+        """One statement for the whole group, through an outage for as long as the latest
+        lease among them lasts."""
+        items = [Recording(p.ended.claimed.id, p.ended.claimed.token, p.finished) for p in group]
+        lease_ends = max(p.ended.lease_ends for p in group)
+        write = functools.partial(self._write_batch, items)
+        try:
+            return await self._through_outage(write, lease_ends, count=len(items))
+        except Exception as exc:
+            if len(items) == 1 or (isinstance(exc, DATABASE_TROUBLE) and is_transient(exc)):
+                raise
+            # One bad row must not hold back the rest: each on its own, and only the bad one
+            # is left to its lease.
+            return await self._record_one_by_one(items)
+
+    async def _write_batch(self, items: Sequence[Recording]) -> set[str]:
+        async with single_statements(self._sessionmaker) as connection:
+            with tracing.TRACER.start_as_current_span(
+                "herald.record", attributes={"herald.outcomes": len(items)}
+            ):
+                return await delivery_records.record_batch(connection, items)
 
     async def _record_one_by_one(self, items: Sequence[Recording]) -> set[str]:
         recorded: set[str] = set()
@@ -198,30 +229,35 @@ class Recorder:
 
     async def _record_alone(self, pending: _Pending, effects: _Effects) -> bool:
         ended = pending.ended
-        clock = asyncio.get_running_loop()
-        deadline = max(ended.lease_ends, clock.time() + STEP_SECONDS)
-        delay = FIRST_RETRY_SECONDS
-        while True:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    recorded, pause = await record_judging_health(
-                        self._sessionmaker, self._settings, ended
-                    )
-                break
-            except DATABASE_TROUBLE as exc:
-                if not is_transient(exc) or clock.time() + delay > ended.lease_ends:
-                    raise
-                log.warning(
-                    "delivery.record_retry",
-                    delivery_id=ended.claimed.id,
-                    error=type(exc).__name__,
-                )
-                await asyncio.sleep(delay)
-                delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), ended.lease_ends
+        write = functools.partial(self._write_judging_health, ended, pending.finished)
+        recorded, pause = await self._through_outage(
+            write, ended.lease_ends, delivery_id=ended.claimed.id
+        )
         if recorded and pause > 0:
             endpoint = ended.claimed.endpoint_id
             effects.pauses[endpoint] = max(pause, effects.pauses.get(endpoint, 0.0))
         return recorded
+
+    async def _write_judging_health(self, ended: Ended, finished: Finished) -> tuple[bool, float]:
+        """Record an attempt whose ending judges its destination, in one transaction with that
+        judgement: whether it was recorded, and how long the destination must now pause."""
+        claimed, result = ended.claimed, ended.result
+        failed = ended.destination_failed
+        # Counted from the answer (the gate closed then), not from this try: a record retried
+        # through a database outage must not push the pause later.
+        retry_after = result.retry_after_left() if failed and result is not None else None
+        pause = 0.0
+        async with self._sessionmaker() as session, session.begin():
+            recorded = await delivery_records.record_in(
+                session, claimed.id, token=claimed.token, finished=finished
+            )
+            if recorded and ended.transition.disable_endpoint:
+                await endpoints.disable(session, claimed.endpoint_id, "receiver answered 410 Gone")
+            if recorded and failed and result is not None:
+                pause = await destination_health.after_failure(
+                    session, self._settings, claimed.endpoint_id, result.status_code, retry_after
+                )
+        return recorded, pause
 
     def _account(self, pending: _Pending, recorded: bool, effects: _Effects) -> None:
         ended, claimed, result = pending.ended, pending.ended.claimed, pending.ended.result
@@ -250,11 +286,12 @@ class Recorder:
             outcome=result.outcome.value if result else None,
             status_code=result.status_code if result else None,
             duration_ms=result.duration_ms if result else None,
-            state=ended.finished.state.value,
+            state=pending.finished.state.value,
             reason=ended.transition.dead_reason,
         )
-        if ended.retry_in is not None:
-            effects.arms.append(Arm(claimed.tenant_id, claimed.endpoint_id, ended.retry_in))
+        retry_in = pending.finished.delay_seconds
+        if pending.finished.state is DeliveryState.ENQUEUED and retry_in is not None:
+            effects.arms.append(Arm(claimed.tenant_id, claimed.endpoint_id, retry_in))
 
     async def _apply(self, effects: _Effects) -> None:
         # Pauses first (again after the commit: a breaker trip is only known now, and a policy
