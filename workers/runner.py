@@ -14,19 +14,24 @@ import contextlib
 import signal
 from typing import Any
 
+import aiohttp
 import structlog
 from arq.connections import ArqRedis
 from arq.worker import Worker, func
 from prometheus_client import start_http_server
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import queue, tracing
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
 from app.engine.service.attempt import Attempts
+from app.engine.service.attempt_runs import AttemptRuns
 from app.engine.service.deadlines import cancel_until_done
 from app.engine.service.pump import Pump
+from app.engine.service.recorder import Recorder
 from app.engine.service.sender import build_http_session
 from app.flow.service.gate import Gate
+from app.flow.service.wakeups import Wakeups
 from app.outbox.service.relay import run_relay
 from workers import heartbeat
 from workers.context import WorkerContext
@@ -43,6 +48,22 @@ MAX_RECONNECT_DELAY_SECONDS = 10.0
 # hand their work to the background at once), so arq never times one out (design.md,
 # invariant 8). The margin is for an event loop that runs late.
 JOB_TIMEOUT_SECONDS = 15.0
+
+
+def build_pump(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    redis: ArqRedis,
+    http: aiohttp.ClientSession,
+    gate: Gate,
+) -> Pump:
+    """The delivery engine: each part built once, here, and handed to the parts that use it
+    (the pump, its attempts' runs and the recorder share one set of wake-ups and one gate)."""
+    wakeups = Wakeups(redis, settings.region)
+    recorder = Recorder(settings, sessionmaker, gate, wakeups, batch_max=settings.record_batch_max)
+    attempts = Attempts(settings, http, gate)
+    runs = AttemptRuns(settings, sessionmaker, gate, attempts, recorder, wakeups)
+    return Pump(settings, sessionmaker, redis, gate, wakeups, runs, recorder)
 
 
 def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Worker:
@@ -154,7 +175,7 @@ async def run_worker(settings: Settings) -> None:
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
     http = build_http_session(settings.destination_allowlist, settings.worker_concurrency)
     gate = Gate(settings, sessionmaker, redis)
-    pump = Pump(settings, sessionmaker, redis, gate, Attempts(settings, http, gate))
+    pump = build_pump(settings, sessionmaker, redis, http, gate)
     pump.start()
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
     beating = asyncio.create_task(heartbeat.beat(settings.worker_heartbeat_file, stop))

@@ -25,7 +25,6 @@ from app.config import Settings
 from app.db import DATABASE_TROUBLE, single_statements
 from app.engine.repository import delivery_leases
 from app.engine.repository.delivery_leases import ClaimedDelivery
-from app.engine.service.attempt import Attempts
 from app.engine.service.attempt_runs import AttemptRuns, StartWindow
 from app.engine.service.capacity import Capacity
 from app.engine.service.deadlines import (
@@ -60,19 +59,20 @@ class Pump:
         sessionmaker: async_sessionmaker[AsyncSession],
         redis: ArqRedis,
         gate: Gate,
-        attempts: Attempts,
+        wakeups: Wakeups,
+        runs: AttemptRuns,
+        recorder: Recorder,
     ) -> None:
+        """Handed its parts, each built once where the worker is wired (workers/runner.py):
+        ``runs`` runs the claimed deliveries and hands their endings to ``recorder``, which
+        ``drain`` waits for."""
         self._settings = settings
         self._sessionmaker = sessionmaker
-        self._redis = redis
+        self._redis = redis  # for the takers' blocking wait on the bell
         self._gate = gate
-        self._wakeups = Wakeups(redis, settings.region)
-        self.recorder = Recorder(
-            settings, sessionmaker, gate, self._wakeups, batch_max=settings.record_batch_max
-        )
-        self._runs = AttemptRuns(
-            settings, sessionmaker, gate, attempts, self.recorder, self._wakeups
-        )
+        self._wakeups = wakeups
+        self._runs = runs
+        self._recorder = recorder
         self._capacity = Capacity(settings.worker_concurrency)
         self._takers: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -102,7 +102,7 @@ class Pump:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
-        await self.recorder.close()
+        await self._recorder.close()
 
     async def _taker(self) -> None:
         backoff = 0.25
