@@ -24,11 +24,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import queue, tracing
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
-from app.engine.service.attempt import Attempts
-from app.engine.service.attempt_runs import AttemptRuns
+from app.engine.service.claimed_runs import AttemptRuns
 from app.engine.service.deadlines import cancel_until_done
 from app.engine.service.pump import Pump
 from app.engine.service.recorder import Recorder
+from app.engine.service.send_or_refuse import Attempts
 from app.engine.service.sender import build_http_session
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Wakeups

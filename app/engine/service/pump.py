@@ -25,8 +25,8 @@ from app.config import Settings
 from app.db import DATABASE_TROUBLE, single_statements
 from app.engine.repository import delivery_leases
 from app.engine.repository.delivery_leases import ClaimedDelivery
-from app.engine.service.attempt_runs import AttemptRuns, StartWindow
 from app.engine.service.capacity import Capacity
+from app.engine.service.claimed_runs import AttemptRuns, StartWindow
 from app.engine.service.deadlines import (
     BEFORE_LEASE_SECONDS,
     cancel_until_done,

@@ -1,4 +1,4 @@
-"""Recording how attempts ended (attempt.py decides it): the row each ending writes, and the
+"""Recording how attempts ended (send_or_refuse.py decides it): the row each ending writes, and the
 group commit that writes many of them in one statement and one commit.
 
 No timers: whenever fewer than ``MAX_FLUSHES`` flushes are running, a new one takes everything
@@ -33,8 +33,8 @@ from app.db import DATABASE_TROUBLE, is_transient, single_statements
 from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_records
 from app.engine.repository.delivery_records import Finished, Recording
-from app.engine.service.attempt import Ended
 from app.engine.service.deadlines import STEP_SECONDS
+from app.engine.service.send_or_refuse import Ended
 from app.faults import crash_point
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Arm, Wakeups

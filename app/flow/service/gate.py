@@ -3,7 +3,7 @@
 Two ceilings, because they protect against different overloads: an in-flight ceiling (sockets,
 memory, the receiver's concurrent capacity) and a start-rate ceiling (a receiver allowing N
 requests per interval). Plus pauses (a receiver's Retry-After, the circuit breaker's cool-down)
-and the breaker's single probe. One Lua script (flow_scripts.GRANT) decides atomically, on
+and the breaker's single probe. One Lua script (gate_scripts.GRANT) decides atomically, on
 Redis's clock, how many starts a destination may have now -- a batch for the pump's next claim
 -- and reserves them: an in-flight slot each, and a start time each on the rate ceiling.
 
@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.endpoints.service import endpoints
-from app.flow.service import gate_scripts as flow_scripts
+from app.flow.service import gate_scripts
 from app.flow.service.gate_scripts import flow_keys
 from app.flow.service.rates import late_start_allowed, start_interval_us
 from app.flow.service.snapshot import FlowSnapshot
@@ -103,10 +103,10 @@ class Gate:
         self._policies: dict[str, tuple[float, Policy]] = {}
         self._reading: dict[str, asyncio.Future[Policy]] = {}
         self._generations: dict[str, int] = {}
-        self._grant = redis.register_script(flow_scripts.GRANT)
-        self._return_unused = redis.register_script(flow_scripts.RETURN_UNUSED)
-        self._release_slots = redis.register_script(flow_scripts.RELEASE_SLOTS)
-        self._pause = redis.register_script(flow_scripts.PAUSE)
+        self._grant = redis.register_script(gate_scripts.GRANT)
+        self._return_unused = redis.register_script(gate_scripts.RETURN_UNUSED)
+        self._release_slots = redis.register_script(gate_scripts.RELEASE_SLOTS)
+        self._pause = redis.register_script(gate_scripts.PAUSE)
 
     async def policy(self, endpoint_id: str) -> Policy:
         cached = self._policies.get(endpoint_id)
@@ -270,7 +270,7 @@ async def flow_snapshot(
     """What the gate would see now; None if Redis cannot say."""
     try:
         keys = flow_keys(endpoint_id)
-        snapshot = redis.register_script(flow_scripts.SNAPSHOT)
+        snapshot = redis.register_script(gate_scripts.SNAPSHOT)
         live, wait_us = await snapshot(keys=[keys.tat, keys.slots])
     except Exception as exc:
         log.warning("flow.snapshot_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
