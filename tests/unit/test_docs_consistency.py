@@ -58,3 +58,19 @@ def test_the_readme_says_what_an_endpoint_without_event_types_receives() -> None
     said = prose(README)
     assert "event_types is left out or null receives every event type" in said
     assert "an empty list [] receives no event" in said
+
+
+def test_every_test_the_architecture_names_for_a_step_exists() -> None:
+    # architecture.md's step table names the tests of each step: a renamed or deleted test
+    # file must take its name out of the table too.
+    architecture = (REPO / "docs" / "architecture.md").read_text()
+    table = architecture[architecture.index("| step | module | tests") :].split("\n\n")[0]
+    rows = [row for row in table.splitlines()[2:] if row.startswith("|")]
+    assert len(rows) >= 15
+    for row in rows:
+        tests = row.rstrip("|").split("|")[-1]
+        named = re.findall(r"(unit|integration|system|browser)/((?:`test_\w+`(?:, )?)+)", tests)
+        assert named, row
+        for tier, files in named:
+            for name in re.findall(r"`(test_\w+)`", files):
+                assert (REPO / "tests" / tier / f"{name}.py").is_file(), f"{tier}/{name} in: {row}"
