@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 import httpx
 import pytest
@@ -75,6 +76,19 @@ async def tenant_of(engine: AsyncEngine, endpoint_id: str) -> str:
         return str((await connection.execute(statement, {"e": endpoint_id})).scalar_one())
 
 
+@pytest.fixture
+def gate(settings: Settings, engine: AsyncEngine, redis: ArqRedis) -> Gate:
+    return Gate(settings, create_sessionmaker(engine), redis)
+
+
+async def gated(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, **limits: Any
+) -> tuple[str, str]:
+    """A new endpoint with these flow limits: its id, and its tenant's."""
+    endpoint = await new_endpoint(client, tenant, **limits)
+    return endpoint["id"], await tenant_of(engine, endpoint["id"])
+
+
 async def flow_key(redis: ArqRedis, endpoint_id: str, name: str) -> str | None:
     value = await redis.get(f"herald:flow:{endpoint_id}:{name}")
     return None if value is None else value.decode()
@@ -99,11 +113,12 @@ async def test_a_grant_takes_only_the_free_slots_and_a_release_wakes_the_destina
     settings: Settings,
     engine: AsyncEngine,
     redis: ArqRedis,
+    gate: Gate,
 ) -> None:
-    endpoint = await new_endpoint(client, tenant, max_in_flight=3)  # and no rate ceiling
-    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    endpoint_id, tenant_id = await gated(
+        client, tenant, engine, max_in_flight=3
+    )  # and no rate ceiling
     flag = waiting_flag(settings.region, tenant_id)
-    gate = Gate(settings, create_sessionmaker(engine), redis)
 
     grant = await gate.grant(endpoint_id, tenant_id=flag, want=10)
     assert (grant.count, grant.reason) == (3, "in_flight")
@@ -136,12 +151,12 @@ async def test_one_release_frees_the_slots_of_many_destinations_and_wakes_those_
     settings: Settings,
     engine: AsyncEngine,
     redis: ArqRedis,
+    gate: Gate,
 ) -> None:
     full = await new_endpoint(client, tenant, max_in_flight=1)
     spare = await new_endpoint(client, tenant, max_in_flight=5)  # its grant was not limited
     tenant_id = await tenant_of(engine, full["id"])
     flag = waiting_flag(settings.region, tenant_id)
-    gate = Gate(settings, create_sessionmaker(engine), redis)
     held = await gate.grant(full["id"], tenant_id=flag, want=1)
     refused = await gate.grant(full["id"], tenant_id=flag, want=1)
     alone = await gate.grant(spare["id"], tenant_id=flag, want=1)
@@ -160,11 +175,10 @@ async def test_slots_handed_back_wake_a_destination_refused_meanwhile_but_not_th
     settings: Settings,
     engine: AsyncEngine,
     redis: ArqRedis,
+    gate: Gate,
 ) -> None:
-    endpoint = await new_endpoint(client, tenant, max_in_flight=1)
-    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    endpoint_id, tenant_id = await gated(client, tenant, engine, max_in_flight=1)
     flag = waiting_flag(settings.region, tenant_id)
-    gate = Gate(settings, create_sessionmaker(engine), redis)
 
     # Alone: a grant whose claim found nothing has no one to wake (its own flag only said
     # "there may be more than the slots"); waking would grant, find nothing, flag, forever.
@@ -191,8 +205,9 @@ async def test_rate_grants_start_a_whole_interval_apart_across_grants(
     engine: AsyncEngine,
     redis: ArqRedis,
 ) -> None:
-    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=5, max_in_flight=100)
-    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    endpoint_id, tenant_id = await gated(
+        client, tenant, engine, rate_limit_per_second=5, max_in_flight=100
+    )
     flag = waiting_flag(settings.region, tenant_id)
     gate = Gate(settings, create_sessionmaker(engine), redis, cache_seconds=60)
     await gate.policy(endpoint_id)
@@ -231,12 +246,13 @@ async def test_a_rate_grant_fits_the_horizon_and_a_refusal_costs_nothing(
     settings: Settings,
     engine: AsyncEngine,
     redis: ArqRedis,
+    gate: Gate,
 ) -> None:
     # One start in 100 s: within the 1 s horizon only "now" fits, so the refusal is certain.
-    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=0.01, max_in_flight=100)
-    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    endpoint_id, tenant_id = await gated(
+        client, tenant, engine, rate_limit_per_second=0.01, max_in_flight=100
+    )
     flag = waiting_flag(settings.region, tenant_id)
-    gate = Gate(settings, create_sessionmaker(engine), redis)
 
     grant = await gate.grant(endpoint_id, tenant_id=flag, want=5)
     assert (grant.count, grant.reason, grant.first_start_in) == (1, "rate", 0.0)
@@ -257,11 +273,12 @@ async def test_return_unused_moves_the_rate_back_only_when_no_grant_came_after(
     settings: Settings,
     engine: AsyncEngine,
     redis: ArqRedis,
+    gate: Gate,
 ) -> None:
-    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=100)
-    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    endpoint_id, tenant_id = await gated(
+        client, tenant, engine, rate_limit_per_second=10, max_in_flight=100
+    )
     flag = waiting_flag(settings.region, tenant_id)
-    gate = Gate(settings, create_sessionmaker(engine), redis)
     interval_us = 100_000
 
     alone = await gate.grant(endpoint_id, tenant_id=flag, want=5)
@@ -292,14 +309,15 @@ async def test_a_grant_handed_back_twice_never_pulls_the_rate_under_a_later_gran
     settings: Settings,
     engine: AsyncEngine,
     redis: ArqRedis,
+    gate: Gate,
 ) -> None:
     # The pump hands a grant back twice when its capacity fell short (before the claim) and the
     # claim then found fewer rows still. A later grant that fills exactly what the first hand-
     # back freed stores the very tat the first grant had stored.
-    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=100)
-    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    endpoint_id, tenant_id = await gated(
+        client, tenant, engine, rate_limit_per_second=10, max_in_flight=100
+    )
     flag = waiting_flag(settings.region, tenant_id)
-    gate = Gate(settings, create_sessionmaker(engine), redis)
     interval_us = 100_000
 
     first = await gate.grant(endpoint_id, tenant_id=flag, want=5)
@@ -326,8 +344,7 @@ async def test_half_open_grants_one_probe_at_a_time(
     engine: AsyncEngine,
     redis: ArqRedis,
 ) -> None:
-    endpoint = await new_endpoint(client, tenant, max_in_flight=10)
-    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    endpoint_id, tenant_id = await gated(client, tenant, engine, max_in_flight=10)
     flag = waiting_flag(settings.region, tenant_id)
     async with engine.begin() as connection:  # tripped, and its cool-down is over
         await connection.execute(
@@ -364,8 +381,9 @@ async def test_a_probe_refused_by_the_rate_is_not_taken(
     engine: AsyncEngine,
     redis: ArqRedis,
 ) -> None:
-    endpoint = await new_endpoint(client, tenant, rate_limit_per_second=0.01, max_in_flight=10)
-    endpoint_id, tenant_id = endpoint["id"], await tenant_of(engine, endpoint["id"])
+    endpoint_id, tenant_id = await gated(
+        client, tenant, engine, rate_limit_per_second=0.01, max_in_flight=10
+    )
     flag = waiting_flag(settings.region, tenant_id)
     async with engine.begin() as connection:
         await connection.execute(
@@ -391,6 +409,7 @@ async def test_a_paused_destination_is_granted_nothing_and_nothing_is_reserved(
     settings: Settings,
     engine: AsyncEngine,
     redis: ArqRedis,
+    gate: Gate,
 ) -> None:
     by_redis = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=3)
     by_database = await new_endpoint(client, tenant, rate_limit_per_second=10, max_in_flight=3)
@@ -399,7 +418,6 @@ async def test_a_paused_destination_is_granted_nothing_and_nothing_is_reserved(
             text("UPDATE endpoints SET paused_until = now() + interval '1 minute' WHERE id = :e"),
             {"e": by_database["id"]},
         )
-    gate = Gate(settings, create_sessionmaker(engine), redis)
     await gate.pause(by_redis["id"], 30)  # a Retry-After seen by some worker a moment ago
 
     for endpoint, longest in ((by_redis, 30.0), (by_database, 60.0)):
