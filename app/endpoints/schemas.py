@@ -16,7 +16,6 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from app.models import Endpoint
-from app.programs import filters
 from app.schemas import PRINTABLE_RULE, EventTypeSelector, TextRule
 
 URL_RULE = TextRule(
@@ -100,6 +99,10 @@ EndpointHeaders = Annotated[dict[str, str], AfterValidator(_vet_headers)]
 
 
 def _compiles(expression: str) -> str:
+    # Imported here: the worker reads these models (the header rules) but never compiles a
+    # filter, and CEL's runtime is a 50 MB library -- the API loads it with its first filter.
+    from app.programs import filters
+
     try:
         filters.compiled(expression)
     except filters.FilterError as exc:
