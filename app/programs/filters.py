@@ -27,7 +27,7 @@ from app.programs.budget import (
     STEPS_PER_EVENT,
     Unbounded,
 )
-from app.programs.filter_cost import ROOT, FilterCost, checked_ast, cost_of
+from app.programs.filter_cost import CONVERT_BYTE, ROOT, FilterCost, checked_ast, cost_of
 
 MAX_LENGTH = 1000
 _ENVIRONMENT = cel.NewEnv(
@@ -121,6 +121,8 @@ class Events:
             {f"{ROOT}.payload": payload, f"{ROOT}.type": event_type}
         )
         self._left = STEPS_PER_EVENT
+        # Paid by the first filter that reads the payload, from the event's budget.
+        self._conversion = CONVERT_BYTE * payload_bytes
 
     def matches(self, source: str) -> tuple[bool, str | None]:
         """Whether the event passes the filter; when it does not, why, in words. A filter that
@@ -131,15 +133,24 @@ class Events:
             program = compiled(source)
         except FilterError as exc:  # saved under older rules
             return False, f"the filter cannot run: {exc}"
-        bound = program.cost.steps.at(self._size_of(program.cost))
-        if bound > min(STEPS_PER_EVALUATION, self._left):
+        bound = self.bound(program)
+        conversion = self._conversion if program.cost.reads_payload else 0
+        if bound > STEPS_PER_EVALUATION or bound + conversion > self._left:
             PROGRAM_BUDGET_EXCEEDED.labels(program="filter").inc()
+            if bound <= STEPS_PER_EVALUATION and conversion > STEPS_PER_EVENT:
+                return False, (
+                    f"the filter was not run: making this event's {self._payload_bytes:,}-byte "
+                    f"payload readable to CEL could take {conversion:,} steps, over the "
+                    "event's budget"
+                )
             spent = "its" if bound > STEPS_PER_EVALUATION else "this event's filters'"
             return False, (
                 f"the filter was not run: it could take {bound:,} steps on this event, over "
                 f"{spent} budget"
             )
-        self._left -= bound
+        self._left -= bound + conversion
+        if conversion:
+            self._conversion = 0  # made once; the activation keeps it
         try:
             verdict = program.expression.eval(self._activation)
         except RuntimeError as exc:  # the runtime's own cap on a loop's turns
@@ -153,6 +164,11 @@ class Events:
         if value is False:
             return False, "the filter said false"
         return False, f"the filter gave {verdict.type().name().lower()}, not true or false"
+
+    def bound(self, program: Filter) -> int:
+        """The program's bound on this event, in steps: its form worked out with this event's
+        payload size and the actual sizes and lengths of the fields it reads and loops over."""
+        return program.cost.steps.at(self._size_of(program.cost))
 
     def _size_of(self, cost: FilterCost) -> Any:
         def size_of(symbol: str) -> int:

@@ -207,3 +207,25 @@ async def test_an_events_filters_share_one_budget(
     passed = {f["endpoint_id"]: f["reason"] for f in published["filtered_out"]}
     assert delivered and passed and delivered | set(passed) == set(ids)
     assert all(r.endswith("over this event's filters' budget") for r in passed.values()), passed
+
+
+async def test_an_event_too_large_to_make_cels_runs_only_the_filters_that_read_no_payload(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    # CEL's runtime takes the whole payload the first time a filter reads it, whatever the
+    # filter reads: that is the event's cost, charged once, and for a payload this large it is
+    # over the event's budget. A filter on the type alone needs none of it.
+    on_payload = await new_endpoint(client, tenant, filter="payload.amount > 100")
+    on_type = await new_endpoint(client, tenant, filter='type.startsWith("order.")')
+    body = {"event_type": "order.paid", "payload": {"amount": 150, "pad": "x" * 200_000}}
+    published = (await client.post("/v1/events", json=body, headers=tenant)).json()
+    assert [d["endpoint_id"] for d in published["deliveries"]] == [on_type["id"]]
+    [passed] = published["filtered_out"]
+    assert passed["endpoint_id"] == on_payload["id"]
+    assert passed["reason"].startswith("the filter was not run: making this event's 200,"), passed[
+        "reason"
+    ]
+    # The same filter on a small event runs.
+    small = {"event_type": "order.paid", "payload": {"amount": 150}}
+    published = (await client.post("/v1/events", json=small, headers=tenant)).json()
+    assert {d["endpoint_id"] for d in published["deliveries"]} == {on_payload["id"], on_type["id"]}

@@ -177,7 +177,7 @@ def test_a_hostile_filter_is_refused_or_its_loops_are_bounded(
     assert not program.quadratic, program.text
     assert not program.builds_lists, program.text
     published = filters.Events("order.paid", payload, len(json.dumps(payload)))
-    bound = compiled.cost.steps.at(published._size_of(compiled.cost))
+    bound = published.bound(compiled)
     # Every turn of every loop is in the bound (ITERATION steps each, beside its body).
     assert program.turns({"payload": payload}) * ITERATION <= bound, program.text
     matched, why = published.matches(program.text)
