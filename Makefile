@@ -59,15 +59,25 @@ $(NGINX):
 	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
 	  apt-get install -y -qq nginx openssl
 
+# make bench runs Herald the way users do, on Debian's PostgreSQL and Redis as servers over TCP;
+# both are installed once when missing.
+SYSTEM_POSTGRES ?= /usr/lib/postgresql/15/bin/postgres
+SYSTEM_REDIS ?= /usr/bin/redis-server
+
+$(SYSTEM_POSTGRES) $(SYSTEM_REDIS) &:
+	$$(test "$$(id -u)" = 0 || echo sudo) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
+	  apt-get install -y -qq postgresql-15 redis-server
+
 # BENCH_ARGS takes bench/run.py's options, e.g. BENCH_ARGS="--workers 1" (one worker of
 # concurrency 200) or "--only e2e".
 BENCH_ARGS ?=
 
-bench: $(STAMP)
+bench: $(STAMP) $(SYSTEM_POSTGRES) $(SYSTEM_REDIS)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 	$(BIN)/python bench/idle_latency.py --beside-paused 10000
 
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) $(SYSTEM_POSTGRES) $(SYSTEM_REDIS)
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 	$(BIN)/python bench/idle_latency.py --count 50 --beside-paused 2000
 

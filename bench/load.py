@@ -8,6 +8,7 @@ import asyncio
 import json
 import subprocess
 import time
+import uuid
 from typing import Any
 
 import aiohttp
@@ -124,8 +125,11 @@ class Client:
 
     # -- accept, one intent per request, against pgbench of the same transaction ---------
 
-    async def accept(self, clients: int, seconds: float) -> dict[str, Any]:
+    async def accept(self, clients: int, seconds: float, *, keyed: bool) -> dict[str, Any]:
+        """``clients`` posting one intent at a time; ``keyed``: each with an Idempotency-Key
+        of its own, as Herald's client sends them."""
         latencies: list[float] = []
+        answers: dict[int, int] = {}
         body = {
             "endpoint_id": self.endpoints["instant"],
             "event_type": "bench",
@@ -135,34 +139,52 @@ class Client:
 
         async def client() -> None:
             while time.perf_counter() < deadline:
+                headers = (
+                    {**self.tenant, "Idempotency-Key": uuid.uuid4().hex} if keyed else self.tenant
+                )
                 started = time.perf_counter()
                 async with self.http.post(
-                    f"{API}/v1/deliveries", json=body, headers=self.tenant
+                    f"{API}/v1/deliveries", json=body, headers=headers
                 ) as response:
                     await response.read()
-                    assert response.status == 202, response.status
+                answers[response.status] = answers.get(response.status, 0) + 1
+                if response.status != 202:
+                    continue
                 latencies.append(time.perf_counter() - started)
 
         started = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
         elapsed = time.perf_counter() - started
+        # Anything but 202 is a defect the figure must show, not a rate to hide it in.
+        others = {status: n for status, n in answers.items() if status != 202}
+        if others:
+            raise RuntimeError(f"accept answered other than 202: {others}")
         return {
             "per_second": len(latencies) / elapsed,
             "p50_ms": percentile(latencies, 0.5) * 1000,
             "p99_ms": percentile(latencies, 0.99) * 1000,
         }
 
-    async def pgbench(self, clients: int, seconds: float) -> float:
-        script = self.stack.workdir / "accept.sql"
+    async def pgbench(self, clients: int, seconds: float, *, keyed: bool) -> float:
+        script = self.stack.workdir / ("accept_keyed.sql" if keyed else "accept.sql")
         # The same statements as one POST /v1/deliveries: key lookup, then in one transaction
-        # endpoint lookup, event, delivery and outbox inserts.
+        # (keyed: the idempotency key's claim,) endpoint lookup, event, delivery and outbox
+        # inserts.
         endpoint, tenant_id = self.endpoints["instant"], self.tenant_id
+        claim = (
+            "INSERT INTO idempotency_keys (tenant_id, key, request_hash, resource_id,"
+            f" response_status, expires_at) VALUES ('{tenant_id}', 'pgb' || :n,"
+            " sha256('x'::bytea), 'evt_pgb' || :n, 202, now() + interval '24 hours')"
+            " ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash"
+            " WHERE idempotency_keys.expires_at <= now() RETURNING key;\n"
+        )
         script.write_text(
             "\\set n random(1, 9000000000000000000)\n"
             "SELECT tenant_id, is_admin FROM api_keys WHERE key_hash = sha256('x'::bytea)"
             " AND revoked_at IS NULL;\n"
             "BEGIN;\n"
-            f"SELECT * FROM endpoints WHERE id = '{endpoint}' AND tenant_id = '{tenant_id}'"
+            + (claim if keyed else "")
+            + f"SELECT * FROM endpoints WHERE id = '{endpoint}' AND tenant_id = '{tenant_id}'"
             " AND deleted_at IS NULL;\n"
             "INSERT INTO events (id, tenant_id, event_type, payload) VALUES"
             f" ('evt_pgb' || :n, '{tenant_id}', 'bench', '\\x7b226e223a317d');\n"
@@ -177,8 +199,7 @@ class Client:
             subprocess.run,
             [
                 self.stack.pg_bin("pgbench"),
-                "-h",
-                self.stack.socket_dir,
+                *self.stack.pg_address(),
                 "-U",
                 "postgres",
                 "-n",

