@@ -10,23 +10,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 # $1 endpoint, $2 tenant, $3 event id, $4 event type, $5 payload, $6 delivery id, $7 region,
-# $8 deliver_after (NULL: now), $9 the producer's traceparent. Foreign keys are checked at the
-# end of the statement, so the event and the delivery that references it may be inserted
+# $8 deliver_after (NULL: now), $9 the producer's traceparent; $10 the Idempotency-Key (NULL:
+# none), $11 the request's fingerprint, $12 how long the key lives. Foreign keys are checked at
+# the end of the statement, so the event and the delivery that references it may be inserted
 # together.
+#
+# A key is claimed only for an enabled endpoint, and everything else is written only if it was:
+# the row's primary key makes a concurrent request with the same key wait here until the first
+# commits, then find it taken (a key whose claim expired is taken over). Whatever the statement
+# cannot claim -- a key already held, an endpoint refused -- it writes nothing for; the caller
+# then asks the transaction path, which reads what holds the key.
 _ACCEPT = """
 WITH target AS (
     SELECT id, enabled, disabled_reason FROM endpoints
      WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL
+), claim AS (
+    INSERT INTO idempotency_keys AS held (tenant_id, key, request_hash, resource_id,
+                                          response_status, expires_at)
+    SELECT $2, $10, $11, $3, 202, now() + $12::interval
+      FROM target WHERE enabled AND $10::text IS NOT NULL
+    ON CONFLICT (tenant_id, key) DO UPDATE
+       SET request_hash = excluded.request_hash, resource_id = excluded.resource_id,
+           response_status = excluded.response_status, created_at = now(),
+           expires_at = excluded.expires_at
+     WHERE held.expires_at <= now()
+    RETURNING key
 ), event AS (
     INSERT INTO events (id, tenant_id, event_type, payload, traceparent)
-    SELECT $3, $2, $4, $5, $9 FROM target WHERE enabled
+    SELECT $3, $2, $4, $5, $9 FROM target
+     WHERE enabled AND ($10::text IS NULL OR EXISTS (SELECT FROM claim))
     RETURNING id
 ), delivery AS (
     INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
@@ -48,12 +67,24 @@ SELECT target.id IS NOT NULL AS found, target.enabled, target.disabled_reason,
 @dataclass(frozen=True)
 class Inserted:
     """What the statement did: ``delivery`` (the row as inserted) and ``outbox_id`` are set
-    only when the endpoint exists and is enabled."""
+    only when the endpoint exists and is enabled and, for a keyed request, the key was claimed;
+    ``key_held`` when it was not (an earlier request holds it)."""
 
     found: bool
     disabled_reason: str | None
     delivery: dict[str, Any] | None
     outbox_id: int | None
+    key_held: bool = False
+
+
+@dataclass(frozen=True)
+class KeyToClaim:
+    """An ``Idempotency-Key`` for the accept to claim, with what makes a repeat the same
+    request and how long the claim lasts."""
+
+    key: str
+    fingerprint: bytes
+    ttl: timedelta
 
 
 async def insert_for_endpoint(
@@ -68,7 +99,10 @@ async def insert_for_endpoint(
     region: str,
     deliver_after: datetime | None,
     traceparent: str | None,
+    key: KeyToClaim | None = None,
 ) -> Inserted:
+    """One intent for one endpoint -- the key's claim, the event, the delivery and its outbox
+    row -- as one statement: its own transaction (db.single_statements)."""
     row = await connection.fetchrow(
         _ACCEPT,
         endpoint_id,
@@ -80,9 +114,13 @@ async def insert_for_endpoint(
         region,
         deliver_after,
         traceparent,
+        key.key if key else None,
+        key.fingerprint if key else None,
+        key.ttl if key else None,
     )
     if row["outbox_id"] is None:
-        return Inserted(row["found"], row["disabled_reason"], None, None)
+        held = key is not None and bool(row["enabled"])
+        return Inserted(row["found"], row["disabled_reason"], None, None, key_held=held)
     delivery = {k: v for k, v in row.items() if k not in _NOT_DELIVERY}
     return Inserted(True, None, delivery, row["outbox_id"])
 

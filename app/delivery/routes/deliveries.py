@@ -66,14 +66,21 @@ async def create_delivery(
     response: Response,
     traceparent: TraceparentDep,
 ) -> DeliveryOut:
-    if idempotency_key is None:
-        # Event, delivery and outbox row in one statement: that statement is the commit.
-        crash_point("api.before_commit", settings.fault)
-        accepted = await intake.accept_delivery_at_once(
-            resources.sessionmaker, settings, tenant_id, intent, resources.schemas, traceparent
-        )
-    else:
-        # The key's claim commits with what it stands for.
+    # Nearly every accept is one statement -- key, event, delivery, outbox row -- and that
+    # statement is the commit.
+    crash_point("api.before_commit", settings.fault)
+    accepted = await intake.accept_delivery_at_once(
+        resources.sessionmaker,
+        settings,
+        tenant_id,
+        intent,
+        idempotency_key,
+        resources.schemas,
+        traceparent,
+    )
+    if accepted is None:
+        # A key held by an earlier request, or a refusal, is answered in a transaction that
+        # reads the key first.
         async with resources.sessionmaker() as session, session.begin():
             accepted = await intake.accept_delivery(
                 session,
@@ -84,7 +91,6 @@ async def create_delivery(
                 resources.schemas,
                 traceparent,
             )
-            crash_point("api.before_commit", settings.fault)
     delivery = accepted.deliveries[0]
     if accepted.replayed:
         response.status_code = 200

@@ -19,7 +19,7 @@ from app.delivery.schemas import DeliveryIntent, DeliveryOut, EventIntent, Filte
 from app.delivery.service import fanout
 from app.endpoints.service import endpoints
 from app.endpoints.service.endpoints import refusal_for, refusal_to_deliver
-from app.errors import IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
+from app.errors import HeraldError, IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
 from app.ids import is_id, new_id
 from app.models import Delivery
 from app.outbox.service import outbox
@@ -200,15 +200,35 @@ async def accept_delivery_at_once(
     settings: Settings,
     tenant_id: str,
     intent: DeliveryIntent,
+    idempotency_key: str | None,
     schemas: PayloadSchemas,
     traceparent: str | None = None,
-) -> Accepted:
-    """``accept_delivery`` when there is no idempotency key to claim first: then the whole
-    accept -- endpoint check, event, delivery, outbox row -- is one statement."""
+) -> Accepted | None:
+    """``accept_delivery`` as one statement -- the key's claim, endpoint check, event, delivery,
+    outbox row -- for the request that is new, which is nearly every one.
+
+    None when a keyed request needs ``accept_delivery``'s transaction to be answered: its key is
+    held by an earlier request (a replay, or a mismatch), or the request would be refused (a
+    replay answers what was accepted, whatever the endpoint or the schema say now, so the key
+    is read before the refusal is given). Nothing was written then."""
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
-    await schemas.check(tenant_id, intent.event_type, intent.payload, len(payload))
-    if not is_id(intent.endpoint_id):  # nothing could match; and NUL is no text to PostgreSQL
-        raise NotFound(f"endpoint {intent.endpoint_id} not found")
+    key = None
+    if idempotency_key is not None:
+        key = intents.KeyToClaim(
+            idempotency_key,
+            request_fingerprint("POST /v1/deliveries", intent, payload),
+            timedelta(hours=settings.idempotency_key_ttl_hours),
+        )
+    refused: HeraldError | None = await schemas.refusal(
+        tenant_id, intent.event_type, intent.payload, len(payload)
+    )
+    if refused is None and not is_id(intent.endpoint_id):
+        # Nothing could match; and NUL is no text to PostgreSQL.
+        refused = NotFound(f"endpoint {intent.endpoint_id} not found")
+    if refused is not None:
+        if key is not None:
+            return None
+        raise refused
     event_id = new_id("evt")
     async with single_statements(sessionmaker) as connection:
         inserted = await intents.insert_for_endpoint(
@@ -222,7 +242,10 @@ async def accept_delivery_at_once(
             region=settings.region,
             deliver_after=intent.deliver_after,
             traceparent=traceparent,
+            key=key,
         )
+    if inserted.delivery is None and key is not None:
+        return None
     refused = refusal_to_deliver(
         intent.endpoint_id,
         found=inserted.found,
