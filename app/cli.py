@@ -72,7 +72,7 @@ def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
         ws="none",  # Herald serves no WebSocket: an upgrade request is answered as plain HTTP
         timeout_keep_alive=settings.api_keep_alive_seconds,
         limit_concurrency=settings.api_max_connections,
-        access_log=False,
+        access_log=settings.access_log,
         log_config=None,  # app_from_environment configures structured logging per process
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=15,
@@ -209,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings()
-        configure_logging(settings.log_format, settings.log_level)  # to stderr, for every command
+        # To stderr, for every command.
+        configure_logging(settings.log_format, settings.log_level, access_log=settings.access_log)
         _quiet_libraries()
         return _COMMANDS[args.command](settings, args)
     except SettingsError as exc:

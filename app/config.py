@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     disable_after_hours: float = Field(default=120.0, gt=0)
     log_format: Literal["json", "console"] = "json"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # A line per HTTP request costs the API a fifth of its CPU per accept (docs/benchmarks.md);
+    # the proxy in front of it logs requests already, and failures are logged either way.
+    access_log: bool = False
     # /metrics on the API needs the admin key unless this is true.
     metrics_public: bool = False
     # Fleet gauges are computed from PostgreSQL at most this often.

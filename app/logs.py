@@ -26,7 +26,9 @@ def _redact(logger: Any, method: str, event: EventDict) -> EventDict:
     return event
 
 
-def configure_logging(fmt: Literal["json", "console"] = "json", level: str = "INFO") -> None:
+def configure_logging(
+    fmt: Literal["json", "console"] = "json", level: str = "INFO", *, access_log: bool = False
+) -> None:
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -62,6 +64,9 @@ def configure_logging(fmt: Literal["json", "console"] = "json", level: str = "IN
         library = logging.getLogger(name)
         library.handlers[:] = []
         library.propagate = True
+    # uvicorn asks its access logger whether it has handlers, per connection: without one it
+    # skips formatting the line at all.
+    logging.getLogger("uvicorn.access").propagate = access_log
 
 
 def log_failure(logger: Any, event: str, exc: BaseException, **ids: str) -> str:

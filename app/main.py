@@ -100,5 +100,5 @@ def create_app(settings: Settings) -> FastAPI:
 def app_from_environment() -> FastAPI:
     """Factory for ``uvicorn --factory app.main:app_from_environment`` (one per process)."""
     settings = load_settings()
-    configure_logging(settings.log_format, settings.log_level)
+    configure_logging(settings.log_format, settings.log_level, access_log=settings.access_log)
     return create_app(settings)

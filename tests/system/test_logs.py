@@ -63,3 +63,25 @@ async def test_logs_are_json_events_without_payloads_or_secrets(
     assert [a["attempt"] for a in attempts] == [1, 2]
     assert {a["delivery_id"] for a in attempts} == {delivery_id}
     assert [a["outcome"] for a in attempts] == ["retryable", "success"]
+
+
+async def test_a_line_per_request_only_when_the_access_log_is_on(
+    stack: Stack, tmp_path: Path
+) -> None:
+    logged: dict[str, list[dict[str, object]]] = {}
+    for setting in ("false", "true"):
+        (tmp_path / setting).mkdir()
+        api = start_api(stack, tmp_path / setting, HERALD_ACCESS_LOG=setting)
+        try:
+            await wait_healthy(api)
+            async with httpx.AsyncClient(base_url=api.base_url, timeout=30) as http:
+                for _ in range(3):
+                    assert (await http.get("/v1/deliveries")).status_code == 401
+        finally:
+            api.stop()
+        lines = [json.loads(line) for line in api.output().splitlines() if line.startswith("{")]
+        logged[setting] = [line for line in lines if line.get("logger") == "uvicorn.access"]
+
+    assert logged["false"] == []
+    assert len(logged["true"]) >= 3
+    assert all('"GET /v1/deliveries HTTP/1.1" 401' in str(e["event"]) for e in logged["true"][-3:])
