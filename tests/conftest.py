@@ -13,7 +13,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from arq.connections import ArqRedis
@@ -29,7 +28,8 @@ from app.db import Base, create_engine, is_transaction_conflict
 from app.main import create_app
 from app.migrate import upgrade_to_head
 from app.models import Delivery  # noqa: F401  (every table registered with Base)
-from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
+from devstack.embedded import EmbeddedPostgres, postgres_bin_dir, redis_server_program
+from devstack.tcp_servers import TcpPostgres, TcpRedis, free_port
 from tests.fixtures.api import new_endpoint, new_tenant
 from tests.fixtures.receiver import Receiver, running_receiver
 from tests.fixtures.recovery import install_state_log
@@ -38,7 +38,6 @@ from tests.fixtures.stack import (
     Stack,
     client_for,
     make_settings,
-    plain_dsn,
     scratch_database,
 )
 
@@ -46,15 +45,8 @@ from tests.fixtures.stack import (
 TABLES = ", ".join(table.name for table in Base.metadata.sorted_tables)
 
 
-async def _speed_up_throwaway_cluster(database_url: str) -> None:
-    # A test cluster is thrown away: durability settings only cost time here.
-    connection = await asyncpg.connect(plain_dsn(database_url))
-    try:
-        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
-            await connection.execute(f"ALTER SYSTEM SET {setting} = off")
-        await connection.execute("SELECT pg_reload_conf()")
-    finally:
-        await connection.close()
+# A test cluster is thrown away: durability settings only cost time here.
+THROWAWAY_CLUSTER = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
 @pytest.fixture(scope="session")
@@ -67,13 +59,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             database_url = asyncio.run(scratch_database(external_db, name, create=True))
             cleanup.callback(lambda: asyncio.run(scratch_database(external_db, name, create=False)))
         else:
-            postgres = EmbeddedPostgres(workdir / "pg")
+            # Over TCP, as users reach theirs: `make run`'s unix sockets are tested by the
+            # tests that start herald-dev, and by own_postgres.
+            postgres = TcpPostgres(
+                postgres_bin_dir(), workdir / "pg", free_port(), "pgserver", THROWAWAY_CLUSTER
+            )
             cleanup.callback(postgres.stop)
             database_url = postgres.start()
-            asyncio.run(_speed_up_throwaway_cluster(database_url))
         redis_url = os.environ.get("HERALD_REDIS_URL")
         if not redis_url:
-            redis = EmbeddedRedis(workdir / "redis")
+            redis = TcpRedis(redis_server_program(), workdir / "redis", free_port())
             cleanup.callback(redis.stop)
             redis_url = redis.start()
         upgrade_to_head(database_url)

@@ -67,14 +67,13 @@ SELECT target.id IS NOT NULL AS found, target.enabled, target.disabled_reason,
 @dataclass(frozen=True)
 class Inserted:
     """What the statement did: ``delivery`` (the row as inserted) and ``outbox_id`` are set
-    only when the endpoint exists and is enabled and, for a keyed request, the key was claimed;
-    ``key_held`` when it was not (an earlier request holds it)."""
+    only when the endpoint exists and is enabled and, for a keyed request, the key was
+    claimed."""
 
     found: bool
     disabled_reason: str | None
     delivery: dict[str, Any] | None
     outbox_id: int | None
-    key_held: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,8 +118,7 @@ async def insert_for_endpoint(
         key.ttl if key else None,
     )
     if row["outbox_id"] is None:
-        held = key is not None and bool(row["enabled"])
-        return Inserted(row["found"], row["disabled_reason"], None, None, key_held=held)
+        return Inserted(row["found"], row["disabled_reason"], None, None)
     delivery = {k: v for k, v in row.items() if k not in _NOT_DELIVERY}
     return Inserted(True, None, delivery, row["outbox_id"])
 
