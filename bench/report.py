@@ -45,7 +45,7 @@ def _batch(r: dict[str, Any]) -> Row:
 def _latency(r: dict[str, Any]) -> Row:
     p = r["latency_200_per_s"]
     return ("accept-to-receipt at 200/s", f"p50 {p['p50_ms']:.1f} ms, p99 {p['p99_ms']:.1f} ms",
-            "-", "-", "p50 <= 25, p99 <= 100 ms")  # fmt: skip
+            "-", "-", "p50 <= 10, p99 <= 50 ms")  # fmt: skip
 
 
 def _counts(c: dict[str, int]) -> str:
@@ -134,7 +134,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32_keyed", lambda r: _accept(r, "accept_32_keyed")),
     ("accept_64_keyed", lambda r: _accept(r, "accept_64_keyed")),
     ("batch", _batch),
-    ("e2e_instant", lambda r: _e2e(r, "e2e_instant", "e2e, instant receiver", ">= 0.25")),
+    ("e2e_instant", lambda r: _e2e(r, "e2e_instant", "e2e, instant receiver", ">= 0.5")),
     ("e2e_50ms", lambda r: _e2e(r, "e2e_50ms", "e2e, 50 ms receiver, 200 in flight", ">= 0.8")),
     ("hot_updates", _hot),
     ("latency_200_per_s", _latency),
