@@ -16,7 +16,7 @@ from tests.fixtures.api import new_endpoint
 from tests.fixtures.processes import running_workers
 from tests.fixtures.receiver import Receiver
 from tests.fixtures.stack import Stack
-from tests.fixtures.waiting import count_rows, eventually
+from tests.fixtures.waiting import count_rows, eventually, until
 from tests.fixtures.wire import PostgresReader, RedisReader, Totals, counting_proxy
 
 ATTEMPTS = 5
@@ -73,11 +73,11 @@ async def test_an_attempt_is_a_claim_and_a_record_and_four_scripts(
         redis.clear()
         for n in range(2, ATTEMPTS + 2):
             await deliver(n)
-        # The slot is released, and the turn settled, after the record commits.
-        await eventually(
-            lambda: _counted(redis.scripts, "gate_scripts.RELEASE_SLOTS", "wakeup_scripts.SETTLE"),
-            lambda counts: min(counts) >= ATTEMPTS,
-        )
+        # The slot is released, and the turn settled, after the record commits; the counts are
+        # read between two of the relay's pages (its clock runs on, and a page caught between
+        # its BEGIN and COMMIT would count as half a transaction). No await separates the last
+        # check from the read, so nothing is counted in between.
+        await until(lambda: _settled(postgres, redis))
         statements, commands, scripts = _worked(postgres, redis)
 
     # PostgreSQL: one claim, one record (the group commit of one ending), one round trip each.
@@ -95,9 +95,16 @@ async def test_an_attempt_is_a_claim_and_a_record_and_four_scripts(
     )
 
 
-async def _counted(scripts: Counter[str], *wanted: str) -> list[int]:
+async def _settled(postgres: Totals, redis: Totals) -> bool:
+    """Every attempt's slot released and turn settled, and no relay page half-way through."""
     names = script_names()
-    return [sum(n for sha, n in scripts.items() if names.get(sha) == name) for name in wanted]
+    counts = [
+        sum(n for sha, n in redis.scripts.items() if names.get(sha) == name)
+        for name in ("gate_scripts.RELEASE_SLOTS", "wakeup_scripts.SETTLE")
+    ]
+    relay_pages = postgres.ran(RELAY_PAGE)
+    between_pages = postgres.ran("BEGIN;") == postgres.ran("COMMIT;") == relay_pages
+    return min(counts) >= ATTEMPTS and between_pages
 
 
 def _worked(postgres: Totals, redis: Totals) -> tuple[Counter[str], Counter[str], Counter[str]]:
