@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app import cli_keys, cli_migrate, cli_reconcile
+from app import cli_keys, cli_migrate, cli_reconcile, cli_streams
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
 
@@ -148,6 +148,10 @@ async def _purge(settings: Settings, database_url: str) -> dict[str, int]:
         await engine.dispose()
 
 
+def _cmd_streams(settings: Settings, args: argparse.Namespace) -> int:
+    return cli_streams.run(_database(settings), settings.region, args)
+
+
 def _cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
     counts = asyncio.run(_purge(settings, _database(settings)))
     print(" ".join(f"{name}={count}" for name, count in counts.items()))
@@ -177,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("health", help="the container health check, fitted to its role")
     cli_migrate.add_parser(commands)
     cli_keys.add_parser(commands)
+    cli_streams.add_parser(commands)
     commands.add_parser("purge", help="purge data older than HERALD_RETENTION_DAYS now")
     commands.add_parser("openapi", help="print the OpenAPI document")
     return parser
@@ -188,6 +193,7 @@ _COMMANDS = {
     "worker": _cmd_worker,
     "migrate": _cmd_migrate,
     "keys": _cmd_keys,
+    "streams": _cmd_streams,
     "reconcile": cli_reconcile.run,
     "health": _cmd_health,
     "purge": _cmd_purge,

@@ -32,7 +32,7 @@ def add_parser(commands: Any) -> None:
     revoke.add_argument("key_id")
 
 
-async def _in_session(database_url: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+async def in_session(database_url: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     from app.db import create_engine, create_sessionmaker
 
     engine = create_engine(database_url, pool_size=1)
@@ -68,7 +68,7 @@ def run(database_url: str, args: argparse.Namespace) -> int:
                 )
             return issued.key
 
-        print(asyncio.run(_in_session(database_url, create)))
+        print(asyncio.run(in_session(database_url, create)))
         print("Store this key now: Herald keeps only its hash.", file=sys.stderr)
         return 0
 
@@ -77,7 +77,7 @@ def run(database_url: str, args: argparse.Namespace) -> int:
         async def listed(session: AsyncSession) -> list[str]:
             return [_line(row) for row in await keys_of(session, tenant_name=args.tenant)]
 
-        lines = asyncio.run(_in_session(database_url, listed))
+        lines = asyncio.run(in_session(database_url, listed))
         print("id\ttenant\tprefix\tlabel\tcreated\tlast used\trevoked")
         for line in lines:
             print(line)
@@ -89,7 +89,7 @@ def run(database_url: str, args: argparse.Namespace) -> int:
         await revoke_key(session, admin, args.key_id, PrincipalCache(0))
 
     try:
-        asyncio.run(_in_session(database_url, revoked))
+        asyncio.run(in_session(database_url, revoked))
     except NotFound:
         print(f"herald keys revoke: no API key {args.key_id}", file=sys.stderr)
         return 1

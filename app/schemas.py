@@ -138,6 +138,15 @@ def is_idempotency_key(key: str) -> bool:
 
 IdempotencyKey = Annotated[str, TextRule(r"^[\x20-\x7e]{1,255}$", IDEMPOTENCY_KEY_RULE)]
 
+# Sent as a header value (Herald-Ordering-Key): no spaces, which HTTP would trim from its ends.
+OrderingKey = Annotated[
+    str,
+    TextRule(
+        r"^[\x21-\x7e]{1,255}$",
+        "must be 1-255 visible ASCII characters (! to ~, no spaces)",
+    ),
+]
+
 
 def _representable(value: datetime) -> datetime:
     # Python holds years 1-9999 and PostgreSQL's range is wider: a time that leaves that range

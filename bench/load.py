@@ -267,6 +267,7 @@ class Client:
                             [endpoint] * 1000,
                             [None] * 1000,
                             None,  # no traceparent
+                            [None] * 1000,  # no ordering keys
                         )
                     await connection.execute(
                         outbox.MARK_PUBLISHED,

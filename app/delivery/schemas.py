@@ -12,6 +12,7 @@ from app.schemas import (
     EventType,
     EventTypeSelector,
     IdempotencyKey,
+    OrderingKey,
     Timestamp,
 )
 from app.states import DeliveryState, Outcome
@@ -20,6 +21,12 @@ MAX_DEFER = timedelta(days=365)
 _PAYLOAD = (
     "A JSON object, sent as the request body. Objects and arrays in it may nest at most "
     f"{MAX_PAYLOAD_DEPTH} levels deep (the payload itself is level 1)."
+)
+
+_ORDERING_KEY = (
+    "The stream this intent belongs to at an endpoint whose `ordering` is `key`: deliveries "
+    "with one key arrive in the order they were accepted. Ignored for ordering by other "
+    "endpoints (kept, and shown)."
 )
 
 
@@ -55,6 +62,7 @@ class DeliveryIntent(BaseModel):
         description="RFC 3339 time with offset; no attempt starts before it. At most 365 days "
         "ahead; a time in the past means now.",
     )
+    ordering_key: OrderingKey | None = Field(default=None, description=_ORDERING_KEY)
 
 
 class EventIntent(BaseModel):
@@ -70,6 +78,7 @@ class EventIntent(BaseModel):
     event_type: EventType
     payload: dict[str, Any] = Field(description=_PAYLOAD)
     deliver_after: DeliverAfter | None = None
+    ordering_key: OrderingKey | None = Field(default=None, description=_ORDERING_KEY)
 
 
 class DeliveryOut(BaseModel):
@@ -81,7 +90,15 @@ class DeliveryOut(BaseModel):
     event_type: str
     state: DeliveryState
     attempt_count: int
-    next_attempt_at: datetime
+    next_attempt_at: datetime | None = Field(
+        description="When the next attempt may start; null while an ordered delivery waits "
+        "behind its stream's head."
+    )
+    ordering_key: str | None
+    stream_seq: int | None = Field(
+        description="Its number in its stream (ordered endpoints only): the order Herald "
+        "assigned at accept, sent as `Herald-Stream-Sequence`."
+    )
     lease_until: datetime | None
     last_outcome: Outcome | None
     last_status_code: int | None
@@ -164,9 +181,20 @@ class CustodyEventOut(BaseModel):
 class DeliveryDetail(DeliveryOut):
     waiting_reason: str = Field(
         description="scheduled | queued | in_flight | throttled | endpoint_disabled | stuck | "
-        "succeeded | dead | cancelled"
+        "ordered (waits its turn behind its stream's head) | halted (its stream waits for an "
+        "operator, behind a dead head) | succeeded | dead | cancelled"
     )
     waiting_detail: str | None = Field(description="The why, in words: until when, by what rule.")
+    waiting_behind: str | None = Field(
+        default=None,
+        description="For an ordered delivery that waits its turn: the id of the delivery "
+        "it waits behind (its stream's head).",
+    )
+    halts_its_stream: bool = Field(
+        default=False,
+        description="A dead ordered delivery that halts its stream: redrive it (retried in "
+        "place) or skip it (`POST /v1/deliveries/{id}/skip`).",
+    )
     timeline: list[CustodyEventOut]
 
 

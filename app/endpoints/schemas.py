@@ -88,7 +88,7 @@ def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
         seen.add(lower)
         if lower in _FRAMING:
             raise refused(f"the header {name} belongs to the connection: it cannot be set")
-        if lower in _HERALDS or lower.startswith("webhook-"):
+        if lower in _HERALDS or lower.startswith(("webhook-", "herald-")):
             raise refused(f"the header {name} is set by Herald on every attempt: it cannot be set")
         if not _HEADER_VALUE.fullmatch(value):
             raise refused(_value_rule(name))
@@ -120,7 +120,28 @@ _FILTER = (
 _HEADERS = (
     f"Static headers sent on every attempt (at most {MAX_HEADERS}), for example a receiver's "
     "own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, "
-    "`Idempotency-Key` and `webhook-*` are Herald's and are refused."
+    "`Idempotency-Key`, `webhook-*` and `Herald-*` are Herald's and are refused."
+)
+
+Ordering = Literal["none", "endpoint", "key"]
+OnDead = Literal["halt", "skip"]
+_ORDERING = (
+    "Ordered delivery: `none` (any order, the fastest), `endpoint` (one stream: each delivery "
+    "starts only once the one accepted before it has succeeded, died or been cancelled) or "
+    "`key` (one stream per `ordering_key` of the intent or event; intents without one share a "
+    "stream). Streams proceed side by side up to the endpoint's ceilings. Each ordered "
+    "delivery carries its number in `Herald-Stream-Sequence` (and its key in "
+    "`Herald-Ordering-Key`)."
+)
+_ORDERING_CHANGE = (
+    f"{_ORDERING} From `none`, ordering applies to deliveries accepted from then on; back to "
+    "`none` releases every stream (what waits becomes due, in no order); between `endpoint` "
+    "and `key` is refused while ordered deliveries are still live."
+)
+_ON_DEAD = (
+    "What an ordered stream does when its head dies: `halt` (the default: the stream waits "
+    "until an operator redrives or skips the dead delivery) or `skip` (it moves on). "
+    "Changing it to `skip` releases the halted streams."
 )
 
 
@@ -153,6 +174,8 @@ class EndpointCreate(BaseModel):
     payload_format: PayloadFormat = Field(default="raw", description=_PAYLOAD_FORMAT)
     headers: EndpointHeaders = Field(default_factory=dict, description=_HEADERS)
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
+    ordering: Ordering = Field(default="none", description=_ORDERING)
+    on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
 
 
 class EndpointUpdate(BaseModel):
@@ -171,6 +194,8 @@ class EndpointUpdate(BaseModel):
         default=None, description="Replaces all the static headers; null clears them."
     )
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
+    ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
+    on_dead: OnDead | None = Field(default=None, description=_ON_DEAD)
 
 
 def current_pause(endpoint: Endpoint) -> dict[str, Any]:
@@ -195,6 +220,8 @@ class EndpointOut(BaseModel):
     payload_format: str
     headers: dict[str, str]
     filter: str | None
+    ordering: str
+    on_dead: str
     paused_until: datetime | None = Field(
         description="No attempt starts before this: a receiver's Retry-After or the circuit "
         "breaker's cool-down."

@@ -13,6 +13,7 @@ from app.models.idempotency_key import IdempotencyKey
 from app.models.outbox import OutboxEntry
 from app.models.reconcile_run import ReconcileRun
 from app.models.redrive_job import RedriveJob
+from app.models.stream import Stream
 from app.models.tenant import Tenant
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     "OutboxEntry",
     "ReconcileRun",
     "RedriveJob",
+    "Stream",
     "Tenant",
 ]

@@ -4,6 +4,7 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -42,6 +43,9 @@ class Delivery(Base):
             f"({_in('state', TERMINAL_STATES)}) = (completed_at IS NOT NULL)", name="finished"
         ),
         CheckConstraint("(state = 'dead') = (dead_reason IS NOT NULL)", name="dead_reason"),
+        CheckConstraint("(stream IS NULL) = (stream_seq IS NULL)", name="stream_seq"),
+        # Only a delivery waiting behind its stream's head goes without a schedule.
+        CheckConstraint("next_attempt_at IS NOT NULL OR stream IS NOT NULL", name="scheduled"),
         Index("ix_deliveries_tenant_id", "tenant_id", "id"),
         Index("ix_deliveries_endpoint", "endpoint_id", "id"),
         # Keyed on completion rather than state, so that a claim, a publish mark or a give-back
@@ -66,6 +70,14 @@ class Delivery(Base):
             "completed_at",
             postgresql_where=text("dead_reason IS NOT NULL"),
         ),
+        # A stream's live rows in order: the next head, the depth (migration 0021).
+        Index(
+            "ix_deliveries_stream",
+            "endpoint_id",
+            "stream",
+            "stream_seq",
+            postgresql_where=text("completed_at IS NULL AND stream IS NOT NULL"),
+        ),
         # Room on each page for HOT updates; vacuumed sooner so that the room comes back.
         {"postgresql_with": {"fillfactor": 75, "autovacuum_vacuum_scale_factor": 0.02}},
     )
@@ -82,7 +94,16 @@ class Delivery(Base):
     # numbers stay unique, and moves the floor: the budget is attempt_count - attempt_floor.
     attempt_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     attempt_floor: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # NULL only while the delivery waits behind its stream's head: nothing claims, wakes or
+    # reconciles it until the head ends and it is given a schedule (app/streams/).
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Ordered delivery (issue 27). The producer's key, as sent; the stream of the endpoint it is
+    # sequenced in ('' for the endpoint's one stream or its keyless one; NULL: unordered) and
+    # its number there; and its own not-before time, kept for when it becomes the head.
+    ordering_key: Mapped[str | None] = mapped_column(Text)
+    stream: Mapped[str | None] = mapped_column(Text)
+    stream_seq: Mapped[int | None] = mapped_column(BigInteger)
+    deliver_after: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Fencing: a worker may record a result only while its token is the current one.
     lease_token: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

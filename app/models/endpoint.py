@@ -34,6 +34,8 @@ class Endpoint(Base):
         ),
         CheckConstraint("max_in_flight IS NULL OR max_in_flight > 0", name="in_flight_positive"),
         CheckConstraint("payload_format IN ('raw', 'standard')", name="payload_format"),
+        CheckConstraint("ordering IN ('none', 'endpoint', 'key')", name="ordering"),
+        CheckConstraint("on_dead IN ('halt', 'skip')", name="on_dead"),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -53,6 +55,10 @@ class Endpoint(Base):
     # What the request body is: the payload as accepted ("raw"), or the Standard Webhooks
     # envelope {"type", "timestamp", "data"} around it ("standard").
     payload_format: Mapped[str] = mapped_column(Text, server_default="raw")
+    # Ordered delivery (issue 27): none, one stream for the endpoint, or one per ordering key;
+    # and what a stream does when its head dies: halt (wait for an operator) or skip it.
+    ordering: Mapped[str] = mapped_column(Text, server_default="none")
+    on_dead: Mapped[str] = mapped_column(Text, server_default="halt")
     # Static headers sent on every attempt, vetted at save (app/endpoints/schemas.py).
     headers: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     # Rotation keeps the previous secret signing alongside the new one until it expires.

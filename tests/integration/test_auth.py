@@ -34,6 +34,7 @@ TENANT_ROUTES = [
     ("GET", "/v1/deliveries/dlv_x/attempts"),
     ("POST", "/v1/deliveries/dlv_x/redrive"),
     ("POST", "/v1/deliveries/dlv_x/cancel"),
+    ("POST", "/v1/deliveries/dlv_x/skip"),
     ("GET", "/v1/events/evt_x"),
     ("POST", "/v1/deliveries/redrive"),
     ("POST", "/v1/deliveries/batch"),
@@ -184,6 +185,7 @@ async def test_other_tenants_resources_answer_404_on_every_route(
         ("GET", f"/v1/deliveries/{delivery_id}/attempts", None),
         ("POST", f"/v1/deliveries/{delivery_id}/redrive", None),
         ("POST", f"/v1/deliveries/{delivery_id}/cancel", None),
+        ("POST", f"/v1/deliveries/{delivery_id}/skip", None),
         ("POST", "/v1/deliveries", {"endpoint_id": endpoint_id, "event_type": "a", "payload": {}}),
     ]
     for method, path, body in probes:

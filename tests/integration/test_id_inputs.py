@@ -44,6 +44,7 @@ PATH_ROUTES = [
     ("GET", "/v1/deliveries/{}/attempts"),
     ("POST", "/v1/deliveries/{}/redrive"),
     ("POST", "/v1/deliveries/{}/cancel"),
+    ("POST", "/v1/deliveries/{}/skip"),
     ("GET", "/v1/deliveries/redrive/{}"),
     ("GET", "/v1/endpoints/{}"),
     ("PATCH", "/v1/endpoints/{}"),

@@ -63,6 +63,8 @@ BAD_URLS = (
     "http://127.0.0.1/a b", "http://127.0.0.1/\x00", "http://127.0.0.1/\x7f", " ",
     "http://127.0.0.1/\n",
 )  # fmt: skip
+ORDERING_KEY = "1-255 visible ASCII characters (! to ~, no spaces)"
+BAD_ORDERING_KEYS = ("", "has space", "k\x00", "café", "x" * 256, "k\n")
 UPDATE = f"PATCH /v1/endpoints/{UNKNOWN_ENDPOINT}"
 CASES = [
     Case("DeliveryIntent.event_type", "POST /v1/deliveries",
@@ -82,6 +84,15 @@ CASES = [
     Case("BatchItem.idempotency_key", "POST /v1/deliveries/batch",
          {"json": {"items": [_delivery(idempotency_key=VALUE)]}}, "idempotency_key",
          ("", "k\x00", "café", "x" * 256, "k\n"), "1-255 printable ASCII characters"),
+    Case("DeliveryIntent.ordering_key", "POST /v1/deliveries",
+         {"json": _delivery(ordering_key=VALUE)}, "body.ordering_key", BAD_ORDERING_KEYS,
+         ORDERING_KEY),
+    Case("EventIntent.ordering_key", "POST /v1/events",
+         {"json": {"event_type": "a.b", "payload": {}, "ordering_key": VALUE}},
+         "body.ordering_key", BAD_ORDERING_KEYS, ORDERING_KEY),
+    Case("BatchItem.ordering_key", "POST /v1/deliveries/batch",
+         {"json": {"items": [_delivery(ordering_key=VALUE)]}}, "ordering_key",
+         BAD_ORDERING_KEYS, ORDERING_KEY),
     Case("RedriveFilter.event_type", "POST /v1/deliveries/redrive",
          {"json": {"event_type": VALUE}}, "body.event_type", BAD_EVENT_TYPES, SELECTOR),
     Case("RedriveFilter.endpoint_id", "POST /v1/deliveries/redrive",

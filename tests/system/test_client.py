@@ -135,3 +135,30 @@ async def test_a_create_retried_through_an_outage_makes_one_delivery_under_one_k
     assert len({sent_key for _, sent_key in seen}) == 1  # every try carried the same key
     assert await count_rows(own_postgres.engine, "deliveries") == 1
     assert await count_rows(own_postgres.engine, "deliveries", "id = :d", d=delivery.id) == 1
+
+
+async def test_the_client_orders_by_key_and_skips_a_halted_head(
+    stack: Stack, receiver: Receiver, tmp_path: Path
+) -> None:
+    with api_process(stack, tmp_path) as api:
+        await wait_healthy(api)
+        key = await tenant_key(api)
+        async with AsyncHerald(api.base_url, key) as herald:
+            endpoint = await herald.endpoints.create(receiver.url("/keyed"), ordering="key")
+            assert (endpoint.ordering, endpoint.on_dead) == ("key", "halt")
+            first = await herald.deliveries.create(
+                endpoint.id, "order.paid", {"n": 1}, ordering_key="order-7"
+            )
+            second = await herald.deliveries.create(
+                endpoint.id, "order.paid", {"n": 2}, ordering_key="order-7"
+            )
+            other = await herald.deliveries.create(
+                endpoint.id, "order.paid", {"n": 3}, ordering_key="order-8"
+            )
+            assert [d.stream_seq for d in (first, second, other)] == [1, 2, 1]
+            assert second.next_attempt_at is None  # behind its stream's head
+            status = await herald.deliveries.get(second.id)
+            assert status.waiting_reason == "ordered" and status.waiting_behind == first.id
+            with pytest.raises(HeraldError) as refused:
+                await herald.deliveries.skip(second.id)
+            assert refused.value.status == 409

@@ -11,7 +11,7 @@ from app.api.deps import ResourcesDep
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.routes.filters import dead_filter
 from app.console.service.sessions import Viewer
-from app.delivery.service import cancel, listings, redrive
+from app.delivery.service import cancel, listings, redrive, skip
 from app.errors import Forbidden
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -40,7 +40,22 @@ async def cancel_one(
     resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, delivery_id: str
 ) -> RedirectResponse:
     async with resources.sessionmaker() as session, session.begin():
-        await cancel.cancel_delivery(session, _tenant(viewer), delivery_id)
+        cancelled = await cancel.cancel_delivery(
+            session, _tenant(viewer), delivery_id, region=resources.settings.region
+        )
+    resources.publisher.submit(cancelled.publications)
+    return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
+
+
+@router.post("/deliveries/{delivery_id}/skip")
+async def skip_one(
+    resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, delivery_id: str
+) -> RedirectResponse:
+    async with resources.sessionmaker() as session, session.begin():
+        skipped = await skip.skip_halted_head(
+            session, _tenant(viewer), delivery_id, region=resources.settings.region
+        )
+    resources.publisher.submit(skipped.publications)
     return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
 
 

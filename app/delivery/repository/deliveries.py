@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -22,6 +21,25 @@ from app.ids import is_id
 from app.models import CustodyRecord, Delivery, Endpoint
 from app.schemas import family_of
 from app.states import TERMINAL_STATES, DeliveryState
+from app.streams.repository.streams import numbering
+
+# One event's deliveries, one per target ($3 delivery ids, $4 endpoint ids, in the event's
+# order), each numbered in its stream where its endpoint is ordered (app/streams/). $1 tenant,
+# $2 event, $5 event type, $6 region, $7 deliver_after (NULL: now), $8 the ordering key.
+_INSERT_FOR_EVENT = f"""
+WITH item AS (
+    SELECT i.*, $8::text AS ordering_key
+      FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS i(delivery_id, endpoint_id, n)
+), {numbering("item")}
+INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
+                        next_attempt_at, ordering_key, stream, stream_seq, deliver_after)
+SELECT item.delivery_id, $1, item.endpoint_id, $2, $5, $6, 'pending',
+       CASE WHEN numbered.seq IS NULL OR numbered.is_head THEN coalesce($7, now()) END,
+       $8, numbered.stream, numbered.seq, CASE WHEN numbered.seq IS NOT NULL THEN $7 END
+  FROM item LEFT JOIN numbered USING (n)
+ ORDER BY item.n
+RETURNING *
+"""  # noqa: S608
 
 
 async def insert_pending(
@@ -33,39 +51,29 @@ async def insert_pending(
     region: str,
     targets: Sequence[tuple[str, str]],
     deliver_after: datetime | None,
+    ordering_key: str | None = None,
 ) -> list[Delivery]:
     """Insert one pending delivery per ``(delivery_id, endpoint_id)`` target, due at
-    ``deliver_after`` or now (the database clock)."""
+    ``deliver_after`` or now (the database clock) -- or, ordered and behind its stream's
+    head, waiting unscheduled."""
     if not targets:
         return []
-    due: Any = deliver_after if deliver_after is not None else func.now()
-    rows = [
-        {
-            "id": delivery_id,
-            "tenant_id": tenant_id,
-            "endpoint_id": endpoint_id,
-            "event_id": event_id,
-            "event_type": event_type,
-            "region": region,
-            "state": DeliveryState.PENDING.value,
-            "next_attempt_at": due,
-        }
-        for delivery_id, endpoint_id in targets
-    ]
-    return await insert_rows(session, rows)
-
-
-def now() -> Any:
-    """The database clock, for a row's due time."""
-    return func.now()
-
-
-async def insert_rows(session: AsyncSession, rows: list[dict[str, Any]]) -> list[Delivery]:
-    """Many pending deliveries in one statement, returned as inserted."""
-    if not rows:
-        return []
-    result = await session.execute(insert(Delivery).values(rows).returning(Delivery))
-    return list(result.scalars())
+    connection = await session.connection()
+    result = await connection.exec_driver_sql(
+        _INSERT_FOR_EVENT,
+        (
+            tenant_id,
+            event_id,
+            [delivery_id for delivery_id, _ in targets],
+            [endpoint_id for _, endpoint_id in targets],
+            event_type,
+            region,
+            deliver_after,
+            ordering_key,
+        ),
+    )
+    # Rows as inserted, not tracked by the session: the caller only reads them.
+    return [Delivery(**row._mapping) for row in result.all()]
 
 
 async def get_for_tenant(
@@ -259,11 +267,14 @@ async def redrive_page(
     dead_after: datetime | None,
     dead_before: datetime | None,
     states: Sequence[DeliveryState] = (DeliveryState.DEAD,),
+    before_reviving: Callable[[list[str]], Awaitable[None]] | None = None,
 ) -> tuple[list[Delivery], str | None]:
     """Redrive the next page of finished deliveries in ``states`` matching the filter, in id
     order after ``after_id`` (the time window applies to when they finished). Deliveries whose
     endpoint is disabled or deleted are passed over (they would only die again). Returns the
-    revived rows and the id the next page starts after."""
+    revived rows and the id the next page starts after. ``before_reviving`` gets the page's ids
+    before any of its rows is locked (an ordered delivery's stream is locked before it; the
+    revive's own lock then re-checks each row's state)."""
     query = select(Delivery.id).where(
         Delivery.tenant_id == tenant_id,
         Delivery.region == region,
@@ -279,15 +290,11 @@ async def redrive_page(
         query = query.where(Delivery.completed_at >= dead_after)
     if dead_before is not None:
         query = query.where(Delivery.completed_at < dead_before)
-    page = list(
-        (
-            await session.execute(
-                query.order_by(Delivery.id).limit(limit).with_for_update(skip_locked=True)
-            )
-        ).scalars()
-    )
+    page = list((await session.execute(query.order_by(Delivery.id).limit(limit))).scalars())
     if not page:
         return [], None
+    if before_reviving is not None:
+        await before_reviving(page)
     live_endpoint = select(Endpoint.id).where(
         Endpoint.enabled.is_(True), Endpoint.deleted_at.is_(None)
     )

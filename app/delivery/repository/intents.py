@@ -16,18 +16,30 @@ from typing import Any
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.streams.repository.streams import numbering
+
+# A delivery's schedule: due at its not-before time (NULL: now) -- unless it is ordered and
+# not its stream's head, when it waits unscheduled (app/streams/); its own not-before time is
+# kept for then. Over a row of ``numbered`` (app/streams/repository/streams.py), NULL when the
+# delivery is unordered, and the not-before time {after}.
+_SCHEDULE = "CASE WHEN numbered.seq IS NULL OR numbered.is_head THEN coalesce({after}, now()) END"
+_KEPT = "CASE WHEN numbered.seq IS NOT NULL THEN {after} END"
+_DUE = _SCHEDULE.format(after="$8::timestamptz")
+_NOT_BEFORE = _KEPT.format(after="$8::timestamptz")
+
 # $1 endpoint, $2 tenant, $3 event id, $4 event type, $5 payload, $6 delivery id, $7 region,
 # $8 deliver_after (NULL: now), $9 the producer's traceparent; $10 the Idempotency-Key (NULL:
-# none), $11 the request's fingerprint, $12 how long the key lives. Foreign keys are checked at
-# the end of the statement, so the event and the delivery that references it may be inserted
-# together.
+# none), $11 the request's fingerprint, $12 how long the key lives; $13 the ordering key (NULL:
+# none). Foreign keys are checked at the end of the statement, so the event and the delivery
+# that references it may be inserted together. An ordered endpoint's delivery is numbered in
+# its stream in the same statement (app/streams/repository/streams.py).
 #
 # A key is claimed only for an enabled endpoint, and everything else is written only if it was:
 # the row's primary key makes a concurrent request with the same key wait here until the first
 # commits, then find it taken (a key whose claim expired is taken over). Whatever the statement
 # cannot claim -- a key already held, an endpoint refused -- it writes nothing for; the caller
 # then asks the transaction path, which reads what holds the key.
-_ACCEPT = """
+_ACCEPT = f"""
 WITH target AS (
     SELECT id, enabled, disabled_reason FROM endpoints
      WHERE id = $1 AND tenant_id = $2 AND deleted_at IS NULL
@@ -47,11 +59,18 @@ WITH target AS (
     SELECT $3, $2, $4, $5, $9 FROM target
      WHERE enabled AND ($10::text IS NULL OR EXISTS (SELECT FROM claim))
     RETURNING id
-), delivery AS (
+), {
+    numbering(
+        "(SELECT 1 AS n, $6::text AS delivery_id, target.id AS endpoint_id,"
+        " $13::text AS ordering_key FROM target, event)"
+    )
+},
+delivery AS (
     INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
-                            next_attempt_at)
-    SELECT $6, $2, target.id, event.id, $4, $7, 'pending', coalesce($8::timestamptz, now())
-      FROM target, event
+                            next_attempt_at, ordering_key, stream, stream_seq, deliver_after)
+    SELECT $6, $2, target.id, event.id, $4, $7, 'pending', {_DUE}, $13, numbered.stream,
+           numbered.seq, {_NOT_BEFORE}
+      FROM target CROSS JOIN event LEFT JOIN numbered ON true
     RETURNING *
 ), entry AS (
     INSERT INTO outbox (delivery_id, region) SELECT id, $7 FROM delivery
@@ -61,7 +80,7 @@ SELECT target.id IS NOT NULL AS found, target.enabled, target.disabled_reason,
        entry.id AS outbox_id, delivery.*
   FROM (SELECT 1) AS one
   LEFT JOIN target ON true LEFT JOIN delivery ON true LEFT JOIN entry ON true
-"""
+"""  # noqa: S608
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,7 @@ async def insert_for_endpoint(
     region: str,
     deliver_after: datetime | None,
     traceparent: str | None,
+    ordering_key: str | None = None,
     key: KeyToClaim | None = None,
 ) -> Inserted:
     """One intent for one endpoint -- the key's claim, the event, the delivery and its outbox
@@ -116,6 +136,7 @@ async def insert_for_endpoint(
         key.key if key else None,
         key.fingerprint if key else None,
         key.ttl if key else None,
+        ordering_key,
     )
     if row["outbox_id"] is None:
         return Inserted(row["found"], row["disabled_reason"], None, None)
@@ -130,21 +151,25 @@ _NOT_DELIVERY = frozenset({"found", "enabled", "disabled_reason", "outbox_id"})
 # every batch (a multi-row VALUES list would be new SQL for every batch size). The endpoints
 # were checked by the caller in the same transaction.
 # $1 tenant, $2 region, then one array per column: $3 event ids, $4 event types, $5 payloads,
-# $6 delivery ids, $7 endpoint ids, $8 deliver_after (NULL: now); $9 the request's traceparent.
-ACCEPT_MANY = """
+# $6 delivery ids, $7 endpoint ids, $8 deliver_after (NULL: now); $9 the request's traceparent;
+# $10 ordering keys (NULL: none). A batch's items of one stream are numbered in item order.
+ACCEPT_MANY = f"""
 WITH item AS (
     SELECT * FROM unnest($3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-                         $8::timestamptz[])
-        AS i(event_id, event_type, payload, delivery_id, endpoint_id, deliver_after)
+                         $8::timestamptz[], $10::text[]) WITH ORDINALITY
+        AS i(event_id, event_type, payload, delivery_id, endpoint_id, deliver_after,
+             ordering_key, n)
 ), event AS (
     INSERT INTO events (id, tenant_id, event_type, payload, traceparent)
     SELECT event_id, $1, event_type, payload, $9 FROM item
-), delivery AS (
+), {numbering("item")},
+delivery AS (
     INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
-                            next_attempt_at)
-    SELECT delivery_id, $1, endpoint_id, event_id, event_type, $2, 'pending',
-           coalesce(deliver_after, now())
-      FROM item
+                            next_attempt_at, ordering_key, stream, stream_seq, deliver_after)
+    SELECT item.delivery_id, $1, item.endpoint_id, item.event_id, item.event_type, $2,
+           'pending', {_SCHEDULE.format(after="item.deliver_after")}, item.ordering_key,
+           numbered.stream, numbered.seq, {_KEPT.format(after="item.deliver_after")}
+      FROM item LEFT JOIN numbered USING (n)
     RETURNING *
 ), entry AS (
     INSERT INTO outbox (delivery_id, region) SELECT id, $2 FROM delivery
@@ -152,7 +177,7 @@ WITH item AS (
 )
 SELECT entry.id AS outbox_id, delivery.*
   FROM delivery JOIN entry ON entry.delivery_id = delivery.id
-"""
+"""  # noqa: S608
 
 
 @dataclass(frozen=True)
@@ -163,6 +188,7 @@ class NewIntent:
     delivery_id: str
     endpoint_id: str
     deliver_after: datetime | None
+    ordering_key: str | None = None
 
 
 async def insert_many(
@@ -185,9 +211,10 @@ async def insert_many(
         [i.endpoint_id for i in intents],
         [i.deliver_after for i in intents],
     )
+    ordering_keys = [i.ordering_key for i in intents]
     connection = await session.connection()
     result = await connection.exec_driver_sql(
-        ACCEPT_MANY, (tenant_id, region, *columns, traceparent)
+        ACCEPT_MANY, (tenant_id, region, *columns, traceparent, ordering_keys)
     )
     names = list(result.keys())
     inserted: dict[str, tuple[int, dict[str, Any]]] = {}

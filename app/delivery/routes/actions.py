@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 from app.api.deps import PublisherDep, ResourcesDep, SessionDep, SettingsDep, TenantDep
 from app.api.paths import DeliveryIdPath, RedriveJobIdPath
 from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
-from app.delivery.service import cancel, listings, redrive
+from app.delivery.service import cancel, listings, redrive, skip
 from app.errors import (
     Conflict,
     Forbidden,
@@ -94,8 +94,39 @@ async def redrive_delivery(
     "or died is a 409.",
 )
 async def cancel_delivery(
-    tenant_id: TenantDep, delivery_id: DeliveryIdPath, session: SessionDep
+    tenant_id: TenantDep,
+    delivery_id: DeliveryIdPath,
+    session: SessionDep,
+    settings: SettingsDep,
+    publisher: PublisherDep,
 ) -> DeliveryOut:
     async with session.begin():
-        cancelled = await cancel.cancel_delivery(session, tenant_id, delivery_id)
-    return DeliveryOut.model_validate(cancelled)
+        cancelled = await cancel.cancel_delivery(
+            session, tenant_id, delivery_id, region=settings.region
+        )
+    publisher.submit(cancelled.publications)
+    return DeliveryOut.model_validate(cancelled.delivery)
+
+
+@router.post(
+    "/{delivery_id}/skip",
+    response_model=DeliveryOut,
+    responses=problem_responses(*_AUTH, NotFound, Conflict),
+    summary="Move a halted stream past its dead head",
+    description="For an ordered endpoint with `on_dead: halt`: the dead delivery that halts its "
+    "stream stays dead (its status says skipped) and the stream's next delivery starts. "
+    "Redriving the head instead retries it in place. Any other delivery is a 409.",
+)
+async def skip_delivery(
+    tenant_id: TenantDep,
+    delivery_id: DeliveryIdPath,
+    session: SessionDep,
+    settings: SettingsDep,
+    publisher: PublisherDep,
+) -> DeliveryOut:
+    async with session.begin():
+        skipped = await skip.skip_halted_head(
+            session, tenant_id, delivery_id, region=settings.region
+        )
+    publisher.submit(skipped.publications)
+    return DeliveryOut.model_validate(skipped.delivery)

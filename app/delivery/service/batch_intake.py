@@ -202,6 +202,7 @@ async def _insert(
             delivery_id=new_id("dlv"),
             endpoint_id=c.intent.endpoint_id,
             deliver_after=c.intent.deliver_after,
+            ordering_key=c.intent.ordering_key,
         )
         for c in accepted
     ]

@@ -141,6 +141,7 @@ async def _insert(
     endpoint_ids: list[str],
     filtered_out: list[FilteredOut],
     deliver_after: datetime | None,
+    ordering_key: str | None,
     traceparent: str | None,
 ) -> tuple[list[Delivery], list[PendingPublication]]:
     await events.insert_event(
@@ -160,6 +161,7 @@ async def _insert(
         region=settings.region,
         targets=[(new_id("dlv"), e) for e in endpoint_ids],
         deliver_after=deliver_after,
+        ordering_key=ordering_key,
     )
     publications = await outbox.insert_entries(session, rows, settings.region)
     return rows, publications
@@ -242,6 +244,7 @@ async def accept_delivery_at_once(
             region=settings.region,
             deliver_after=intent.deliver_after,
             traceparent=traceparent,
+            ordering_key=intent.ordering_key,
             key=key,
         )
     if inserted.delivery is None and key is not None:
@@ -338,6 +341,7 @@ async def _accept(
         endpoint_ids=endpoint_ids,
         filtered_out=filtered_out,
         deliver_after=intent.deliver_after,
+        ordering_key=intent.ordering_key,
         traceparent=traceparent,
     )
     return Accepted(event_id, intent.event_type, _out(rows), False, publications, filtered_out)

@@ -97,3 +97,8 @@ async def search(
         delivery = await deliveries.get_for_tenant(session, tenant_id, resource)
         return Found("idempotency key", [delivery] if delivery else [])
     return Found("idempotency key", await deliveries.list_for_event(session, tenant_id, resource))
+
+
+async def owner_of_delivery(session: AsyncSession, delivery_id: str) -> str | None:
+    """The tenant a delivery belongs to, whoever's it is: for an operator's command line."""
+    return await deliveries.owner_of(session, delivery_id)

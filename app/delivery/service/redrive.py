@@ -4,6 +4,7 @@ one at a time, or in bulk by a filter."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import structlog
@@ -22,6 +23,7 @@ from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.outbox.service.publishing import publish_and_mark
 from app.states import DeliveryState
+from app.streams.service.heads import lock_streams, requeue, requeuing, streams_of
 
 log = structlog.get_logger("herald.redrive")
 
@@ -40,7 +42,10 @@ async def redrive_one(
         raise Conflict("the delivery's endpoint was deleted")
     if not endpoint.enabled:
         raise Conflict(f"endpoint {endpoint.id} is disabled; enable it first")
-    revived = await deliveries.redrive(session, tenant_id, delivery_id)
+    async with requeuing(session, [delivery_id]):
+        revived = await deliveries.redrive(session, tenant_id, delivery_id)
+    if revived is not None and revived.stream is not None:
+        await session.refresh(revived)  # its place in its stream, as the requeue left it
     if revived is None:
         if current.state == DeliveryState.CANCELLED.value:
             raise Conflict(
@@ -54,6 +59,11 @@ async def redrive_one(
 
 
 REDRIVE_BATCH = 500
+
+
+async def _lock_streams_of(session: AsyncSession, delivery_ids: list[str]) -> None:
+    """A page's streams, locked before its rows (app/streams/repository/streams.py)."""
+    await lock_streams(session, await streams_of(session, delivery_ids))
 
 
 async def run_bulk_redrive(
@@ -75,6 +85,12 @@ async def run_bulk_redrive(
         wanted = RedriveFilter.model_validate(job.filter)
         while True:
             async with sessionmaker() as session, session.begin():
+
+                async def lock_their_streams(
+                    ids: list[str], session: AsyncSession = session
+                ) -> None:
+                    await lock_streams(session, await streams_of(session, ids))
+
                 revived, cursor = await deliveries.redrive_page(
                     session,
                     job.tenant_id,
@@ -87,7 +103,9 @@ async def run_bulk_redrive(
                     dead_after=wanted.dead_after,
                     dead_before=wanted.dead_before,
                     states=[DeliveryState(state) for state in wanted.states],
+                    before_reviving=functools.partial(_lock_streams_of, session),
                 )
+                await requeue(session, [d.id for d in revived])
                 publications = await outbox.insert_entries(session, revived, job.region)
                 total += len(revived)
                 await redrive_jobs.update_job(session, job_id, cursor=cursor, redriven=total)

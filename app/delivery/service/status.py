@@ -12,6 +12,7 @@ from app.flow.service.snapshot import FlowSnapshot
 from app.models import Attempt, CustodyRecord, Delivery, Endpoint
 from app.outbox.service.outbox import Publication
 from app.states import DeliveryState
+from app.streams.service.streams import StreamView
 
 # How an explanation writes a moment: the API as ISO 8601, like every time in its JSON; the
 # console as its pages write every other time (app/console/routes/formatting.py).
@@ -38,13 +39,15 @@ def explain(
     settings: Settings,
     flow: FlowSnapshot | None,
     *,
+    stream: StreamView | None = None,
     write_time: TimeWriter = datetime.isoformat,
 ) -> Explanation:
+    """Why the delivery is where it is; ``stream``, for an ordered one, is its stream now."""
     state = DeliveryState(delivery.state)
     if state is DeliveryState.SUCCEEDED:
         return Explanation("succeeded", None)
     if state is DeliveryState.DEAD:
-        return Explanation("dead", delivery.dead_reason)
+        return Explanation("dead", _dead(delivery, stream))
     if state is DeliveryState.CANCELLED:
         return Explanation("cancelled", "cancelled by its producer; it is not sent again")
     if endpoint.deleted_at is not None:
@@ -66,6 +69,8 @@ def explain(
             "its destination takes it over (due then, or armed again by the next reconcile run)",
         )
     due = delivery.next_attempt_at
+    if due is None:
+        return _behind_its_head(stream)
     paused_until = endpoint.paused_until if endpoint.pause_in_force else None  # database clock
     if paused_until is not None and paused_until > due:
         return Explanation(
@@ -75,6 +80,32 @@ def explain(
     if due > now:
         return Explanation("scheduled", f"next attempt at {write_time(due)}")
     return _due_now(delivery, now, settings, flow, write_time)
+
+
+def _dead(delivery: Delivery, stream: StreamView | None) -> str | None:
+    if stream is None:
+        return delivery.dead_reason
+    reason = delivery.dead_reason or "dead"
+    if stream.head_id == delivery.id and stream.halted_at is not None:
+        return f"{reason}; it halts its stream until an operator redrives or skips it"
+    return f"{reason}; skipped: its stream went on without it"
+
+
+def _behind_its_head(stream: StreamView | None) -> Explanation:
+    """An ordered delivery behind its stream's head: named, with its state."""
+    if stream is None or stream.head_id is None:
+        return Explanation(
+            "stuck",
+            "waits behind its stream's head, but the stream has none; the next reconcile run "
+            "hands the stream on",
+        )
+    head = f"{stream.head_id} (#{stream.head_seq} in its stream)"
+    if stream.halted_at is not None:
+        return Explanation(
+            "halted",
+            f"its stream is halted behind {head}, which died; an operator redrives or skips it",
+        )
+    return Explanation("ordered", f"waits its turn behind {head}, which is {stream.head_state}")
 
 
 def _due_now(
@@ -104,6 +135,7 @@ def _due_now(
     if flow.woken_in is not None:
         return Explanation("queued", "due; its destination is queued for a worker")
     due = delivery.next_attempt_at
+    assert due is not None  # only a scheduled delivery is due
     if now - due > timedelta(seconds=settings.reconcile_grace_seconds):
         return Explanation(
             "stuck",
@@ -124,6 +156,7 @@ def _due_without_redis(
     has waited. A published one gets ENQUEUED_STALE_SECONDS (its destination may be parked by
     a gate that Redis also cannot show), an unpublished one RECONCILE_GRACE_SECONDS."""
     due = delivery.next_attempt_at
+    assert due is not None  # only a scheduled delivery is due
     if delivery.state == DeliveryState.ENQUEUED.value:
         waiting_since = max(delivery.enqueued_at or due, due)
         if now - waiting_since > timedelta(seconds=settings.enqueued_stale_seconds):

@@ -17,9 +17,10 @@ from app.errors import NotFound
 from app.flow.service.gate import flow_snapshot
 from app.flow.service.snapshot import FlowSnapshot
 from app.flow.service.wakeups import Wakeups
-from app.models import Endpoint
+from app.models import Delivery, Endpoint
 from app.outbox.service import outbox
 from app.states import DeliveryState
+from app.streams.service import streams
 
 
 async def delivery_detail(
@@ -45,9 +46,13 @@ async def delivery_detail(
     now = datetime.now(UTC)
     flow = None
     waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
-    if delivery.state in waiting and delivery.next_attempt_at <= now:
+    due = delivery.next_attempt_at
+    if delivery.state in waiting and due is not None and due <= now:
         flow = await _destination_now(redis, settings, endpoint)
-    why = status.explain(delivery, endpoint, now, settings, flow, write_time=write_time)
+    stream = await streams.of_delivery(session, delivery)
+    why = status.explain(
+        delivery, endpoint, now, settings, flow, stream=stream, write_time=write_time
+    )
     # A cut list hides attempts or dead steps: claim numbers past what is shown are not guessed.
     story = status.timeline(
         delivery,
@@ -60,6 +65,10 @@ async def delivery_detail(
         **DeliveryOut.model_validate(delivery).model_dump(),
         waiting_reason=why.reason,
         waiting_detail=why.detail,
+        waiting_behind=_waiting_behind(delivery, stream),
+        halts_its_stream=stream is not None
+        and stream.head_id == delivery.id
+        and stream.halted_at is not None,
         timeline=[CustodyEventOut.model_validate(step) for step in story],
     )
 
@@ -74,3 +83,10 @@ async def _destination_now(
         return None
     wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
     return dataclasses.replace(flow, woken_in=wake.due_in)
+
+
+def _waiting_behind(delivery: Delivery, stream: streams.StreamView | None) -> str | None:
+    """The delivery an ordered one waits behind: its stream's head, when that is another."""
+    if stream is None or delivery.completed_at is not None or stream.head_id == delivery.id:
+        return None
+    return stream.head_id

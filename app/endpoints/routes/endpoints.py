@@ -24,7 +24,7 @@ from app.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
-from app.flow.service.gate import clear_flow_state
+from app.flow.service.gate import clear_flow_state, wake_destination
 from app.schemas import Page
 
 router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
@@ -144,6 +144,12 @@ async def update_endpoint(
     if body.enabled:
         # Re-enabled: no leftover pause or probe may hold the destination back.
         await clear_flow_state(
+            resources.redis, endpoint.id, tenant_id=tenant_id, region=resources.settings.region
+        )
+    elif body.ordering is not None or body.on_dead is not None:
+        # Streams released or halted ones skipped: what became due is looked at now (and, if
+        # this wake-up is lost, by the next reconcile run).
+        await wake_destination(
             resources.redis, endpoint.id, tenant_id=tenant_id, region=resources.settings.region
         )
     return EndpointOut.model_validate(endpoint)

@@ -30,6 +30,7 @@ from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.errors import Conflict, HeraldError, NotFound
 from app.ids import new_id
 from app.models import Endpoint
+from app.streams.service import policy
 
 SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
 
@@ -112,10 +113,31 @@ async def update_endpoint(
         values["disabled_reason"] = "disabled by user"
     elif "enabled" in values:
         del values["enabled"]
+    for always_set in ("ordering", "on_dead"):
+        if always_set in values and values[always_set] is None:
+            del values[always_set]
+    if "ordering" in values or "on_dead" in values:
+        await _change_streams(session, tenant_id, endpoint_id, values)
     endpoint = await endpoints.update_fields(session, tenant_id, endpoint_id, values)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     return endpoint
+
+
+async def _change_streams(
+    session: AsyncSession, tenant_id: str, endpoint_id: str, values: dict[str, Any]
+) -> None:
+    """A new ``ordering`` or ``on_dead`` applied to the endpoint's streams first (they are
+    locked before the endpoint's row)."""
+    current = await endpoints.get_live(session, tenant_id, endpoint_id)
+    if current is None:
+        raise NotFound(f"endpoint {endpoint_id} not found")
+    await policy.change(
+        session,
+        endpoint_id,
+        ordering=(current.ordering, values.get("ordering", current.ordering)),
+        on_dead=(current.on_dead, values.get("on_dead", current.on_dead)),
+    )
 
 
 async def rotate_secret(

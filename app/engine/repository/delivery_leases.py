@@ -37,6 +37,11 @@ class ClaimedDelivery:
     lease_left: float  # seconds, by the database's clock, as the claim returned
     token: uuid.UUID  # this row's lease token: only its holder may record or release
     tenant_id: str
+    # Ordered delivery (app/streams/): the stream it is its head of and its number there (None:
+    # unordered), and the producer's ordering key.
+    stream: str | None = None
+    stream_seq: int | None = None
+    ordering_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ _LEASE = """state = 'leased', lease_until = now() + make_interval(secs => $4),
        attempt_count = d.attempt_count + 1, updated_at = now()"""
 
 _LEASED = """d.id, d.tenant_id, d.endpoint_id, d.attempt_count, d.attempt_floor, d.lease_token,
+       d.stream, d.stream_seq, d.ordering_key,
        extract(epoch FROM d.lease_until - now())::float8 AS lease_left"""
 
 # What signing and sending need of the endpoint. A rotated-out secret signs until it expires.
@@ -153,6 +159,9 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
         lease_left=row["lease_left"],
         token=row["lease_token"],
         tenant_id=row["tenant_id"],
+        stream=row["stream"],
+        stream_seq=row["stream_seq"],
+        ordering_key=row["ordering_key"],
     )
 
 

@@ -141,6 +141,7 @@ class AttemptRuns:
                 return "delivery.start_slot_missed"
         if lease_ends - clock.time() < self._settings.lease_left_to_send:
             return "delivery.lease_too_short"
+        progress.write_by = lease_ends - self._settings.lease_left_to_send
         result = await self._attempts.send(claimed, progress)
         return Ended(claimed, self._attempts.decide(claimed, result), result, lease_ends)
 

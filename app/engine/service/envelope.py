@@ -45,4 +45,24 @@ def request_headers(claimed: ClaimedDelivery, body: bytes, trace: dict[str, str]
     fault = endpoints.header_fault(claimed.headers)
     if fault is not None:
         raise RequestNotBuilt(f"{fault} (correct the endpoint's headers, then redrive)")
-    return {**claimed.headers, **trace, **signed_headers(claimed.id, body, claimed.secrets)}
+    return {
+        **claimed.headers,
+        **trace,
+        **stream_headers(claimed),
+        **signed_headers(claimed.id, body, claimed.secrets),
+    }
+
+
+# An ordered delivery's place in its stream (docs/decisions.md, "Issue 27"): what lets a
+# receiver check the order and drop a late duplicate.
+SEQUENCE_HEADER = "Herald-Stream-Sequence"
+ORDERING_KEY_HEADER = "Herald-Ordering-Key"
+
+
+def stream_headers(claimed: ClaimedDelivery) -> dict[str, str]:
+    if claimed.stream_seq is None:
+        return {}
+    headers = {SEQUENCE_HEADER: str(claimed.stream_seq)}
+    if claimed.stream:  # a keyed stream (not the endpoint's one, nor its keyless one)
+        headers[ORDERING_KEY_HEADER] = claimed.stream
+    return headers

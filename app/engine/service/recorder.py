@@ -27,18 +27,20 @@ from typing import TypeVar
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics, tracing
+from app import metrics
 from app.config import Settings
-from app.db import DATABASE_TROUBLE, is_transient, single_statements
+from app.db import DATABASE_TROUBLE, is_transient
 from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_records
 from app.engine.repository.delivery_records import Finished, Recording
+from app.engine.service import record_writes
 from app.engine.service.deadlines import STEP_SECONDS
 from app.engine.service.send_or_refuse import Ended
 from app.faults import crash_point
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Arm, Wakeups
 from app.states import DeliveryState, Outcome
+from app.streams.service.heads import NewHead, StreamKey, handing_on
 
 log = structlog.get_logger("herald.delivery")
 
@@ -74,6 +76,15 @@ class _Pending:
     finished: Finished
     slot: str | None
     done: asyncio.Future[bool]
+
+
+def _recording(pending: _Pending) -> Recording:
+    claimed = pending.ended.claimed
+    return Recording(claimed.id, claimed.token, pending.finished)
+
+
+def _stream_of(pending: _Pending) -> StreamKey | None:
+    return record_writes.stream_of_ended(pending.ended, pending.finished)
 
 
 @dataclass
@@ -134,7 +145,8 @@ class Recorder:
         grouped = [p for p in batch if not p.ended.touches_health]
         if grouped:
             try:
-                recorded = await self._record_group(grouped)
+                recorded, new_heads = await self._record_group(grouped)
+                effects.arms.extend(record_writes.arms_of(new_heads))
             except Exception as exc:
                 log.error("delivery.record_failed", count=len(grouped), error=type(exc).__name__)
                 recorded = None
@@ -191,12 +203,12 @@ class Recorder:
                 await asyncio.sleep(delay)
                 delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), lease_ends
 
-    async def _record_group(self, group: Sequence[_Pending]) -> set[str]:
+    async def _record_group(self, group: Sequence[_Pending]) -> tuple[set[str], list[NewHead]]:
         """One statement for the whole group, through an outage for as long as the latest
-        lease among them lasts."""
-        items = [Recording(p.ended.claimed.id, p.ended.claimed.token, p.finished) for p in group]
+        lease among them lasts; and the streams whose heads it ended, handed on."""
+        items = [(_recording(p), _stream_of(p)) for p in group]
         lease_ends = max(p.ended.lease_ends for p in group)
-        write = functools.partial(self._write_batch, items)
+        write = functools.partial(record_writes.write_batch, self._sessionmaker, items)
         try:
             return await self._through_outage(write, lease_ends, count=len(items))
         except Exception as exc:
@@ -204,50 +216,38 @@ class Recorder:
                 raise
             # One bad row must not hold back the rest: each on its own, and only the bad one
             # is left to its lease.
-            return await self._record_one_by_one(items)
-
-    async def _write_batch(self, items: Sequence[Recording]) -> set[str]:
-        async with single_statements(self._sessionmaker) as connection:
-            with tracing.TRACER.start_as_current_span(
-                "herald.record", attributes={"herald.outcomes": len(items)}
-            ):
-                return await delivery_records.record_batch(connection, items)
-
-    async def _record_one_by_one(self, items: Sequence[Recording]) -> set[str]:
-        recorded: set[str] = set()
-        for item in items:
-            try:
-                async with single_statements(self._sessionmaker) as connection:
-                    recorded |= await delivery_records.record_batch(connection, [item])
-            except Exception as exc:
-                log.error(
-                    "delivery.record_failed",
-                    delivery_id=item.delivery_id,
-                    error=type(exc).__name__,
-                )
-        return recorded
+            return await record_writes.write_one_by_one(self._sessionmaker, items)
 
     async def _record_alone(self, pending: _Pending, effects: _Effects) -> bool:
         ended = pending.ended
         write = functools.partial(self._write_judging_health, ended, pending.finished)
-        recorded, pause = await self._through_outage(
+        recorded, pause, new_heads = await self._through_outage(
             write, ended.lease_ends, delivery_id=ended.claimed.id
         )
+        effects.arms.extend(record_writes.arms_of(new_heads))
         if recorded and pause > 0:
             endpoint = ended.claimed.endpoint_id
             effects.pauses[endpoint] = max(pause, effects.pauses.get(endpoint, 0.0))
         return recorded
 
-    async def _write_judging_health(self, ended: Ended, finished: Finished) -> tuple[bool, float]:
+    async def _write_judging_health(
+        self, ended: Ended, finished: Finished
+    ) -> tuple[bool, float, list[NewHead]]:
         """Record an attempt whose ending judges its destination, in one transaction with that
-        judgement: whether it was recorded, and how long the destination must now pause."""
+        judgement (and the hand-on of its stream, if it ended one): whether it was recorded,
+        how long the destination must now pause, and the new head of its stream."""
         claimed, result = ended.claimed, ended.result
         failed = ended.destination_failed
         # Counted from the answer (the gate closed then), not from this try: a record retried
         # through a database outage must not push the pause later.
         retry_after = result.retry_after_left() if failed and result is not None else None
         pause = 0.0
-        async with self._sessionmaker() as session, session.begin():
+        stream = record_writes.stream_of_ended(ended, finished)
+        async with (
+            self._sessionmaker() as session,
+            session.begin(),
+            handing_on(session, [stream] if stream else []) as new_heads,
+        ):
             recorded = await delivery_records.record_in(
                 session, claimed.id, token=claimed.token, finished=finished
             )
@@ -257,7 +257,7 @@ class Recorder:
                 pause = await destination_health.after_failure(
                     session, self._settings, claimed.endpoint_id, result.status_code, retry_after
                 )
-        return recorded, pause
+        return recorded, pause, new_heads
 
     def _account(self, pending: _Pending, recorded: bool, effects: _Effects) -> None:
         ended, claimed, result = pending.ended, pending.ended.claimed, pending.ended.result

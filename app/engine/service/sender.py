@@ -103,12 +103,31 @@ async def _on_headers_sent(
     context.trace_request_ctx["progress"].sent = True
 
 
+class LeaseEndedBeforeWriting(Exception):
+    """The connection was ready only after the lease's last moment to start: the request is
+    not written (another worker may hold the delivery by now, and an ordered stream may have
+    moved past it)."""
+
+
+async def _on_connection(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
+) -> None:
+    """Once the connection is made or taken from the pool, nothing but CPU stands between this
+    check and the request's first bytes: a worker frozen (SIGSTOP, a VM pause) while it
+    connected cannot write a request its lease no longer covers."""
+    write_by = context.trace_request_ctx["progress"].write_by
+    if write_by is not None and asyncio.get_running_loop().time() > write_by:
+        raise LeaseEndedBeforeWriting("the lease ended before the request was written")
+
+
 def build_http_session(
     allowlist: Sequence[IPNetwork], max_connections: int
 ) -> aiohttp.ClientSession:
     """One pooled session per worker process."""
     trace = aiohttp.TraceConfig()
     trace.on_request_headers_sent.append(_on_headers_sent)
+    trace.on_connection_create_end.append(_on_connection)
+    trace.on_connection_reuseconn.append(_on_connection)
     connector = aiohttp.TCPConnector(
         resolver=VettingResolver(allowlist),
         limit=max_connections,
@@ -147,6 +166,9 @@ class SendProgress:
     sent: bool = False
     status: int | None = None
     retry_after_until: float | None = None
+    # The event loop's time by which the request must be written (the lease's rule for a
+    # start, applied again once the connection is made): None, no such limit.
+    write_by: float | None = None
 
     def answered(self, response: aiohttp.ClientResponse, retry_after_max: float) -> None:
         """The status and headers are in. A Retry-After counts from this moment, once: however
@@ -206,6 +228,8 @@ async def send(
             return _answered(progress, response.status, response_body=_stored_body(raw))
     except (DestinationBlocked, DestinationRefused) as exc:
         return progress.result(Outcome.BLOCKED, error=str(exc))
+    except LeaseEndedBeforeWriting as exc:
+        return failed_inside(progress, str(exc))  # the worker's stall, not the receiver's
     except TimeoutError:
         return _failed(progress, f"timed out after {timeout:g} s")
     except aiohttp.InvalidURL as exc:

@@ -290,3 +290,14 @@ async def clear_flow_state(
         await Wakeups(redis, region).arm([Arm(tenant_id, endpoint_id, 0.0)])
     except Exception as exc:
         log.warning("flow.clear_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
+
+
+async def wake_destination(
+    redis: ArqRedis, endpoint_id: str, *, tenant_id: str, region: str
+) -> None:
+    """Look at the destination now (best effort: reconcile arms any destination with due work,
+    and an arm only ever moves a wake-up earlier)."""
+    try:
+        await Wakeups(redis, region).arm([Arm(tenant_id, endpoint_id, 0.0)])
+    except Exception as exc:
+        log.warning("flow.wake_failed", endpoint_id=endpoint_id, error=type(exc).__name__)

@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 # (ix_deliveries_due, _enqueued, _leased, _dead) they replace; ix_outbox_unpublished for the lag.
 REDIS_PING_SECONDS = 1.0
 
-# {t}: nothing for the fleet, or one tenant's condition (the console shows a tenant its own).
+# {t}: nothing for the fleet, or one tenant's condition (the console shows a tenant its own);
+# {st}: the same for streams, which belong to the tenant's endpoints.
 _SNAPSHOT = """
     SELECT
       (SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM deliveries
@@ -47,11 +48,21 @@ _SNAPSHOT = """
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND NOT enabled {t}) AS disabled,
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND breaker_trips > 0 {t})
         AS breaker_open,
+      (SELECT count(*) FROM streams WHERE halted_at IS NOT NULL {st}) AS streams_halted,
+      (SELECT extract(epoch FROM now() - min(head_since)) FROM streams
+        WHERE head_id IS NOT NULL {st}) AS oldest_head,
+      (SELECT count(*) FROM deliveries WHERE region = :r AND stream IS NOT NULL
+        AND completed_at IS NULL AND next_attempt_at IS NULL {t}) AS behind_heads,
       (SELECT extract(epoch FROM now() - finished_at) FROM reconcile_runs
         WHERE region = :r AND status = 'succeeded' ORDER BY id DESC LIMIT 1) AS reconcile_age
     """
-_FLEET_SQL = text(_SNAPSHOT.format(t=""))
-_TENANT_SQL = text(_SNAPSHOT.format(t="AND tenant_id = :t"))
+_FLEET_SQL = text(_SNAPSHOT.format(t="", st=""))
+_TENANT_SQL = text(
+    _SNAPSHOT.format(
+        t="AND tenant_id = :t",
+        st="AND endpoint_id IN (SELECT id FROM endpoints WHERE tenant_id = :t)",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,11 @@ class FleetSnapshot:
     endpoints_breaker_open: int
     reconcile_age: float  # +Inf: no reconcile run of the region ever succeeded
     redis_up: bool
+    # Ordered delivery: streams halted behind a dead head, the oldest head's age (0: none),
+    # and the deliveries waiting behind their streams' heads.
+    streams_halted: int = 0
+    oldest_stream_head: float = 0.0
+    behind_stream_heads: int = 0
 
 
 class _SnapshotCollector(Collector):
@@ -92,6 +108,23 @@ class _SnapshotCollector(Collector):
                 s.relay_lag,
             ),
             ("herald_expired_leases", "Leased deliveries whose lease expired", s.expired_leases),
+            (
+                "herald_streams_halted",
+                "Ordered streams halted behind a dead head, waiting for an operator's redrive "
+                "or skip",
+                s.streams_halted,
+            ),
+            (
+                "herald_stream_oldest_head_age_seconds",
+                "How long the longest-standing head of an ordered stream has been its head "
+                "(0: none)",
+                s.oldest_stream_head,
+            ),
+            (
+                "herald_stream_waiting_deliveries",
+                "Ordered deliveries waiting behind their stream's head (the streams' depth)",
+                s.behind_stream_heads,
+            ),
             (
                 "herald_reconcile_last_success_age_seconds",
                 "Seconds since the region's last successful reconcile run (+Inf: none ever): "
@@ -174,6 +207,9 @@ class FleetGauges:
             endpoints_disabled=row.disabled,
             endpoints_breaker_open=row.breaker_open,
             redis_up=await self._redis_answers(),
+            streams_halted=row.streams_halted,
+            oldest_stream_head=float(row.oldest_head or 0),
+            behind_stream_heads=row.behind_heads,
             reconcile_age=math.inf if row.reconcile_age is None else float(row.reconcile_age),
         )
 

@@ -20,7 +20,7 @@ class PendingPublication:
     outbox_id: int
     delivery_id: str
     endpoint_id: str
-    run_at: datetime
+    run_at: datetime | None  # None: ordered, waiting behind its stream's head (nothing to arm)
     attempt_count: int
     tenant_id: str  # its destination's wake-up is filed under its tenant
 
@@ -33,7 +33,7 @@ class Publishable(Protocol):
     @property
     def endpoint_id(self) -> str: ...
     @property
-    def next_attempt_at(self) -> datetime: ...
+    def next_attempt_at(self) -> datetime | None: ...
     @property
     def attempt_count(self) -> int: ...
     @property

@@ -53,6 +53,8 @@ def destinations(publications: Sequence[PendingPublication]) -> list[Arm]:
     now = datetime.now(UTC)
     earliest: dict[tuple[str, str], float] = {}
     for p in publications:
+        if p.run_at is None:
+            continue  # behind its stream's head: whatever ends the head arms the destination
         key = (p.tenant_id, p.endpoint_id)
         # run_at is the database's clock; the skew to ours only makes the wake-up early or
         # late by that much (an early one finds nothing due and settles for the right time).

@@ -155,9 +155,11 @@ class Deliveries:
         *,
         deliver_after: datetime | None = None,
         idempotency_key: str | None = None,
+        ordering_key: str | None = None,
     ) -> Delivery:
         """Accept one intent. Sends an Idempotency-Key (yours, or one made for this call) and
-        retries 429/503 as Retry-After says: a retry never makes a second delivery."""
+        retries 429/503 as Retry-After says: a retry never makes a second delivery.
+        ``ordering_key``: its stream at an endpoint that orders by key."""
         return self._run(
             _calls.create_delivery(
                 endpoint_id,
@@ -165,6 +167,7 @@ class Deliveries:
                 payload,
                 deliver_after=deliver_after,
                 idempotency_key=idempotency_key,
+                ordering_key=ordering_key,
             )
         )
 
@@ -186,6 +189,10 @@ class Deliveries:
     def redrive(self, delivery_id: str) -> Delivery:
         return self._run(_calls.redrive_delivery(delivery_id))
 
+    def skip(self, delivery_id: str) -> Delivery:
+        """Move a halted stream past its dead head (the delivery given)."""
+        return self._run(_calls.skip_delivery(delivery_id))
+
     def bulk_redrive(self, **wanted: Any) -> RedriveJob:
         """endpoint_id, event_type, states (["dead"], or "succeeded" to replay), dead_after,
         dead_before."""
@@ -204,6 +211,7 @@ class AsyncDeliveries:
         *,
         deliver_after: datetime | None = None,
         idempotency_key: str | None = None,
+        ordering_key: str | None = None,
     ) -> Delivery:
         return await self._run(
             _calls.create_delivery(
@@ -212,6 +220,7 @@ class AsyncDeliveries:
                 payload,
                 deliver_after=deliver_after,
                 idempotency_key=idempotency_key,
+                ordering_key=ordering_key,
             )
         )
 
@@ -232,6 +241,9 @@ class AsyncDeliveries:
     async def redrive(self, delivery_id: str) -> Delivery:
         return await self._run(_calls.redrive_delivery(delivery_id))
 
+    async def skip(self, delivery_id: str) -> Delivery:
+        return await self._run(_calls.skip_delivery(delivery_id))
+
     async def bulk_redrive(self, **wanted: Any) -> RedriveJob:
         return await self._run(_calls.bulk_redrive(**wanted))
 
@@ -247,11 +259,16 @@ class Events:
         *,
         deliver_after: datetime | None = None,
         idempotency_key: str | None = None,
+        ordering_key: str | None = None,
     ) -> EventAccepted:
         """Fan out to every subscribed endpoint; keyed and retried like deliveries.create."""
         return self._run(
             _calls.publish_event(
-                event_type, payload, deliver_after=deliver_after, idempotency_key=idempotency_key
+                event_type,
+                payload,
+                deliver_after=deliver_after,
+                idempotency_key=idempotency_key,
+                ordering_key=ordering_key,
             )
         )
 
@@ -270,10 +287,15 @@ class AsyncEvents:
         *,
         deliver_after: datetime | None = None,
         idempotency_key: str | None = None,
+        ordering_key: str | None = None,
     ) -> EventAccepted:
         return await self._run(
             _calls.publish_event(
-                event_type, payload, deliver_after=deliver_after, idempotency_key=idempotency_key
+                event_type,
+                payload,
+                deliver_after=deliver_after,
+                idempotency_key=idempotency_key,
+                ordering_key=ordering_key,
             )
         )
 
@@ -287,7 +309,8 @@ class Endpoints:
 
     def create(self, url: str, **fields: Any) -> EndpointCreated:
         """Fields: description, event_types, filter, rate_limit_per_second, max_in_flight,
-        enabled, payload_format, headers. The answer holds the signing secret."""
+        enabled, payload_format, headers, ordering, on_dead. The answer holds the signing
+        secret."""
         return self._run(_calls.create_endpoint({"url": url, **fields}))
 
     def get(self, endpoint_id: str) -> Endpoint:

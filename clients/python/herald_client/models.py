@@ -25,7 +25,8 @@ class Delivery(_Answer):
     event_type: str
     state: DeliveryState
     attempt_count: int
-    next_attempt_at: datetime
+    # None while an ordered delivery waits behind its stream's head.
+    next_attempt_at: datetime | None
     lease_until: datetime | None
     last_outcome: Outcome | None
     last_status_code: int | None
@@ -33,6 +34,8 @@ class Delivery(_Answer):
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None
+    ordering_key: str | None
+    stream_seq: int | None  # its number in its stream (ordered endpoints)
 
 
 class CustodyEvent(_Answer):
@@ -45,6 +48,8 @@ class DeliveryDetail(Delivery):
     waiting_reason: str
     waiting_detail: str | None
     timeline: list[CustodyEvent]
+    waiting_behind: str | None = None  # the delivery an ordered one waits behind
+    halts_its_stream: bool = False  # a dead head: redrive or skip it
 
 
 class Attempt(_Answer):
@@ -104,6 +109,8 @@ class Endpoint(_Answer):
     disabled_reason: str | None
     payload_format: str
     headers: dict[str, str]
+    ordering: str  # none | endpoint | key
+    on_dead: str  # halt | skip: what a stream does when its head dies
     paused_until: datetime | None
     pause_reason: str | None
     consecutive_failures: int

@@ -1,0 +1,81 @@
+"""The recorder's writes (recorder.py decides when): a group of endings as one statement, or --
+when some of them end an ordered stream's head -- one transaction that also hands those streams
+on (app/streams/); and the same one row at a time, when a bad row spoils the group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app import tracing
+from app.db import single_statements
+from app.engine.repository import delivery_records
+from app.engine.repository.delivery_records import Finished, Recording
+from app.engine.service.send_or_refuse import Ended
+from app.flow.service.wakeups import Arm
+from app.states import DeliveryState
+from app.streams.service.heads import NewHead, StreamKey, handing_on, seconds_until
+
+log = structlog.get_logger("herald.delivery")
+
+_ENDS_A_HEAD = (DeliveryState.SUCCEEDED, DeliveryState.DEAD)
+
+
+def stream_of_ended(ended: Ended, finished: Finished) -> StreamKey | None:
+    """The stream whose head this ending ends, if it is ordered and finishes the delivery."""
+    claimed = ended.claimed
+    if claimed.stream is None or finished.state not in _ENDS_A_HEAD:
+        return None
+    return StreamKey(claimed.endpoint_id, claimed.stream)
+
+
+def arms_of(new_heads: Sequence[NewHead]) -> list[Arm]:
+    return [Arm(h.tenant_id, h.endpoint_id, seconds_until(h)) for h in new_heads]
+
+
+async def write_batch(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    items: Sequence[tuple[Recording, StreamKey | None]],
+) -> tuple[set[str], list[NewHead]]:
+    """Record the endings (each with the stream whose head it ends, if any): the ids recorded,
+    and the deliveries that became their streams' heads (the caller arms their destinations
+    once this commits)."""
+    recordings = [recording for recording, _ in items]
+    streams = [stream for _, stream in items if stream is not None]
+    with tracing.TRACER.start_as_current_span(
+        "herald.record", attributes={"herald.outcomes": len(items)}
+    ):
+        if not streams:  # the unordered flush: one statement, its own transaction
+            async with single_statements(sessionmaker) as connection:
+                return await delivery_records.record_batch(connection, recordings), []
+        async with (
+            sessionmaker() as session,
+            session.begin(),
+            handing_on(session, streams) as new_heads,
+        ):
+            recorded = await delivery_records.record_batch_in(session, recordings)
+        return recorded, new_heads
+
+
+async def write_one_by_one(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    items: Sequence[tuple[Recording, StreamKey | None]],
+) -> tuple[set[str], list[NewHead]]:
+    """``write_batch`` row by row: only a bad row is left to its lease."""
+    recorded: set[str] = set()
+    new_heads: list[NewHead] = []
+    for item in items:
+        try:
+            ids, heads = await write_batch(sessionmaker, [item])
+        except Exception as exc:
+            log.error(
+                "delivery.record_failed",
+                delivery_id=item[0].delivery_id,
+                error=type(exc).__name__,
+            )
+            continue
+        recorded |= ids
+        new_heads += heads
+    return recorded, new_heads

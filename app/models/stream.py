@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+
+class Stream(Base):
+    """One ordered stream of an endpoint (issue 27): the numbers it hands out and the delivery
+    it waits on. Its row's lock is what orders the stream -- an accept takes its number under
+    it, and whatever ends the head hands the stream on under it (docs/decisions.md)."""
+
+    __tablename__ = "streams"
+
+    endpoint_id: Mapped[str] = mapped_column(ForeignKey("endpoints.id"), primary_key=True)
+    # '' for the endpoint's one stream (ordering "endpoint") or its keyless one ("key").
+    stream: Mapped[str] = mapped_column(Text, primary_key=True)
+    next_seq: Mapped[int] = mapped_column(BigInteger)  # the number the next accept gets
+    # The delivery the stream waits on: live, or dead and halting it; NULL when nothing of the
+    # stream is live. Since when it has been the head.
+    head_id: Mapped[str | None] = mapped_column(Text)
+    head_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    halted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

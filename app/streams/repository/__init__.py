@@ -1,0 +1,1 @@
+"""The statements of ordered delivery."""
