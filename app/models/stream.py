@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Text
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Index, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -14,6 +14,10 @@ class Stream(Base):
     it, and whatever ends the head hands the stream on under it (docs/decisions.md)."""
 
     __tablename__ = "streams"
+    # Retention looks up whether a delivery halts a stream before purging it (migration 0022).
+    __table_args__ = (
+        Index("ix_streams_halted_head", "head_id", postgresql_where=text("halted_at IS NOT NULL")),
+    )
 
     endpoint_id: Mapped[str] = mapped_column(ForeignKey("endpoints.id"), primary_key=True)
     # '' for the endpoint's one stream (ordering "endpoint") or its keyless one ("key").

@@ -33,8 +33,9 @@ class ReconcileRunOut(BaseModel):
     trigger: str
     status: str = Field(description="queued | running | succeeded | failed")
     counts: dict[str, int] = Field(
-        description="What the run did: destinations_checked, destinations_armed (repairs) "
-        "and unpublished_outbox; and rows purged by retention: purged_deliveries, "
+        description="What the run did: streams_checked, streams_mended (repairs), "
+        "destinations_checked, destinations_armed (repairs) and unpublished_outbox; and rows "
+        "purged by retention: purged_deliveries, "
         "purged_events, purged_keys, purged_runs."
     )
     error: str | None

@@ -149,6 +149,8 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
     # wake-up Redis lost as well -- is armed again for when its first delivery can be claimed
     # (an expired lease: now; the next claim takes it over).
     assert run["counts"] == {
+        "streams_checked": 0,
+        "streams_mended": 0,
         "destinations_checked": 5,
         "destinations_armed": 5,
         "unpublished_outbox": 1,

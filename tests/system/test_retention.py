@@ -171,3 +171,29 @@ async def test_herald_purge_command(stack: Stack) -> None:
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
     assert out.decode().startswith("purged_deliveries=")
+
+
+async def test_purge_keeps_a_dead_head_that_halts_its_stream(
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, engine: AsyncEngine
+) -> None:
+    endpoint = await new_endpoint(client, tenant, ordering="endpoint")
+    async with engine.connect() as connection:
+        tenant_id = (await connection.execute(text("SELECT id FROM tenants"))).scalar_one()
+    halting, _ = await old_delivery(engine, tenant_id, endpoint["id"], 1, "dead", 35)
+    await old_delivery(engine, tenant_id, endpoint["id"], 2, "dead", 35)
+    # The first halts its stream (as the recorder leaves one); the second was skipped long ago.
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO streams (endpoint_id, stream, next_seq, head_id, head_since,"
+                " halted_at) VALUES (:e, '', 3, :d, now(), now() - interval '35 days')"
+            ),
+            {"e": endpoint["id"], "d": halting},
+        )
+
+    counts = await retention.purge(settings, create_sessionmaker(engine))
+
+    assert counts["purged_deliveries"] == 1
+    async with engine.connect() as connection:
+        left = set((await connection.execute(text("SELECT id FROM deliveries"))).scalars())
+    assert left == {halting}

@@ -11,7 +11,7 @@ from app.config import Settings
 from app.flow.service.snapshot import FlowSnapshot
 from app.models import Attempt, CustodyRecord, Delivery, Endpoint
 from app.outbox.service.outbox import Publication
-from app.states import DeliveryState
+from app.states import TERMINAL_STATES, DeliveryState
 from app.streams.service.streams import StreamView
 
 # How an explanation writes a moment: the API as ISO 8601, like every time in its JSON; the
@@ -70,7 +70,7 @@ def explain(
         )
     due = delivery.next_attempt_at
     if due is None:
-        return _behind_its_head(stream)
+        return _behind_its_head(delivery, stream)
     paused_until = endpoint.paused_until if endpoint.pause_in_force else None  # database clock
     if paused_until is not None and paused_until > due:
         return Explanation(
@@ -91,8 +91,13 @@ def _dead(delivery: Delivery, stream: StreamView | None) -> str | None:
     return f"{reason}; skipped: its stream went on without it"
 
 
-def _behind_its_head(stream: StreamView | None) -> Explanation:
+def _behind_its_head(delivery: Delivery, stream: StreamView | None) -> Explanation:
     """An ordered delivery behind its stream's head: named, with its state."""
+    if stream is not None and stream.head_id == delivery.id:
+        return Explanation(
+            "stuck",
+            "heads its stream but has no schedule; the next reconcile run schedules it",
+        )
     if stream is None or stream.head_id is None:
         return Explanation(
             "stuck",
@@ -104,6 +109,13 @@ def _behind_its_head(stream: StreamView | None) -> Explanation:
         return Explanation(
             "halted",
             f"its stream is halted behind {head}, which died; an operator redrives or skips it",
+        )
+    if stream.head_state is None or stream.head_state in TERMINAL_STATES:
+        # Only a fault leaves this: every write that ends a head hands its stream on.
+        return Explanation(
+            "stuck",
+            f"its stream's head {stream.head_id} has ended but the stream was not handed on; "
+            "the next reconcile run hands it on",
         )
     return Explanation("ordered", f"waits its turn behind {head}, which is {stream.head_state}")
 

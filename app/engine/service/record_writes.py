@@ -14,9 +14,8 @@ from app.db import single_statements
 from app.engine.repository import delivery_records
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service.send_or_refuse import Ended
-from app.flow.service.wakeups import Arm
 from app.states import DeliveryState
-from app.streams.service.heads import NewHead, StreamKey, handing_on, seconds_until
+from app.streams.service.heads import NewHead, StreamKey, handing_on
 
 log = structlog.get_logger("herald.delivery")
 
@@ -29,10 +28,6 @@ def stream_of_ended(ended: Ended, finished: Finished) -> StreamKey | None:
     if claimed.stream is None or finished.state not in _ENDS_A_HEAD:
         return None
     return StreamKey(claimed.endpoint_id, claimed.stream)
-
-
-def arms_of(new_heads: Sequence[NewHead]) -> list[Arm]:
-    return [Arm(h.tenant_id, h.endpoint_id, seconds_until(h)) for h in new_heads]
 
 
 async def write_batch(

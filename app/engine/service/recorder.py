@@ -146,7 +146,7 @@ class Recorder:
         if grouped:
             try:
                 recorded, new_heads = await self._record_group(grouped)
-                effects.arms.extend(record_writes.arms_of(new_heads))
+                effects.arms.extend(Arm.for_heads(new_heads))
             except Exception as exc:
                 log.error("delivery.record_failed", count=len(grouped), error=type(exc).__name__)
                 recorded = None
@@ -224,7 +224,7 @@ class Recorder:
         recorded, pause, new_heads = await self._through_outage(
             write, ended.lease_ends, delivery_id=ended.claimed.id
         )
-        effects.arms.extend(record_writes.arms_of(new_heads))
+        effects.arms.extend(Arm.for_heads(new_heads))
         if recorded and pause > 0:
             endpoint = ended.claimed.endpoint_id
             effects.pauses[endpoint] = max(pause, effects.pauses.get(endpoint, 0.0))

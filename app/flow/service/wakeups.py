@@ -36,6 +36,7 @@ from redis.exceptions import NoScriptError
 
 from app.flow.service import wakeup_scripts
 from app.metrics import WAKEUPS
+from app.streams.service.heads import NewHead, seconds_until
 
 ARMS_PER_CALL = 500  # bounds how long one script holds Redis; a pipeline carries the rest
 BELL_FLOOR_SECONDS = 0.01  # BLPOP's timeout 0 means "forever", and < 1 ms rounds down to it
@@ -59,6 +60,11 @@ class Arm:
     tenant_id: str
     endpoint_id: str
     in_seconds: float = 0.0  # relative to Redis's clock; <= 0 means now
+
+    @classmethod
+    def for_heads(cls, heads: Sequence[NewHead]) -> list[Arm]:
+        """The wake-ups of deliveries that just became their streams' heads."""
+        return [cls(h.tenant_id, h.endpoint_id, seconds_until(h)) for h in heads]
 
 
 @dataclass(frozen=True)

@@ -12,15 +12,16 @@ from sqlalchemy import delete, exists, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import id_floor
-from app.models import Delivery, Event, IdempotencyKey, ReconcileRun
+from app.models import Delivery, Event, IdempotencyKey, ReconcileRun, Stream
 from app.states import TERMINAL_STATES
 
 
 async def purge_deliveries(
     session: AsyncSession, *, region: str, before: datetime, limit: int
 ) -> tuple[int, int]:
-    """Terminal deliveries finished before ``before`` (never one that is not terminal), and
-    the events left without deliveries. Returns (deliveries, events) purged."""
+    """Terminal deliveries finished before ``before`` (never one that is not terminal, nor a
+    dead head that halts its stream: an operator still has to redrive or skip it), and the
+    events left without deliveries. Returns (deliveries, events) purged."""
     doomed = (
         select(Delivery.id)
         .where(
@@ -28,6 +29,7 @@ async def purge_deliveries(
             Delivery.region == region,
             Delivery.state.in_(TERMINAL_STATES),
             Delivery.completed_at < before,
+            ~exists().where(Stream.head_id == Delivery.id, Stream.halted_at.is_not(None)),
         )
         .order_by(Delivery.id)
         .limit(limit)

@@ -1,8 +1,9 @@
 """The reconciler: brings back everything that fell through, from PostgreSQL alone.
 
 Redis is a pressure buffer that may lose everything; every delivery that is not terminal stays
-findable here. A run arms the wake-up of every destination with live deliveries (Redis may have
-lost it) and publishes outbox rows the API and the relays left behind. Each page is its own
+findable here. A run mends ordered streams left without a live, scheduled head (only a fault
+leaves one), arms the wake-up of every destination with live deliveries (Redis may have lost
+it) and publishes outbox rows the API and the relays left behind. Each page is its own
 short statement or transaction; Redis is written after it, never inside it. Any number of runs,
 relays and workers may overlap: arming only ever moves a wake-up earlier, and outbox pages are
 taken with SKIP LOCKED.
@@ -30,6 +31,7 @@ from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.outbox.service.publishing import publish_and_mark
 from app.reconcile.repository import reconcile_runs, reconcile_scans
+from app.streams.service import repair
 
 log = structlog.get_logger("herald.reconcile")
 
@@ -37,7 +39,15 @@ log = structlog.get_logger("herald.reconcile")
 ABANDONED_AFTER = timedelta(hours=1)
 # Nothing is republished: destinations are armed again from PostgreSQL. `destinations_armed`
 # counts real repairs (an entry created or moved earlier).
-CATEGORIES = ("destinations_checked", "destinations_armed", "unpublished_outbox")
+CATEGORIES = (
+    "streams_checked",
+    "streams_mended",
+    "destinations_checked",
+    "destinations_armed",
+    "unpublished_outbox",
+)
+# Repairs are among the rows checked: the budget counts the rows a run examines, once.
+_REPAIRS = ("streams_mended", "destinations_armed")
 # A scan takes one page of at most ``limit`` rows: (rows examined, rows repaired).
 Scan = Callable[[int], Awaitable[tuple[int, int]]]
 
@@ -54,9 +64,7 @@ class Reconciler:
 
     @property
     def _budget(self) -> int:
-        # The destinations armed are among those checked: counting both would spend the
-        # budget twice on every repaired destination.
-        spent = sum(n for category, n in self.counts.items() if category != "destinations_armed")
+        spent = sum(n for category, n in self.counts.items() if category not in _REPAIRS)
         return self.settings.reconcile_max_rows - spent
 
     @property
@@ -66,6 +74,9 @@ class Reconciler:
     async def run(self, run_id: str) -> dict[str, int]:
         """Work through every category in pages until nothing is left or the budget is spent."""
         scans: list[tuple[str, Scan]] = [
+            # Streams first: a stream mended now has its destination armed by the next scan
+            # too, should the arm made here be lost.
+            ("streams_mended", self._streams()),
             ("destinations_armed", self._destinations()),
             ("unpublished_outbox", self._unpublished_outbox),
         ]
@@ -84,6 +95,30 @@ class Reconciler:
             await publish_and_mark(
                 self.sessionmaker, self.redis, self.settings.region, publications
             )
+
+    def _streams(self) -> Scan:
+        """Mend every stream with live deliveries but no live, scheduled head, and arm the
+        destinations of the heads that gives. A healthy stream costs one index probe."""
+        after = [repair.START]
+        wakeups = Wakeups(self.redis, self.settings.region)
+
+        async def scan(limit: int) -> tuple[int, int]:
+            async with single_statements(self.sessionmaker) as connection:
+                page = await repair.live_streams(
+                    connection, region=self.settings.region, after=after[0], limit=limit
+                )
+            if not page.examined:
+                return 0, 0
+            after[0] = page.examined[-1]
+            self.counts["streams_checked"] += len(page.examined)
+            if page.stranded:
+                async with self.sessionmaker() as session, session.begin():
+                    heads = await repair.mend(session, page.stranded)
+                await wakeups.arm(Arm.for_heads(heads))
+                log.warning("reconcile.streams_mended", streams=len(page.stranded))
+            return len(page.examined), len(page.stranded)
+
+        return scan
 
     def _destinations(self) -> Scan:
         """Arm every destination with live deliveries for when its first one can be claimed

@@ -97,19 +97,20 @@ async def lock(session: AsyncSession, keys: Sequence[StreamKey]) -> None:
 # otherwise the stream's next live delivery becomes its head, due at its own not-before time
 # -- or, behind a head cancelled while its attempt was in flight, not before that attempt's
 # lease ends -- and a stream with nothing live left has no head. A head that is still live
-# (a retry) changes nothing. Every stream row was locked by ``lock`` in an earlier statement.
+# (a retry) changes nothing. A stream with no head, or one whose head row is gone, is handed
+# on too: nothing does that but a fault, and reconcile's repair relies on it (repair.py).
+# Every stream row was locked by ``lock`` in an earlier statement.
 _HAND_ON = """
 WITH given AS (
     SELECT s.endpoint_id, s.stream, s.head_id FROM streams AS s
       JOIN unnest($1::text[], $2::text[]) AS k(endpoint_id, stream) USING (endpoint_id, stream)
-     WHERE s.head_id IS NOT NULL
 ), ended AS (
     SELECT g.endpoint_id, g.stream,
-           h.state = 'dead' AND e.on_dead = 'halt' AND NOT $3::bool AS halts,
+           coalesce(h.state = 'dead', false) AND e.on_dead = 'halt' AND NOT $3::bool AS halts,
            CASE WHEN h.state = 'cancelled' THEN h.lease_until END AS in_flight_until
-      FROM given AS g JOIN deliveries AS h ON h.id = g.head_id
+      FROM given AS g LEFT JOIN deliveries AS h ON h.id = g.head_id
                       JOIN endpoints AS e ON e.id = g.endpoint_id
-     WHERE h.completed_at IS NOT NULL
+     WHERE h.id IS NULL OR h.completed_at IS NOT NULL
 ), halted AS (
     UPDATE streams AS s SET halted_at = coalesce(s.halted_at, now())
       FROM ended
@@ -134,6 +135,7 @@ WITH given AS (
            head_since = CASE WHEN successor.id IS NOT NULL THEN now() END, halted_at = NULL
       FROM ended LEFT JOIN successor USING (endpoint_id, stream)
      WHERE NOT ended.halts AND s.endpoint_id = ended.endpoint_id AND s.stream = ended.stream
+       AND (s.head_id IS DISTINCT FROM successor.id OR s.halted_at IS NOT NULL)
 )
 SELECT id, tenant_id, endpoint_id, next_attempt_at, attempt_count FROM promoted
 """
