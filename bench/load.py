@@ -45,8 +45,17 @@ RECEIVERS = {
         Receiver(
             "throttling", 8945, "--status", "429", "--retry-after", "3600", max_in_flight=1000
         ),
+        # Refuses every request for good (400): the head of an ordered stream dies and halts it.
+        Receiver("refusing", 8946, "--status", "400", max_in_flight=1000),
     )
 }
+
+
+def intents_for(endpoint_id: str, total: int) -> list[dict[str, Any]]:
+    return [
+        {"endpoint_id": endpoint_id, "event_type": "bench", "payload": {"n": n}}
+        for n in range(total)
+    ]
 
 
 class Client:
@@ -69,8 +78,8 @@ class Client:
         for receiver in RECEIVERS.values():
             self.endpoints[receiver.name] = await self.create_endpoint(receiver)
 
-    async def create_endpoint(self, receiver: Receiver) -> str:
-        body = {"url": f"{receiver.url}/hook", "max_in_flight": receiver.max_in_flight}
+    async def create_endpoint(self, receiver: Receiver, **fields: str) -> str:
+        body = {"url": f"{receiver.url}/hook", "max_in_flight": receiver.max_in_flight, **fields}
         async with self.http.post(f"{API}/v1/endpoints", json=body, headers=self.tenant) as r:
             assert r.status == 201, await r.text()
             return str((await r.json())["id"])
@@ -88,16 +97,12 @@ class Client:
 
     async def accept_batches(self, endpoint: str, total: int) -> None:
         """``total`` intents for one endpoint, in batches of up to 1000."""
-        for start in range(0, total, 1000):
-            items = [
-                {
-                    "endpoint_id": self.endpoints[endpoint],
-                    "event_type": "bench",
-                    "payload": {"n": n},
-                }
-                for n in range(start, min(total, start + 1000))
-            ]
-            await self.post("/v1/deliveries/batch", {"items": items})
+        await self.accept_items(intents_for(self.endpoints[endpoint], total))
+
+    async def accept_items(self, items: list[dict[str, Any]]) -> None:
+        """The intents, in order, in batches of up to 1000."""
+        for start in range(0, len(items), 1000):
+            await self.post("/v1/deliveries/batch", {"items": items[start : start + 1000]})
 
     async def receiver_stats(self, name: str) -> dict[str, Any]:
         async with self.http.get(f"{RECEIVERS[name].url}/stats") as response:
@@ -284,15 +289,17 @@ class Client:
 
     # -- end to end against a raw aiohttp loop --------------------------------------------
 
-    async def end_to_end(self, receiver: str, total: int) -> dict[str, Any]:
-        """Accept ``total`` intents with no worker running, then start the workers and time
-        them until the receiver has seen every one. Also: the rate from the receiver's first
-        request to its last answer (worker start-up left out), the most it saw at once, and
-        how the engine batched its work."""
+    async def end_to_end(
+        self, receiver: str, total: int, items: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Accept ``total`` intents (``items``, or plain ones to the receiver's endpoint) with
+        no worker running, then start the workers and time them until the receiver has seen
+        every one. Also: the rate from the receiver's first request to its last answer (worker
+        start-up left out), the most it saw at once, and how the engine batched its work."""
         self.stack.stop_workers()
         await self.stack.clean_slate()
         await self.reset_receiver(receiver)
-        await self.accept_batches(receiver, total)
+        await self.accept_items(items or intents_for(self.endpoints[receiver], total))
         started = time.perf_counter()
         self.stack.start_workers()
         await self.wait_received(receiver, total)
@@ -310,6 +317,12 @@ class Client:
             "outcomes_per_flush": counters["attempts"] / max(counters["record_flushes"], 1),
             "engine_counters": counters,
         }
+
+    async def arrivals(self, receiver: str) -> dict[str, float]:
+        """When each delivery (by webhook-id) first reached the receiver (Unix time)."""
+        async with self.http.get(f"{RECEIVERS[receiver].url}/arrivals") as response:
+            arrivals: dict[str, float] = await response.json()
+            return arrivals
 
     async def raw_loop(self, receiver: str, total: int, concurrency: int) -> float:
         body = json.dumps({"n": 1}).encode()
@@ -372,8 +385,7 @@ class Client:
         arrivals: dict[str, float] = {}
         deadline = time.perf_counter() + 30
         while time.perf_counter() < deadline:
-            async with self.http.get(f"{RECEIVERS['instant'].url}/arrivals") as response:
-                arrivals = await response.json()
+            arrivals = await self.arrivals("instant")
             if all(d in arrivals for d in sent):
                 break
             await asyncio.sleep(0.2)

@@ -38,8 +38,19 @@ async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, A
     while await stack.sql("SELECT count(*) FROM outbox WHERE published_at IS NULL"):
         await asyncio.sleep(0.1)
     await asyncio.sleep(1)  # every worker has seen the work once
+    window = await waiting_window(client, "throttling", seconds)
+    stack.stop_workers()
+    return {"deliveries": deliveries, "idle_worker_cpu_percent": idle, **window}
+
+
+async def waiting_window(client: Client, receiver: str, seconds: float) -> dict[str, Any]:
+    """Work held back by policy, for ``seconds`` while cron calls reconcile every 2 s: what
+    Redis, the queue and the outbox hold before and after, the workers' CPU and what their
+    counters say they did meanwhile, and the requests the receiver saw in the window."""
+    stack = client.stack
     before = await probes.counts(stack)
     counters = await probes.engine_counters(stack)
+    received = (await client.receiver_stats(receiver))["received"]
     meter = probes.CpuMeter(stack.worker_processes())
     started, runs = time.perf_counter(), 0
     while time.perf_counter() - started < seconds:
@@ -56,18 +67,14 @@ async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, A
     cpu = meter.percent()
     after = await probes.counts(stack)
     counters = probes.counters_delta(await probes.engine_counters(stack), counters)
-    received = (await client.receiver_stats("throttling"))["received"]
-    stack.stop_workers()
     return {
-        "deliveries": deliveries,
         "seconds": seconds,
         "reconcile_runs": runs,
         "before": before.as_dict(),
         "after": after.as_dict(),
         "worker_cpu_percent": cpu,
-        "idle_worker_cpu_percent": idle,
-        "requests_received": received,
-        # What the workers did during the window: parked work should make them do nothing.
+        "requests_in_window": (await client.receiver_stats(receiver))["received"] - received,
+        # What the workers did during the window: waiting work should make them do nothing.
         "engine_counters": counters,
     }
 

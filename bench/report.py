@@ -128,6 +128,37 @@ def _programs(r: dict[str, Any]) -> Row:
             "< 1 ns a step: the bound holds")  # fmt: skip
 
 
+def _ordered_keys(r: dict[str, Any]) -> Row:
+    o = r["ordered_keys"]
+    return (f"ordered: {o['keys']} keys x {o['per_key']} to one endpoint",
+            f"{o['per_second']:.0f}/s ({o['rows_per_claim']:.1f} rows/claim, "
+            f"{o['outcomes_per_flush']:.1f} outcomes/flush; {o['reorders']} reorders)",
+            f"the same unordered {o['unordered_per_second']:.0f}/s", f"{o['ratio']:.2f}",
+            ">= 0.8; 0 reorders")  # fmt: skip
+
+
+def _ordered_one_key(r: dict[str, Any]) -> Row:
+    o = r["ordered_one_key"]
+    return (f"ordered: one key, {o['deliveries']} to an instant receiver",
+            f"{o['per_second']:.0f}/s; answer to next request {o['mean_gap_ms']:.2f} ms "
+            f"(start to start p50 {o['start_to_start_p50_ms']:.2f}, "
+            f"p99 {o['start_to_start_p99_ms']:.2f} ms); {o['reorders']} reorders",
+            f"1 / (raw request {1000 / o['raw_per_second']:.2f} ms + record "
+            f"{o['record_ms']:.2f} ms) = {o['best_per_second']:.0f}/s", f"{o['ratio']:.2f}",
+            ">= 0.8")  # fmt: skip
+
+
+def _ordered_halted(r: dict[str, Any]) -> Row:
+    h = r["ordered_halted"]
+    return (f"{h['streams']} halted streams, {h['waiting']} waiting, reconcile every 2 s for "
+            f"{h['seconds']:.0f} s ({h['reconcile_runs']} runs)",
+            f"after: {_counts(h['after'])}; workers {h['worker_cpu_percent']:.1f} % of a core; "
+            f"in the window {_work(h['engine_counters'])}, "
+            f"{h['requests_in_window']} requests",
+            f"before: {_counts(h['before'])}; idle workers "
+            f"{h['idle_worker_cpu_percent']:.1f} %", "-", "no growth; < 5 % of a core")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, "accept_32")),
     ("accept_64", lambda r: _accept(r, "accept_64")),
@@ -146,6 +177,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("scale_out", _scale_out),
     ("console", _console),
     ("programs", _programs),
+    ("ordered_keys", _ordered_keys),
+    ("ordered_one_key", _ordered_one_key),
+    ("ordered_halted", _ordered_halted),
 ]
 
 

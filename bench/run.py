@@ -34,7 +34,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script: `bench` and `app` come from this checkout
 
-from bench import backlog, parking, probes, programs  # noqa: E402
+from bench import backlog, ordered, parking, probes, programs  # noqa: E402
 from bench.console import console_pages  # noqa: E402
 from bench.load import RECEIVERS, Client  # noqa: E402
 from bench.report import table  # noqa: E402
@@ -54,6 +54,7 @@ FIGURES = (
     "scale_out",
     "console",
     "programs",
+    "ordered",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
 IN_FLIGHT = 200
@@ -74,12 +75,19 @@ class Volumes:
     rss_backlogs: tuple[int, int]
     scale_out: int
     console_history: int
+    ordered_keys: tuple[int, int]  # keys x deliveries each
+    one_key: int
+    halted_streams: tuple[int, int]  # streams x deliveries each (the dead head among them)
 
 
 FULL = Volumes(
-    6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000, 1_000_000
-)
-QUICK = Volumes(4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000, 100_000)
+    6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000, 1_000_000,
+    (10_000, 10), 2_000, (1_000, 10),
+)  # fmt: skip
+QUICK = Volumes(
+    4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000, 100_000,
+    (1_000, 10), 500, (200, 10),
+)  # fmt: skip
 # scale_out: every worker keeps this many in flight (the default), producers post with this
 # many clients.
 SCALE_OUT_CONCURRENCY, SCALE_OUT_CLIENTS = 100, 64
@@ -229,6 +237,17 @@ async def tenant_programs(client: Client, v: Volumes, results: dict[str, Any]) -
     results["programs"] = programs.measure()  # in this process: no server is involved
 
 
+async def ordered_delivery(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    keys, per_key = v.ordered_keys
+    progress(f"ordered: {keys} keys x {per_key}, then the same unordered")
+    results["ordered_keys"] = await ordered.many_keys(client, keys, per_key)
+    progress(f"ordered: one key, {v.one_key} deliveries, then raw requests and records")
+    results["ordered_one_key"] = await ordered.one_key(client, v.one_key)
+    streams, per_stream = v.halted_streams
+    progress(f"ordered: {streams} halted streams, reconcile every 2 s")
+    results["ordered_halted"] = await ordered.halted(client, streams, per_stream, v.parked_seconds)
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -241,6 +260,7 @@ RUNS = {
     "scale_out": scale_out,
     "console": console,
     "programs": tenant_programs,
+    "ordered": ordered_delivery,
 }
 
 

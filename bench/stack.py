@@ -243,7 +243,7 @@ class Stack:
     async def clean_slate(self) -> None:
         """No work left over from an earlier figure (pgbench's rows included) may be delivered
         during the next one."""
-        await self.sql("TRUNCATE outbox, attempts, deliveries, events CASCADE")
+        await self.sql("TRUNCATE outbox, attempts, deliveries, events, streams CASCADE")
         await self.flush_redis()
 
     async def flush_redis(self) -> None:
