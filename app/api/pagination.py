@@ -61,6 +61,22 @@ def decode_number_cursor(cursor: str | None) -> int | None:
     return None if position is None else int(position)
 
 
+# A stream's cursor is its key behind a prefix: the keyless stream's key is '', and an empty
+# cursor would read as no cursor at all.
+_STREAM = "s:"
+
+
+def stream_position(ordering_key: str | None) -> str:
+    return _STREAM + (ordering_key or "")
+
+
+def decode_stream_cursor(cursor: str | None) -> str | None:
+    position = decode_cursor(
+        cursor, lambda p: p.startswith(_STREAM) and len(p) <= 255 + len(_STREAM)
+    )
+    return None if position is None else position.removeprefix(_STREAM)
+
+
 def page_of(
     rows: Sequence[Row],
     limit: int,

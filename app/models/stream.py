@@ -14,9 +14,16 @@ class Stream(Base):
     it, and whatever ends the head hands the stream on under it (docs/decisions.md)."""
 
     __tablename__ = "streams"
-    # Retention looks up whether a delivery halts a stream before purging it (migration 0022).
+    # Retention looks up whether a delivery halts a stream before purging it; an endpoint's
+    # streams page lists the ones with a head (migration 0022).
     __table_args__ = (
         Index("ix_streams_halted_head", "head_id", postgresql_where=text("halted_at IS NOT NULL")),
+        Index(
+            "ix_streams_active",
+            "endpoint_id",
+            "stream",
+            postgresql_where=text("head_id IS NOT NULL"),
+        ),
     )
 
     endpoint_id: Mapped[str] = mapped_column(ForeignKey("endpoints.id"), primary_key=True)

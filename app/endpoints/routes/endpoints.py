@@ -1,9 +1,18 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 
 from app.api.deps import ResourcesDep, SessionDep, SettingsDep, TenantDep
-from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.api.pagination import (
+    Cursor,
+    Limit,
+    decode_id_cursor,
+    decode_stream_cursor,
+    page_of,
+    stream_position,
+)
 from app.api.paths import EndpointIdPath
 from app.delivery.service import endpoint_stats
 from app.endpoints.schemas import (
@@ -26,6 +35,8 @@ from app.errors import (
 )
 from app.flow.service.gate import clear_flow_state, wake_destination
 from app.schemas import Page
+from app.streams.schemas import StreamOut
+from app.streams.service import streams
 
 router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
 _AUTH = (Unauthorized, Forbidden)
@@ -93,6 +104,34 @@ async def get_endpoint_stats(
 ) -> EndpointStats:
     async with session.begin():
         return await endpoint_stats.endpoint_stats(session, tenant_id, endpoint_id)
+
+
+@router.get(
+    "/{endpoint_id}/streams",
+    response_model=Page[StreamOut],
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="The endpoint's ordered streams with work or halted, by ordering key",
+)
+async def list_streams(
+    tenant_id: TenantDep,
+    endpoint_id: EndpointIdPath,
+    session: SessionDep,
+    halted: Annotated[bool, Query(description="Only the halted streams.")] = False,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[StreamOut]:
+    async with session.begin():
+        await endpoints.get_endpoint(session, tenant_id, endpoint_id)  # the tenant's, or 404
+        rows = await streams.page(
+            session,
+            endpoint_id,
+            after=decode_stream_cursor(cursor),
+            halted_only=halted,
+            limit=limit + 1,
+        )
+    return page_of(
+        rows, limit, StreamOut.model_validate, lambda item: stream_position(item.ordering_key)
+    )
 
 
 @router.get(

@@ -171,18 +171,6 @@ async def record_batch(connection: asyncpg.Connection, items: Sequence[Recording
     return {row["id"] for row in await connection.fetch(_RECORD_BATCH, *columns)}
 
 
-async def record_batch_in(session: AsyncSession, items: Sequence[Recording]) -> set[str]:
-    """``record_batch`` inside the session's transaction, for a flush that writes more with it
-    (ordered deliveries: their streams are handed on in the same transaction)."""
-    if not items:
-        return set()
-    rows = (_record_args(i.delivery_id, i.token, i.finished) for i in items)
-    columns = tuple(list(column) for column in zip(*rows, strict=True))
-    connection = await session.connection()
-    result = await connection.exec_driver_sql(_RECORD_BATCH, columns)
-    return {row[0] for row in result.all()}
-
-
 # A give-back: the claim did not count as an attempt. It leaves next_attempt_at alone: the row
 # was due when claimed, so it still is, and it keeps its place at the front of its
 # destination's (next_attempt_at, id) order. next_attempt_at orders the live rows' index, so

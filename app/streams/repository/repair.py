@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.streams.repository.streams import NewHead, StreamKey
+from app.streams.repository.streams import NewHead, StreamKey, fetch
 
 # A loose index scan over ix_deliveries_stream: one probe per stream with live deliveries (in
 # (endpoint, stream) order after the cursor $2, $3), not one row per delivery; each is then
@@ -90,8 +90,4 @@ async def schedule_heads(session: AsyncSession, keys: Sequence[StreamKey]) -> li
 
 async def _fetch_keys(session: AsyncSession, sql: str, keys: Sequence[StreamKey]) -> list[Any]:
     ordered = sorted(set(keys))
-    connection = await session.connection()
-    result = await connection.exec_driver_sql(
-        sql, ([k.endpoint_id for k in ordered], [k.stream for k in ordered])
-    )
-    return list(result.all())
+    return await fetch(session, sql, [k.endpoint_id for k in ordered], [k.stream for k in ordered])

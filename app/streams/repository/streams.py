@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
+import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 
@@ -71,8 +72,16 @@ streamed AS (
 )"""  # noqa: S608 -- only the caller's relation, a constant, is formatted in
 
 
-async def _fetch(session: AsyncSession, sql: str, *args: Any) -> list[Any]:
-    connection = await session.connection()
+# Where a stream statement runs: a session's transaction, or -- for the recorder's group
+# commit, where a session's overhead was most of the record's time -- a raw asyncpg connection
+# inside a transaction its caller opened.
+Db: TypeAlias = AsyncSession | asyncpg.Connection
+
+
+async def fetch(db: Db, sql: str, *args: Any) -> list[Any]:
+    if isinstance(db, asyncpg.Connection):
+        return list(await db.fetch(sql, *args))
+    connection = await db.connection()
     return list((await connection.exec_driver_sql(sql, args)).all())
 
 
@@ -84,12 +93,12 @@ SELECT s.endpoint_id FROM streams AS s
 """
 
 
-async def lock(session: AsyncSession, keys: Sequence[StreamKey]) -> None:
+async def lock(session: Db, keys: Sequence[StreamKey]) -> None:
     """Lock the streams' rows in the caller's transaction, in the one order every writer
     uses; before any delivery row of theirs is written."""
     if keys:
         ordered = sorted(set(keys))
-        await _fetch(session, _LOCK, [k.endpoint_id for k in ordered], [k.stream for k in ordered])
+        await fetch(session, _LOCK, [k.endpoint_id for k in ordered], [k.stream for k in ordered])
 
 
 # For each stream given ($1 endpoints, $2 streams) whose head is no longer live: a dead head
@@ -142,7 +151,7 @@ SELECT id, tenant_id, endpoint_id, next_attempt_at, attempt_count FROM promoted
 
 
 async def hand_on(
-    session: AsyncSession, keys: Sequence[StreamKey], *, skip_halted: bool = False
+    session: Db, keys: Sequence[StreamKey], *, skip_halted: bool = False
 ) -> list[NewHead]:
     """Hand each stream whose head has ended on to its next delivery (or halt it, when its
     head died and its endpoint halts on a dead head), in the caller's transaction, after
@@ -151,7 +160,7 @@ async def hand_on(
     if not keys:
         return []
     ordered = sorted(set(keys))
-    rows = await _fetch(
+    rows = await fetch(
         session,
         _HAND_ON,
         [k.endpoint_id for k in ordered],
@@ -159,33 +168,6 @@ async def hand_on(
         skip_halted,
     )
     return [NewHead(*row) for row in rows]
-
-
-@dataclass(frozen=True)
-class StreamView:
-    """A stream as it stands: its head (the delivery it waits on) and whether it is halted."""
-
-    endpoint_id: str
-    stream: str
-    next_seq: int
-    head_id: str | None
-    head_seq: int | None
-    head_state: str | None
-    head_since: datetime | None
-    halted_at: datetime | None
-
-
-_VIEW = """
-SELECT s.endpoint_id, s.stream, s.next_seq, s.head_id, h.stream_seq, h.state, s.head_since,
-       s.halted_at
-  FROM streams AS s LEFT JOIN deliveries AS h ON h.id = s.head_id
- WHERE s.endpoint_id = $1 AND s.stream = $2
-"""
-
-
-async def view(session: AsyncSession, key: StreamKey) -> StreamView | None:
-    rows = await _fetch(session, _VIEW, key.endpoint_id, key.stream)
-    return StreamView(*rows[0]) if rows else None
 
 
 # Redriven ($1: ids just revived, due now, in the caller's transaction, their streams locked
@@ -245,7 +227,7 @@ SELECT DISTINCT endpoint_id, stream FROM deliveries
 async def streams_of(session: AsyncSession, delivery_ids: Sequence[str]) -> list[StreamKey]:
     """The streams these deliveries are numbered in (read, not locked: a delivery's stream
     changes only when its endpoint stops ordering)."""
-    rows = await _fetch(session, _STREAMS_OF, list(delivery_ids))
+    rows = await fetch(session, _STREAMS_OF, list(delivery_ids))
     return [StreamKey(*row) for row in rows]
 
 
@@ -261,7 +243,7 @@ async def of_endpoint(
     session: AsyncSession, endpoint_id: str, *, halted_only: bool = False
 ) -> list[StreamKey]:
     only = "AND halted_at IS NOT NULL" if halted_only else ""
-    rows = await _fetch(session, _OF_ENDPOINT.format(only=only), endpoint_id)
+    rows = await fetch(session, _OF_ENDPOINT.format(only=only), endpoint_id)
     return [StreamKey(*row) for row in rows]
 
 
@@ -275,7 +257,7 @@ SELECT EXISTS (SELECT FROM deliveries
 async def busy(session: AsyncSession, endpoint_id: str) -> bool:
     """Whether the endpoint has ordered work left: a live ordered delivery, or a halted
     stream."""
-    [(answer,)] = await _fetch(session, _BUSY, endpoint_id)
+    [(answer,)] = await fetch(session, _BUSY, endpoint_id)
     return bool(answer)
 
 
@@ -297,32 +279,3 @@ UPDATE deliveries
 
 async def release(session: AsyncSession, endpoint_id: str) -> None:
     await _fetch_none(session, _RELEASE, endpoint_id)
-
-
-_HALTED = """
-SELECT s.endpoint_id, s.stream, s.head_id, h.stream_seq, s.halted_at,
-       (SELECT count(*) FROM deliveries AS w
-         WHERE w.endpoint_id = s.endpoint_id AND w.stream = s.stream
-           AND w.completed_at IS NULL) AS waiting
-  FROM streams AS s JOIN deliveries AS h ON h.id = s.head_id
- WHERE s.halted_at IS NOT NULL AND ($1::text IS NULL OR s.endpoint_id = $1)
- ORDER BY s.halted_at LIMIT $2
-"""
-
-
-@dataclass(frozen=True)
-class HaltedStream:
-    endpoint_id: str
-    stream: str
-    head_id: str
-    head_seq: int
-    halted_at: datetime
-    waiting: int  # live deliveries behind the head
-
-
-async def halted(
-    session: AsyncSession, *, endpoint_id: str | None, limit: int
-) -> list[HaltedStream]:
-    """Halted streams, longest halted first (of one endpoint, or of all)."""
-    rows = await _fetch(session, _HALTED, endpoint_id, limit)
-    return [HaltedStream(*row) for row in rows]

@@ -1,8 +1,10 @@
-"""halted heads index
+"""stream indexes
 
-Retention keeps a delivery that halts its stream (its dead head, which an operator redrives
-or skips): the purge looks each candidate up here. Only halted streams are indexed, so the
-index stays as small as the number of halted streams.
+Two partial indexes on `streams`, each as small as the streams it covers: retention keeps a
+delivery that halts its stream (its dead head, which an operator redrives or skips) and looks
+each candidate up in `ix_streams_halted_head`; an endpoint's streams page lists the streams
+with a head (live work, or halted) in key order from `ix_streams_active`, however many idle
+streams the endpoint has.
 
 Revision ID: 0022
 Revises: 0021
@@ -25,8 +27,13 @@ def upgrade() -> None:
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_streams_halted_head"
             " ON streams (head_id) WHERE halted_at IS NOT NULL"
         )
+        op.execute(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_streams_active"
+            " ON streams (endpoint_id, stream) WHERE head_id IS NOT NULL"
+        )
 
 
 def downgrade() -> None:
     with op.get_context().autocommit_block():
+        op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_streams_active")
         op.execute("DROP INDEX CONCURRENTLY IF EXISTS ix_streams_halted_head")
