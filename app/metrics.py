@@ -40,6 +40,11 @@ RECONCILE_ROWS = Counter(
 )
 CLAIMS = Counter("herald_claims", "Batch claims that leased at least one delivery or none")
 CLAIMED_ROWS = Counter("herald_claimed_rows", "Deliveries leased by batch claims")
+STREAMS_CONTINUED = Counter(
+    "herald_streams_continued",
+    "Ordered deliveries leased by the record that ended their stream's head and sent next by"
+    " the same worker, without a wake-up or a claim",
+)
 RECORD_FLUSHES = Counter("herald_record_flushes", "Group commits of attempt outcomes")
 CANCELLATIONS = Counter(
     "herald_cancellations",

@@ -170,11 +170,11 @@ async def record_baseline(client: Client) -> float:
                 duration_ms=1,
             )
             started = time.perf_counter()
-            recorded, new_heads = await record_writes.write_batch(
+            written = await record_writes.write_batch(
                 sessionmaker, [(Recording(head, token, finished), StreamKey(endpoint_id, ""))]
             )
             timings.append(time.perf_counter() - started)
-            assert recorded == {head} and len(new_heads) == 1, (recorded, new_heads)
+            assert written.recorded == {head} and len(written.new_heads) == 1, written
     finally:
         await connection.close()
         await engine.dispose()

@@ -63,7 +63,9 @@ def build_pump(
     recorder = Recorder(settings, sessionmaker, gate, wakeups, batch_max=settings.record_batch_max)
     attempts = Attempts(settings, http, gate)
     runs = AttemptRuns(settings, sessionmaker, gate, attempts, recorder, wakeups)
-    return Pump(settings, sessionmaker, redis, gate, wakeups, runs, recorder)
+    pump = Pump(settings, sessionmaker, redis, gate, wakeups, runs, recorder)
+    recorder.continue_streams_with(pump)  # ordered streams go on without a wake-up
+    return pump
 
 
 def build_worker(settings: Settings, redis: ArqRedis, ctx: dict[str, Any]) -> Worker:

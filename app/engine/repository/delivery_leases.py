@@ -126,6 +126,22 @@ SELECT d.*, {_ENDPOINT}, v.payload, v.event_type, v.created_at AS event_at, v.tr
  ORDER BY d.next_attempt_at, d.id
 """  # noqa: S608
 
+# A stream continued by the record that ended its head ($1: the new heads, just made due, in
+# that record's transaction; $2 the lease in seconds): leased at once, as a claim would lease
+# them, for the worker that recorded the head to send next without a claim of its own.
+_LEASE_HEADS = f"""
+WITH claimed AS (
+    UPDATE deliveries AS d
+       SET lease_token = gen_random_uuid(), {_LEASE.replace("$4", "$2")}
+     WHERE d.id = ANY($1::text[]) AND d.state IN ('pending', 'enqueued')
+       AND d.next_attempt_at <= now()
+    RETURNING {_LEASED}, d.event_id
+)
+SELECT d.*, {_ENDPOINT}, v.payload, v.event_type, v.created_at AS event_at, v.traceparent
+  FROM claimed AS d JOIN endpoints AS e ON e.id = d.endpoint_id
+                    JOIN events AS v ON v.id = d.event_id
+"""  # noqa: S608
+
 _NEXT_WAKE = f"""
 SELECT extract(epoch FROM {_WAKE.format(rows="$3", besides="")} - now())::float8
 """  # noqa: S608
@@ -181,6 +197,15 @@ async def claim_batch(
     # The statement always returns a row (the wake-up); without a claim its columns are NULL.
     claimed = [_claimed(row) for row in rows if row["id"] is not None]
     return ClaimBatch(claimed, rows[0]["next_wake"])
+
+
+async def lease_heads(
+    connection: asyncpg.Connection, delivery_ids: list[str], *, lease_seconds: float
+) -> list[ClaimedDelivery]:
+    """Lease the just-promoted heads that are due now (in the caller's transaction); the
+    others are left to be claimed as usual."""
+    rows = await connection.fetch(_LEASE_HEADS, delivery_ids, lease_seconds)
+    return [_claimed(row) for row in rows]
 
 
 async def next_wake(

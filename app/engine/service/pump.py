@@ -34,7 +34,7 @@ from app.engine.service.deadlines import (
 )
 from app.engine.service.recorder import Recorder
 from app.faults import crash_point, stall_point
-from app.flow.service.gate import Gate, Grant
+from app.flow.service.gate import Gate, Grant, Policy
 from app.flow.service.wakeups import Taken, Wakeups, waiting_flag
 
 log = structlog.get_logger("herald.delivery")
@@ -79,6 +79,29 @@ class Pump:
         self._attempts_running: set[asyncio.Task[None]] = set()
         # Destination -> how many claims in a row skipped due rows that others held locked.
         self._skipped: dict[str, int] = {}
+
+    def reserve(self, tenant_id: str, endpoint_id: str) -> Policy | None:
+        """Continuation.py's ``Continuer``: a unit for a stream's next delivery, where nothing
+        needs asking first -- a fresh policy with no start rate, no pause, no half-open
+        breaker -- and this worker has room (a busy one leaves it to the wake-ups)."""
+        policy = self._gate.cached_policy(endpoint_id)
+        if self._stopping or self._capacity.free <= 0 or policy is None:
+            return None
+        if policy.interval_us or policy.paused_for > 0 or policy.half_open:
+            return None
+        self._capacity.take(tenant_id, 1)
+        return policy
+
+    def unreserve(self, tenant_id: str) -> None:
+        self._capacity.give(tenant_id)
+
+    def run_continued(self, claimed: ClaimedDelivery, slot: str, lease_ends: float) -> None:
+        """Run a continued stream's leased delivery in the slot carried over to it."""
+        grant_id, _, i = slot.rpartition(":")
+        now = asyncio.get_running_loop().time()
+        # The grant that slot came from, as far as the run needs it: no rate, so no window.
+        grant = Grant(claimed.endpoint_id, grant_id, int(i) + 1, None, 0.0, 0.0, 0.0)
+        self._spawn_attempt(claimed, grant, int(i), StartWindow(now, now, grant), lease_ends)
 
     def start(self) -> None:
         self._takers = [
@@ -191,11 +214,7 @@ class Pump:
             crash_point("worker.after_claim_before_send", self._settings.fault)
             stall_point("worker.stall_after_claim", self._settings.fault)
         for i, row in enumerate(rows):
-            task = asyncio.create_task(
-                self._attempt(row, grant, i, window=window, lease_ends=claimed_at + row.lease_left)
-            )
-            self._attempts_running.add(task)
-            task.add_done_callback(self._attempts_running.discard)
+            self._spawn_attempt(row, grant, i, window, claimed_at + row.lease_left)
         # The attempts run whatever happens next: a settle lost with Redis only leaves the
         # destination held, and it comes due again when the hold ends.
         if len(rows) < count:
@@ -247,6 +266,20 @@ class Pump:
         metrics.CLAIMS.inc()
         metrics.CLAIMED_ROWS.inc(len(batch.rows))
         return batch, claiming_at
+
+    def _spawn_attempt(
+        self,
+        claimed: ClaimedDelivery,
+        grant: Grant,
+        i: int,
+        window: StartWindow,
+        lease_ends: float,
+    ) -> None:
+        task = asyncio.create_task(
+            self._attempt(claimed, grant, i, window=window, lease_ends=lease_ends)
+        )
+        self._attempts_running.add(task)
+        task.add_done_callback(self._attempts_running.discard)
 
     async def _attempt(
         self,

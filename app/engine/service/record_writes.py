@@ -1,18 +1,22 @@
 """The recorder's writes (recorder.py decides when): a group of endings as one statement, or --
 when some of them end an ordered stream's head -- one transaction that also hands those streams
-on (app/streams/); and the same one row at a time, when a bad row spoils the group."""
+on (app/streams/) and leases the new heads the worker continues with (continuation.py); and
+the same one row at a time, when a bad row spoils the group."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
 from app.db import single_statements
-from app.engine.repository import delivery_records
+from app.engine.repository import delivery_leases, delivery_records
+from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
+from app.engine.service.continuation import Continuing
 from app.engine.service.send_or_refuse import Ended
 from app.states import DeliveryState
 from app.streams.service.heads import NewHead, StreamKey, handing_on
@@ -20,6 +24,13 @@ from app.streams.service.heads import NewHead, StreamKey, handing_on
 log = structlog.get_logger("herald.delivery")
 
 _ENDS_A_HEAD = (DeliveryState.SUCCEEDED, DeliveryState.DEAD)
+
+
+@dataclass
+class Written:
+    recorded: set[str]  # the ids recorded; every other item had lost its lease
+    new_heads: list[NewHead] = field(default_factory=list)  # their destinations to arm...
+    leased: list[ClaimedDelivery] = field(default_factory=list)  # ...but these, continued
 
 
 def stream_of_ended(ended: Ended, finished: Finished) -> StreamKey | None:
@@ -33,10 +44,12 @@ def stream_of_ended(ended: Ended, finished: Finished) -> StreamKey | None:
 async def write_batch(
     sessionmaker: async_sessionmaker[AsyncSession],
     items: Sequence[tuple[Recording, StreamKey | None]],
-) -> tuple[set[str], list[NewHead]]:
-    """Record the endings (each with the stream whose head it ends, if any): the ids recorded,
-    and the deliveries that became their streams' heads (the caller arms their destinations
-    once this commits)."""
+    *,
+    continuing: Continuing | None = None,
+    lease_seconds: float = 0.0,
+) -> Written:
+    """Record the endings (each with the stream whose head it ends, if any), hand their
+    streams on, and lease the new heads ``continuing`` asks for."""
     recordings = [recording for recording, _ in items]
     streams = [stream for _, stream in items if stream is not None]
     with tracing.TRACER.start_as_current_span(
@@ -44,29 +57,31 @@ async def write_batch(
     ):
         if not streams:  # the unordered flush: one statement, its own transaction
             async with single_statements(sessionmaker) as connection:
-                return await delivery_records.record_batch(connection, recordings), []
+                return Written(await delivery_records.record_batch(connection, recordings))
         # On the raw connection, like the unordered flush: through a session this transaction
         # took 9 ms where its statements take 2 (docs/benchmarks.md), and a stream waits for
         # it between every two deliveries.
-        async with (
-            single_statements(sessionmaker) as connection,
-            connection.transaction(),
-            handing_on(connection, streams) as new_heads,
-        ):
-            recorded = await delivery_records.record_batch(connection, recordings)
-        return recorded, new_heads
+        leased: list[ClaimedDelivery] = []
+        async with single_statements(sessionmaker) as connection, connection.transaction():
+            async with handing_on(connection, streams) as new_heads:
+                recorded = await delivery_records.record_batch(connection, recordings)
+            to_lease = continuing.heads_to_lease(new_heads) if continuing else []
+            if to_lease:
+                leased = await delivery_leases.lease_heads(
+                    connection, to_lease, lease_seconds=lease_seconds
+                )
+        return Written(recorded, new_heads, leased)
 
 
 async def write_one_by_one(
     sessionmaker: async_sessionmaker[AsyncSession],
     items: Sequence[tuple[Recording, StreamKey | None]],
-) -> tuple[set[str], list[NewHead]]:
+) -> Written:
     """``write_batch`` row by row: only a bad row is left to its lease."""
-    recorded: set[str] = set()
-    new_heads: list[NewHead] = []
+    written = Written(set())
     for item in items:
         try:
-            ids, heads = await write_batch(sessionmaker, [item])
+            one = await write_batch(sessionmaker, [item])
         except Exception as exc:
             log.error(
                 "delivery.record_failed",
@@ -74,6 +89,6 @@ async def write_one_by_one(
                 error=type(exc).__name__,
             )
             continue
-        recorded |= ids
-        new_heads += heads
-    return recorded, new_heads
+        written.recorded |= one.recorded
+        written.new_heads += one.new_heads
+    return written

@@ -34,6 +34,7 @@ from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_records
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service import record_writes
+from app.engine.service.continuation import Continuer, Continuing
 from app.engine.service.deadlines import STEP_SECONDS
 from app.engine.service.send_or_refuse import Ended
 from app.faults import crash_point
@@ -94,6 +95,7 @@ class _Effects:
     slots: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     arms: list[Arm] = field(default_factory=list)
     pauses: dict[str, float] = field(default_factory=dict)
+    carried: set[str] = field(default_factory=set)  # slots carried over to a continued stream
 
 
 class Recorder:
@@ -113,6 +115,12 @@ class Recorder:
         self._batch_max = batch_max
         self._buffer: list[_Pending] = []
         self._flushes: set[asyncio.Task[None]] = set()
+        self._continuer: Continuer | None = None
+
+    def continue_streams_with(self, continuer: Continuer) -> None:
+        """Let group commits continue the streams whose heads they end (the pump lends
+        itself: continuation.py)."""
+        self._continuer = continuer
 
     async def record(self, ended: Ended, *, slot: str | None) -> bool:
         """Record one attempt's ending; whether it was recorded (False: the lease was lost).
@@ -144,12 +152,27 @@ class Recorder:
         metrics.RECORD_FLUSHES.inc()
         grouped = [p for p in batch if not p.ended.touches_health]
         if grouped:
+            continuing = self._continuing(grouped)
+            recorded: set[str] | None = None
             try:
-                recorded, new_heads = await self._record_group(grouped)
-                effects.arms.extend(Arm.for_heads(new_heads))
+                written = await self._record_group(grouped, continuing)
+                recorded = written.recorded
+                continued = {claimed.id for claimed in written.leased}
+                effects.arms.extend(
+                    Arm.for_heads([h for h in written.new_heads if h.id not in continued])
+                )
+                if continuing is not None:
+                    effects.carried = await continuing.proceed(
+                        written.leased, self._sessionmaker, effects.arms
+                    )
             except Exception as exc:
-                log.error("delivery.record_failed", count=len(grouped), error=type(exc).__name__)
-                recorded = None
+                # Before the commit nothing was written; after it, a successor that did not
+                # start stays leased until its lease runs out and a claim takes it over.
+                event = "delivery.record_failed" if recorded is None else "delivery.continue_failed"
+                log.error(event, count=len(grouped), error=type(exc).__name__)
+            finally:
+                if continuing is not None:
+                    await continuing.release()
             for pending in grouped:
                 if recorded is None:
                     self._unrecorded(pending, effects)
@@ -203,12 +226,31 @@ class Recorder:
                 await asyncio.sleep(delay)
                 delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), lease_ends
 
-    async def _record_group(self, group: Sequence[_Pending]) -> tuple[set[str], list[NewHead]]:
+    def _continuing(self, group: Sequence[_Pending]) -> Continuing | None:
+        """The streams of ``group`` this worker may continue (continuation.py), if any."""
+        heads = [
+            (stream, p.ended.claimed.tenant_id, p.slot)
+            for p in group
+            if (stream := _stream_of(p)) is not None
+        ]
+        if self._continuer is None or not heads:
+            return None
+        return Continuing.reserve(self._continuer, self._gate, heads)
+
+    async def _record_group(
+        self, group: Sequence[_Pending], continuing: Continuing | None
+    ) -> record_writes.Written:
         """One statement for the whole group, through an outage for as long as the latest
         lease among them lasts; and the streams whose heads it ended, handed on."""
         items = [(_recording(p), _stream_of(p)) for p in group]
         lease_ends = max(p.ended.lease_ends for p in group)
-        write = functools.partial(record_writes.write_batch, self._sessionmaker, items)
+        write = functools.partial(
+            record_writes.write_batch,
+            self._sessionmaker,
+            items,
+            continuing=continuing,
+            lease_seconds=self._settings.lease_duration,
+        )
         try:
             return await self._through_outage(write, lease_ends, count=len(items))
         except Exception as exc:
@@ -262,7 +304,7 @@ class Recorder:
     def _account(self, pending: _Pending, recorded: bool, effects: _Effects) -> None:
         ended, claimed, result = pending.ended, pending.ended.claimed, pending.ended.result
         pending.done.set_result(recorded)
-        if pending.slot is not None:
+        if pending.slot is not None and pending.slot not in effects.carried:
             effects.slots[claimed.endpoint_id].append(pending.slot)
         if not recorded:
             # Our lease expired (and perhaps another worker took over): the result that counts

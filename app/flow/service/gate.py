@@ -107,6 +107,7 @@ class Gate:
         self._return_unused = redis.register_script(gate_scripts.RETURN_UNUSED)
         self._release_slots = redis.register_script(gate_scripts.RELEASE_SLOTS)
         self._pause = redis.register_script(gate_scripts.PAUSE)
+        self._carry_slot = redis.register_script(gate_scripts.CARRY_SLOT)
 
     async def policy(self, endpoint_id: str) -> Policy:
         cached = self._policies.get(endpoint_id)
@@ -121,6 +122,23 @@ class Gate:
             self._reading[endpoint_id] = reading
             reading.add_done_callback(lambda done: self._read_done(endpoint_id, done))
         return await asyncio.shield(reading)
+
+    def cached_policy(self, endpoint_id: str) -> Policy | None:
+        """The policy as this process last read it, if that is recent enough to use (no read:
+        for a decision that must not wait for one)."""
+        cached = self._policies.get(endpoint_id)
+        return cached[1] if cached is not None and cached[0] > time.monotonic() else None
+
+    async def carry_slot(self, endpoint_id: str, slot: str, policy: Policy) -> float:
+        """Carry a finished attempt's in-flight slot over to the next delivery of its stream,
+        for a whole lease (gate_scripts.CARRY_SLOT): 0.0 when it may start, else the seconds
+        the destination is paused for (the slot is then released as usual)."""
+        keys = flow_keys(endpoint_id)
+        lease_ms = int(self._settings.lease_duration * 1000)
+        paused_ms = await self._carry_slot(
+            keys=[keys.pause, keys.slots], args=[slot, lease_ms, policy.max_in_flight]
+        )
+        return int(paused_ms) / 1000
 
     def _read_done(self, endpoint_id: str, done: asyncio.Future[Policy]) -> None:
         if self._reading.get(endpoint_id) is done:

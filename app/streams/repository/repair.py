@@ -76,7 +76,7 @@ UPDATE deliveries AS d
   FROM streams AS s
   JOIN unnest($1::text[], $2::text[]) AS k(endpoint_id, stream) USING (endpoint_id, stream)
  WHERE d.id = s.head_id AND d.completed_at IS NULL AND d.next_attempt_at IS NULL
-RETURNING d.id, d.tenant_id, d.endpoint_id, d.next_attempt_at, d.attempt_count
+RETURNING d.id, d.tenant_id, d.endpoint_id, d.next_attempt_at, d.attempt_count, d.stream
 """
 
 

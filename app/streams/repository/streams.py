@@ -34,6 +34,11 @@ class NewHead:
     endpoint_id: str
     next_attempt_at: datetime
     attempt_count: int
+    stream: str
+
+    @property
+    def key(self) -> StreamKey:
+        return StreamKey(self.endpoint_id, self.stream)
 
 
 def numbering(items: str) -> str:
@@ -137,7 +142,7 @@ WITH given AS (
     UPDATE deliveries AS d
        SET next_attempt_at = coalesce(d.next_attempt_at, successor.due_at), updated_at = now()
       FROM successor WHERE d.id = successor.id
-    RETURNING d.id, d.tenant_id, d.endpoint_id, d.next_attempt_at, d.attempt_count
+    RETURNING d.id, d.tenant_id, d.endpoint_id, d.next_attempt_at, d.attempt_count, d.stream
 ), moved AS (
     UPDATE streams AS s
        SET head_id = successor.id,
@@ -146,7 +151,7 @@ WITH given AS (
      WHERE NOT ended.halts AND s.endpoint_id = ended.endpoint_id AND s.stream = ended.stream
        AND (s.head_id IS DISTINCT FROM successor.id OR s.halted_at IS NOT NULL)
 )
-SELECT id, tenant_id, endpoint_id, next_attempt_at, attempt_count FROM promoted
+SELECT id, tenant_id, endpoint_id, next_attempt_at, attempt_count, stream FROM promoted
 """
 
 
