@@ -144,8 +144,9 @@ def _ordered_one_key(r: dict[str, Any]) -> Row:
             f"(start to start p50 {o['start_to_start_p50_ms']:.2f}, "
             f"p99 {o['start_to_start_p99_ms']:.2f} ms); {o['reorders']} reorders",
             f"1 / (raw request {1000 / o['raw_per_second']:.2f} ms + record "
-            f"{o['record_ms']:.2f} ms) = {o['best_per_second']:.0f}/s", f"{o['ratio']:.2f}",
-            ">= 0.8")  # fmt: skip
+            f"{o['record_ms']:.2f} ms) = {o['best_per_second']:.0f}/s (record leasing the next: "
+            f"{o['record_leasing_ms']:.2f} ms, ratio {o['ratio_to_leasing_record']:.2f})",
+            f"{o['ratio']:.2f}", ">= 0.8")  # fmt: skip
 
 
 def _ordered_halted(r: dict[str, Any]) -> Row:

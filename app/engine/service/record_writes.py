@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -16,7 +17,6 @@ from app.db import single_statements
 from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
-from app.engine.service.continuation import Continuing
 from app.engine.service.send_or_refuse import Ended
 from app.states import DeliveryState
 from app.streams.service.heads import NewHead, StreamKey, handing_on
@@ -33,6 +33,12 @@ class Written:
     leased: list[ClaimedDelivery] = field(default_factory=list)  # ...but these, continued
 
 
+class HeadsToLease(Protocol):
+    """Which of a commit's new heads to lease in it (continuation.Continuing)."""
+
+    def heads_to_lease(self, new_heads: Sequence[NewHead]) -> list[str]: ...
+
+
 def stream_of_ended(ended: Ended, finished: Finished) -> StreamKey | None:
     """The stream whose head this ending ends, if it is ordered and finishes the delivery."""
     claimed = ended.claimed
@@ -45,7 +51,7 @@ async def write_batch(
     sessionmaker: async_sessionmaker[AsyncSession],
     items: Sequence[tuple[Recording, StreamKey | None]],
     *,
-    continuing: Continuing | None = None,
+    continuing: HeadsToLease | None = None,
     lease_seconds: float = 0.0,
 ) -> Written:
     """Record the endings (each with the stream whose head it ends, if any), hand their
