@@ -33,12 +33,13 @@ async def test_an_operator_sees_a_halted_stream_and_skips_its_dead_head(
             json={"url": receiver.url("/stream"), "ordering": "key"},
             headers=tenant,
         )
+        endpoint_id = endpoint.json()["id"]
         ids = []
         for n in range(2):
             accepted = await http.post(
                 "/v1/deliveries",
                 json={
-                    "endpoint_id": endpoint.json()["id"],
+                    "endpoint_id": endpoint_id,
                     "event_type": "order.paid",
                     "payload": {"n": n},
                     "ordering_key": "order-9",
@@ -50,7 +51,16 @@ async def test_an_operator_sees_a_halted_stream_and_skips_its_dead_head(
     with running_worker(stack, tmp_path / "worker.log"):
         await wait_state(engine, head, "dead")
         page = await context.new_page()
-        await sign_in(page, api, key, start=f"/console/deliveries/{behind}")
+        await sign_in(page, api, key, start="/console/endpoints")
+        await page.locator(f'tr[data-endpoint="{endpoint_id}"] a.streams').click()
+        row = page.locator('#streams tr[data-stream="order-9"]')
+        await expect(row).to_contain_text("halts the stream")
+        await expect(row).to_contain_text(f"{head} #1")
+        await expect(row.locator("td.live")).to_have_text("1")  # the one behind the dead head
+        await page.locator("#halted-only").click()
+        await expect(page.locator('#streams tr[data-stream="order-9"]')).to_have_count(1)
+        await shoot(page, "streams", tmp_path)
+        await page.goto(f"{api.base_url}/console/deliveries/{behind}")
         await expect(page.locator("#why")).to_contain_text("halted")
         await expect(page.locator("#stream")).to_contain_text("#2 of key order-9")
         await page.locator("#stream a").click()  # to the head it waits behind
@@ -65,4 +75,6 @@ async def test_an_operator_sees_a_halted_stream_and_skips_its_dead_head(
         await page.locator("#skip").click()
         await expect(page.locator("#why")).to_contain_text("skipped")
         await wait_state(engine, behind, "succeeded")
+        await page.goto(f"{api.base_url}/console/endpoints/{endpoint_id}/streams")
+        await expect(page.locator("#streams")).to_have_count(0)  # nothing waits any more
     assert [r.headers["Herald-Stream-Sequence"] for r in receiver.on("/stream")] == ["1", "2"]

@@ -51,6 +51,7 @@ PATH_ROUTES = [
     ("DELETE", "/v1/endpoints/{}"),
     ("GET", "/v1/endpoints/{}/stats"),
     ("GET", "/v1/endpoints/{}/secret"),
+    ("GET", "/v1/endpoints/{}/streams"),
     ("POST", "/v1/endpoints/{}/secret/rotate"),
     ("GET", "/v1/reconcile/runs/{}"),
     ("GET", "/v1/events/{}"),
@@ -161,8 +162,13 @@ def test_every_id_in_a_body_or_query_is_covered(app: FastAPI) -> None:
         for method, operation in operations.items()
         if any(p["name"] == "cursor" for p in operation.get("parameters", []))
     }
-    # Cursors over numbers and names: the attempts below, event types in test_catalogue.
-    others = {"GET /v1/deliveries/{}/attempts", "GET /v1/event-types"}
+    # Cursors over numbers and names: the attempts below, event types in test_catalogue,
+    # streams by ordering key in test_stream_repair.
+    others = {
+        "GET /v1/deliveries/{}/attempts",
+        "GET /v1/event-types",
+        "GET /v1/endpoints/{}/streams",
+    }
     assert cursors == {f"GET {path}" for path, _, _ in LISTS} | others
 
 

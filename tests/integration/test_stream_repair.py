@@ -150,3 +150,38 @@ async def test_healthy_and_halted_streams_are_left_alone(
     assert run["counts"]["streams_checked"] == 2 and run["counts"]["streams_mended"] == 0
     assert {e: await stream_row(engine, e) for e in (healthy, halted)} == before
     assert (await status(client, tenant, ids[1]))["waiting_reason"] == "halted"
+
+
+async def test_the_streams_page_lists_streams_with_a_head_by_key_and_pages(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    endpoint = await new_endpoint(client, tenant, ordering="key")
+    for key in ("b", "a", "c", "a", None):
+        body: dict[str, Any] = {"endpoint_id": endpoint["id"], "event_type": "a", "payload": {}}
+        if key is not None:
+            body["ordering_key"] = key
+        assert (await client.post("/v1/deliveries", json=body, headers=tenant)).status_code == 202
+    # Stream "c" halts on its dead head, as the recorder leaves one.
+    await sql(
+        engine,
+        "UPDATE deliveries SET state = 'dead', completed_at = now(), dead_reason = 'gone'"
+        " WHERE stream = 'c'",
+    )
+    await sql(engine, "UPDATE streams SET halted_at = now() WHERE stream = 'c'")
+    path = f"/v1/endpoints/{endpoint['id']}/streams"
+
+    first = (await client.get(path, params={"limit": 2}, headers=tenant)).json()
+    assert [s["ordering_key"] for s in first["items"]] == [None, "a"]  # the keyless one first
+    assert first["items"][1]["live"] == 2 and first["items"][1]["last_seq"] == 2
+    assert first["items"][1]["head_seq"] == 1 and first["items"][1]["head_state"] == "enqueued"
+    rest = await client.get(path, params={"cursor": first["next_cursor"]}, headers=tenant)
+    assert [s["ordering_key"] for s in rest.json()["items"]] == ["b", "c"]
+    assert rest.json()["next_cursor"] is None
+    halted = (await client.get(path, params={"halted": "true"}, headers=tenant)).json()
+    [stream] = halted["items"]
+    assert stream["ordering_key"] == "c" and stream["halted_at"] is not None
+    assert stream["head_state"] == "dead" and stream["live"] == 0
+
+    foreign = await client.get(path, params={"cursor": "not-one-of-ours"}, headers=tenant)
+    assert foreign.status_code == 422
+    assert "next_cursor" in foreign.json()["detail"]

@@ -17,6 +17,7 @@ from app.endpoints.service import endpoints
 from app.errors import Forbidden
 from app.flow.service.gate import clear_flow_state
 from app.ids import is_id
+from app.streams.service import streams
 
 router = APIRouter(prefix="/console/endpoints", include_in_schema=False)
 PAGE = 50
@@ -56,6 +57,35 @@ async def endpoints_page(
         rows=rows[:PAGE],
         overlap_hours=resources.settings.secret_rotation_overlap_hours,
         next_before=rows[PAGE - 1].endpoint.id if more else None,
+    )
+
+
+@router.get("/{endpoint_id}/streams", response_class=HTMLResponse)
+async def streams_page(
+    request: Request,
+    resources: ResourcesDep,
+    viewer: ViewerDep,
+    endpoint_id: str,
+    halted: Annotated[bool, Query()] = False,
+    after: Annotated[str | None, Query(max_length=255)] = None,
+) -> HTMLResponse:
+    """An ordered endpoint's streams with work or halted: each one's head, depth and halt."""
+    async with resources.sessionmaker() as session, session.begin():
+        endpoint = await endpoints.get_endpoint(session, _tenant(viewer), endpoint_id)
+        rows = await streams.page(
+            session, endpoint.id, after=after, halted_only=halted, limit=PAGE + 1
+        )
+    more = len(rows) > PAGE
+    return render(
+        request,
+        resources,
+        "streams.html",
+        viewer,
+        nav="endpoints",
+        endpoint=endpoint,
+        rows=rows[:PAGE],
+        halted=halted,
+        next_after=(rows[PAGE - 1].ordering_key or "") if more else None,
     )
 
 
