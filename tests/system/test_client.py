@@ -159,6 +159,12 @@ async def test_the_client_orders_by_key_and_skips_a_halted_head(
             assert second.next_attempt_at is None  # behind its stream's head
             status = await herald.deliveries.get(second.id)
             assert status.waiting_reason == "ordered" and status.waiting_behind == first.id
+            streams = await herald.endpoints.streams(endpoint.id)
+            assert [(s.ordering_key, s.head_id, s.live) for s in streams.items] == [
+                ("order-7", first.id, 2),
+                ("order-8", other.id, 1),
+            ]
+            assert (await herald.endpoints.streams(endpoint.id, halted=True)).items == []
             with pytest.raises(HeraldError) as refused:
                 await herald.deliveries.skip(second.id)
             assert refused.value.status == 409

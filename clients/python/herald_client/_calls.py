@@ -20,6 +20,7 @@ from herald_client.models import (
     EventAccepted,
     Page,
     RedriveJob,
+    Stream,
 )
 
 T = TypeVar("T")
@@ -180,6 +181,13 @@ def get_endpoint(endpoint_id: str) -> Call[Endpoint]:
 def list_endpoints(*, limit: int | None, cursor: str | None) -> Call[Page[Endpoint]]:
     params = _present(limit=limit, cursor=cursor)
     return Call("GET", "/v1/endpoints", _model(Page[Endpoint]), params=params)
+
+
+def list_streams(
+    endpoint_id: str, *, halted: bool, limit: int | None, cursor: str | None
+) -> Call[Page[Stream]]:
+    params = _present(halted="true" if halted else None, limit=limit, cursor=cursor)
+    return Call("GET", f"/v1/endpoints/{endpoint_id}/streams", _model(Page[Stream]), params=params)
 
 
 def update_endpoint(endpoint_id: str, changes: dict[str, Any]) -> Call[Endpoint]:

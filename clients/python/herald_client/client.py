@@ -22,6 +22,7 @@ from herald_client.models import (
     EventAccepted,
     Page,
     RedriveJob,
+    Stream,
 )
 
 T = TypeVar("T")
@@ -328,6 +329,20 @@ class Endpoints:
     def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
         return self._run(_calls.rotate_secret(endpoint_id))
 
+    def streams(
+        self,
+        endpoint_id: str,
+        *,
+        halted: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Stream]:
+        """An ordered endpoint's streams with work (``halted``: only the halted ones), by
+        ordering key: each one's head, depth and halt."""
+        return self._run(
+            _calls.list_streams(endpoint_id, halted=halted, limit=limit, cursor=cursor)
+        )
+
 
 class AsyncEndpoints:
     def __init__(self, client: AsyncHerald) -> None:
@@ -350,3 +365,15 @@ class AsyncEndpoints:
 
     async def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
         return await self._run(_calls.rotate_secret(endpoint_id))
+
+    async def streams(
+        self,
+        endpoint_id: str,
+        *,
+        halted: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Stream]:
+        return await self._run(
+            _calls.list_streams(endpoint_id, halted=halted, limit=limit, cursor=cursor)
+        )

@@ -141,6 +141,19 @@ class RedriveJob(_Answer):
     finished_at: datetime | None
 
 
+class Stream(_Answer):
+    """One ordered stream of an endpoint with work or halted (GET /v1/endpoints/{id}/streams)."""
+
+    ordering_key: str | None  # None: the endpoint's one stream, or its deliveries without a key
+    last_seq: int
+    head_id: str
+    head_seq: int | None
+    head_state: str | None
+    head_since: datetime | None
+    halted_at: datetime | None  # set while a dead head halts it
+    live: int  # deliveries of the stream not yet finished
+
+
 class Page(_Answer, Generic[Item]):
     items: list[Item]
     next_cursor: str | None
@@ -170,4 +183,5 @@ OPENAPI_NAMES: dict[type[BaseModel], str] = {
     EndpointCreated: "EndpointCreated",
     RedriveFilter: "RedriveFilterOut",
     RedriveJob: "RedriveJobOut",
+    Stream: "StreamOut",
 }
