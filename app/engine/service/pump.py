@@ -118,13 +118,19 @@ class Pump:
         self._stopping = True
         # Until done: a cancellation can be swallowed inside redis-py (a blocked BLPOP).
         await asyncio.gather(*(cancel_until_done(t) for t in self._takers))
-        running = list(self._attempts_running)
-        if running:
-            log.info("worker.draining", in_flight=len(running), grace_seconds=grace)
-            _, pending = await asyncio.wait(running, timeout=grace)
+        clock = asyncio.get_running_loop()
+        deadline = clock.time() + grace
+        if self._attempts_running:
+            log.info("worker.draining", in_flight=self.in_flight, grace_seconds=grace)
+        # A record under way when the drain began may still continue its stream (it reserved
+        # before ``_stopping``): whatever it starts is drained like the rest.
+        while self._attempts_running:
+            running = list(self._attempts_running)
+            _, pending = await asyncio.wait(running, timeout=max(0.0, deadline - clock.time()))
             for task in pending:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+            await self._recorder.close()
         await self._recorder.close()
 
     async def _taker(self) -> None:
