@@ -1,10 +1,12 @@
-"""The recorder's writes (recorder.py decides when): a group of endings as one statement, or --
-when some of them end an ordered stream's head -- one transaction that also hands those streams
-on (app/streams/) and leases the new heads the worker continues with (continuation.py); and
-the same one row at a time, when a bad row spoils the group."""
+"""The recorder's writes (recorder.py decides when): the row each ending writes; a group of
+endings as one statement, or -- when some of them end an ordered stream's head -- one
+transaction that also hands those streams on (app/streams/) and leases the new heads the worker
+continues with (continuation.py); the same one row at a time, when a bad row spoils the group;
+and an ending that judges its destination, in a transaction with that judgement."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -13,7 +15,9 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
+from app.config import Settings
 from app.db import single_statements
+from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
@@ -37,6 +41,26 @@ class HeadsToLease(Protocol):
     """Which of a commit's new heads to lease in it (continuation.Continuing)."""
 
     def heads_to_lease(self, new_heads: Sequence[NewHead]) -> list[str]: ...
+
+
+def finished_row(ended: Ended) -> Finished:
+    """The row an ending's record writes. A retry is written `enqueued`: the destination's
+    wake-up covers it (the recorder arms it for the retry time after the commit)."""
+    t, result = ended.transition, ended.result
+    retry = t.state is DeliveryState.PENDING and t.delay_seconds is not None
+    state = DeliveryState.ENQUEUED if retry else t.state
+    row = Finished(state, t.delay_seconds, t.dead_reason, ended.claimed.attempt_number)
+    if result is None:
+        return row
+    return dataclasses.replace(
+        row,
+        outcome=result.outcome.value,
+        status_code=result.status_code,
+        error=result.error,
+        started_at=result.started_at,
+        duration_ms=result.duration_ms,
+        response_body=result.response_body,
+    )
 
 
 def stream_of_ended(ended: Ended, finished: Finished) -> StreamKey | None:
@@ -98,3 +122,36 @@ async def write_one_by_one(
         written.recorded |= one.recorded
         written.new_heads += one.new_heads
     return written
+
+
+async def write_judging_health(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    settings: Settings,
+    ended: Ended,
+    finished: Finished,
+) -> tuple[bool, float, list[NewHead]]:
+    """Record an attempt whose ending judges its destination, in one transaction with that
+    judgement (and the hand-on of its stream, if it ended one): whether it was recorded,
+    how long the destination must now pause, and the new head of its stream."""
+    claimed, result = ended.claimed, ended.result
+    failed = ended.destination_failed
+    # Counted from the answer (the gate closed then), not from this try: a record retried
+    # through a database outage must not push the pause later.
+    retry_after = result.retry_after_left() if failed and result is not None else None
+    pause = 0.0
+    stream = stream_of_ended(ended, finished)
+    async with (
+        sessionmaker() as session,
+        session.begin(),
+        handing_on(session, [stream] if stream else []) as new_heads,
+    ):
+        recorded = await delivery_records.record_in(
+            session, claimed.id, token=claimed.token, finished=finished
+        )
+        if recorded and ended.transition.disable_endpoint:
+            await endpoints.disable(session, claimed.endpoint_id, "receiver answered 410 Gone")
+        if recorded and failed and result is not None:
+            pause = await destination_health.after_failure(
+                session, settings, claimed.endpoint_id, result.status_code, retry_after
+            )
+    return recorded, pause, new_heads

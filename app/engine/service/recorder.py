@@ -17,7 +17,6 @@ that waited for one), and retries are armed for their time in one pipelined roun
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,8 +29,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import metrics
 from app.config import Settings
 from app.db import DATABASE_TROUBLE, is_transient
-from app.endpoints.service import destination_health, endpoints
-from app.engine.repository import delivery_records
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service import record_writes
 from app.engine.service.continuation import Continuer, Continuing
@@ -41,7 +38,7 @@ from app.faults import crash_point
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Arm, Wakeups
 from app.states import DeliveryState, Outcome
-from app.streams.service.heads import NewHead, StreamKey, handing_on
+from app.streams.service.heads import StreamKey
 
 log = structlog.get_logger("herald.delivery")
 
@@ -49,26 +46,6 @@ MAX_FLUSHES = 2
 FIRST_RETRY_SECONDS = 0.25
 MAX_RETRY_SECONDS = 5.0
 T = TypeVar("T")
-
-
-def finished_row(ended: Ended) -> Finished:
-    """The row an ending's record writes. A retry is written `enqueued`: the destination's
-    wake-up covers it (the recorder arms it for the retry time after the commit)."""
-    t, result = ended.transition, ended.result
-    retry = t.state is DeliveryState.PENDING and t.delay_seconds is not None
-    state = DeliveryState.ENQUEUED if retry else t.state
-    row = Finished(state, t.delay_seconds, t.dead_reason, ended.claimed.attempt_number)
-    if result is None:
-        return row
-    return dataclasses.replace(
-        row,
-        outcome=result.outcome.value,
-        status_code=result.status_code,
-        error=result.error,
-        started_at=result.started_at,
-        duration_ms=result.duration_ms,
-        response_body=result.response_body,
-    )
 
 
 @dataclass
@@ -127,7 +104,7 @@ class Recorder:
         Callers hold this under ``unstoppable``: the flush itself runs in a task of its own,
         which no caller's cancellation reaches."""
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._buffer.append(_Pending(ended, finished_row(ended), slot, done))
+        self._buffer.append(_Pending(ended, record_writes.finished_row(ended), slot, done))
         self._maybe_flush()
         return await asyncio.shield(done)
 
@@ -262,7 +239,13 @@ class Recorder:
 
     async def _record_alone(self, pending: _Pending, effects: _Effects) -> bool:
         ended = pending.ended
-        write = functools.partial(self._write_judging_health, ended, pending.finished)
+        write = functools.partial(
+            record_writes.write_judging_health,
+            self._sessionmaker,
+            self._settings,
+            ended,
+            pending.finished,
+        )
         recorded, pause, new_heads = await self._through_outage(
             write, ended.lease_ends, delivery_id=ended.claimed.id
         )
@@ -271,35 +254,6 @@ class Recorder:
             endpoint = ended.claimed.endpoint_id
             effects.pauses[endpoint] = max(pause, effects.pauses.get(endpoint, 0.0))
         return recorded
-
-    async def _write_judging_health(
-        self, ended: Ended, finished: Finished
-    ) -> tuple[bool, float, list[NewHead]]:
-        """Record an attempt whose ending judges its destination, in one transaction with that
-        judgement (and the hand-on of its stream, if it ended one): whether it was recorded,
-        how long the destination must now pause, and the new head of its stream."""
-        claimed, result = ended.claimed, ended.result
-        failed = ended.destination_failed
-        # Counted from the answer (the gate closed then), not from this try: a record retried
-        # through a database outage must not push the pause later.
-        retry_after = result.retry_after_left() if failed and result is not None else None
-        pause = 0.0
-        stream = record_writes.stream_of_ended(ended, finished)
-        async with (
-            self._sessionmaker() as session,
-            session.begin(),
-            handing_on(session, [stream] if stream else []) as new_heads,
-        ):
-            recorded = await delivery_records.record_in(
-                session, claimed.id, token=claimed.token, finished=finished
-            )
-            if recorded and ended.transition.disable_endpoint:
-                await endpoints.disable(session, claimed.endpoint_id, "receiver answered 410 Gone")
-            if recorded and failed and result is not None:
-                pause = await destination_health.after_failure(
-                    session, self._settings, claimed.endpoint_id, result.status_code, retry_after
-                )
-        return recorded, pause, new_heads
 
     def _account(self, pending: _Pending, recorded: bool, effects: _Effects) -> None:
         ended, claimed, result = pending.ended, pending.ended.claimed, pending.ended.result
