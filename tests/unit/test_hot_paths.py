@@ -11,9 +11,15 @@ REPO = Path(__file__).resolve().parents[2]
 HOT_PATHS = {
     "delivery/repository/intents.py": {"insert_for_endpoint"},
     "outbox/repository/outbox.py": {"mark_published"},
-    "engine/repository/delivery_leases.py": {"claim_batch", "next_wake", "still_held"},
+    "engine/repository/delivery_leases.py": {
+        "claim_batch",
+        "lease_heads",
+        "next_wake",
+        "still_held",
+    },
     "engine/repository/delivery_records.py": {"record_batch", "release_batch"},
     "reconcile/repository/reconcile_scans.py": {"live_destinations"},
+    "streams/repository/repair.py": {"live_streams"},
 }
 
 
