@@ -28,7 +28,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics
-from app.db import DATABASE_TROUBLE, single_statements
+from app.db import single_statements
 from app.engine.repository import delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.flow.service.gate import Gate, Policy
@@ -94,31 +94,53 @@ class Continuing:
         leased: Sequence[ClaimedDelivery],
         sessionmaker: async_sessionmaker[AsyncSession],
         arms: list[Arm],
-    ) -> set[str]:
-        """After the commit: start every leased successor whose destination is open (the
-        slots carried over, returned), give back the others unsent and arm them for their
-        pause's end; give back every unit reserved for nothing."""
-        carried: set[str] = set()
+        carried: set[str],
+    ) -> None:
+        """After the commit: start every leased successor whose destination is open, its
+        slot added to ``carried`` before it starts (so that nothing releases it under the
+        running attempt, whatever fails later); give back the others unsent and arm them --
+        for the pause's end, or at once when the slot could not be carried -- and give back
+        every unit reserved for nothing."""
         give_back: list[ClaimedDelivery] = []
-        for claimed in leased:
-            carry = self.carries.pop(StreamKey(claimed.endpoint_id, claimed.stream or ""))
-            try:
-                paused_for = await carry.open_check
-            except Exception as exc:  # Redis could not say: the destination may be paused
-                log.warning("delivery.continue_unchecked", error=type(exc).__name__)
-                paused_for = 1.0
-            if paused_for > 0:
-                give_back.append(claimed)
-                arms.append(Arm(carry.tenant_id, claimed.endpoint_id, paused_for))
-                self.continuer.unreserve(carry.tenant_id)
-                continue
-            metrics.STREAMS_CONTINUED.inc()
-            self.continuer.run_continued(claimed, carry.slot, self.started_at + claimed.lease_left)
-            carried.add(carry.slot)
-        await self.release()
-        if give_back:
-            await _give_back(sessionmaker, give_back)
-        return carried
+        try:
+            for claimed in leased:
+                carry = self.carries.pop(StreamKey(claimed.endpoint_id, claimed.stream or ""))
+                wait: float | None = 0.0
+                try:
+                    wait = await self._open_in(carry)
+                    if wait is None:
+                        carried.add(carry.slot)
+                        self.continuer.run_continued(
+                            claimed, carry.slot, self.started_at + claimed.lease_left
+                        )
+                        metrics.STREAMS_CONTINUED.inc()
+                        continue
+                except BaseException:
+                    carried.discard(carry.slot)
+                    wait = 0.0
+                    raise
+                finally:
+                    if carry.slot not in carried:  # not started: its unit and lease go back
+                        self.continuer.unreserve(carry.tenant_id)
+                        give_back.append(claimed)
+                        arms.append(Arm(carry.tenant_id, claimed.endpoint_id, wait or 0.0))
+        finally:
+            await self.release()
+            if give_back:
+                await _give_back(sessionmaker, give_back)
+
+    @staticmethod
+    async def _open_in(carry: _Carry) -> float | None:
+        """None when the successor may start in the carried slot; else the seconds until its
+        destination may be tried again (a pause's end; 0 for a slot that had expired)."""
+        try:
+            paused_for = await carry.open_check
+        except Exception as exc:  # Redis could not say: the destination may be paused
+            log.warning("delivery.continue_unchecked", error=type(exc).__name__)
+            return 1.0
+        if paused_for < 0:  # the slot had expired: its place may be someone else's by now
+            return 0.0
+        return paused_for if paused_for > 0 else None
 
     async def release(self) -> None:
         """Give back the units of streams not continued. Their slots are released as usual,
@@ -135,8 +157,10 @@ async def _give_back(
     sessionmaker: async_sessionmaker[AsyncSession], leased: Sequence[ClaimedDelivery]
 ) -> None:
     """Unsent leases back, uncounted; one the database would not take back ends by itself
-    (its lease runs out and a claim takes it over)."""
+    (its lease runs out and a claim takes it over: the destination is armed meanwhile)."""
     metrics.LEASES_GIVEN_BACK.inc(len(leased))
-    with contextlib.suppress(*DATABASE_TROUBLE):
+    try:
         async with single_statements(sessionmaker) as connection:
             await delivery_records.release_batch(connection, [(c.id, c.token) for c in leased])
+    except Exception as exc:
+        log.warning("delivery.continue_give_back_failed", error=type(exc).__name__)

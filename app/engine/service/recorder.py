@@ -139,8 +139,8 @@ class Recorder:
                     Arm.for_heads([h for h in written.new_heads if h.id not in continued])
                 )
                 if continuing is not None:
-                    effects.carried = await continuing.proceed(
-                        written.leased, self._sessionmaker, effects.arms
+                    await continuing.proceed(
+                        written.leased, self._sessionmaker, effects.arms, effects.carried
                     )
             except Exception as exc:
                 # Before the commit nothing was written; after it, a successor that did not

@@ -131,14 +131,16 @@ class Gate:
 
     async def carry_slot(self, endpoint_id: str, slot: str, policy: Policy) -> float:
         """Carry a finished attempt's in-flight slot over to the next delivery of its stream,
-        for a whole lease (gate_scripts.CARRY_SLOT): 0.0 when it may start, else the seconds
-        the destination is paused for (the slot is then released as usual)."""
+        for a whole lease (gate_scripts.CARRY_SLOT): 0.0 when it may start, a negative number
+        when the slot had expired, else the seconds the destination is paused for (the slot is
+        then released as usual)."""
         keys = flow_keys(endpoint_id)
         lease_ms = int(self._settings.lease_duration * 1000)
         paused_ms = await self._carry_slot(
             keys=[keys.pause, keys.slots], args=[slot, lease_ms, policy.max_in_flight]
         )
-        return int(paused_ms) / 1000
+        paused_ms = int(paused_ms)
+        return -1.0 if paused_ms < 0 else paused_ms / 1000
 
     def _read_done(self, endpoint_id: str, done: asyncio.Future[Policy]) -> None:
         if self._reading.get(endpoint_id) is done:

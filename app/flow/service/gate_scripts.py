@@ -146,7 +146,8 @@ return redis.call('GETDEL', KEYS[3])
 # A stream continued on the worker that ended its head (app/engine/service/continuation.py):
 # the head's in-flight slot is carried over to its successor -- one out, one in -- and lives
 # as long as the successor's lease. Unless the destination is paused: returns the pause's ms
-# left (the slot is left as it was, to be released), 0 when the successor may start.
+# left (the slot is left as it was, to be released); -1 when the slot has expired (its place
+# may have been granted to another since: never put back); 0 when the successor may start.
 # KEYS: pause, slots   ARGV: 1 slot member, 2 lease ms, 3 max in flight (0: no slots kept)
 CARRY_SLOT = """
 local paused = redis.call('PTTL', KEYS[1])
@@ -154,7 +155,9 @@ if paused > 0 then return paused end
 if tonumber(ARGV[3]) > 0 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+  local ends = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  if not ends or tonumber(ends) <= now then return -1 end
+  redis.call('ZADD', KEYS[2], 'XX', now + tonumber(ARGV[2]), ARGV[1])
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
 end
 return 0
