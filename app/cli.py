@@ -1,5 +1,6 @@
 """The ``herald`` command: api, worker [--check], migrate [--check|--wait], keys
-create|list|revoke, reconcile [--every], purge, openapi.
+create|list|revoke, streams halted|skip|redrive, secrets new-key|rotate, reconcile [--every],
+purge, openapi.
 
 The dev stack (embedded servers, the supervisor) is ``herald-dev``, from ``devstack``: nothing
 here imports it."""
@@ -15,12 +16,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app import cli_keys, cli_migrate, cli_reconcile, cli_streams
+from app import cli_keys, cli_migrate, cli_reconcile, cli_secrets, cli_streams
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
+from app.sealing import KeyRingError
 
 
-def _require_urls(settings: Settings) -> None:
+def _require_servers_and_keys(settings: Settings) -> None:
+    """What the API and a worker cannot start without: their servers, and the key ring."""
     missing = [
         name
         for name, value in (
@@ -33,6 +36,10 @@ def _require_urls(settings: Settings) -> None:
         raise SettingsError(
             f"{' and '.join(missing)} must be set (or use `herald-dev` for the embedded stack)"
         )
+    try:
+        settings.key_ring()
+    except KeyRingError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _database(settings: Settings) -> str:
@@ -59,7 +66,7 @@ def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
 
     from app.http_limits import LimitedHttpToolsProtocol
 
-    _require_urls(settings)
+    _require_servers_and_keys(settings)
     uvicorn.run(
         "app.main:app_from_environment",
         factory=True,
@@ -91,7 +98,7 @@ def _cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
         healthy, said = check(settings.worker_heartbeat_file)
         print(said, file=sys.stdout if healthy else sys.stderr)
         return 0 if healthy else 1
-    _require_urls(settings)
+    _require_servers_and_keys(settings)
     uvloop.run(run_worker(settings))
     return 0
 
@@ -152,6 +159,11 @@ def _cmd_streams(settings: Settings, args: argparse.Namespace) -> int:
     return cli_streams.run(_database(settings), settings.region, args)
 
 
+def _cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
+    database = settings.async_database_url if settings.database_url is not None else None
+    return cli_secrets.run(settings, database, args)
+
+
 def _cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
     counts = asyncio.run(_purge(settings, _database(settings)))
     print(" ".join(f"{name}={count}" for name, count in counts.items()))
@@ -182,6 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_migrate.add_parser(commands)
     cli_keys.add_parser(commands)
     cli_streams.add_parser(commands)
+    cli_secrets.add_parser(commands)
     commands.add_parser("purge", help="purge data older than HERALD_RETENTION_DAYS now")
     commands.add_parser("openapi", help="print the OpenAPI document")
     return parser
@@ -194,6 +207,7 @@ _COMMANDS = {
     "migrate": _cmd_migrate,
     "keys": _cmd_keys,
     "streams": _cmd_streams,
+    "secrets": _cmd_secrets,
     "reconcile": cli_reconcile.run,
     "health": _cmd_health,
     "purge": _cmd_purge,

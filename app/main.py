@@ -35,6 +35,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        keys = settings.key_ring()  # first: every stored secret is sealed under it
         tracing.configure("herald-api")
         engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
         sessionmaker = create_sessionmaker(engine)
@@ -43,6 +44,7 @@ def create_app(settings: Settings) -> FastAPI:
         publisher.start()
         app.state.resources = Resources(
             settings=settings,
+            keys=keys,
             sessionmaker=sessionmaker,
             redis=redis,
             publisher=publisher,

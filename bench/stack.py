@@ -20,12 +20,14 @@ import asyncpg
 import psutil
 
 from app.migrate import upgrade_to_head
+from app.sealing import new_key
 from devstack.dev import die_with_parent
 from devstack.embedded import EmbeddedPostgres, EmbeddedRedis, postgres_bin_dir
 from devstack.tcp_servers import TcpPostgres, TcpRedis
 
 REPO = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "bench-admin-key-0123456789"
+SECRET_KEYS = new_key("bench-1")
 API_PORT = 8941
 API = f"http://127.0.0.1:{API_PORT}"
 # Worker n serves its counters (claims, flushes, deferrals) on this port + n.
@@ -131,6 +133,7 @@ class Stack:
             HERALD_DATABASE_URL=self.database_url,
             HERALD_REDIS_URL=self.redis_url,
             HERALD_ADMIN_API_KEY=ADMIN_KEY,
+            HERALD_SECRET_KEYS=SECRET_KEYS,
             HERALD_DESTINATION_ALLOWLIST="127.0.0.0/8",
             HERALD_PORT=str(API_PORT),
             **extra,

@@ -3,7 +3,7 @@ against the dev stack's database.
 
     herald-dev                            # API, worker, cron stand-in; embedded servers
     herald-dev keys create --tenant acme  # `herald keys create` on the dev stack's database
-    herald-dev migrate | purge            # likewise
+    herald-dev migrate | purge | secrets rotate | streams halted   # likewise
 
 With HERALD_DATABASE_URL set, a one-off command runs against that database, as ``herald`` would.
 """
@@ -18,7 +18,7 @@ from app import cli as herald
 from app.config import SettingsError, load_settings
 from devstack.dev import DevError, dev_stack_database, run_dev
 
-ONE_OFF_COMMANDS = ("migrate", "keys", "purge")
+ONE_OFF_COMMANDS = ("migrate", "keys", "purge", "secrets", "streams")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

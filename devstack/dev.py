@@ -31,6 +31,7 @@ import httpx
 from app.config import Settings, SettingsError
 from app.db import create_engine, create_sessionmaker
 from app.migrate import upgrade_to_head
+from app.sealing import new_key
 from app.tenants.repository import api_keys
 from app.tenants.service.api_keys import generate_key, hash_key, issue_key_for_tenant_name
 from devstack.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -94,6 +95,19 @@ def _ensure_credentials(database_url: str, path: Path, settings: Settings) -> De
     path.touch(mode=0o600)
     path.write_text(json.dumps({"admin_api_key": admin, "tenant_api_key": tenant_key}))
     return DevCredentials(admin_api_key=admin, tenant_api_key=tenant_key)
+
+
+def use_dev_secret_keys(data_dir: Path) -> None:
+    """Dev-only: the key ring the stack's secrets are sealed under, kept in ``DATA_DIR``
+    (mode 0600) beside the database it belongs to, and put in this process's environment for
+    the migrations, the children and one-off commands. An exported HERALD_SECRET_KEYS wins."""
+    if os.environ.get("HERALD_SECRET_KEYS"):
+        return
+    path = data_dir / "dev-secret-keys"
+    if not path.exists():
+        path.touch(mode=0o600)
+        path.write_text(new_key("dev-1"))
+    os.environ["HERALD_SECRET_KEYS"] = path.read_text().strip()
 
 
 def _lock_data_dir(data_dir: Path) -> IO[str]:
@@ -179,6 +193,7 @@ def dev_stack_database(data_dir: Path) -> Iterator[str]:
             ) from None
         yield url
         return
+    use_dev_secret_keys(data_dir)
     with lock, ExitStack() as cleanup:
         cleanup.callback(postgres.stop)
         url = postgres.start()
@@ -213,6 +228,7 @@ SHARED_SETTINGS = (
     "HERALD_DATABASE_URL",
     "HERALD_REDIS_URL",
     "HERALD_ADMIN_API_KEY",
+    "HERALD_SECRET_KEYS",
     "HERALD_DESTINATION_ALLOWLIST",
 )
 
@@ -223,6 +239,7 @@ def _banner(
     data_dir: Path,
     embedded: bool,
     child_env: dict[str, str],
+    exported: dict[str, str],
 ) -> str:
     where = f"{data_dir} (embedded PostgreSQL + Redis)" if embedded else "external servers"
     allowlist = child_env["HERALD_DESTINATION_ALLOWLIST"]
@@ -231,11 +248,12 @@ def _banner(
     settings = [
         f"{name}={shlex.quote(child_env[name])}"
         for name in SHARED_SETTINGS
-        if os.environ.get(name) != child_env[name]
+        if exported.get(name) != child_env[name]
     ]
     # The `herald` of the Python running this, as `make run` has it (.venv/bin/herald).
     script = Path(sys.executable).with_name("herald")
     herald = shlex.quote(str(script)) if script.exists() else "herald"
+    command = "".join(f"  {setting} \\\n" for setting in settings) + f"  {herald} worker\n"
     return (
         f"\nHerald is running at {base_url}\n"
         f"  dev tenant API key: {credentials.tenant_api_key}\n"
@@ -243,14 +261,12 @@ def _banner(
         f"  data:               {where}\n"
         f"  SSRF allowlist:     {allowlist or '(none)'}\n"
         f"  API docs:           {base_url}/docs\n"
-        "The admin key and the allowlist are settings this stack gives its own API and worker;\n"
-        "no database keeps them. A `herald api` or `herald worker` you start beside it needs\n"
-        "them too, or that API answers 401 to the admin key, and that worker, sharing this\n"
-        "stack's queue, takes deliveries to loopback receivers and lets them die as\n"
-        "destination_blocked. Start one so:\n"
-        + "".join(f"  {setting} \\\n" for setting in settings)
-        + f"  {herald} worker\n"
-        "Press Ctrl-C to stop.\n"
+        "The admin key, the key ring and the allowlist are settings this stack gives its own\n"
+        "API and worker; no database keeps them. A `herald api` or `herald worker` you start\n"
+        "beside it needs them too, or it refuses to start without the key ring, that API\n"
+        "answers 401 to the admin key, and that worker, sharing this stack's queue, takes\n"
+        "deliveries to loopback receivers and lets them die as destination_blocked.\n"
+        "Start one so:\n" + command + "Press Ctrl-C to stop.\n"
     )
 
 
@@ -261,8 +277,10 @@ def run_dev(settings: Settings) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGINT, _raise_interrupt)
     children: list[subprocess.Popen[bytes]] = []
+    exported = dict(os.environ)  # what the banner need not repeat
     with ExitStack() as cleanup:
         cleanup.enter_context(_lock_data_dir(data_dir))
+        use_dev_secret_keys(data_dir)
         try:
             _check_port_free(settings.host, settings.port)
             database_url = settings.database_url
@@ -303,7 +321,7 @@ def run_dev(settings: Settings) -> int:
             children.append(worker)
             _wait_ready(base_url, api)
             embedded = settings.database_url is None or settings.redis_url is None
-            banner = _banner(base_url, credentials, data_dir, embedded, env)
+            banner = _banner(base_url, credentials, data_dir, embedded, env, exported)
             print(banner, flush=True)
             timer = ReconcileTimer(base_url, credentials.admin_api_key, settings)
             while True:

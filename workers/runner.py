@@ -33,6 +33,7 @@ from app.engine.service.sender import build_http_session
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Wakeups
 from app.outbox.service.relay import run_relay
+from app.sealing import OpenedSecrets
 from workers import heartbeat
 from workers.context import WorkerContext
 from workers.jobs import bulk_redrive, reconcile
@@ -61,7 +62,7 @@ def build_pump(
     (the pump, its attempts' runs and the recorder share one set of wake-ups and one gate)."""
     wakeups = Wakeups(redis, settings.region)
     recorder = Recorder(settings, sessionmaker, gate, wakeups, batch_max=settings.record_batch_max)
-    attempts = Attempts(settings, http, gate)
+    attempts = Attempts(settings, http, gate, OpenedSecrets(settings.key_ring()))
     runs = AttemptRuns(settings, sessionmaker, gate, attempts, recorder, wakeups)
     pump = Pump(settings, sessionmaker, redis, gate, wakeups, runs, recorder)
     recorder.continue_streams_with(pump)  # ordered streams go on without a wake-up

@@ -20,6 +20,7 @@ from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
 from app.schemas import IDEMPOTENCY_KEY_RULE, is_idempotency_key
+from app.sealing import KeyRing
 from app.tenants.service.api_keys import Principal, PrincipalCache, principal_for
 
 
@@ -28,6 +29,7 @@ class Resources:
     """Everything a request may use, built once in the lifespan and shared."""
 
     settings: Settings
+    keys: KeyRing  # HERALD_SECRET_KEYS: what every stored secret is sealed under
     sessionmaker: async_sessionmaker[AsyncSession]
     redis: ArqRedis
     publisher: FastPublisher

@@ -67,31 +67,35 @@ def header_fault(headers: Mapping[str, object]) -> str | None:
     return None
 
 
-def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
-    """Refuse, naming the header (never echoing a value: it may be a credential), what would
-    break the protocol or the signature, or is no header at all."""
-
-    def refused(why: str) -> PydanticCustomError:
-        return PydanticCustomError("header", why)
-
+def combined_header_fault(headers: Mapping[str, str]) -> str | None:
+    """Why ``headers`` may not be an endpoint's static headers -- what would break the protocol
+    or the signature, or is no header at all -- naming the header, never echoing a value (it may
+    be a credential); None when they may. The plain and the secret ones are held to it together."""
     if len(headers) > MAX_HEADERS:
-        raise refused(f"at most {MAX_HEADERS} headers per endpoint")
+        return f"at most {MAX_HEADERS} headers per endpoint, secret ones included"
     if sum(len(name) + len(value) for name, value in headers.items()) > MAX_HEADER_BYTES:
-        raise refused(f"the headers may hold at most {MAX_HEADER_BYTES} bytes in all")
+        return f"the headers may hold at most {MAX_HEADER_BYTES} bytes in all"
     seen: set[str] = set()
     for name, value in headers.items():
         if not _HEADER_NAME.fullmatch(name):
-            raise refused(_NAME_RULE)
+            return _NAME_RULE
         lower = name.lower()
         if lower in seen:
-            raise refused(f"the header {name} is given twice (header names ignore case)")
+            return f"the header {name} is given twice (header names ignore case)"
         seen.add(lower)
         if lower in _FRAMING:
-            raise refused(f"the header {name} belongs to the connection: it cannot be set")
+            return f"the header {name} belongs to the connection: it cannot be set"
         if lower in _HERALDS or lower.startswith(("webhook-", "herald-")):
-            raise refused(f"the header {name} is set by Herald on every attempt: it cannot be set")
+            return f"the header {name} is set by Herald on every attempt: it cannot be set"
         if not _HEADER_VALUE.fullmatch(value):
-            raise refused(_value_rule(name))
+            return _value_rule(name)
+    return None
+
+
+def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
+    fault = combined_header_fault(headers)
+    if fault is not None:
+        raise PydanticCustomError("header", fault)
     return headers
 
 
@@ -121,6 +125,12 @@ _HEADERS = (
     f"Static headers sent on every attempt (at most {MAX_HEADERS}), for example a receiver's "
     "own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, "
     "`Idempotency-Key`, `webhook-*` and `Herald-*` are Herald's and are refused."
+)
+_CREDENTIAL_HEADERS = (
+    "Static headers whose values are credentials (an `Authorization`, an API key): sent on "
+    "every attempt like `headers`, under the same rules and limits counted together, but "
+    "sealed at rest and never shown again -- reads list their names only "
+    "(`secret_header_names`)."
 )
 
 Ordering = Literal["none", "endpoint", "key"]
@@ -173,6 +183,7 @@ class EndpointCreate(BaseModel):
     enabled: bool = True
     payload_format: PayloadFormat = Field(default="raw", description=_PAYLOAD_FORMAT)
     headers: EndpointHeaders = Field(default_factory=dict, description=_HEADERS)
+    secret_headers: EndpointHeaders = Field(default_factory=dict, description=_CREDENTIAL_HEADERS)
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
     ordering: Ordering = Field(default="none", description=_ORDERING)
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
@@ -192,6 +203,11 @@ class EndpointUpdate(BaseModel):
     payload_format: PayloadFormat | None = Field(default=None, description=_PAYLOAD_FORMAT)
     headers: EndpointHeaders | None = Field(
         default=None, description="Replaces all the static headers; null clears them."
+    )
+    secret_headers: EndpointHeaders | None = Field(
+        default=None,
+        description="Replaces all the secret static headers; null clears them. "
+        + _CREDENTIAL_HEADERS,
     )
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
@@ -219,6 +235,9 @@ class EndpointOut(BaseModel):
     disabled_reason: str | None
     payload_format: str
     headers: dict[str, str]
+    secret_header_names: list[str] = Field(
+        description="The secret static headers set, by name: their values are never shown."
+    )
     filter: str | None
     ordering: str
     on_dead: str

@@ -16,5 +16,6 @@ class ConsoleSecret(Base):
     __tablename__ = "console_secrets"
 
     purpose: Mapped[str] = mapped_column(Text, primary_key=True)
-    secret: Mapped[bytes] = mapped_column(LargeBinary)
+    # Sealed under HERALD_SECRET_KEYS for the purpose "console:<purpose>" (app/sealing.py).
+    sealed: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -10,6 +10,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     Text,
     func,
     text,
@@ -51,7 +52,9 @@ class Endpoint(Base):
     max_in_flight: Mapped[int | None] = mapped_column(Integer)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
-    secret: Mapped[str] = mapped_column(Text)
+    # Every secret here is sealed (app/sealing.py) under HERALD_SECRET_KEYS, for the purposes
+    # app/endpoints/service/sealed.py names: the database never holds one in plain text.
+    secret_sealed: Mapped[bytes] = mapped_column(LargeBinary)
     # What the request body is: the payload as accepted ("raw"), or the Standard Webhooks
     # envelope {"type", "timestamp", "data"} around it ("standard").
     payload_format: Mapped[str] = mapped_column(Text, server_default="raw")
@@ -61,8 +64,14 @@ class Endpoint(Base):
     on_dead: Mapped[str] = mapped_column(Text, server_default="halt")
     # Static headers sent on every attempt, vetted at save (app/endpoints/schemas.py).
     headers: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    # Static headers whose values are credentials: sealed as one JSON object, their names kept
+    # in the clear so the API and console can say what is set.
+    secret_headers_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
+    secret_header_names: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=text("'{}'::text[]")
+    )
     # Rotation keeps the previous secret signing alongside the new one until it expires.
-    previous_secret: Mapped[str | None] = mapped_column(Text)
+    previous_secret_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
     previous_secret_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Flow control owned by the delivery workers: backpressure pauses and the circuit breaker.
     paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

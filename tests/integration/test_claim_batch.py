@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.engine.repository import delivery_leases, delivery_records
+from app.sealing import KeyRing
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.database import sql
 from tests.fixtures.leases import (
@@ -28,7 +29,7 @@ from tests.fixtures.leases import (
     success,
     wake,
 )
-from tests.fixtures.stack import Stack, plain_dsn
+from tests.fixtures.stack import SECRET_KEYS, Stack, plain_dsn
 from tests.fixtures.waiting import count_rows, delivery_row
 
 
@@ -70,7 +71,12 @@ async def test_claims_due_rows_in_due_order_each_with_its_own_token(
             1,
             1,
         )
-        assert row.url == endpoint["url"] and len(row.secrets) == 1 and row.payload
+        assert row.url == endpoint["url"] and row.payload
+        # The claim reads the secret sealed, as stored; it opens to the one the API gave.
+        assert [
+            KeyRing.parse(SECRET_KEYS).open_text(s, f"endpoint:{endpoint['id']}:signing")
+            for s in row.sealed_secrets
+        ] == [endpoint["secret"]]
         assert row.endpoint_enabled and not row.endpoint_deleted
         assert 0 < row.lease_left <= LEASE
     for untouched in (ids[3], ids[4], ids[5]):  # not yet due; over the limit

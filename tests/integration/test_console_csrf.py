@@ -15,8 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from app.console.service.sign_in_forms import LIFETIME_SECONDS, PURPOSE, mint
 from app.main import create_app
+from app.sealing import KeyRing
 from tests.fixtures.console_forms import hidden, sign_in
-from tests.fixtures.stack import ADMIN_KEY, client_for
+from tests.fixtures.stack import ADMIN_KEY, SECRET_KEYS, client_for
 from tests.fixtures.waiting import count_rows
 
 
@@ -81,18 +82,18 @@ async def test_behind_a_tls_proxy_only_the_https_page_is_this_site(
 
 
 async def signing_key(engine: AsyncEngine) -> tuple[bytes, int]:
-    """The sign-in forms' key as the database holds it, and the database's time."""
+    """The sign-in forms' key as the database holds it (sealed), and the database's time."""
     async with engine.connect() as connection:
         row = (
             await connection.execute(
                 text(
-                    "SELECT secret, floor(extract(epoch FROM now()))::bigint AS now "
+                    "SELECT sealed, floor(extract(epoch FROM now()))::bigint AS now "
                     "FROM console_secrets WHERE purpose = :purpose"
                 ),
                 {"purpose": PURPOSE},
             )
         ).one()
-    return bytes(row.secret), int(row.now)
+    return KeyRing.parse(SECRET_KEYS).open(row.sealed, f"console:{PURPOSE}"), int(row.now)
 
 
 async def post_planted(http: httpx.AsyncClient, token: str) -> httpx.Response:

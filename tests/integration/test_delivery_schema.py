@@ -27,7 +27,7 @@ from app.operations.service.fleet import FleetGauges
 from app.queue import create_queue_redis
 from app.states import DeliveryState
 from tests.fixtures.api import fast_path_settled, post_deliveries
-from tests.fixtures.stack import Stack, plain_dsn, scratch_database
+from tests.fixtures.stack import SECRET_KEYS, Stack, plain_dsn, scratch_database
 from tests.fixtures.waiting import delivery_row
 
 CONTRADICTIONS = {
@@ -294,7 +294,10 @@ async def _on(dsn: str, sql: str) -> dict[str, Any]:
         await connection.close()
 
 
-async def test_migration_0009_repairs_old_rows_and_goes_down_and_up_again(stack: Stack) -> None:
+async def test_migration_0009_repairs_old_rows_and_goes_down_and_up_again(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERALD_SECRET_KEYS", SECRET_KEYS)  # 0023 seals the old rows' secrets
     name = f"herald_migration_{os.getpid()}"
     url = await scratch_database(stack.database_url, name, create=True)
     config, dsn = alembic_config(url), plain_dsn(url)

@@ -152,8 +152,13 @@ async def test_a_process_beside_herald_dev_works_with_the_settings_its_banner_pr
         own_worker = dev.own_worker()
         own_worker.suspend()
         try:
+            keyless = start("worker", clean_env(**urls), tmp_path / "keyless-worker.log")
+            # What the banner warns of first: without the key ring a worker does not start.
+            assert keyless.process.wait(timeout=60) == 2
+            assert "HERALD_SECRET_KEYS is not set" in keyless.output()
+            ring = {"HERALD_SECRET_KEYS": dev.settings()["HERALD_SECRET_KEYS"]}
             async with running_receiver() as receiver:
-                plain = start("worker", clean_env(**urls), tmp_path / "plain-worker.log")
+                plain = start("worker", clean_env(**urls, **ring), tmp_path / "plain-worker.log")
                 try:
                     plain.wait_for_log("worker.started")
                     blocked = await deliver_once(dev, receiver.url("/plain"))
@@ -178,7 +183,9 @@ async def test_a_process_beside_herald_dev_works_with_the_settings_its_banner_pr
         admin = dev.said("admin API key")
         plain_port = free_port()
         plain_api = start(
-            "api", clean_env(**urls, HERALD_PORT=str(plain_port)), tmp_path / "plain-api.log"
+            "api",
+            clean_env(**urls, **ring, HERALD_PORT=str(plain_port)),
+            tmp_path / "plain-api.log",
         )
         try:
             plain_url = f"http://127.0.0.1:{plain_port}"

@@ -53,9 +53,13 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
         key = await tenant_key(api)
         with Herald(api.base_url, key) as herald:
             endpoint = herald.endpoints.create(
-                receiver.url("/client"), event_types=["order.*"], payload_format="standard"
+                receiver.url("/client"),
+                event_types=["order.*"],
+                payload_format="standard",
+                secret_headers={"X-Receiver-Key": "client-sealed"},
             )
             assert isinstance(endpoint, EndpointCreated) and endpoint.secret.startswith("whsec_")
+            assert endpoint.secret_header_names == ["X-Receiver-Key"]
             delivery = herald.deliveries.create(endpoint.id, "order.paid", {"order": 7})
             assert isinstance(delivery, Delivery) and delivery.state in ("pending", "enqueued")
             later = herald.deliveries.create(
@@ -94,6 +98,7 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
 
     # What the receiver got verifies with the endpoint's secret, and only as sent.
     sent = receiver.on("/client")[0]
+    assert sent.headers["X-Receiver-Key"] == "client-sealed"
     body = verify(sent.headers, sent.body, endpoint.secret)
     assert body["type"] in ("order.paid", "order.shipped") and body["data"]["order"] == 7
     with pytest.raises(InvalidSignature):

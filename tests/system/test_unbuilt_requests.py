@@ -8,6 +8,7 @@ its rules held the whole string (a header ending in a line break) or as a damage
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 from collections.abc import Iterator
@@ -18,10 +19,11 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.sealing import KeyRing, new_key
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.processes import HeraldProcess, running_worker
 from tests.fixtures.receiver import Receiver
-from tests.fixtures.stack import Stack
+from tests.fixtures.stack import SECRET_KEYS, Stack
 from tests.fixtures.waiting import eventually
 
 MAX_ATTEMPTS = 5  # tests.fixtures.processes.FAST_WORKER_ENV: four retries + 1
@@ -36,13 +38,18 @@ def worker(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[H
 # Each column as an older release or a damaged row could hold it, written behind the API's back.
 _WRITES = {
     "headers": "UPDATE endpoints SET headers = CAST(:value AS jsonb) WHERE id = :id",
-    "secret": "UPDATE endpoints SET secret = :value WHERE id = :id",
+    "secret": "UPDATE endpoints SET secret_sealed = :value WHERE id = :id",
     "url": "UPDATE endpoints SET url = :value WHERE id = :id",
 }
 
 
-async def write_endpoint(engine: AsyncEngine, endpoint_id: str, column: str, value: Any) -> None:
+async def write_endpoint(
+    engine: AsyncEngine, endpoint_id: str, column: str, value: Any, ring: str = SECRET_KEYS
+) -> None:
+    """``value`` stored in ``column``; a secret sealed, as Herald stores it, under ``ring``."""
     stored = json.dumps(value) if column == "headers" else value
+    if column == "secret":
+        stored = KeyRing.parse(ring).seal(value, f"endpoint:{endpoint_id}:signing")
     async with engine.begin() as connection:
         await connection.execute(text(_WRITES[column]), {"value": stored, "id": endpoint_id})
 
@@ -170,6 +177,31 @@ async def test_a_request_that_fails_to_build_for_no_known_reason_ends_once_with_
     # Ended, not handed back to fail again at once (and again, and again).
     assert [entry["event"] for entry in logged if "given_back" in entry["event"]] == []
     assert damaged not in worker.output()
+
+
+async def test_a_secret_sealed_under_a_key_the_ring_lacks_ends_once_and_names_only_the_key(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    engine: AsyncEngine,
+    worker: HeraldProcess,
+) -> None:
+    """What losing a key of HERALD_SECRET_KEYS costs: the secrets sealed under it, and no more.
+    The delivery is dead at once (redriven once the secret is rotated), nothing is sent."""
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/lost-key"))
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    await write_endpoint(engine, endpoint["id"], "secret", secret, ring=new_key("lost-1"))
+
+    delivery, [attempt] = await finished(client, tenant, endpoint["id"])
+
+    assert delivery["attempt_count"] == 1 and attempt["outcome"] == "permanent"
+    assert attempt["error"] == (
+        "request not built: the signing secret: a stored secret is sealed under the key "
+        "'lost-1', which HERALD_SECRET_KEYS does not hold"
+    )
+    assert receiver.on("/lost-key") == []
+    await judged_healthy(client, tenant, endpoint["id"])
+    assert secret not in worker.output()
 
 
 async def test_an_error_no_handler_foresaw_while_sending_is_retried_not_held_against_receiver(

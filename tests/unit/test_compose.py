@@ -91,6 +91,11 @@ def test_secrets_come_from_the_env_file_and_name_real_settings() -> None:
     assert {n for n in names if n.startswith("HERALD_")} <= known
     for service in SERVICES.values():
         inline = service.get("environment", {})
-        assert not {"HERALD_DATABASE_URL", "HERALD_ADMIN_API_KEY", "POSTGRES_PASSWORD"} & set(
-            inline
-        )
+        secret = {
+            "HERALD_DATABASE_URL",
+            "HERALD_ADMIN_API_KEY",
+            "HERALD_SECRET_KEYS",
+            "POSTGRES_PASSWORD",
+        }
+        assert not secret & set(inline)
+    assert "HERALD_SECRET_KEYS" in names

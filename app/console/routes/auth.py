@@ -41,7 +41,9 @@ async def _sign_in_form(
     as the attacker), even from a browser that sends no Origin. The token is the server's own
     (app/console/service/sign_in_forms.py); one the browser already holds is kept while it is
     fresh, so a second sign-in tab does not make the first one's form stale."""
-    token = await sign_in_forms.form_token(resources.sessionmaker, request.cookies.get(FORM_COOKIE))
+    token = await sign_in_forms.form_token(
+        resources.sessionmaker, resources.keys, request.cookies.get(FORM_COOKIE)
+    )
     page = render(
         request,
         resources,
@@ -89,6 +91,7 @@ async def sign_in(request: Request, resources: ResourcesDep) -> Response:
         same_origin(request, resources.settings)
         and await sign_in_forms.accepts(
             resources.sessionmaker,
+            resources.keys,
             sent if isinstance(sent, str) else None,
             request.cookies.get(FORM_COOKIE),
         )

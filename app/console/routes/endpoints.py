@@ -101,6 +101,7 @@ async def set_enabled(
             endpoint_id,
             EndpointUpdate(enabled=enable),
             resources.settings.destination_allowlist,
+            resources.keys,
         )
     if enable:  # as PATCH /v1/endpoints does: no leftover pause or probe holds it back
         await clear_flow_state(
@@ -115,10 +116,19 @@ async def rotate_secret(
 ) -> HTMLResponse:
     """The new secret is shown once, on this answer (never in a URL): the receiver needs it."""
     async with resources.sessionmaker() as session, session.begin():
-        endpoint = await endpoints.rotate_secret(
+        rotated = await endpoints.rotate_secret(
             session,
             _tenant(viewer),
             endpoint_id,
             resources.settings.secret_rotation_overlap_hours,
+            resources.keys,
         )
-    return render(request, resources, "rotated.html", viewer, nav="endpoints", endpoint=endpoint)
+    return render(
+        request,
+        resources,
+        "rotated.html",
+        viewer,
+        nav="endpoints",
+        endpoint=rotated.endpoint,
+        secret=rotated.secret,
+    )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.console.repository import console_secrets
+from app.sealing import KeyRing
 
 PURPOSE = "sign-in form"
 LIFETIME_SECONDS = 3600
@@ -54,11 +55,13 @@ def _mac(secret: bytes, issued_at: int, nonce: str) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-async def form_token(sessionmaker: async_sessionmaker[AsyncSession], held: str | None) -> FormToken:
+async def form_token(
+    sessionmaker: async_sessionmaker[AsyncSession], keys: KeyRing, held: str | None
+) -> FormToken:
     """The token for a sign-in form: the one the browser already holds while it has more than
     half its hour left (a second sign-in tab must not make the first one's form stale), else a
     new one."""
-    secret, now = await _signing_key(sessionmaker)
+    secret, now = await _signing_key(sessionmaker, keys)
     age = age_of(secret, held, now) if held else None
     if held and age is not None and age < LIFETIME_SECONDS // 2:
         return FormToken(held, LIFETIME_SECONDS - age)
@@ -66,23 +69,43 @@ async def form_token(sessionmaker: async_sessionmaker[AsyncSession], held: str |
 
 
 async def accepts(
-    sessionmaker: async_sessionmaker[AsyncSession], sent: str | None, kept: str | None
+    sessionmaker: async_sessionmaker[AsyncSession],
+    keys: KeyRing,
+    sent: str | None,
+    kept: str | None,
 ) -> bool:
     """Whether a posted sign-in form may sign in: its token is the one in this browser's cookie
     and one this server issued within the hour."""
     if not sent or not kept or not hmac.compare_digest(sent.encode(), kept.encode()):
         return False
-    secret, now = await _signing_key(sessionmaker)
+    secret, now = await _signing_key(sessionmaker, keys)
     return age_of(secret, sent, now) is not None
 
 
-async def _signing_key(sessionmaker: async_sessionmaker[AsyncSession]) -> tuple[bytes, int]:
+async def _signing_key(
+    sessionmaker: async_sessionmaker[AsyncSession], keys: KeyRing
+) -> tuple[bytes, int]:
     """The key and the database's time. Read for every sign-in page and post (they are few),
-    never kept in the process: a key replaced in the table holds at once everywhere."""
+    never kept in the process: a key replaced in the table holds at once everywhere. Sealed at
+    rest under HERALD_SECRET_KEYS, like every secret Herald stores."""
+    purpose = f"console:{PURPOSE}"  # as reseal() names it
     async with sessionmaker() as session, session.begin():
         found = await console_secrets.read(session, PURPOSE)
         if found is None:  # the first sign-in ever: make the key (or take a racing process's)
-            await console_secrets.create(session, PURPOSE, secrets.token_bytes(32))
+            sealed = keys.seal(secrets.token_bytes(32), purpose)
+            await console_secrets.create(session, PURPOSE, sealed)
             found = await console_secrets.read(session, PURPOSE)
     assert found is not None
-    return found
+    sealed, now = found
+    return keys.open(sealed, purpose), now
+
+
+async def reseal(session: AsyncSession, keys: KeyRing) -> int:
+    """The console's keys re-sealed under the ring's sealing key (``herald secrets rotate``)."""
+    resealed = 0
+    for purpose, sealed in await console_secrets.all_sealed(session):
+        fresh = keys.reseal(sealed, f"console:{purpose}")
+        if fresh is not None:
+            await console_secrets.replace(session, purpose, was=sealed, now=fresh)
+            resealed += 1
+    return resealed

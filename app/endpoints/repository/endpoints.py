@@ -107,7 +107,7 @@ async def update_fields(
 
 
 async def rotate_secret(
-    session: AsyncSession, tenant_id: str, endpoint_id: str, *, secret: str, overlap: timedelta
+    session: AsyncSession, tenant_id: str, endpoint_id: str, *, sealed: bytes, overlap: timedelta
 ) -> Endpoint | None:
     """The new secret signs from now on; the current one keeps signing alongside it until
     ``overlap`` has passed, so receivers can switch without missing a delivery."""
@@ -119,9 +119,9 @@ async def rotate_secret(
                 update(Endpoint)
                 .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
                 .values(
-                    previous_secret=Endpoint.secret,
+                    previous_secret_sealed=Endpoint.secret_sealed,
                     previous_secret_expires_at=func.now() + overlap,
-                    secret=secret,
+                    secret_sealed=sealed,
                     updated_at=func.now(),
                 )
                 .returning(*_RETURNED)
@@ -248,3 +248,41 @@ async def pause(
     if trip:
         values["breaker_trips"] = Endpoint.breaker_trips + 1
     await session.execute(update(Endpoint).where(Endpoint.id == endpoint_id).values(**values))
+
+
+# Every sealed column of an endpoint, with the purpose it is sealed for (app/sealing.py).
+SEALED_COLUMNS = {
+    "secret_sealed": "signing",
+    "previous_secret_sealed": "signing",
+    "secret_headers_sealed": "headers",
+}
+
+
+async def sealed_page(
+    session: AsyncSession, *, after_id: str, limit: int
+) -> list[tuple[str, dict[str, bytes | None]]]:
+    """Endpoints (deleted ones too: their rows keep their secrets) after ``after_id`` in id
+    order, with their sealed columns -- a page of ``herald secrets rotate``."""
+    columns = [getattr(Endpoint, name) for name in SEALED_COLUMNS]
+    rows = await session.execute(
+        select(Endpoint.id, *columns)
+        .where(Endpoint.id > after_id)
+        .order_by(Endpoint.id)
+        .limit(limit)
+    )
+    return [(row[0], dict(zip(SEALED_COLUMNS, row[1:], strict=True))) for row in rows]
+
+
+async def replace_sealed(
+    session: AsyncSession, endpoint_id: str, column: str, *, was: bytes, now: bytes
+) -> bool:
+    """Re-sealed in place only if the column still holds what was read: a rotation of the
+    signing secret meanwhile wins, and is already sealed under the new key."""
+    target = getattr(Endpoint, column)
+    result = await session.execute(
+        update(Endpoint)
+        .where(Endpoint.id == endpoint_id, target == was)
+        .values({column: now})
+        .returning(Endpoint.id)
+    )
+    return result.scalar_one_or_none() is not None

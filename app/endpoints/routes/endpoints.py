@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import ResourcesDep, SessionDep, SettingsDep, TenantDep
+from app.api.deps import ResourcesDep, SessionDep, TenantDep
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -53,15 +53,16 @@ async def create_endpoint(
     body: EndpointCreate,
     tenant_id: TenantDep,
     session: SessionDep,
-    settings: SettingsDep,
+    resources: ResourcesDep,
     response: Response,
 ) -> EndpointCreated:
     async with session.begin():
-        endpoint = await endpoints.create_endpoint(
-            session, tenant_id, body, settings.destination_allowlist
+        created = await endpoints.create_endpoint(
+            session, tenant_id, body, resources.settings.destination_allowlist, resources.keys
         )
-    response.headers["Location"] = f"/v1/endpoints/{endpoint.id}"
-    return EndpointCreated.model_validate(endpoint)
+    response.headers["Location"] = f"/v1/endpoints/{created.endpoint.id}"
+    shown = EndpointOut.model_validate(created.endpoint).model_dump()
+    return EndpointCreated(**shown, secret=created.secret)
 
 
 @router.get(
@@ -141,11 +142,11 @@ async def list_streams(
     summary="The endpoint's current signing secret",
 )
 async def get_endpoint_secret(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> EndpointSecret:
     async with session.begin():
-        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
-    return EndpointSecret(secret=endpoint.secret)
+        secret = await endpoints.signing_secret(session, tenant_id, endpoint_id, resources.keys)
+    return EndpointSecret(secret=secret)
 
 
 @router.post(
@@ -155,13 +156,17 @@ async def get_endpoint_secret(
     summary="Rotate the signing secret; the old one keeps signing during the overlap",
 )
 async def rotate_endpoint_secret(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, settings: SettingsDep
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> RotatedSecret:
+    overlap = resources.settings.secret_rotation_overlap_hours
     async with session.begin():
-        endpoint = await endpoints.rotate_secret(
-            session, tenant_id, endpoint_id, settings.secret_rotation_overlap_hours
+        rotated = await endpoints.rotate_secret(
+            session, tenant_id, endpoint_id, overlap, resources.keys
         )
-    return RotatedSecret.model_validate(endpoint)
+    return RotatedSecret(
+        secret=rotated.secret,
+        previous_secret_expires_at=rotated.endpoint.previous_secret_expires_at,
+    )
 
 
 @router.patch(
@@ -178,7 +183,12 @@ async def update_endpoint(
 ) -> EndpointOut:
     async with session.begin():
         endpoint = await endpoints.update_endpoint(
-            session, tenant_id, endpoint_id, body, resources.settings.destination_allowlist
+            session,
+            tenant_id,
+            endpoint_id,
+            body,
+            resources.settings.destination_allowlist,
+            resources.keys,
         )
     if body.enabled:
         # Re-enabled: no leftover pause or probe may hold the destination back.

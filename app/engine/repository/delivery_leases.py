@@ -25,12 +25,15 @@ class ClaimedDelivery:
     attempt_number: int
     attempts_used: int  # since the last redrive
     url: str
-    secrets: list[str]
+    # The signing secrets (the current first; a rotated-out one until it expires) and the
+    # secret static headers, sealed as stored (app/sealing.py): opened by whoever sends.
+    sealed_secrets: list[bytes]
     endpoint_enabled: bool
     endpoint_deleted: bool
     payload: bytes
     payload_format: str  # raw | standard (the envelope)
     headers: dict[str, str]  # the endpoint's static headers
+    sealed_headers: bytes | None
     event_type: str
     event_at: datetime  # when the event was accepted: the envelope's timestamp
     traceparent: str | None  # the producer's trace at accept (app/tracing.py)
@@ -72,11 +75,11 @@ _LEASED = """d.id, d.tenant_id, d.endpoint_id, d.attempt_count, d.attempt_floor,
        extract(epoch FROM d.lease_until - now())::float8 AS lease_left"""
 
 # What signing and sending need of the endpoint. A rotated-out secret signs until it expires.
-_ENDPOINT = """e.url, e.secret,
-       CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret END
-           AS previous_secret,
+_ENDPOINT = """e.url, e.secret_sealed,
+       CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret_sealed END
+           AS previous_secret_sealed,
        e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted,
-       e.payload_format, e.headers AS endpoint_headers"""
+       e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -154,21 +157,22 @@ def _json_object(value: str | dict[str, str]) -> dict[str, str]:
 
 
 def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
-    secrets = [row["secret"]]
-    if row["previous_secret"]:
-        secrets.append(row["previous_secret"])
+    sealed_secrets = [row["secret_sealed"]]
+    if row["previous_secret_sealed"]:
+        sealed_secrets.append(row["previous_secret_sealed"])
     return ClaimedDelivery(
         id=row["id"],
         endpoint_id=row["endpoint_id"],
         attempt_number=row["attempt_count"],
         attempts_used=row["attempt_count"] - row["attempt_floor"],
         url=row["url"],
-        secrets=secrets,
+        sealed_secrets=sealed_secrets,
         endpoint_enabled=row["enabled"],
         endpoint_deleted=row["endpoint_deleted"],
         payload=row["payload"],
         payload_format=row["payload_format"],
         headers=_json_object(row["endpoint_headers"]),
+        sealed_headers=row["secret_headers_sealed"],
         event_type=row["event_type"],
         event_at=row["event_at"],
         traceparent=row["traceparent"],

@@ -4,11 +4,13 @@ endpoint's static ones, then Herald's own and the signature over exactly those b
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC
 
 from app.endpoints.service import endpoints
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service.signing import signed_headers
+from app.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 
 
 class RequestNotBuilt(Exception):
@@ -37,20 +39,39 @@ def request_body(claimed: ClaimedDelivery) -> bytes:
     )
 
 
-def request_headers(claimed: ClaimedDelivery, body: bytes, trace: dict[str, str]) -> dict[str, str]:
-    """The endpoint's static headers, the trace context (``traceparent``), then Herald's own:
-    a static header can never replace those (they are refused at save too). Static headers are
-    held to the save rule's syntax here as well: aiohttp would refuse a line break only while
-    writing the request, past the point where the attempt counts as sent."""
-    fault = endpoints.header_fault(claimed.headers)
+def request_headers(
+    claimed: ClaimedDelivery, body: bytes, trace: dict[str, str], opened: OpenedSecrets
+) -> dict[str, str]:
+    """The endpoint's static headers (plain and secret, opened from ``opened``'s cache), the
+    trace context (``traceparent``), then Herald's own: a static header can never replace
+    those (they are refused at save too). Static headers are held to the save rule's syntax
+    here as well: aiohttp would refuse a line break only while writing the request, past the
+    point where the attempt counts as sent."""
+    static = {**claimed.headers, **_secret_headers(claimed, opened)}
+    fault = endpoints.header_fault(static)
     if fault is not None:
         raise RequestNotBuilt(f"{fault} (correct the endpoint's headers, then redrive)")
+    purpose = endpoint_purpose(claimed.endpoint_id, "signing")
+    try:
+        secrets = opened.open_all(claimed.sealed_secrets, purpose)
+    except SealedValueError as exc:
+        raise RequestNotBuilt(f"the signing secret: {exc}") from None
     return {
-        **claimed.headers,
+        **static,
         **trace,
         **stream_headers(claimed),
-        **signed_headers(claimed.id, body, claimed.secrets),
+        **signed_headers(claimed.id, body, secrets),
     }
+
+
+def _secret_headers(claimed: ClaimedDelivery, opened: OpenedSecrets) -> Mapping[str, str]:
+    if claimed.sealed_headers is None:
+        return {}
+    purpose = endpoint_purpose(claimed.endpoint_id, "headers")
+    try:
+        return opened.open_json(claimed.sealed_headers, purpose)
+    except SealedValueError as exc:
+        raise RequestNotBuilt(f"the secret headers: {exc}") from None
 
 
 # An ordered delivery's place in its stream (docs/decisions.md, "Issue 27"): what lets a

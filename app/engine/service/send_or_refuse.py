@@ -21,6 +21,7 @@ from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import envelope, outcomes, sender
 from app.flow.service.gate import Gate
 from app.logs import log_failure
+from app.sealing import OpenedSecrets
 from app.states import Outcome
 
 log = structlog.get_logger("herald.delivery")
@@ -58,6 +59,8 @@ class Attempts:
     settings: Settings
     http: aiohttp.ClientSession
     gate: Gate
+    # The endpoints' secrets, opened once per process (app/sealing.py), not once per attempt.
+    opened: OpenedSecrets
 
     def refusal(self, claimed: ClaimedDelivery) -> outcomes.Transition | None:
         """An ending without a request: the endpoint is gone or disabled, or the budget is
@@ -81,7 +84,7 @@ class Attempts:
         with tracing.attempting(claimed.traceparent, claimed.id) as trace:
             try:
                 body = envelope.request_body(claimed)
-                headers = envelope.request_headers(claimed, body, trace)
+                headers = envelope.request_headers(claimed, body, trace, self.opened)
             except envelope.RequestNotBuilt as exc:
                 # Once per delivery (it is dead at once), without a traceback or any value.
                 log.warning("delivery.request_not_built", reason=str(exc), **ids)

@@ -310,8 +310,8 @@ class Endpoints:
 
     def create(self, url: str, **fields: Any) -> EndpointCreated:
         """Fields: description, event_types, filter, rate_limit_per_second, max_in_flight,
-        enabled, payload_format, headers, ordering, on_dead. The answer holds the signing
-        secret."""
+        enabled, payload_format, headers, secret_headers (sent like headers, sealed at rest,
+        shown by name only), ordering, on_dead. The answer holds the signing secret."""
         return self._run(_calls.create_endpoint({"url": url, **fields}))
 
     def get(self, endpoint_id: str) -> Endpoint:

@@ -109,6 +109,8 @@ class Endpoint(_Answer):
     disabled_reason: str | None
     payload_format: str
     headers: dict[str, str]
+    # The secret static headers set, by name: their values are sealed and never shown.
+    secret_header_names: list[str]
     ordering: str  # none | endpoint | key
     on_dead: str  # halt | skip: what a stream does when its head dies
     paused_until: datetime | None

@@ -1,0 +1,100 @@
+"""What an endpoint's credentials cost an attempt (issue 28), in this process: building one
+attempt's headers (a signing secret, a secret header) with its secrets sealed at rest --
+opened from the worker's cache, as every attempt after an endpoint's first is, and opened
+afresh, as its first is -- beside building them from plain-text secrets, as before sealing.
+
+    .venv/bin/python bench/credentials.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
+
+from app.endpoints.service.endpoints import generate_secret, header_fault
+from app.engine.repository.delivery_leases import ClaimedDelivery
+from app.engine.service import envelope
+from app.engine.service.signing import signed_headers
+from app.sealing import KeyRing, OpenedSecrets, endpoint_purpose, new_key
+
+ROUNDS = 7
+CALLS = 2000
+
+
+def _per_call_us(call: Callable[[], Any]) -> float:
+    """The median over ROUNDS of the mean time of one call, in microseconds."""
+    rounds = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter_ns()
+        for _ in range(CALLS):
+            call()
+        rounds.append((time.perf_counter_ns() - started) / CALLS / 1000)
+    return median(rounds)
+
+
+def _claimed(ring: KeyRing, secret: str, headers: dict[str, str]) -> ClaimedDelivery:
+    endpoint_id = "ep_bench"
+    return ClaimedDelivery(
+        id="dlv_bench",
+        endpoint_id=endpoint_id,
+        attempt_number=1,
+        attempts_used=1,
+        url="http://127.0.0.1:9/x",
+        sealed_secrets=[ring.seal(secret, endpoint_purpose(endpoint_id, "signing"))],
+        endpoint_enabled=True,
+        endpoint_deleted=False,
+        payload=json.dumps({"order": 7, "pad": "x" * 1000}).encode(),
+        payload_format="raw",
+        headers={},
+        sealed_headers=ring.seal(json.dumps(headers), endpoint_purpose(endpoint_id, "headers")),
+        event_type="order.paid",
+        event_at=datetime.now(UTC),
+        traceparent=None,
+        lease_left=45.0,
+        token=uuid.uuid4(),
+        tenant_id="ten_bench",
+    )
+
+
+def measure() -> dict[str, Any]:
+    ring = KeyRing.parse(new_key("bench-1"))
+    secret = generate_secret()
+    headers = {"Authorization": "Bearer " + "t" * 40}
+    claimed = _claimed(ring, secret, headers)
+    cache = OpenedSecrets(ring)
+
+    def plain() -> None:  # what request_headers did before secrets were sealed
+        assert header_fault(headers) is None
+        {
+            **headers,
+            **envelope.stream_headers(claimed),
+            **signed_headers(claimed.id, claimed.payload, [secret]),
+        }
+
+    def cached() -> None:
+        envelope.request_headers(claimed, claimed.payload, {}, cache)
+
+    def uncached() -> None:
+        envelope.request_headers(claimed, claimed.payload, {}, OpenedSecrets(ring))
+
+    plain_us, cached_us, uncached_us = (_per_call_us(f) for f in (plain, cached, uncached))
+    return {
+        "plain_us": plain_us,
+        "cached_us": cached_us,
+        "uncached_us": uncached_us,
+        "cached_extra_us": cached_us - plain_us,
+        "ratio": cached_us / plain_us,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(), indent=2))
