@@ -60,7 +60,7 @@ def run(settings: Settings, database_url: str | None, args: argparse.Namespace) 
 async def _rotate(settings: Settings, database_url: str, page: int) -> int:
     from app.console.service import sign_in_forms
     from app.db import create_engine, create_sessionmaker
-    from app.endpoints.service import endpoints
+    from app.endpoints.service import credentials
 
     ring = settings.key_ring()
     engine = create_engine(database_url, pool_size=1)
@@ -70,7 +70,7 @@ async def _rotate(settings: Settings, database_url: str, page: int) -> int:
         after: str | None = ""
         while after is not None:
             async with sessionmaker() as session, session.begin():
-                after, count = await endpoints.reseal_page(
+                after, count = await credentials.reseal_page(
                     session, ring, after_id=after, limit=page
                 )
             resealed += count

@@ -143,7 +143,8 @@ class OpenedSecrets:
         self._capacity = capacity
         self._opened: OrderedDict[tuple[bytes, str], Any] = OrderedDict()
 
-    def _get(self, sealed: bytes, purpose: str, parse: Callable[[str], Any]) -> Any:
+    def open_parsed(self, sealed: bytes, purpose: str, parse: Callable[[str], Any]) -> Any:
+        """``sealed`` opened and made into what ``parse`` makes of it, once per process."""
         entry = (bytes(sealed), purpose)
         found = self._opened.get(entry)
         if found is not None:
@@ -156,7 +157,7 @@ class OpenedSecrets:
         return opened
 
     def open_text(self, sealed: bytes, purpose: str) -> str:
-        opened: str = self._get(sealed, purpose, str)
+        opened: str = self.open_parsed(sealed, purpose, str)
         return opened
 
     def open_all(self, sealed: Sequence[bytes], purpose: str) -> list[str]:
@@ -164,7 +165,7 @@ class OpenedSecrets:
 
     def open_json(self, sealed: bytes, purpose: str) -> Mapping[str, Any]:
         """A sealed JSON object, parsed once: read it, never change it (it is shared)."""
-        opened: Mapping[str, Any] = self._get(sealed, purpose, json.loads)
+        opened: Mapping[str, Any] = self.open_parsed(sealed, purpose, json.loads)
         return opened
 
 

@@ -1,7 +1,8 @@
 """What an endpoint's credentials cost an attempt (issue 28), in this process: building one
 attempt's headers (a signing secret, a secret header) with its secrets sealed at rest --
 opened from the worker's cache, as every attempt after an endpoint's first is, and opened
-afresh, as its first is -- beside building them from plain-text secrets, as before sealing.
+afresh, as its first is -- beside building them from plain-text secrets, as before sealing;
+and the same with a v1a (ed25519) signature in place of v1.
 
     .venv/bin/python bench/credentials.py
 """
@@ -20,7 +21,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 
-from app.endpoints.service.endpoints import generate_secret, header_fault
+from app.endpoints.service.credentials import generate_secret
+from app.endpoints.service.endpoints import header_fault
+from app.endpoints.service.signing_keys import generate_key_pair
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import envelope
 from app.engine.service.signing import signed_headers
@@ -41,8 +44,11 @@ def _per_call_us(call: Callable[[], Any]) -> float:
     return median(rounds)
 
 
-def _claimed(ring: KeyRing, secret: str, headers: dict[str, str]) -> ClaimedDelivery:
+def _claimed(
+    ring: KeyRing, secret: str, headers: dict[str, str], schemes: list[str]
+) -> ClaimedDelivery:
     endpoint_id = "ep_bench"
+    private = generate_key_pair().private
     return ClaimedDelivery(
         id="dlv_bench",
         endpoint_id=endpoint_id,
@@ -50,6 +56,9 @@ def _claimed(ring: KeyRing, secret: str, headers: dict[str, str]) -> ClaimedDeli
         attempts_used=1,
         url="http://127.0.0.1:9/x",
         sealed_secrets=[ring.seal(secret, endpoint_purpose(endpoint_id, "signing"))],
+        signature_schemes=schemes,
+        sealed_keys=[ring.seal(private, endpoint_purpose(endpoint_id, "ed25519"))],
+        event_id="evt_bench",
         endpoint_enabled=True,
         endpoint_deleted=False,
         payload=json.dumps({"order": 7, "pad": "x" * 1000}).encode(),
@@ -69,7 +78,8 @@ def measure() -> dict[str, Any]:
     ring = KeyRing.parse(new_key("bench-1"))
     secret = generate_secret()
     headers = {"Authorization": "Bearer " + "t" * 40}
-    claimed = _claimed(ring, secret, headers)
+    claimed = _claimed(ring, secret, headers, ["v1"])
+    asymmetric = _claimed(ring, secret, headers, ["v1a"])
     cache = OpenedSecrets(ring)
 
     def plain() -> None:  # what request_headers did before secrets were sealed
@@ -86,11 +96,17 @@ def measure() -> dict[str, Any]:
     def uncached() -> None:
         envelope.request_headers(claimed, claimed.payload, {}, OpenedSecrets(ring))
 
-    plain_us, cached_us, uncached_us = (_per_call_us(f) for f in (plain, cached, uncached))
+    def v1a() -> None:
+        envelope.request_headers(asymmetric, asymmetric.payload, {}, cache)
+
+    plain_us, cached_us, uncached_us, v1a_us = (
+        _per_call_us(f) for f in (plain, cached, uncached, v1a)
+    )
     return {
         "plain_us": plain_us,
         "cached_us": cached_us,
         "uncached_us": uncached_us,
+        "v1a_us": v1a_us,
         "cached_extra_us": cached_us - plain_us,
         "ratio": cached_us / plain_us,
     }

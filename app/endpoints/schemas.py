@@ -25,11 +25,34 @@ URL_RULE = TextRule(
 EndpointUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048), URL_RULE]
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 
-PayloadFormat = Literal["raw", "standard"]
+PayloadFormat = Literal["raw", "standard", "cloudevents", "cloudevents-binary"]
 _PAYLOAD_FORMAT = (
-    "The request body: `raw`, the payload as accepted; or `standard`, the Standard Webhooks "
-    'envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`. The '
-    "signature covers exactly the bytes sent."
+    "The request body: `raw`, the payload as accepted; `standard`, the Standard Webhooks "
+    'envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`; '
+    "`cloudevents`, a CloudEvent 1.0 in structured mode (`application/cloudevents+json`: "
+    "`id` the event's id, `source` `urn:herald:tenant:<tenant id>`, `type`, `time`, `data` the "
+    "payload); or `cloudevents-binary`, the payload as the body with those attributes in "
+    "`ce-*` headers (the CloudEvents HTTP binding). The signature covers exactly the bytes sent."
+)
+
+SignatureScheme = Literal["v1", "v1a"]
+
+
+def _once_each(schemes: list[str]) -> list[str]:
+    if len(set(schemes)) != len(schemes):
+        raise PydanticCustomError("schemes", "give each scheme once")
+    return schemes
+
+
+def _v1_only() -> list[SignatureScheme]:
+    return ["v1"]
+
+
+SignatureSchemes = Annotated[list[SignatureScheme], Field(min_length=1), AfterValidator(_once_each)]
+_SIGNATURE_SCHEMES = (
+    "The Standard Webhooks signatures every attempt carries in `webhook-signature`: `v1` "
+    "(HMAC-SHA256 with the endpoint's secret), `v1a` (ed25519: the receiver verifies with "
+    "`public_key` and holds nothing secret), or both."
 )
 
 # Headers a static header may not set: the connection's framing and hop-by-hop headers, and
@@ -40,6 +63,8 @@ _FRAMING = {
     "content-encoding",
 }  # fmt: skip
 _HERALDS = {"content-type", "idempotency-key", "user-agent"}
+# Herald's own header families: Standard Webhooks', Herald's, and the CloudEvents attributes.
+_HERALD_PREFIXES = ("webhook-", "herald-", "ce-")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # an RFC 9110 token
 _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]{0,1000}$")
 MAX_HEADERS = 20
@@ -85,7 +110,7 @@ def combined_header_fault(headers: Mapping[str, str]) -> str | None:
         seen.add(lower)
         if lower in _FRAMING:
             return f"the header {name} belongs to the connection: it cannot be set"
-        if lower in _HERALDS or lower.startswith(("webhook-", "herald-")):
+        if lower in _HERALDS or lower.startswith(_HERALD_PREFIXES):
             return f"the header {name} is set by Herald on every attempt: it cannot be set"
         if not _HEADER_VALUE.fullmatch(value):
             return _value_rule(name)
@@ -124,7 +149,7 @@ _FILTER = (
 _HEADERS = (
     f"Static headers sent on every attempt (at most {MAX_HEADERS}), for example a receiver's "
     "own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, "
-    "`Idempotency-Key`, `webhook-*` and `Herald-*` are Herald's and are refused."
+    "`Idempotency-Key`, `webhook-*`, `Herald-*` and `ce-*` are Herald's and are refused."
 )
 _CREDENTIAL_HEADERS = (
     "Static headers whose values are credentials (an `Authorization`, an API key): sent on "
@@ -182,6 +207,9 @@ class EndpointCreate(BaseModel):
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
     enabled: bool = True
     payload_format: PayloadFormat = Field(default="raw", description=_PAYLOAD_FORMAT)
+    signature_schemes: SignatureSchemes = Field(
+        default_factory=_v1_only, description=_SIGNATURE_SCHEMES
+    )
     headers: EndpointHeaders = Field(default_factory=dict, description=_HEADERS)
     secret_headers: EndpointHeaders = Field(default_factory=dict, description=_CREDENTIAL_HEADERS)
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
@@ -201,6 +229,7 @@ class EndpointUpdate(BaseModel):
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
     enabled: bool | None = None
     payload_format: PayloadFormat | None = Field(default=None, description=_PAYLOAD_FORMAT)
+    signature_schemes: SignatureSchemes | None = Field(default=None, description=_SIGNATURE_SCHEMES)
     headers: EndpointHeaders | None = Field(
         default=None, description="Replaces all the static headers; null clears them."
     )
@@ -234,6 +263,16 @@ class EndpointOut(BaseModel):
     enabled: bool
     disabled_reason: str | None
     payload_format: str
+    signature_schemes: list[str]
+    public_key: str | None = Field(
+        description="The ed25519 public key (`whpk_...`) a receiver verifies `v1a` signatures "
+        "with; not secret."
+    )
+    previous_public_key: str | None = Field(
+        description="After a rotation of the key pair: the previous public key, whose "
+        "signatures attempts carry as well until `previous_public_key_expires_at`."
+    )
+    previous_public_key_expires_at: datetime | None
     headers: dict[str, str]
     secret_header_names: list[str] = Field(
         description="The secret static headers set, by name: their values are never shown."
@@ -259,6 +298,7 @@ class EndpointOut(BaseModel):
                 **{name: getattr(value, name) for name in cls.model_fields if hasattr(value, name)},
                 **current_pause(value),
                 "circuit": "open" if value.breaker_trips > 0 else "closed",
+                "previous_public_key_expires_at": value.previous_signing_key_expires_at,
             }
         return value
 
@@ -277,6 +317,13 @@ class RotatedSecret(BaseModel):
     secret: str = Field(description="The new signing secret; it signs every attempt from now.")
     previous_secret_expires_at: datetime | None = Field(
         description="Until then attempts carry a signature with the previous secret as well."
+    )
+
+
+class RotatedSigningKey(BaseModel):
+    public_key: str = Field(description="The new public key; it signs every v1a from now.")
+    previous_public_key_expires_at: datetime | None = Field(
+        description="Until then attempts carry a v1a signature with the previous key as well."
     )
 
 

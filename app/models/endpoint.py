@@ -34,7 +34,14 @@ class Endpoint(Base):
             "rate_limit_per_second IS NULL OR rate_limit_per_second > 0", name="rate_positive"
         ),
         CheckConstraint("max_in_flight IS NULL OR max_in_flight > 0", name="in_flight_positive"),
-        CheckConstraint("payload_format IN ('raw', 'standard')", name="payload_format"),
+        CheckConstraint(
+            "payload_format IN ('raw', 'standard', 'cloudevents', 'cloudevents-binary')",
+            name="payload_format",
+        ),
+        CheckConstraint(
+            "signature_schemes <@ ARRAY['v1', 'v1a'] AND cardinality(signature_schemes) >= 1",
+            name="signature_schemes",
+        ),
         CheckConstraint("ordering IN ('none', 'endpoint', 'key')", name="ordering"),
         CheckConstraint("on_dead IN ('halt', 'skip')", name="on_dead"),
     )
@@ -55,9 +62,27 @@ class Endpoint(Base):
     # Every secret here is sealed (app/sealing.py) under HERALD_SECRET_KEYS, for the purposes
     # app/endpoints/service/sealed.py names: the database never holds one in plain text.
     secret_sealed: Mapped[bytes] = mapped_column(LargeBinary)
-    # What the request body is: the payload as accepted ("raw"), or the Standard Webhooks
-    # envelope {"type", "timestamp", "data"} around it ("standard").
+    # What the request body is: the payload as accepted ("raw"), the Standard Webhooks
+    # envelope {"type", "timestamp", "data"} around it ("standard"), a CloudEvent in structured
+    # mode ("cloudevents") or the payload with the event's attributes in ce-* headers
+    # ("cloudevents-binary"): app/engine/service/envelope.py.
     payload_format: Mapped[str] = mapped_column(Text, server_default="raw")
+    # Which Standard Webhooks signatures every attempt carries: v1 (HMAC with the secret),
+    # v1a (ed25519 with the key pair), or both.
+    signature_schemes: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=text("'{v1}'::text[]")
+    )
+    # The ed25519 pair (app/endpoints/service/signing_keys.py): the private key sealed, the
+    # public key (whpk_...) the receiver's to read; made at create, or when v1a is turned on
+    # for an endpoint older than v1a. A rotation keeps the previous pair signing until it
+    # expires, as for the secret.
+    signing_key_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
+    public_key: Mapped[str | None] = mapped_column(Text)
+    previous_signing_key_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
+    previous_public_key: Mapped[str | None] = mapped_column(Text)
+    previous_signing_key_expires_at: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True)
+    )
     # Ordered delivery (issue 27): none, one stream for the endpoint, or one per ordering key;
     # and what a stream does when its head dies: halt (wait for an operator) or skip it.
     ordering: Mapped[str] = mapped_column(Text, server_default="none")

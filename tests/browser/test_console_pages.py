@@ -115,6 +115,20 @@ async def test_endpoints_show_their_figures_and_can_be_disabled_enabled_and_rota
     assert shown == now != before and shown.startswith("whsec_")
     assert shown not in page.url
 
+    # What is configured is shown; a secret never is.
+    async with httpx.AsyncClient(base_url=api.base_url, headers=tenant) as http:
+        changed = await http.patch(
+            f"/v1/endpoints/{good}",
+            json={"signature_schemes": ["v1", "v1a"], "secret_headers": {"X-Api-Key": "k-hidden"}},
+        )
+    public_key = changed.json()["public_key"]
+    await page.goto(f"{api.base_url}/console/endpoints")
+    row = page.locator(f"tr[data-endpoint='{good}']")
+    await expect(row.locator(".signing")).to_contain_text("signed v1 and v1a, public key")
+    await expect(row.locator(".public-key")).to_have_text(public_key)
+    await expect(row.locator(".secret-headers")).to_contain_text("X-Api-Key")
+    assert "k-hidden" not in await page.content() and "whsk_" not in await page.content()
+
 
 async def test_the_overview_draws_the_last_hours_attempts_by_outcome(
     api: ApiProcess,

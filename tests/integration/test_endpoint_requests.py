@@ -179,8 +179,9 @@ async def test_an_unknown_payload_format_is_refused(
 ) -> None:
     response = await client.post(
         "/v1/endpoints",
-        json={"url": "http://127.0.0.1:9/x", "payload_format": "cloudevents"},
+        json={"url": "http://127.0.0.1:9/x", "payload_format": "cloudevents-json"},
         headers=tenant,
     )
     assert response.status_code == 422
     assert "body.payload_format" in response.json()["detail"]
+    assert "'cloudevents-binary'" in response.json()["detail"]  # says what is known

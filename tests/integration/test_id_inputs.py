@@ -53,6 +53,7 @@ PATH_ROUTES = [
     ("GET", "/v1/endpoints/{}/secret"),
     ("GET", "/v1/endpoints/{}/streams"),
     ("POST", "/v1/endpoints/{}/secret/rotate"),
+    ("POST", "/v1/endpoints/{}/signing-key/rotate"),
     ("GET", "/v1/reconcile/runs/{}"),
     ("GET", "/v1/events/{}"),
     ("POST", "/v1/api-keys/{}/revoke"),

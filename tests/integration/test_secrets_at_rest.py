@@ -174,6 +174,8 @@ async def sealed_values(engine: AsyncEngine) -> list[bytes]:
                 "SELECT secret_sealed AS v FROM endpoints"
                 " UNION ALL SELECT previous_secret_sealed FROM endpoints"
                 " UNION ALL SELECT secret_headers_sealed FROM endpoints"
+                " UNION ALL SELECT signing_key_sealed FROM endpoints"
+                " UNION ALL SELECT previous_signing_key_sealed FROM endpoints"
                 " UNION ALL SELECT sealed FROM console_secrets"
             )
         )
@@ -196,7 +198,8 @@ async def test_herald_secrets_rotate_reseals_everything_under_the_new_key(
     assert (await client.get("/console/sign-in")).status_code == 200
     current = (await client.get(f"/v1/endpoints/{endpoint['id']}/secret", headers=tenant)).json()
     before = await sealed_values(engine)
-    assert {sealed_with(value) for value in before} == {"test-1"} and len(before) == 7
+    # 4 secrets, 1 previous, 1 set of secret headers, 4 ed25519 keys, the console's key
+    assert {sealed_with(value) for value in before} == {"test-1"} and len(before) == 11
 
     newest = new_key("test-2")
     ring = f"{newest},{SECRET_KEYS}"
@@ -204,9 +207,9 @@ async def test_herald_secrets_rotate_reseals_everything_under_the_new_key(
     command_line = [sys.executable, "-m", "app.cli", "secrets", "rotate", "--page", "2"]
     rotated = await herald(command_line, env)
     assert rotated.returncode == 0, rotated.stderr
-    assert rotated.stdout.startswith("re-sealed 7 secrets under 'test-2'")
+    assert rotated.stdout.startswith("re-sealed 11 secrets under 'test-2'")
     after = await sealed_values(engine)
-    assert {sealed_with(value) for value in after} == {"test-2"} and len(after) == 7
+    assert {sealed_with(value) for value in after} == {"test-2"} and len(after) == 11
     # The old key may go: every value opens under the new one alone.
     alone = KeyRing.parse(newest)
     async with engine.connect() as connection:

@@ -60,6 +60,12 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
             )
             assert isinstance(endpoint, EndpointCreated) and endpoint.secret.startswith("whsec_")
             assert endpoint.secret_header_names == ["X-Receiver-Key"]
+            assert endpoint.public_key is not None and endpoint.signature_schemes == ["v1"]
+            turned = herald.endpoints.update(endpoint.id, signature_schemes=["v1", "v1a"])
+            assert turned.public_key == endpoint.public_key
+            rotated_key = herald.endpoints.rotate_signing_key(endpoint.id)
+            assert rotated_key["public_key"] != endpoint.public_key
+            assert herald.endpoints.get(endpoint.id).previous_public_key == endpoint.public_key
             delivery = herald.deliveries.create(endpoint.id, "order.paid", {"order": 7})
             assert isinstance(delivery, Delivery) and delivery.state in ("pending", "enqueued")
             later = herald.deliveries.create(
@@ -105,6 +111,12 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
         verify(sent.headers, sent.body + b" ", endpoint.secret)
     with pytest.raises(InvalidSignature):
         verify(sent.headers, sent.body, "whsec_" + "A" * 43 + "=")
+    # Signed v1 and v1a after the update: the public key verifies the later attempt.
+    later_sent = [r for r in receiver.on("/client") if "v1a," in r.headers["webhook-signature"]]
+    assert later_sent, "a delivery after v1a was turned on"
+    assert verify(later_sent[0].headers, later_sent[0].body, rotated_key["public_key"])
+    with pytest.raises(InvalidSignature):
+        verify(later_sent[0].headers, later_sent[0].body + b" ", rotated_key["public_key"])
 
 
 async def test_a_create_retried_through_an_outage_makes_one_delivery_under_one_key(

@@ -13,7 +13,7 @@ from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.endpoint_board import endpoint_board
 from app.console.service.sessions import Viewer
 from app.endpoints.schemas import EndpointUpdate
-from app.endpoints.service import endpoints
+from app.endpoints.service import credentials, endpoints
 from app.errors import Forbidden
 from app.flow.service.gate import clear_flow_state
 from app.ids import is_id
@@ -116,7 +116,7 @@ async def rotate_secret(
 ) -> HTMLResponse:
     """The new secret is shown once, on this answer (never in a URL): the receiver needs it."""
     async with resources.sessionmaker() as session, session.begin():
-        rotated = await endpoints.rotate_secret(
+        rotated = await credentials.rotate_secret(
             session,
             _tenant(viewer),
             endpoint_id,

@@ -131,6 +131,37 @@ async def rotate_secret(
     )
 
 
+async def rotate_signing_key(
+    session: AsyncSession,
+    tenant_id: str,
+    endpoint_id: str,
+    *,
+    sealed: bytes,
+    public_key: str,
+    overlap: timedelta,
+) -> Endpoint | None:
+    """The new ed25519 pair signs from now on; the current pair (if any) keeps signing beside
+    it until ``overlap`` has passed."""
+    return _returned(
+        (
+            await session.execute(
+                update(Endpoint)
+                .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+                .values(
+                    previous_signing_key_sealed=Endpoint.signing_key_sealed,
+                    previous_public_key=Endpoint.public_key,
+                    previous_signing_key_expires_at=func.now() + overlap,
+                    signing_key_sealed=sealed,
+                    public_key=public_key,
+                    updated_at=func.now(),
+                )
+                .returning(*_RETURNED)
+                .execution_options(populate_existing=True)
+            )
+        ).one_or_none()
+    )
+
+
 async def soft_delete(session: AsyncSession, tenant_id: str, endpoint_id: str) -> bool:
     if not is_id(endpoint_id):
         return False
@@ -255,6 +286,8 @@ SEALED_COLUMNS = {
     "secret_sealed": "signing",
     "previous_secret_sealed": "signing",
     "secret_headers_sealed": "headers",
+    "signing_key_sealed": "ed25519",
+    "previous_signing_key_sealed": "ed25519",
 }
 
 

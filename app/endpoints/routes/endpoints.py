@@ -23,8 +23,9 @@ from app.endpoints.schemas import (
     EndpointStats,
     EndpointUpdate,
     RotatedSecret,
+    RotatedSigningKey,
 )
-from app.endpoints.service import endpoints
+from app.endpoints.service import credentials, endpoints
 from app.errors import (
     DestinationRefused,
     Forbidden,
@@ -145,7 +146,7 @@ async def get_endpoint_secret(
     tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> EndpointSecret:
     async with session.begin():
-        secret = await endpoints.signing_secret(session, tenant_id, endpoint_id, resources.keys)
+        secret = await credentials.signing_secret(session, tenant_id, endpoint_id, resources.keys)
     return EndpointSecret(secret=secret)
 
 
@@ -160,12 +161,33 @@ async def rotate_endpoint_secret(
 ) -> RotatedSecret:
     overlap = resources.settings.secret_rotation_overlap_hours
     async with session.begin():
-        rotated = await endpoints.rotate_secret(
+        rotated = await credentials.rotate_secret(
             session, tenant_id, endpoint_id, overlap, resources.keys
         )
     return RotatedSecret(
         secret=rotated.secret,
         previous_secret_expires_at=rotated.endpoint.previous_secret_expires_at,
+    )
+
+
+@router.post(
+    "/{endpoint_id}/signing-key/rotate",
+    response_model=RotatedSigningKey,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="Rotate the ed25519 key pair (v1a); the old one keeps signing during the overlap",
+)
+async def rotate_endpoint_signing_key(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+) -> RotatedSigningKey:
+    overlap = resources.settings.secret_rotation_overlap_hours
+    async with session.begin():
+        endpoint = await credentials.rotate_signing_key(
+            session, tenant_id, endpoint_id, overlap, resources.keys
+        )
+    assert endpoint.public_key is not None  # a rotation always leaves a pair
+    return RotatedSigningKey(
+        public_key=endpoint.public_key,
+        previous_public_key_expires_at=endpoint.previous_signing_key_expires_at,
     )
 
 

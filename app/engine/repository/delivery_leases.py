@@ -28,10 +28,13 @@ class ClaimedDelivery:
     # The signing secrets (the current first; a rotated-out one until it expires) and the
     # secret static headers, sealed as stored (app/sealing.py): opened by whoever sends.
     sealed_secrets: list[bytes]
+    signature_schemes: list[str]  # v1, v1a or both
+    sealed_keys: list[bytes]  # the ed25519 private keys for v1a, likewise
     endpoint_enabled: bool
     endpoint_deleted: bool
+    event_id: str
     payload: bytes
-    payload_format: str  # raw | standard (the envelope)
+    payload_format: str  # raw | standard | cloudevents | cloudevents-binary
     headers: dict[str, str]  # the endpoint's static headers
     sealed_headers: bytes | None
     event_type: str
@@ -74,10 +77,14 @@ _LEASED = """d.id, d.tenant_id, d.endpoint_id, d.attempt_count, d.attempt_floor,
        d.stream, d.stream_seq, d.ordering_key,
        extract(epoch FROM d.lease_until - now())::float8 AS lease_left"""
 
-# What signing and sending need of the endpoint. A rotated-out secret signs until it expires.
+# What signing and sending need of the endpoint. A rotated-out secret or key pair signs until
+# it expires.
 _ENDPOINT = """e.url, e.secret_sealed,
        CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret_sealed END
            AS previous_secret_sealed,
+       e.signature_schemes, e.signing_key_sealed,
+       CASE WHEN e.previous_signing_key_expires_at > now() THEN e.previous_signing_key_sealed END
+           AS previous_signing_key_sealed,
        e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted,
        e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed"""
 
@@ -160,6 +167,9 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
     sealed_secrets = [row["secret_sealed"]]
     if row["previous_secret_sealed"]:
         sealed_secrets.append(row["previous_secret_sealed"])
+    sealed_keys = [
+        key for key in (row["signing_key_sealed"], row["previous_signing_key_sealed"]) if key
+    ]
     return ClaimedDelivery(
         id=row["id"],
         endpoint_id=row["endpoint_id"],
@@ -167,6 +177,9 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
         attempts_used=row["attempt_count"] - row["attempt_floor"],
         url=row["url"],
         sealed_secrets=sealed_secrets,
+        signature_schemes=list(row["signature_schemes"]),
+        sealed_keys=sealed_keys,
+        event_id=row["event_id"],
         endpoint_enabled=row["enabled"],
         endpoint_deleted=row["endpoint_deleted"],
         payload=row["payload"],

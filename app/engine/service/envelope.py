@@ -7,8 +7,11 @@ import json
 from collections.abc import Mapping
 from datetime import UTC
 
-from app.endpoints.service import endpoints
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from app.endpoints.service import endpoints, signing_keys
 from app.engine.repository.delivery_leases import ClaimedDelivery
+from app.engine.service import cloudevents
 from app.engine.service.signing import signed_headers
 from app.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 
@@ -20,9 +23,12 @@ class RequestNotBuilt(Exception):
 
 
 def request_body(claimed: ClaimedDelivery) -> bytes:
-    """``raw``: the payload as accepted. ``standard``: the Standard Webhooks envelope around it,
-    ``{"type", "timestamp", "data"}`` -- built around the stored bytes, not re-encoded, so the
-    data is the payload byte for byte, and every attempt sends the same body."""
+    """``raw`` and ``cloudevents-binary``: the payload as accepted. ``standard``: the Standard
+    Webhooks envelope around it, ``{"type", "timestamp", "data"}``; ``cloudevents``: the
+    CloudEvent around it (cloudevents.py) -- built around the stored bytes, not re-encoded, so
+    the data is the payload byte for byte, and every attempt sends the same body."""
+    if claimed.payload_format == "cloudevents":
+        return cloudevents.structured_body(claimed)
     if claimed.payload_format != "standard":
         return claimed.payload
     at = claimed.event_at.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
@@ -51,17 +57,45 @@ def request_headers(
     fault = endpoints.header_fault(static)
     if fault is not None:
         raise RequestNotBuilt(f"{fault} (correct the endpoint's headers, then redrive)")
-    purpose = endpoint_purpose(claimed.endpoint_id, "signing")
-    try:
-        secrets = opened.open_all(claimed.sealed_secrets, purpose)
-    except SealedValueError as exc:
-        raise RequestNotBuilt(f"the signing secret: {exc}") from None
+    secrets, keys = _signing(claimed, opened)
+    content_type = "application/json"
+    if claimed.payload_format == "cloudevents":
+        content_type = cloudevents.STRUCTURED_CONTENT_TYPE
+    binary = claimed.payload_format == "cloudevents-binary"
     return {
         **static,
         **trace,
         **stream_headers(claimed),
-        **signed_headers(claimed.id, body, secrets),
+        **(cloudevents.binary_headers(claimed) if binary else {}),
+        **signed_headers(claimed.id, body, secrets, keys=keys, content_type=content_type),
     }
+
+
+def _signing(
+    claimed: ClaimedDelivery, opened: OpenedSecrets
+) -> tuple[list[str], list[Ed25519PrivateKey]]:
+    """The secrets (v1) and the private keys (v1a) the endpoint signs with, each opened once
+    per process; a rotated-out one is among them until its overlap ends."""
+    schemes = claimed.signature_schemes
+    try:
+        secrets = []
+        if "v1" in schemes:
+            purpose = endpoint_purpose(claimed.endpoint_id, "signing")
+            secrets = opened.open_all(claimed.sealed_secrets, purpose)
+        keys: list[Ed25519PrivateKey] = []
+        if "v1a" in schemes:
+            purpose = endpoint_purpose(claimed.endpoint_id, "ed25519")
+            keys = [
+                opened.open_parsed(sealed, purpose, signing_keys.private_key)
+                for sealed in claimed.sealed_keys
+            ]
+    except SealedValueError as exc:
+        raise RequestNotBuilt(f"the signing secret: {exc}") from None
+    except signing_keys.BadSigningKey as exc:
+        raise RequestNotBuilt(str(exc)) from None
+    if not secrets and not keys:
+        raise RequestNotBuilt("the endpoint has no key to sign v1a with: rotate its signing key")
+    return secrets, keys
 
 
 def _secret_headers(claimed: ClaimedDelivery, opened: OpenedSecrets) -> Mapping[str, str]:

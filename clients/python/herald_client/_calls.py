@@ -207,3 +207,12 @@ def rotate_secret(endpoint_id: str) -> Call[dict[str, Any]]:
         _model(dict[str, Any]),
         repeatable=False,
     )
+
+
+def rotate_signing_key(endpoint_id: str) -> Call[dict[str, Any]]:
+    return Call(
+        "POST",
+        f"/v1/endpoints/{endpoint_id}/signing-key/rotate",
+        _model(dict[str, Any]),
+        repeatable=False,
+    )

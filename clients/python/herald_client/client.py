@@ -310,8 +310,10 @@ class Endpoints:
 
     def create(self, url: str, **fields: Any) -> EndpointCreated:
         """Fields: description, event_types, filter, rate_limit_per_second, max_in_flight,
-        enabled, payload_format, headers, secret_headers (sent like headers, sealed at rest,
-        shown by name only), ordering, on_dead. The answer holds the signing secret."""
+        enabled, payload_format (raw, standard, cloudevents, cloudevents-binary),
+        signature_schemes (v1, v1a), headers, secret_headers (sent like headers, sealed at
+        rest, shown by name only), ordering, on_dead. The answer holds the signing secret and
+        the v1a public key."""
         return self._run(_calls.create_endpoint({"url": url, **fields}))
 
     def get(self, endpoint_id: str) -> Endpoint:
@@ -328,6 +330,10 @@ class Endpoints:
 
     def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
         return self._run(_calls.rotate_secret(endpoint_id))
+
+    def rotate_signing_key(self, endpoint_id: str) -> dict[str, Any]:
+        """A new ed25519 pair for v1a: ``{"public_key", "previous_public_key_expires_at"}``."""
+        return self._run(_calls.rotate_signing_key(endpoint_id))
 
     def streams(
         self,
@@ -365,6 +371,9 @@ class AsyncEndpoints:
 
     async def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
         return await self._run(_calls.rotate_secret(endpoint_id))
+
+    async def rotate_signing_key(self, endpoint_id: str) -> dict[str, Any]:
+        return await self._run(_calls.rotate_signing_key(endpoint_id))
 
     async def streams(
         self,

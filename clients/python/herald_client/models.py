@@ -107,7 +107,11 @@ class Endpoint(_Answer):
     max_in_flight: int | None
     enabled: bool
     disabled_reason: str | None
-    payload_format: str
+    payload_format: str  # raw | standard | cloudevents | cloudevents-binary
+    signature_schemes: list[str]  # v1 (HMAC), v1a (ed25519)
+    public_key: str | None  # whpk_...: verifies v1a signatures
+    previous_public_key: str | None
+    previous_public_key_expires_at: datetime | None
     headers: dict[str, str]
     # The secret static headers set, by name: their values are sealed and never shown.
     secret_header_names: list[str]

@@ -1,0 +1,197 @@
+"""An endpoint's credentials: the signing secret (v1), the ed25519 pair (v1a), the secret static
+headers. Each is sealed here before it reaches the repository and opened here for the API
+(app/sealing.py); the worker opens what its claim read (app/engine/service/envelope.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.endpoints.repository import endpoints
+from app.endpoints.schemas import combined_header_fault
+from app.endpoints.service import signing_keys
+from app.errors import Conflict, NotFound, Unprocessable
+from app.models import Endpoint
+from app.sealing import KeyRing, SealedValueError, endpoint_purpose
+
+SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
+
+
+async def _get(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint:
+    endpoint = await endpoints.get_live(session, tenant_id, endpoint_id)
+    if endpoint is None:
+        raise NotFound(f"endpoint {endpoint_id} not found")
+    return endpoint
+
+
+def generate_secret() -> str:
+    """Standard Webhooks secret: ``whsec_`` + base64 of 32 random bytes."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+@dataclass(frozen=True)
+class WithSecret:
+    """An endpoint and its signing secret in plain text: the answer that shows it once."""
+
+    endpoint: Endpoint
+    secret: str
+
+
+def signing_secrets_sealed(ring: KeyRing, endpoint_id: str, secret: str) -> bytes:
+    return ring.seal(secret, endpoint_purpose(endpoint_id, "signing"))
+
+
+def secret_header_values(
+    ring: KeyRing, endpoint_id: str, headers: dict[str, str]
+) -> dict[str, Any]:
+    """The columns that hold secret headers: their names in the clear, the values sealed."""
+    if not headers:
+        return {"secret_headers_sealed": None, "secret_header_names": []}
+    sealed = ring.seal(json.dumps(headers), endpoint_purpose(endpoint_id, "headers"))
+    return {"secret_headers_sealed": sealed, "secret_header_names": sorted(headers)}
+
+
+def secret_headers(ring: KeyRing, endpoint: Endpoint) -> dict[str, str]:
+    if endpoint.secret_headers_sealed is None:
+        return {}
+    purpose = endpoint_purpose(endpoint.id, "headers")
+    opened = opens(ring, endpoint.secret_headers_sealed, purpose)
+    if opened is None:
+        raise unreadable("secret headers", "set secret_headers again")
+    headers: dict[str, str] = json.loads(opened)
+    return headers
+
+
+def check_header_sets(plain: dict[str, str], secret: dict[str, str]) -> None:
+    """The plain and the secret static headers together, under the one rule for headers."""
+    overlap = {name.lower() for name in plain} & {name.lower() for name in secret}
+    if overlap:
+        raise Unprocessable(
+            f"the header {min(overlap)} is both a header and a secret header: give it once"
+        )
+    fault = combined_header_fault({**plain, **secret})
+    if fault is not None:
+        raise Unprocessable(fault)
+
+
+def key_pair_values(ring: KeyRing, endpoint_id: str) -> dict[str, Any]:
+    """A new ed25519 pair for v1a: every endpoint has one, whichever schemes it signs with, so
+    turning v1a on never changes the public key a receiver may already hold."""
+    pair = signing_keys.generate_key_pair()
+    sealed = ring.seal(pair.private, endpoint_purpose(endpoint_id, "ed25519"))
+    return {"signing_key_sealed": sealed, "public_key": pair.public}
+
+
+def opens(ring: KeyRing, sealed: bytes, purpose: str) -> str | None:
+    """``sealed`` opened, or None when the ring cannot open it (a lost key: docs/operations.md,
+    "Secrets at rest")."""
+    try:
+        return ring.open_text(sealed, purpose)
+    except SealedValueError:
+        return None
+
+
+def unreadable(what: str, remedy: str) -> Conflict:
+    return Conflict(
+        f"the endpoint's {what} is sealed under a key HERALD_SECRET_KEYS no longer holds: {remedy}"
+    )
+
+
+async def signing_secret(
+    session: AsyncSession, tenant_id: str, endpoint_id: str, ring: KeyRing
+) -> str:
+    endpoint = await _get(session, tenant_id, endpoint_id)
+    opened = opens(ring, endpoint.secret_sealed, endpoint_purpose(endpoint.id, "signing"))
+    if opened is None:
+        raise unreadable("signing secret", "rotate it to make a new one")
+    return opened
+
+
+async def change_headers(
+    session: AsyncSession,
+    tenant_id: str,
+    endpoint_id: str,
+    values: dict[str, Any],
+    ring: KeyRing,
+) -> None:
+    """New plain or secret headers, held with the ones kept to the rule for both together."""
+    current = await _get(session, tenant_id, endpoint_id)
+    plain = values.get("headers", current.headers) or {}
+    if "secret_headers" in values:
+        secret = values.pop("secret_headers") or {}
+        values.update(secret_header_values(ring, endpoint_id, secret))
+    else:
+        secret = secret_headers(ring, current)
+    values["headers"] = plain
+    check_header_sets(plain, secret)
+
+
+async def rotate_secret(
+    session: AsyncSession, tenant_id: str, endpoint_id: str, overlap_hours: float, ring: KeyRing
+) -> WithSecret:
+    current = await _get(session, tenant_id, endpoint_id)
+    if opens(ring, current.secret_sealed, endpoint_purpose(endpoint_id, "signing")) is None:
+        overlap_hours = 0  # sealed under a lost key: it cannot sign beside the new one
+    secret = generate_secret()
+    endpoint = await endpoints.rotate_secret(
+        session,
+        tenant_id,
+        endpoint_id,
+        sealed=signing_secrets_sealed(ring, endpoint_id, secret),
+        overlap=timedelta(hours=overlap_hours),
+    )
+    if endpoint is None:
+        raise NotFound(f"endpoint {endpoint_id} not found")
+    return WithSecret(endpoint, secret)
+
+
+async def rotate_signing_key(
+    session: AsyncSession, tenant_id: str, endpoint_id: str, overlap_hours: float, ring: KeyRing
+) -> Endpoint:
+    """A new ed25519 pair; the current one signs beside it for the overlap, unless there is
+    none yet or it is sealed under a lost key."""
+    current = await _get(session, tenant_id, endpoint_id)
+    purpose = endpoint_purpose(endpoint_id, "ed25519")
+    if (
+        current.signing_key_sealed is None
+        or opens(ring, current.signing_key_sealed, purpose) is None
+    ):
+        overlap_hours = 0
+    pair = key_pair_values(ring, endpoint_id)
+    endpoint = await endpoints.rotate_signing_key(
+        session,
+        tenant_id,
+        endpoint_id,
+        sealed=pair["signing_key_sealed"],
+        public_key=pair["public_key"],
+        overlap=timedelta(hours=overlap_hours),
+    )
+    if endpoint is None:
+        raise NotFound(f"endpoint {endpoint_id} not found")
+    return endpoint
+
+
+async def reseal_page(
+    session: AsyncSession, ring: KeyRing, *, after_id: str, limit: int
+) -> tuple[str | None, int]:
+    """Re-seal one page of endpoints' secrets under the ring's sealing key: the last id seen
+    (None: no more pages) and how many values were re-sealed."""
+    page = await endpoints.sealed_page(session, after_id=after_id, limit=limit)
+    resealed = 0
+    for endpoint_id, columns in page:
+        for column, sealed in columns.items():
+            if sealed is None:
+                continue
+            purpose = endpoint_purpose(endpoint_id, endpoints.SEALED_COLUMNS[column])
+            fresh = ring.reseal(sealed, purpose)
+            if fresh is not None and await endpoints.replace_sealed(
+                session, endpoint_id, column, was=sealed, now=fresh
+            ):
+                resealed += 1
+    return (page[-1][0] if page else None), resealed
