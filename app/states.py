@@ -22,6 +22,8 @@ class Outcome(StrEnum):
     UNKNOWN = "unknown"  # the request went out; the receiver may have acted
     PERMANENT = "permanent"
     BLOCKED = "blocked"  # refused by the SSRF guard; nothing was connected
+    # The endpoint's OAuth2 token endpoint gave no token; nothing was sent to the receiver.
+    AUTH_FAILED = "auth_failed"
 
 
 DELIVERY_STATES = tuple(s.value for s in DeliveryState)

@@ -34,7 +34,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script: `bench` and `app` come from this checkout
 
-from bench import backlog, ordered, parking, probes, programs  # noqa: E402
+from bench import backlog, credentials, ordered, parking, probes, programs  # noqa: E402
 from bench.console import console_pages  # noqa: E402
 from bench.load import RECEIVERS, Client  # noqa: E402
 from bench.report import table  # noqa: E402
@@ -55,6 +55,7 @@ FIGURES = (
     "console",
     "programs",
     "ordered",
+    "credentials",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
 IN_FLIGHT = 200
@@ -248,6 +249,11 @@ async def ordered_delivery(client: Client, v: Volumes, results: dict[str, Any]) 
     results["ordered_halted"] = await ordered.halted(client, streams, per_stream, v.parked_seconds)
 
 
+async def endpoint_credentials(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress("an attempt's credentials: sealed secrets, v1a, a cached OAuth2 token")
+    results["credentials"] = await asyncio.to_thread(credentials.measure_all)
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -261,6 +267,7 @@ RUNS = {
     "console": console,
     "programs": tenant_programs,
     "ordered": ordered_delivery,
+    "credentials": endpoint_credentials,
 }
 
 

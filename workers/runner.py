@@ -30,6 +30,7 @@ from app.engine.service.pump import Pump
 from app.engine.service.recorder import Recorder
 from app.engine.service.send_or_refuse import Attempts
 from app.engine.service.sender import build_http_session
+from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Wakeups
 from app.outbox.service.relay import run_relay
@@ -62,7 +63,9 @@ def build_pump(
     (the pump, its attempts' runs and the recorder share one set of wake-ups and one gate)."""
     wakeups = Wakeups(redis, settings.region)
     recorder = Recorder(settings, sessionmaker, gate, wakeups, batch_max=settings.record_batch_max)
-    attempts = Attempts(settings, http, gate, OpenedSecrets(settings.key_ring()))
+    opened = OpenedSecrets(settings.key_ring())
+    tokens = Tokens(http, opened, settings.destination_allowlist, settings.request_timeout_seconds)
+    attempts = Attempts(settings, http, gate, opened, tokens)
     runs = AttemptRuns(settings, sessionmaker, gate, attempts, recorder, wakeups)
     pump = Pump(settings, sessionmaker, redis, gate, wakeups, runs, recorder)
     recorder.continue_streams_with(pump)  # ordered streams go on without a wake-up

@@ -98,6 +98,10 @@ class Endpoint(Base):
     # Rotation keeps the previous secret signing alongside the new one until it expires.
     previous_secret_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
     previous_secret_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # OAuth2 client credentials (app/engine/service/tokens.py): token_url, client_id, scope,
+    # audience; the client secret sealed beside them. NULL: no token is fetched.
+    oauth2: Mapped[dict[str, str] | None] = mapped_column(JSONB)
+    oauth2_secret_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
     # Flow control owned by the delivery workers: backpressure pauses and the circuit breaker.
     paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pause_reason: Mapped[str | None] = mapped_column(Text)

@@ -60,11 +60,17 @@ async def test_a_dump_of_the_database_holds_no_secret_in_plain_text(
     client: httpx.AsyncClient, tenant: dict[str, str], stack: Stack, engine: AsyncEngine
 ) -> None:
     credential = "Bearer " + secrets.token_urlsafe(24)
+    client_secret = "cs-" + secrets.token_urlsafe(24)
     endpoint = await new_endpoint(
         client,
         tenant,
         headers={"X-Team": "billing-visible"},
-        secret_headers={"Authorization": credential},
+        secret_headers={"X-Api-Key": credential},
+        oauth2={
+            "token_url": "http://127.0.0.1:9/token",
+            "client_id": "herald-visible",
+            "client_secret": client_secret,
+        },
     )
     rotated = await client.post(f"/v1/endpoints/{endpoint['id']}/secret/rotate", headers=tenant)
     assert rotated.status_code == 200
@@ -79,10 +85,12 @@ async def test_a_dump_of_the_database_holds_no_secret_in_plain_text(
 
     # What is not secret is there: the dump is of the right database, and would show a leak.
     assert endpoint["id"].encode() in dump and b"billing-visible" in dump
+    assert b"herald-visible" in dump  # the OAuth2 client id is no secret; its secret is
     for secret in (endpoint["secret"], rotated.json()["secret"]):  # previous and current
         for spelling in spellings(secret):
             assert spelling not in dump
     assert credential.encode() not in dump and credential.split()[1].encode() not in dump
+    assert client_secret.encode() not in dump
     assert console_key.hex().encode() not in dump and len(console_key) == 32
 
 
@@ -176,6 +184,7 @@ async def sealed_values(engine: AsyncEngine) -> list[bytes]:
                 " UNION ALL SELECT secret_headers_sealed FROM endpoints"
                 " UNION ALL SELECT signing_key_sealed FROM endpoints"
                 " UNION ALL SELECT previous_signing_key_sealed FROM endpoints"
+                " UNION ALL SELECT oauth2_secret_sealed FROM endpoints"
                 " UNION ALL SELECT sealed FROM console_secrets"
             )
         )
@@ -191,15 +200,21 @@ async def herald(command_line: list[str], env: dict[str, str]) -> subprocess.Com
 async def test_herald_secrets_rotate_reseals_everything_under_the_new_key(
     client: httpx.AsyncClient, tenant: dict[str, str], stack: Stack, engine: AsyncEngine
 ) -> None:
-    endpoint = await new_endpoint(client, tenant, secret_headers={"X-Api-Key": "k-1"})
+    endpoint = await new_endpoint(
+        client,
+        tenant,
+        secret_headers={"X-Api-Key": "k-1"},
+        oauth2={"token_url": "http://127.0.0.1:9/t", "client_id": "c", "client_secret": "s"},
+    )
     await client.post(f"/v1/endpoints/{endpoint['id']}/secret/rotate", headers=tenant)
     for _ in range(3):
         await new_endpoint(client, tenant)
     assert (await client.get("/console/sign-in")).status_code == 200
     current = (await client.get(f"/v1/endpoints/{endpoint['id']}/secret", headers=tenant)).json()
     before = await sealed_values(engine)
-    # 4 secrets, 1 previous, 1 set of secret headers, 4 ed25519 keys, the console's key
-    assert {sealed_with(value) for value in before} == {"test-1"} and len(before) == 11
+    # 4 secrets, 1 previous, 1 set of secret headers, 4 ed25519 keys, 1 OAuth2 client
+    # secret, the console's key
+    assert {sealed_with(value) for value in before} == {"test-1"} and len(before) == 12
 
     newest = new_key("test-2")
     ring = f"{newest},{SECRET_KEYS}"
@@ -207,9 +222,9 @@ async def test_herald_secrets_rotate_reseals_everything_under_the_new_key(
     command_line = [sys.executable, "-m", "app.cli", "secrets", "rotate", "--page", "2"]
     rotated = await herald(command_line, env)
     assert rotated.returncode == 0, rotated.stderr
-    assert rotated.stdout.startswith("re-sealed 11 secrets under 'test-2'")
+    assert rotated.stdout.startswith("re-sealed 12 secrets under 'test-2'")
     after = await sealed_values(engine)
-    assert {sealed_with(value) for value in after} == {"test-2"} and len(after) == 11
+    assert {sealed_with(value) for value in after} == {"test-2"} and len(after) == 12
     # The old key may go: every value opens under the new one alone.
     alone = KeyRing.parse(newest)
     async with engine.connect() as connection:

@@ -40,6 +40,7 @@ def test_bars_stack_by_outcome_and_scale_to_the_busiest_minute() -> None:
         "unknown": 0,
         "permanent": 2,
         "blocked": 0,
+        "auth_failed": 0,
     }
     by_minute: dict[float, list[tuple[str, float, float]]] = {}
     for bar in chart.bars:

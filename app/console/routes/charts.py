@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from app.delivery.service.endpoint_stats import MinuteCounts
 
 # Bottom to top in each bar: what went well first, the failures stacked above it.
-STACKING = ("success", "retryable", "unknown", "permanent", "blocked")
+STACKING = ("success", "retryable", "unknown", "permanent", "blocked", "auth_failed")
 
 
 @dataclass(frozen=True)

@@ -288,6 +288,7 @@ SEALED_COLUMNS = {
     "secret_headers_sealed": "headers",
     "signing_key_sealed": "ed25519",
     "previous_signing_key_sealed": "ed25519",
+    "oauth2_secret_sealed": "oauth2",
 }
 
 

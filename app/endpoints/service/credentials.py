@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.endpoints.repository import endpoints
 from app.endpoints.schemas import combined_header_fault
+from app.endpoints.schemas.credentials import OAuth2Spec
 from app.endpoints.service import signing_keys
 from app.errors import Conflict, NotFound, Unprocessable
 from app.models import Endpoint
@@ -68,12 +69,19 @@ def secret_headers(ring: KeyRing, endpoint: Endpoint) -> dict[str, str]:
     return headers
 
 
-def check_header_sets(plain: dict[str, str], secret: dict[str, str]) -> None:
-    """The plain and the secret static headers together, under the one rule for headers."""
+def check_header_sets(
+    plain: dict[str, str], secret: dict[str, str], *, oauth2: bool = False
+) -> None:
+    """The plain and the secret static headers together, under the one rule for headers; with
+    OAuth2, ``Authorization`` is Herald's."""
     overlap = {name.lower() for name in plain} & {name.lower() for name in secret}
     if overlap:
         raise Unprocessable(
             f"the header {min(overlap)} is both a header and a secret header: give it once"
+        )
+    if oauth2 and "authorization" in {name.lower() for name in [*plain, *secret]}:
+        raise Unprocessable(
+            "the header Authorization carries the OAuth2 token: remove it, or remove oauth2"
         )
     fault = combined_header_fault({**plain, **secret})
     if fault is not None:
@@ -120,7 +128,8 @@ async def change_headers(
     values: dict[str, Any],
     ring: KeyRing,
 ) -> None:
-    """New plain or secret headers, held with the ones kept to the rule for both together."""
+    """New plain or secret headers or OAuth2 credentials, held with the ones kept to the rule
+    for all of them together."""
     current = await _get(session, tenant_id, endpoint_id)
     plain = values.get("headers", current.headers) or {}
     if "secret_headers" in values:
@@ -128,8 +137,21 @@ async def change_headers(
         values.update(secret_header_values(ring, endpoint_id, secret))
     else:
         secret = secret_headers(ring, current)
+    if "oauth2" in values:
+        spec = values.pop("oauth2")
+        values.update(oauth2_values(ring, endpoint_id, OAuth2Spec(**spec) if spec else None))
+    oauth2 = values.get("oauth2", current.oauth2) is not None
     values["headers"] = plain
-    check_header_sets(plain, secret)
+    check_header_sets(plain, secret, oauth2=oauth2)
+
+
+def oauth2_values(ring: KeyRing, endpoint_id: str, spec: OAuth2Spec | None) -> dict[str, Any]:
+    """The columns of OAuth2 client credentials: the settings in the clear, the secret sealed."""
+    if spec is None:
+        return {"oauth2": None, "oauth2_secret_sealed": None}
+    settings = spec.model_dump(exclude={"client_secret"})
+    sealed = ring.seal(spec.client_secret, endpoint_purpose(endpoint_id, "oauth2"))
+    return {"oauth2": settings, "oauth2_secret_sealed": sealed}
 
 
 async def rotate_secret(

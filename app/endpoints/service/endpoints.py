@@ -26,7 +26,7 @@ from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.schemas import header_fault as header_fault
 from app.endpoints.service import credentials
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
-from app.errors import Conflict, HeraldError, NotFound
+from app.errors import Conflict, DestinationRefused, HeraldError, NotFound
 from app.ids import new_id
 from app.models import Endpoint
 from app.sealing import KeyRing
@@ -64,10 +64,12 @@ async def create_endpoint(
     ring: KeyRing,
 ) -> credentials.WithSecret:
     await check_endpoint_url(spec.url, allowlist)
+    if spec.oauth2 is not None:
+        await _check_token_url(spec.oauth2.token_url, allowlist)
     endpoint_id = new_id("ep")
     secret = credentials.generate_secret()
-    values = spec.model_dump(exclude={"secret_headers"})
-    credentials.check_header_sets(spec.headers, spec.secret_headers)
+    values = spec.model_dump(exclude={"secret_headers", "oauth2"})
+    credentials.check_header_sets(spec.headers, spec.secret_headers, oauth2=spec.oauth2 is not None)
     endpoint = await endpoints.insert_endpoint(
         session,
         id=endpoint_id,
@@ -76,9 +78,18 @@ async def create_endpoint(
         disabled_reason=None if spec.enabled else "disabled by user",
         **credentials.key_pair_values(ring, endpoint_id),
         **credentials.secret_header_values(ring, endpoint_id, spec.secret_headers),
+        **credentials.oauth2_values(ring, endpoint_id, spec.oauth2),
         **values,
     )
     return credentials.WithSecret(endpoint, secret)
+
+
+async def _check_token_url(url: str, allowlist: Sequence[IPNetwork]) -> None:
+    """The token endpoint passes the endpoint's own SSRF guard, its refusal named for it."""
+    try:
+        await check_endpoint_url(url, allowlist)
+    except DestinationRefused as exc:
+        raise DestinationRefused(f"oauth2.token_url: {exc.detail}") from None
 
 
 async def get_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint:
@@ -97,7 +108,9 @@ async def update_endpoint(
     ring: KeyRing,
 ) -> Endpoint:
     values: dict[str, Any] = change.model_dump(exclude_unset=True)
-    if "headers" in values or "secret_headers" in values:
+    if (values.get("oauth2") or {}).get("token_url"):
+        await _check_token_url(values["oauth2"]["token_url"], allowlist)
+    if {"headers", "secret_headers", "oauth2"} & set(values):
         await credentials.change_headers(session, tenant_id, endpoint_id, values, ring)
     if values.get("url") is not None:
         await check_endpoint_url(values["url"], allowlist)

@@ -17,6 +17,17 @@ WAKE_PROBE_ROWS = 256
 
 
 @dataclass(frozen=True)
+class OAuth2Client:
+    """An endpoint's OAuth2 client credentials, the secret sealed as stored."""
+
+    token_url: str
+    client_id: str
+    scope: str | None
+    audience: str | None
+    sealed_secret: bytes
+
+
+@dataclass(frozen=True)
 class ClaimedDelivery:
     """Everything one attempt needs, fetched by the claim itself (one round trip)."""
 
@@ -48,6 +59,7 @@ class ClaimedDelivery:
     stream: str | None = None
     stream_seq: int | None = None
     ordering_key: str | None = None
+    oauth2: OAuth2Client | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +98,8 @@ _ENDPOINT = """e.url, e.secret_sealed,
        CASE WHEN e.previous_signing_key_expires_at > now() THEN e.previous_signing_key_sealed END
            AS previous_signing_key_sealed,
        e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted,
-       e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed"""
+       e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed,
+       e.oauth2, e.oauth2_secret_sealed"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -163,6 +176,19 @@ def _json_object(value: str | dict[str, str]) -> dict[str, str]:
     return value if isinstance(value, dict) else json.loads(value)
 
 
+def _oauth2(row: asyncpg.Record) -> OAuth2Client | None:
+    if row["oauth2"] is None or row["oauth2_secret_sealed"] is None:
+        return None
+    settings = _json_object(row["oauth2"])
+    return OAuth2Client(
+        token_url=settings["token_url"],
+        client_id=settings["client_id"],
+        scope=settings.get("scope"),
+        audience=settings.get("audience"),
+        sealed_secret=row["oauth2_secret_sealed"],
+    )
+
+
 def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
     sealed_secrets = [row["secret_sealed"]]
     if row["previous_secret_sealed"]:
@@ -195,6 +221,7 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
         stream=row["stream"],
         stream_seq=row["stream_seq"],
         ordering_key=row["ordering_key"],
+        oauth2=_oauth2(row),
     )
 
 

@@ -18,13 +18,15 @@ from app import tracing
 from app.config import Settings
 from app.endpoints.service import destination_health
 from app.engine.repository.delivery_leases import ClaimedDelivery
-from app.engine.service import envelope, outcomes, sender
+from app.engine.service import envelope, outcomes, sender, tokens
+from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
 from app.logs import log_failure
 from app.sealing import OpenedSecrets
 from app.states import Outcome
 
 log = structlog.get_logger("herald.delivery")
+UNAUTHORIZED = 401
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class Attempts:
     gate: Gate
     # The endpoints' secrets, opened once per process (app/sealing.py), not once per attempt.
     opened: OpenedSecrets
+    # OAuth2 access tokens of the endpoints with client credentials, shared by their attempts.
+    tokens: Tokens
 
     def refusal(self, claimed: ClaimedDelivery) -> outcomes.Transition | None:
         """An ending without a request: the endpoint is gone or disabled, or the budget is
@@ -94,20 +98,54 @@ class Attempts:
                     progress, log_failure(log, "delivery.request_not_built", exc, **ids)
                 )
             try:
-                return await sender.send(
-                    self.http,
-                    url=claimed.url,
-                    body=body,
-                    headers=headers,
-                    timeout=self.settings.request_timeout_seconds,
-                    allowlist=self.settings.destination_allowlist,
-                    progress=progress,
-                    retry_after_max=self.settings.retry_after_max_seconds,
-                    on_answer=functools.partial(self._answered, claimed.endpoint_id),
-                )
+                if claimed.oauth2 is None:
+                    return await self._post(claimed, body, headers, progress)
+                return await self._post_with_token(claimed, body, headers, progress)
             except Exception as exc:
                 error = log_failure(log, "delivery.send_failed", exc, **ids)
                 return sender.failed_inside(progress, error)
+
+    async def _post(
+        self,
+        claimed: ClaimedDelivery,
+        body: bytes,
+        headers: dict[str, str],
+        progress: sender.SendProgress,
+    ) -> sender.AttemptResult:
+        return await sender.send(
+            self.http,
+            url=claimed.url,
+            body=body,
+            headers=headers,
+            timeout=self.settings.request_timeout_seconds,
+            allowlist=self.settings.destination_allowlist,
+            progress=progress,
+            retry_after_max=self.settings.retry_after_max_seconds,
+            on_answer=functools.partial(self._answered, claimed.endpoint_id),
+        )
+
+    async def _post_with_token(
+        self,
+        claimed: ClaimedDelivery,
+        body: bytes,
+        headers: dict[str, str],
+        progress: sender.SendProgress,
+    ) -> sender.AttemptResult:
+        """With the endpoint's OAuth2 token. A 401 to a cached token (revoked, or expired
+        early) drops it and sends once more with a fresh one: the 401 was an answer, so the
+        first request is over and nothing of it was acted on."""
+        for _ in range(2):
+            try:
+                token = await self.tokens.bearer(claimed)
+            except tokens.TokenFailed as exc:
+                return progress.result(Outcome.AUTH_FAILED, error=str(exc))
+            headers = {**headers, "Authorization": f"Bearer {token.value}"}
+            result = await self._post(claimed, body, headers, progress)
+            if result.status_code != UNAUTHORIZED or token.fresh:
+                return result
+            self.tokens.forget(claimed, token.value)
+            progress.start_again()
+        return result
 
     async def _answered(self, endpoint_id: str, progress: sender.SendProgress) -> None:
         if progress.retry_after_until is not None:

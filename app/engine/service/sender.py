@@ -59,7 +59,7 @@ class VettingResolver(AbstractResolver):
         await self._inner.close()
 
 
-def _vet_literal(host: str, allowlist: Sequence[IPNetwork]) -> None:
+def vet_literal(host: str, allowlist: Sequence[IPNetwork]) -> None:
     """aiohttp skips the resolver for IP-literal hosts (verified), so check those here."""
     try:
         address = ipaddress.ip_address(host.strip("[]"))
@@ -144,7 +144,7 @@ def build_http_session(
     )
 
 
-async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
+async def read_capped(response: aiohttp.ClientResponse) -> bytes:
     chunks: list[bytes] = []
     remaining = MAX_RESPONSE_BYTES
     while remaining > 0:
@@ -169,6 +169,13 @@ class SendProgress:
     # The event loop's time by which the request must be written (the lease's rule for a
     # start, applied again once the connection is made): None, no such limit.
     write_by: float | None = None
+
+    def start_again(self) -> None:
+        """The request before was answered and is over (a 401 to a stale token): the next one
+        is tracked from nothing sent. The attempt's start and clock stay."""
+        self.sent = False
+        self.status = None
+        self.retry_after_until = None
 
     def answered(self, response: aiohttp.ClientResponse, retry_after_max: float) -> None:
         """The status and headers are in. A Retry-After counts from this moment, once: however
@@ -208,7 +215,7 @@ async def send(
     except ValueError as exc:  # yarl: a port out of range, a broken IPv6 literal
         return not_built(progress, f"invalid URL: {exc}")
     try:
-        _vet_literal(host, allowlist)
+        vet_literal(host, allowlist)
         # One deadline for the whole attempt: connect, send, and reading even a slow trickle.
         async with (
             asyncio.timeout(timeout),
@@ -224,7 +231,7 @@ async def send(
             # Before the body, which may trickle in for the rest of the timeout: a receiver's
             # Retry-After is acted on as soon as it is heard.
             await on_answer(progress)
-            raw = await _read_capped(response)
+            raw = await read_capped(response)
             return _answered(progress, response.status, response_body=_stored_body(raw))
     except (DestinationBlocked, DestinationRefused) as exc:
         return progress.result(Outcome.BLOCKED, error=str(exc))

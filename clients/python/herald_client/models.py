@@ -97,6 +97,13 @@ class Event(_Answer):
     filtered_out: list[FilteredOut]
 
 
+class OAuth2(_Answer):
+    token_url: str
+    client_id: str
+    scope: str | None
+    audience: str | None
+
+
 class Endpoint(_Answer):
     id: str
     url: str
@@ -113,6 +120,7 @@ class Endpoint(_Answer):
     previous_public_key: str | None
     previous_public_key_expires_at: datetime | None
     headers: dict[str, str]
+    oauth2: OAuth2 | None  # client credentials, less the secret
     # The secret static headers set, by name: their values are sealed and never shown.
     secret_header_names: list[str]
     ordering: str  # none | endpoint | key
@@ -185,6 +193,7 @@ OPENAPI_NAMES: dict[type[BaseModel], str] = {
     EventAccepted: "EventAccepted",
     EventDelivery: "EventDelivery",
     Event: "EventOut",
+    OAuth2: "OAuth2Out",
     Endpoint: "EndpointOut",
     EndpointCreated: "EndpointCreated",
     RedriveFilter: "RedriveFilterOut",

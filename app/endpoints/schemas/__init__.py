@@ -1,7 +1,8 @@
+"""The endpoints' request and response models; their header rules are headers.py's, what they
+sign and authenticate with credentials.py's."""
+
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -15,14 +16,23 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app.models import Endpoint
-from app.schemas import PRINTABLE_RULE, EventTypeSelector, TextRule
-
-URL_RULE = TextRule(
-    r"^[^\x00-\x20\x7f]+$",
-    "must be an absolute http(s) URL without spaces or control characters (encode a space as %20)",
+from app.endpoints.schemas.credentials import (
+    SIGNATURE_SCHEMES_DOC,
+    EndpointUrl,
+    OAuth2Out,
+    OAuth2Spec,
+    SignatureSchemes,
+    v1_only,
 )
-EndpointUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048), URL_RULE]
+from app.endpoints.schemas.headers import (
+    MAX_HEADERS,
+    EndpointHeaders,
+)
+from app.endpoints.schemas.headers import combined_header_fault as combined_header_fault
+from app.endpoints.schemas.headers import header_fault as header_fault
+from app.models import Endpoint
+from app.schemas import PRINTABLE_RULE, EventTypeSelector
+
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 
 PayloadFormat = Literal["raw", "standard", "cloudevents", "cloudevents-binary"]
@@ -34,97 +44,6 @@ _PAYLOAD_FORMAT = (
     "payload); or `cloudevents-binary`, the payload as the body with those attributes in "
     "`ce-*` headers (the CloudEvents HTTP binding). The signature covers exactly the bytes sent."
 )
-
-SignatureScheme = Literal["v1", "v1a"]
-
-
-def _once_each(schemes: list[str]) -> list[str]:
-    if len(set(schemes)) != len(schemes):
-        raise PydanticCustomError("schemes", "give each scheme once")
-    return schemes
-
-
-def _v1_only() -> list[SignatureScheme]:
-    return ["v1"]
-
-
-SignatureSchemes = Annotated[list[SignatureScheme], Field(min_length=1), AfterValidator(_once_each)]
-_SIGNATURE_SCHEMES = (
-    "The Standard Webhooks signatures every attempt carries in `webhook-signature`: `v1` "
-    "(HMAC-SHA256 with the endpoint's secret), `v1a` (ed25519: the receiver verifies with "
-    "`public_key` and holds nothing secret), or both."
-)
-
-# Headers a static header may not set: the connection's framing and hop-by-hop headers, and
-# what Herald sets on every attempt (the body's type, the idempotency key, the signature).
-_FRAMING = {
-    "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer",
-    "upgrade", "expect", "proxy-connection", "proxy-authorization", "proxy-authenticate",
-    "content-encoding",
-}  # fmt: skip
-_HERALDS = {"content-type", "idempotency-key", "user-agent"}
-# Herald's own header families: Standard Webhooks', Herald's, and the CloudEvents attributes.
-_HERALD_PREFIXES = ("webhook-", "herald-", "ce-")
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")  # an RFC 9110 token
-_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]{0,1000}$")
-MAX_HEADERS = 20
-MAX_HEADER_BYTES = 8 * 1024
-_NAME_RULE = "a header name must be 1-100 letters, digits or !#$%&'*+.^_`|~- (one is not)"
-
-
-def _value_rule(name: str) -> str:
-    return (
-        f"the value of the header {name} must be printable ASCII (tab allowed), at most 1000 "
-        "characters"
-    )
-
-
-def header_fault(headers: Mapping[str, object]) -> str | None:
-    """Why ``headers`` are not HTTP header fields at all (a name that is no token, a value with
-    a line break or other control character, a value that is no text), or None. The syntax of
-    the save rule below, which every send checks again: a row saved before the rule held the
-    whole string (or by hand) can hold what no request may carry."""
-    for name, value in headers.items():
-        if not _HEADER_NAME.fullmatch(name):
-            return _NAME_RULE
-        if not isinstance(value, str) or not _HEADER_VALUE.fullmatch(value):
-            return _value_rule(name)
-    return None
-
-
-def combined_header_fault(headers: Mapping[str, str]) -> str | None:
-    """Why ``headers`` may not be an endpoint's static headers -- what would break the protocol
-    or the signature, or is no header at all -- naming the header, never echoing a value (it may
-    be a credential); None when they may. The plain and the secret ones are held to it together."""
-    if len(headers) > MAX_HEADERS:
-        return f"at most {MAX_HEADERS} headers per endpoint, secret ones included"
-    if sum(len(name) + len(value) for name, value in headers.items()) > MAX_HEADER_BYTES:
-        return f"the headers may hold at most {MAX_HEADER_BYTES} bytes in all"
-    seen: set[str] = set()
-    for name, value in headers.items():
-        if not _HEADER_NAME.fullmatch(name):
-            return _NAME_RULE
-        lower = name.lower()
-        if lower in seen:
-            return f"the header {name} is given twice (header names ignore case)"
-        seen.add(lower)
-        if lower in _FRAMING:
-            return f"the header {name} belongs to the connection: it cannot be set"
-        if lower in _HERALDS or lower.startswith(_HERALD_PREFIXES):
-            return f"the header {name} is set by Herald on every attempt: it cannot be set"
-        if not _HEADER_VALUE.fullmatch(value):
-            return _value_rule(name)
-    return None
-
-
-def _vet_headers(headers: dict[str, str]) -> dict[str, str]:
-    fault = combined_header_fault(headers)
-    if fault is not None:
-        raise PydanticCustomError("header", fault)
-    return headers
-
-
-EndpointHeaders = Annotated[dict[str, str], AfterValidator(_vet_headers)]
 
 
 def _compiles(expression: str) -> str:
@@ -156,6 +75,14 @@ _CREDENTIAL_HEADERS = (
     "every attempt like `headers`, under the same rules and limits counted together, but "
     "sealed at rest and never shown again -- reads list their names only "
     "(`secret_header_names`)."
+)
+
+_OAUTH2 = (
+    "OAuth2 client credentials: every attempt carries `Authorization: Bearer <token>` from the "
+    "token endpoint, fetched once per worker and kept until shortly before it expires; a 401 "
+    "from the receiver fetches a fresh token and sends once more. A token endpoint that fails "
+    "ends the attempt `auth_failed` (retried; never held against the receiver). With it, "
+    "`Authorization` is Herald's header."
 )
 
 Ordering = Literal["none", "endpoint", "key"]
@@ -208,10 +135,11 @@ class EndpointCreate(BaseModel):
     enabled: bool = True
     payload_format: PayloadFormat = Field(default="raw", description=_PAYLOAD_FORMAT)
     signature_schemes: SignatureSchemes = Field(
-        default_factory=_v1_only, description=_SIGNATURE_SCHEMES
+        default_factory=v1_only, description=SIGNATURE_SCHEMES_DOC
     )
     headers: EndpointHeaders = Field(default_factory=dict, description=_HEADERS)
     secret_headers: EndpointHeaders = Field(default_factory=dict, description=_CREDENTIAL_HEADERS)
+    oauth2: OAuth2Spec | None = Field(default=None, description=_OAUTH2)
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
     ordering: Ordering = Field(default="none", description=_ORDERING)
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
@@ -229,7 +157,9 @@ class EndpointUpdate(BaseModel):
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
     enabled: bool | None = None
     payload_format: PayloadFormat | None = Field(default=None, description=_PAYLOAD_FORMAT)
-    signature_schemes: SignatureSchemes | None = Field(default=None, description=_SIGNATURE_SCHEMES)
+    signature_schemes: SignatureSchemes | None = Field(
+        default=None, description=SIGNATURE_SCHEMES_DOC
+    )
     headers: EndpointHeaders | None = Field(
         default=None, description="Replaces all the static headers; null clears them."
     )
@@ -237,6 +167,9 @@ class EndpointUpdate(BaseModel):
         default=None,
         description="Replaces all the secret static headers; null clears them. "
         + _CREDENTIAL_HEADERS,
+    )
+    oauth2: OAuth2Spec | None = Field(
+        default=None, description=f"{_OAUTH2} Replaced whole (the secret too); null removes it."
     )
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
@@ -274,6 +207,7 @@ class EndpointOut(BaseModel):
     )
     previous_public_key_expires_at: datetime | None
     headers: dict[str, str]
+    oauth2: OAuth2Out | None = Field(description="OAuth2 client credentials, less the secret.")
     secret_header_names: list[str] = Field(
         description="The secret static headers set, by name: their values are never shown."
     )
