@@ -10,6 +10,8 @@ CHROMIUM ?= /usr/bin/chromium
 # The reverse-proxy tests run deploy/nginx/herald.conf in Debian's nginx (openssl makes their
 # certificate); `make test` installs both when nginx is missing.
 NGINX ?= /usr/sbin/nginx
+# The egress-proxy tests send through Debian's tinyproxy; `make test` installs it when missing.
+TINYPROXY ?= /usr/bin/tinyproxy
 
 .PHONY: run test lint typecheck pytest openapi bench bench-quick clean lock
 
@@ -45,8 +47,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(CHROMIUM) $(NGINX)
-	HERALD_CHROMIUM=$(CHROMIUM) HERALD_NGINX=$(NGINX) $(BIN)/pytest
+pytest: $(STAMP) $(CHROMIUM) $(NGINX) $(TINYPROXY)
+	HERALD_CHROMIUM=$(CHROMIUM) HERALD_NGINX=$(NGINX) HERALD_TINYPROXY=$(TINYPROXY) $(BIN)/pytest
 
 # Installed once, as root or through sudo, when it is missing.
 $(CHROMIUM):
@@ -58,6 +60,11 @@ $(NGINX):
 	$$(test "$$(id -u)" = 0 || echo sudo) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
 	  apt-get install -y -qq nginx openssl
+
+$(TINYPROXY):
+	$$(test "$$(id -u)" = 0 || echo sudo) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
+	  apt-get install -y -qq tinyproxy
 
 # make bench runs Herald the way users do, on Debian's PostgreSQL and Redis as servers over TCP;
 # both are installed once when missing.

@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     # A whole POST /v1/deliveries/batch body (up to 1000 items).
     max_batch_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
     destination_allowlist: Annotated[tuple[IPNetwork, ...], NoDecode] = ()
+    # Every attempt leaves through this HTTP proxy (CONNECT for https), asked for the address
+    # the SSRF guard vetted, never the name: http://[user:password@]host:port. Unset: direct.
+    egress_proxy: SecretStr | None = Field(default=None, repr=False)
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     request_timeout_seconds: float = Field(default=15.0, gt=0, le=300)
@@ -155,6 +158,16 @@ class Settings(BaseSettings):
                 f"secrets, credentials) under it; {NEW_KEY_HINT} and keep it safe"
             )
         return KeyRing.parse(self.secret_keys.get_secret_value())
+
+    @field_validator("egress_proxy")
+    @classmethod
+    def _check_egress_proxy(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        text = value.get_secret_value().strip()
+        if not text.startswith("http://") or "/" in text.removeprefix("http://").rstrip("/"):
+            raise ValueError("must be http://[user:password@]host:port (an HTTP proxy)")
+        return SecretStr(text)
 
     @field_validator("database_url")
     @classmethod

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import queue, tracing
 from app.config import Settings
 from app.db import create_engine, create_sessionmaker
+from app.engine.service import egress
 from app.engine.service.claimed_runs import AttemptRuns
 from app.engine.service.deadlines import cancel_until_done
 from app.engine.service.pump import Pump
@@ -64,8 +65,10 @@ def build_pump(
     wakeups = Wakeups(redis, settings.region)
     recorder = Recorder(settings, sessionmaker, gate, wakeups, batch_max=settings.record_batch_max)
     opened = OpenedSecrets(settings.key_ring())
-    tokens = Tokens(http, opened, settings.destination_allowlist, settings.request_timeout_seconds)
-    attempts = Attempts(settings, http, gate, opened, tokens)
+    proxy = egress.from_settings(settings)
+    allowlist, timeout = settings.destination_allowlist, settings.request_timeout_seconds
+    tokens = Tokens(http, opened, allowlist, timeout, proxy)
+    attempts = Attempts(settings, http, gate, opened, tokens, proxy)
     runs = AttemptRuns(settings, sessionmaker, gate, attempts, recorder, wakeups)
     pump = Pump(settings, sessionmaker, redis, gate, wakeups, runs, recorder)
     recorder.continue_streams_with(pump)  # ordered streams go on without a wake-up
@@ -179,7 +182,11 @@ async def run_worker(settings: Settings) -> None:
     engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
     sessionmaker = create_sessionmaker(engine)
     redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    http = build_http_session(settings.destination_allowlist, settings.worker_concurrency)
+    http = build_http_session(
+        settings.destination_allowlist,
+        settings.worker_concurrency,
+        egress.from_settings(settings),
+    )
     gate = Gate(settings, sessionmaker, redis)
     pump = build_pump(settings, sessionmaker, redis, http, gate)
     pump.start()

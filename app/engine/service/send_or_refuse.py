@@ -19,6 +19,7 @@ from app.config import Settings
 from app.endpoints.service import destination_health
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import envelope, outcomes, sender, tokens
+from app.engine.service.egress import EgressProxy
 from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
 from app.logs import log_failure
@@ -65,6 +66,8 @@ class Attempts:
     opened: OpenedSecrets
     # OAuth2 access tokens of the endpoints with client credentials, shared by their attempts.
     tokens: Tokens
+    # HERALD_EGRESS_PROXY: every attempt leaves through it (egress.py), or None.
+    proxy: EgressProxy | None = None
 
     def refusal(self, claimed: ClaimedDelivery) -> outcomes.Transition | None:
         """An ending without a request: the endpoint is gone or disabled, or the budget is
@@ -122,6 +125,7 @@ class Attempts:
             progress=progress,
             retry_after_max=self.settings.retry_after_max_seconds,
             on_answer=functools.partial(self._answered, claimed.endpoint_id),
+            proxy=self.proxy,
         )
 
     async def _post_with_token(

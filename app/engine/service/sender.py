@@ -22,11 +22,14 @@ from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from app.endpoints.service.destinations import IPNetwork, refusal
+from app.engine.service import egress
+from app.engine.service.egress import EgressProxy
 from app.engine.service.outcomes import RETRY_AFTER_STATUSES, classify_status, parse_retry_after
 from app.errors import DestinationRefused
 from app.states import Outcome
 
 MAX_RESPONSE_BYTES = 64 * 1024
+PROXY_AUTHENTICATION_REQUIRED = 407
 STORED_RESPONSE_BYTES = 4 * 1024
 
 
@@ -37,16 +40,20 @@ class DestinationBlocked(Exception):
 
 class VettingResolver(AbstractResolver):
     """Resolves, then returns addresses only if every one is allowed. aiohttp connects to what
-    this returns, so the address checked is the address used: no second lookup, no rebinding."""
+    this returns, so the address checked is the address used: no second lookup, no rebinding.
+    ``trusted`` names the operator's own egress proxy, which may well be on a private network."""
 
-    def __init__(self, allowlist: Sequence[IPNetwork]) -> None:
+    def __init__(self, allowlist: Sequence[IPNetwork], trusted: Sequence[str] = ()) -> None:
         self._inner = DefaultResolver()
         self._allowlist = tuple(allowlist)
+        self._trusted = frozenset(trusted)
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         results = await self._inner.resolve(host, port, family)
+        if host in self._trusted:
+            return results
         addresses = [ipaddress.ip_address(result["host"]) for result in results]
         # Stored in the attempt row and dead_reason, which the tenant reads: `refusal` never
         # names the address a name resolved to.
@@ -121,15 +128,16 @@ async def _on_connection(
 
 
 def build_http_session(
-    allowlist: Sequence[IPNetwork], max_connections: int
+    allowlist: Sequence[IPNetwork], max_connections: int, proxy: EgressProxy | None = None
 ) -> aiohttp.ClientSession:
-    """One pooled session per worker process."""
+    """One pooled session per worker process; ``proxy``, HERALD_EGRESS_PROXY, is trusted to be
+    reached wherever it is."""
     trace = aiohttp.TraceConfig()
     trace.on_request_headers_sent.append(_on_headers_sent)
     trace.on_connection_create_end.append(_on_connection)
     trace.on_connection_reuseconn.append(_on_connection)
     connector = aiohttp.TCPConnector(
-        resolver=VettingResolver(allowlist),
+        resolver=VettingResolver(allowlist, trusted=[proxy.host] if proxy else []),
         limit=max_connections,
         limit_per_host=0,
         ttl_dns_cache=10,
@@ -207,32 +215,40 @@ async def send(
     progress: SendProgress,
     retry_after_max: float,
     on_answer: OnAnswer,
+    proxy: EgressProxy | None = None,
 ) -> AttemptResult:
-    """POST once. Never raises for anything the destination does; the result says what
-    happened and whether the request had been sent when it went wrong."""
+    """POST once, through ``proxy`` if given. Never raises for anything the destination does;
+    the result says what happened and whether the request had been sent when it went wrong."""
     try:
         host = URL(url).host or ""
     except ValueError as exc:  # yarl: a port out of range, a broken IPv6 literal
         return not_built(progress, f"invalid URL: {exc}")
+    through: dict[str, Any] = {}
     try:
-        vet_literal(host, allowlist)
         # One deadline for the whole attempt: connect, send, and reading even a slow trickle.
-        async with (
-            asyncio.timeout(timeout),
-            http.post(
+        async with asyncio.timeout(timeout):
+            if proxy is None:
+                vet_literal(host, allowlist)
+            else:
+                # The proxy is asked for the address vetted here, never the name (egress.py).
+                routed = await egress.route(url, headers, allowlist, proxy)
+                url, headers, through = routed.url, routed.headers, routed.through
+            async with http.post(
                 url,
                 data=body,
                 headers=headers,
                 allow_redirects=False,
                 trace_request_ctx={"progress": progress},
-            ) as response,
-        ):
-            progress.answered(response, retry_after_max)
-            # Before the body, which may trickle in for the rest of the timeout: a receiver's
-            # Retry-After is acted on as soon as it is heard.
-            await on_answer(progress)
-            raw = await read_capped(response)
-            return _answered(progress, response.status, response_body=_stored_body(raw))
+                **through,
+            ) as response:
+                if proxy is not None and response.status == PROXY_AUTHENTICATION_REQUIRED:
+                    # Plain http through the proxy: the proxy answered, the receiver never
+                    # heard of it. Herald's configuration, not the receiver's failure.
+                    error = "egress proxy: 407 Proxy Authentication Required"
+                    return progress.result(
+                        Outcome.RETRYABLE, error=error, failed_inside_herald=True
+                    )
+                return await _answer(response, progress, retry_after_max, on_answer)
     except (DestinationBlocked, DestinationRefused) as exc:
         return progress.result(Outcome.BLOCKED, error=str(exc))
     except LeaseEndedBeforeWriting as exc:
@@ -241,8 +257,25 @@ async def send(
         return _failed(progress, f"timed out after {timeout:g} s")
     except aiohttp.InvalidURL as exc:
         return not_built(progress, f"invalid URL: {exc}")
+    except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
+        # The proxy is Herald's infrastructure: its failure says nothing of the receiver.
+        return failed_inside(progress, f"egress proxy: {type(exc).__name__}: {exc}")
     except (aiohttp.ClientError, OSError) as exc:
         return _failed(progress, f"{type(exc).__name__}: {exc}")
+
+
+async def _answer(
+    response: aiohttp.ClientResponse,
+    progress: SendProgress,
+    retry_after_max: float,
+    on_answer: OnAnswer,
+) -> AttemptResult:
+    progress.answered(response, retry_after_max)
+    # Before the body, which may trickle in for the rest of the timeout: a receiver's
+    # Retry-After is acted on as soon as it is heard.
+    await on_answer(progress)
+    raw = await read_capped(response)
+    return _answered(progress, response.status, response_body=_stored_body(raw))
 
 
 def _answered(progress: SendProgress, status: int, **fields: Any) -> AttemptResult:

@@ -13,6 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote_plus
 
 import aiohttp
@@ -20,6 +21,8 @@ from yarl import URL
 
 from app.endpoints.service.destinations import IPNetwork
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
+from app.engine.service import egress
+from app.engine.service.egress import EgressProxy
 from app.engine.service.sender import DestinationBlocked, SendProgress, read_capped, vet_literal
 from app.errors import DestinationRefused
 from app.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
@@ -67,11 +70,13 @@ class Tokens:
         opened: OpenedSecrets,
         allowlist: Sequence[IPNetwork],
         timeout: float,
+        proxy: EgressProxy | None = None,
     ) -> None:
         self._http = http
         self._opened = opened
         self._allowlist = tuple(allowlist)
         self._timeout = min(timeout, TOKEN_TIMEOUT_SECONDS)
+        self._proxy = proxy
         self._tokens: OrderedDict[tuple[object, ...], tuple[str, float]] = OrderedDict()
         self._fetching: dict[tuple[object, ...], asyncio.Future[str]] = {}
         self.fetches = 0  # token requests made by this process
@@ -132,24 +137,30 @@ class Tokens:
         if client.audience:
             form["audience"] = client.audience
         self.fetches += 1
+        url = client.token_url
+        headers = {
+            "Authorization": "Basic " + base64.b64encode(basic).decode(),
+            "Accept": "application/json",
+        }
+        through: dict[str, Any] = {}
         try:
-            vet_literal(URL(client.token_url).host or "", self._allowlist)
-            async with (
-                asyncio.timeout(self._timeout),
-                self._http.post(
-                    client.token_url,
+            async with asyncio.timeout(self._timeout):
+                if self._proxy is None:
+                    vet_literal(URL(url).host or "", self._allowlist)
+                else:  # as an attempt goes: pinned to the vetted address
+                    routed = await egress.route(url, headers, self._allowlist, self._proxy)
+                    url, headers, through = routed.url, routed.headers, routed.through
+                async with self._http.post(
+                    url,
                     data=form,
-                    headers={
-                        "Authorization": "Basic " + base64.b64encode(basic).decode(),
-                        "Accept": "application/json",
-                    },
+                    headers=headers,
                     allow_redirects=False,
                     # The session's trace hooks track a request's progress: this one's own.
                     trace_request_ctx={"progress": SendProgress()},
-                ) as response,
-            ):
-                body = await read_capped(response)
-                status = response.status
+                    **through,
+                ) as response:
+                    body = await read_capped(response)
+                    status = response.status
         except (DestinationBlocked, DestinationRefused) as exc:
             raise TokenFailed(f"token endpoint refused by the SSRF guard: {exc}") from None
         except TimeoutError:

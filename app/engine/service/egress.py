@@ -1,0 +1,114 @@
+"""Sending through an egress proxy (HTTP, CONNECT for https) without giving up the SSRF guard:
+Herald resolves and vets the destination itself, then asks the proxy for the *address* it
+vetted -- never the name -- so the proxy has nothing to resolve and DNS rebinding has nowhere
+to happen. The name still travels where the receiver needs it: the Host header, and for https
+the TLS server name (SNI) and the certificate check.
+
+Run the proxy on the addresses you publish to receivers and every attempt leaves from them
+(docs/operations.md, "An egress proxy")."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from app.config import Settings
+from app.endpoints.service.destinations import IPAddress, IPNetwork, refusal, vet
+from app.errors import DestinationRefused
+
+
+@dataclass(frozen=True)
+class EgressProxy:
+    url: str  # http://host:port, without credentials
+    headers: dict[str, str]  # Proxy-Authorization, when the URL carried credentials
+
+    @classmethod
+    def parse(cls, text: str) -> EgressProxy:
+        """``http://[user:password@]host:port``; raises ValueError, naming no credential."""
+        try:
+            parsed = URL(text)
+        except ValueError:
+            raise ValueError("the egress proxy is not a URL") from None
+        if parsed.scheme != "http" or not parsed.host or parsed.path not in ("", "/"):
+            raise ValueError("the egress proxy must be http://[user:password@]host:port")
+        headers = {}
+        if parsed.user is not None:
+            credentials = aiohttp.encode_basic_auth(parsed.user, parsed.password or "")
+            headers["Proxy-Authorization"] = credentials
+        return cls(str(parsed.with_user(None).with_path("")), headers)
+
+    @property
+    def host(self) -> str:
+        return URL(self.url).host or ""
+
+
+def from_settings(settings: Settings) -> EgressProxy | None:
+    """HERALD_EGRESS_PROXY, or None when attempts go out directly."""
+    if settings.egress_proxy is None:
+        return None
+    return EgressProxy.parse(settings.egress_proxy.get_secret_value())
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A request's URL with its host replaced by the address Herald vetted."""
+
+    url: str
+    host_header: str  # the authority as the tenant wrote it
+    server_hostname: str | None  # https to a name: the SNI and the certificate's name
+
+
+async def pin(url: str, allowlist: Sequence[IPNetwork]) -> Pinned:
+    """Resolve and vet ``url``'s host (every address must pass, as for a direct send) and
+    point the request at the first address. Raises DestinationRefused when it may not go."""
+    parsed = URL(url)
+    host = parsed.host or ""
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    authority = (parsed.raw_authority or "").rpartition("@")[2]
+    literal = _literal(host)
+    if literal is not None:
+        refused = refusal(host, [literal], allowlist)
+        if refused is not None:
+            raise DestinationRefused(refused)
+        return Pinned(url, authority, None)
+    [address, *_] = await vet(host, port, allowlist)
+    server_name = parsed.raw_host if parsed.scheme == "https" else None
+    return Pinned(str(parsed.with_host(str(address))), authority, server_name)
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one request goes out: its URL and headers, and aiohttp's proxy arguments."""
+
+    url: str
+    headers: dict[str, str]
+    through: dict[str, Any]
+
+
+async def route(
+    url: str, headers: dict[str, str], allowlist: Sequence[IPNetwork], proxy: EgressProxy
+) -> Route:
+    """The request to ``url`` through ``proxy``, pinned to the address vetted here."""
+    pinned = await pin(url, allowlist)
+    headers = {**headers, "Host": pinned.host_header}
+    through: dict[str, Any] = {"proxy": proxy.url}
+    if URL(pinned.url).scheme == "https":
+        # On the CONNECT only: the request itself goes through the tunnel.
+        through["proxy_headers"] = proxy.headers
+        if pinned.server_hostname is not None:
+            through["server_hostname"] = pinned.server_hostname
+    else:  # absolute form: the request is the proxy's to read (and to strip)
+        headers.update(proxy.headers)
+    return Route(pinned.url, headers, through)
