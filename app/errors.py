@@ -94,6 +94,10 @@ class DestinationRefused(Unprocessable):
     title, slug = "Destination refused", "destination-refused"
 
 
+class TooManyRequests(HeraldError):
+    status, title, slug = 429, "Too many requests", "too-many-requests"
+
+
 class ServiceUnavailable(HeraldError):
     status, title, slug = 503, "Service unavailable", "unavailable"
 

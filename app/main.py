@@ -18,6 +18,7 @@ from app.console import routes as console
 from app.db import create_engine, create_sessionmaker
 from app.delivery.routes import actions, deliveries, events
 from app.endpoints.routes import endpoints
+from app.engine.service.endpoint_test import EndpointTester
 from app.errors import install_error_handlers
 from app.logs import configure_logging
 from app.operations.routes import health, metrics
@@ -51,10 +52,12 @@ def create_app(settings: Settings) -> FastAPI:
             fleet=FleetGauges(sessionmaker, redis, settings.region, settings.metrics_cache_seconds),
             principals=PrincipalCache(settings.api_key_cache_seconds),
             schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
+            tester=EndpointTester(settings, keys),
         )
         try:
             yield
         finally:
+            await app.state.resources.tester.close()
             await publisher.stop()
             await redis.aclose()
             await engine.dispose()

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import tracing
 from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.config import Settings
+from app.engine.service.endpoint_test import EndpointTester
 from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
@@ -36,6 +37,7 @@ class Resources:
     fleet: FleetGauges
     principals: PrincipalCache
     schemas: PayloadSchemas
+    tester: EndpointTester  # POST /v1/endpoints/{id}/test: a test event, sent now
 
 
 # Every dependency here is ``async def`` although none awaits: FastAPI runs a plain ``def``

@@ -129,6 +129,15 @@ async def test_endpoints_show_their_figures_and_can_be_disabled_enabled_and_rota
     await expect(row.locator(".secret-headers")).to_contain_text("X-Api-Key")
     assert "k-hidden" not in await page.content() and "whsk_" not in await page.content()
 
+    # A test event, from the row: each step shown, the receiver's answer.
+    before_test = len(receiver.requests)
+    await row.get_by_role("button", name="Send test event").click()
+    await expect(page.locator("#verdict")).to_contain_text("Delivered")
+    await expect(page.locator("#steps tr[data-step='request']")).to_contain_text("HTTP 200")
+    await expect(page.locator("#steps tr[data-step='signature']")).to_contain_text("v1 and v1a")
+    assert len(receiver.requests) == before_test + 1
+    assert receiver.requests[-1].headers["X-Api-Key"] == "k-hidden"
+
 
 async def test_the_overview_draws_the_last_hours_attempts_by_outcome(
     api: ApiProcess,

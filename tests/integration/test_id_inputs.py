@@ -54,6 +54,7 @@ PATH_ROUTES = [
     ("GET", "/v1/endpoints/{}/streams"),
     ("POST", "/v1/endpoints/{}/secret/rotate"),
     ("POST", "/v1/endpoints/{}/signing-key/rotate"),
+    ("POST", "/v1/endpoints/{}/test"),
     ("GET", "/v1/reconcile/runs/{}"),
     ("GET", "/v1/events/{}"),
     ("POST", "/v1/api-keys/{}/revoke"),

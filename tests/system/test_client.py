@@ -66,6 +66,9 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
             rotated_key = herald.endpoints.rotate_signing_key(endpoint.id)
             assert rotated_key["public_key"] != endpoint.public_key
             assert herald.endpoints.get(endpoint.id).previous_public_key == endpoint.public_key
+            # In a thread: the receiver answering the test event runs on this test's loop.
+            tested = await asyncio.to_thread(herald.endpoints.test, endpoint.id)
+            assert tested["delivered"] and tested["steps"][-1]["step"] == "request"
             delivery = herald.deliveries.create(endpoint.id, "order.paid", {"order": 7})
             assert isinstance(delivery, Delivery) and delivery.state in ("pending", "enqueued")
             later = herald.deliveries.create(
@@ -102,8 +105,10 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
             assert missing.value.status == 404
             assert missing.value.problem.detail is not None
 
-    # What the receiver got verifies with the endpoint's secret, and only as sent.
-    sent = receiver.on("/client")[0]
+    # What the receiver got verifies with the endpoint's secret, and only as sent (the first
+    # request was the test event).
+    test_event, sent = receiver.on("/client")[:2]
+    assert test_event.headers["webhook-id"].startswith("test_")
     assert sent.headers["X-Receiver-Key"] == "client-sealed"
     body = verify(sent.headers, sent.body, endpoint.secret)
     assert body["type"] in ("order.paid", "order.shipped") and body["data"]["order"] == 7

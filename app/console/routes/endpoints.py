@@ -110,6 +110,22 @@ async def set_enabled(
     return RedirectResponse("/console/endpoints", status_code=303)
 
 
+@router.post("/{endpoint_id}/test", response_class=HTMLResponse)
+async def send_test_event(
+    request: Request, resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, endpoint_id: str
+) -> HTMLResponse:
+    """A signed test event through the endpoint's whole path, as POST /v1/endpoints/{id}/test
+    sends it; each step shown."""
+    tenant_id = _tenant(viewer)
+    async with resources.sessionmaker() as session, session.begin():
+        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
+    await resources.tester.admit(resources.redis, tenant_id)
+    report = await resources.tester.test(endpoint)
+    return render(
+        request, resources, "tested.html", viewer, nav="endpoints", endpoint=endpoint, report=report
+    )
+
+
 @router.post("/{endpoint_id}/rotate", response_class=HTMLResponse)
 async def rotate_secret(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, endpoint_id: str

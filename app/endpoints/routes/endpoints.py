@@ -21,6 +21,7 @@ from app.endpoints.schemas import (
     EndpointOut,
     EndpointSecret,
     EndpointStats,
+    EndpointTestReport,
     EndpointUpdate,
     RotatedSecret,
     RotatedSigningKey,
@@ -30,6 +31,7 @@ from app.errors import (
     DestinationRefused,
     Forbidden,
     NotFound,
+    TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
     problem_responses,
@@ -189,6 +191,22 @@ async def rotate_endpoint_signing_key(
         public_key=endpoint.public_key,
         previous_public_key_expires_at=endpoint.previous_signing_key_expires_at,
     )
+
+
+@router.post(
+    "/{endpoint_id}/test",
+    response_model=EndpointTestReport,
+    responses=problem_responses(*_AUTH, NotFound, TooManyRequests),
+    summary="Send a signed test event now through the endpoint's whole path; report each step",
+)
+async def send_test_event(
+    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+) -> EndpointTestReport:
+    async with session.begin():
+        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
+    await resources.tester.admit(resources.redis, tenant_id)
+    report = await resources.tester.test(endpoint)  # no transaction across the send
+    return EndpointTestReport.model_validate(report)
 
 
 @router.patch(

@@ -261,6 +261,26 @@ class RotatedSigningKey(BaseModel):
     )
 
 
+class EndpointTestStep(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    step: Literal["destination", "proxy", "oauth2", "signature", "request"]
+    outcome: Literal["ok", "failed", "skipped"]
+    detail: str
+
+
+class EndpointTestReport(BaseModel):
+    """What one test event met on its way, step by step; nothing of it is stored."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    delivered: bool = Field(description="The receiver answered 2xx.")
+    status_code: int | None
+    duration_ms: int | None
+    response_body: str | None = Field(description="The first 4 KiB of the answer.")
+    steps: list[EndpointTestStep]
+
+
 class WindowStats(BaseModel):
     attempts: int
     successes: int

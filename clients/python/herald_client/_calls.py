@@ -209,6 +209,12 @@ def rotate_secret(endpoint_id: str) -> Call[dict[str, Any]]:
     )
 
 
+def test_endpoint(endpoint_id: str) -> Call[dict[str, Any]]:
+    return Call(
+        "POST", f"/v1/endpoints/{endpoint_id}/test", _model(dict[str, Any]), repeatable=False
+    )
+
+
 def rotate_signing_key(endpoint_id: str) -> Call[dict[str, Any]]:
     return Call(
         "POST",

@@ -335,6 +335,12 @@ class Endpoints:
         """A new ed25519 pair for v1a: ``{"public_key", "previous_public_key_expires_at"}``."""
         return self._run(_calls.rotate_signing_key(endpoint_id))
 
+    def test(self, endpoint_id: str) -> dict[str, Any]:
+        """Send a signed test event now through the endpoint's whole path: ``{"delivered",
+        "status_code", "duration_ms", "response_body", "steps": [{"step", "outcome",
+        "detail"}]}``; nothing is stored. At most 10 a minute per tenant (429 past that)."""
+        return self._run(_calls.test_endpoint(endpoint_id))
+
     def streams(
         self,
         endpoint_id: str,
@@ -374,6 +380,9 @@ class AsyncEndpoints:
 
     async def rotate_signing_key(self, endpoint_id: str) -> dict[str, Any]:
         return await self._run(_calls.rotate_signing_key(endpoint_id))
+
+    async def test(self, endpoint_id: str) -> dict[str, Any]:
+        return await self._run(_calls.test_endpoint(endpoint_id))
 
     async def streams(
         self,

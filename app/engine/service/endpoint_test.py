@@ -1,0 +1,193 @@
+"""``POST /v1/endpoints/{id}/test``: one signed test event sent now through the endpoint's
+whole path -- the SSRF guard, the egress proxy, its OAuth2 token, its signature schemes and
+payload format -- by the same code an attempt runs, each step reported as it went. Nothing is
+stored: no delivery, no attempt, no mark on the endpoint's health."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.endpoints.service.destinations import check_endpoint_url
+from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
+from app.engine.service import egress, envelope, sender
+from app.engine.service.tokens import TokenFailed, Tokens
+from app.errors import DestinationRefused, TooManyRequests
+from app.ids import new_id
+from app.models import Endpoint
+from app.sealing import KeyRing, OpenedSecrets
+from app.states import Outcome
+
+TEST_EVENT_TYPE = "herald.test"
+# Test sends a tenant may make a minute, across API processes: a test is a request Herald
+# makes on a tenant's word, outside every endpoint's flow control.
+TESTS_PER_MINUTE = 10
+StepOutcome = Literal["ok", "failed", "skipped"]
+
+
+@dataclass(frozen=True)
+class Step:
+    step: str  # destination | proxy | oauth2 | signature | request
+    outcome: StepOutcome
+    detail: str
+
+
+@dataclass
+class Report:
+    delivered: bool = False
+    status_code: int | None = None
+    duration_ms: int | None = None
+    response_body: str | None = None
+    steps: list[Step] = field(default_factory=list)
+
+    def add(self, step: str, outcome: StepOutcome, detail: str) -> None:
+        self.steps.append(Step(step, outcome, detail))
+
+
+def _claimed(endpoint: Endpoint, now: datetime) -> ClaimedDelivery:
+    """The endpoint's row as an attempt's claim would read it, for a test event."""
+    sealed_secrets = [endpoint.secret_sealed]
+    expires = endpoint.previous_secret_expires_at
+    if endpoint.previous_secret_sealed and expires is not None and expires > now:
+        sealed_secrets.append(endpoint.previous_secret_sealed)
+    keys = [endpoint.signing_key_sealed] if endpoint.signing_key_sealed else []
+    key_expires = endpoint.previous_signing_key_expires_at
+    if endpoint.previous_signing_key_sealed and key_expires is not None and key_expires > now:
+        keys.append(endpoint.previous_signing_key_sealed)
+    oauth2 = None
+    if endpoint.oauth2 is not None and endpoint.oauth2_secret_sealed is not None:
+        settings = endpoint.oauth2
+        oauth2 = OAuth2Client(
+            token_url=settings["token_url"],
+            client_id=settings["client_id"],
+            scope=settings.get("scope"),
+            audience=settings.get("audience"),
+            sealed_secret=endpoint.oauth2_secret_sealed,
+        )
+    event_id = new_id("evt")
+    payload = {"test": True, "endpoint_id": endpoint.id, "sent_at": now.isoformat()}
+    return ClaimedDelivery(
+        id=new_id("test"),
+        endpoint_id=endpoint.id,
+        attempt_number=1,
+        attempts_used=1,
+        url=endpoint.url,
+        sealed_secrets=sealed_secrets,
+        signature_schemes=list(endpoint.signature_schemes),
+        sealed_keys=keys,
+        endpoint_enabled=endpoint.enabled,
+        endpoint_deleted=False,
+        event_id=event_id,
+        payload=json.dumps(payload, separators=(",", ":")).encode(),
+        payload_format=endpoint.payload_format,
+        headers=dict(endpoint.headers),
+        sealed_headers=endpoint.secret_headers_sealed,
+        event_type=TEST_EVENT_TYPE,
+        event_at=now,
+        traceparent=None,
+        lease_left=0.0,
+        token=uuid.uuid4(),
+        tenant_id=endpoint.tenant_id,
+        oauth2=oauth2,
+    )
+
+
+async def _heard(progress: sender.SendProgress) -> None:
+    """A test obeys no Retry-After: it pauses nothing (it reports the answer)."""
+
+
+class EndpointTester:
+    """Built once in the API's lifespan: its own HTTP session (with the workers' SSRF guard),
+    cache of opened secrets, and OAuth2 token cache."""
+
+    def __init__(self, settings: Settings, keys: KeyRing) -> None:
+        self._settings = settings
+        self._proxy = egress.from_settings(settings)
+        self._http = sender.build_http_session(settings.destination_allowlist, 20, self._proxy)
+        self._opened = OpenedSecrets(keys)
+        self._tokens = Tokens(
+            self._http,
+            self._opened,
+            settings.destination_allowlist,
+            settings.request_timeout_seconds,
+            self._proxy,
+        )
+
+    async def close(self) -> None:
+        await self._http.close()
+
+    async def admit(self, redis: Redis, tenant_id: str) -> None:
+        """Count the tenant's test against its minute; raise TooManyRequests past the limit."""
+        minute = int(time.time() // 60)
+        key = f"herald:endpoint-tests:{tenant_id}:{minute}"
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.incr(key)
+            pipe.expire(key, 120)
+            made, _ = await pipe.execute()
+        if int(made) > TESTS_PER_MINUTE:
+            raise TooManyRequests(
+                f"at most {TESTS_PER_MINUTE} endpoint tests a minute per tenant",
+                headers={"Retry-After": str(60 - int(time.time()) % 60)},
+            )
+
+    async def test(self, endpoint: Endpoint) -> Report:
+        report = Report()
+        claimed = _claimed(endpoint, datetime.now(UTC))
+        allowlist = self._settings.destination_allowlist
+        try:
+            await check_endpoint_url(endpoint.url, allowlist)
+            report.add("destination", "ok", "the URL resolves to addresses the SSRF guard allows")
+        except DestinationRefused as exc:
+            report.add("destination", "failed", str(exc))
+            return report
+        if self._proxy is None:
+            report.add("proxy", "skipped", "no egress proxy: sent directly")
+        else:
+            report.add("proxy", "ok", f"through the egress proxy {self._proxy.url}")
+        try:
+            body = envelope.request_body(claimed)
+            headers = envelope.request_headers(claimed, body, {}, self._opened)
+        except envelope.RequestNotBuilt as exc:
+            report.add("signature", "failed", str(exc))
+            return report
+        if claimed.oauth2 is None:
+            report.add("oauth2", "skipped", "no OAuth2 client credentials")
+        else:
+            try:
+                token = await self._tokens.bearer(claimed)
+            except TokenFailed as exc:
+                report.add("oauth2", "failed", str(exc))
+                return report
+            report.add("oauth2", "ok", f"a token from {claimed.oauth2.token_url}")
+            headers["Authorization"] = f"Bearer {token.value}"
+        schemes = " and ".join(claimed.signature_schemes)
+        report.add("signature", "ok", f"signed {schemes}, sent as {claimed.payload_format}")
+        progress = sender.SendProgress()
+        result = await sender.send(
+            self._http,
+            url=endpoint.url,
+            body=body,
+            headers=headers,
+            timeout=self._settings.request_timeout_seconds,
+            allowlist=allowlist,
+            progress=progress,
+            retry_after_max=0,
+            on_answer=_heard,
+            proxy=self._proxy,
+        )
+        report.status_code, report.duration_ms = result.status_code, result.duration_ms
+        report.response_body = result.response_body
+        report.delivered = result.outcome is Outcome.SUCCESS
+        if result.status_code is not None:
+            detail = f"HTTP {result.status_code} in {result.duration_ms} ms ({result.outcome})"
+        else:
+            detail = f"{result.outcome}: {result.error}"
+        report.add("request", "ok" if report.delivered else "failed", detail)
+        return report
