@@ -33,6 +33,7 @@ KINDS = {
     "run": "reconcile run",
     "rdv": "redrive job",
     "ses": "console session",
+    "test": "test event",  # POST /v1/endpoints/{id}/test: its webhook-id; nothing is stored
 }
 PREFIXES = tuple(KINDS)
 _BODY = "[0-9A-HJKMNP-TV-Z]{26}"
