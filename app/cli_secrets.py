@@ -12,9 +12,12 @@ import argparse
 import asyncio
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.config import Settings
+
+if TYPE_CHECKING:
+    from app.endpoints.service.credentials import Resealed
 
 PAGE = 500
 
@@ -34,7 +37,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(settings: Settings, database_url: str | None, args: argparse.Namespace) -> int:
-    from app.sealing import KeyRingError, SealedValueError, new_key
+    from app.sealing import KeyRingError, new_key
 
     try:
         if args.secrets_command == "new-key":
@@ -43,21 +46,29 @@ def run(settings: Settings, database_url: str | None, args: argparse.Namespace) 
         if database_url is None:
             print("herald secrets rotate: HERALD_DATABASE_URL must be set", file=sys.stderr)
             return 2
-        resealed = asyncio.run(_rotate(settings, database_url, max(1, args.page)))
+        done = asyncio.run(_rotate(settings, database_url, max(1, args.page)))
     except KeyRingError as exc:
         print(f"herald secrets: {exc}", file=sys.stderr)
         return 2
-    except SealedValueError as exc:
-        print(f"herald secrets rotate: {exc}; nothing after it was re-sealed", file=sys.stderr)
+    sealing = settings.key_ring().sealing_id
+    if done.unopened:
+        for endpoint_id, column in done.unopened:
+            print(f"not re-sealed: {endpoint_id} {column} (it does not open)", file=sys.stderr)
+        print(
+            f"re-sealed {done.count} secrets under {sealing!r}; {len(done.unopened)} do not "
+            "open under HERALD_SECRET_KEYS (a lost key: rotate those endpoints' secrets, "
+            "docs/operations.md) -- keep the other keys until they are replaced",
+            file=sys.stderr,
+        )
         return 1
     print(
-        f"re-sealed {resealed} secrets under {settings.key_ring().sealing_id!r}; every stored "
-        "secret is sealed under it now, so the other keys may leave HERALD_SECRET_KEYS"
+        f"re-sealed {done.count} secrets under {sealing!r}; every stored secret is sealed "
+        "under it now, so the other keys may leave HERALD_SECRET_KEYS"
     )
     return 0
 
 
-async def _rotate(settings: Settings, database_url: str, page: int) -> int:
+async def _rotate(settings: Settings, database_url: str, page: int) -> Resealed:
     from app.console.service import sign_in_forms
     from app.db import create_engine, create_sessionmaker
     from app.endpoints.service import credentials
@@ -65,17 +76,18 @@ async def _rotate(settings: Settings, database_url: str, page: int) -> int:
     ring = settings.key_ring()
     engine = create_engine(database_url, pool_size=1)
     sessionmaker = create_sessionmaker(engine)
-    resealed = 0
+    done = credentials.Resealed()
     try:
         after: str | None = ""
         while after is not None:
             async with sessionmaker() as session, session.begin():
-                after, count = await credentials.reseal_page(
-                    session, ring, after_id=after, limit=page
+                after = await credentials.reseal_page(
+                    session, ring, after_id=after, limit=page, into=done
                 )
-            resealed += count
         async with sessionmaker() as session, session.begin():
-            resealed += await sign_in_forms.reseal(session, ring)
+            count, unopened = await sign_in_forms.reseal(session, ring)
+        done.count += count
+        done.unopened += [("console", purpose) for purpose in unopened]
     finally:
         await engine.dispose()
-    return resealed
+    return done

@@ -17,7 +17,7 @@ import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -41,8 +41,8 @@ class SealedValueError(Exception):
 
 @dataclass(frozen=True)
 class KeyRing:
-    # (id, AES-256 key), the sealing key first.
-    keys: tuple[tuple[str, bytes], ...]
+    # (id, AES-256 key), the sealing key first: never in a repr or a traceback.
+    keys: tuple[tuple[str, bytes], ...] = field(repr=False)
 
     @classmethod
     def parse(cls, text: str) -> KeyRing:

@@ -43,6 +43,10 @@ def upgrade() -> None:
         ),
     )
     op.add_column("console_secrets", sa.Column("sealed", sa.LargeBinary(), nullable=True))
+    # Emptied as they are sealed, before they are dropped: a dropped column's bytes stay in
+    # the rows that have them (docs/operations.md: VACUUM FULL after the upgrade).
+    op.alter_column("endpoints", "secret", nullable=True)
+    op.alter_column("console_secrets", "secret", nullable=True)
 
     _seal_existing()
 
@@ -78,8 +82,8 @@ def _seal_existing() -> None:
             purpose = f"endpoint:{endpoint_id}:signing"
             bind.execute(
                 sa.text(
-                    "UPDATE endpoints SET secret_sealed = :sealed, previous_secret_sealed = :prev"
-                    " WHERE id = :id"
+                    "UPDATE endpoints SET secret_sealed = :sealed, previous_secret_sealed = :prev,"
+                    " secret = NULL, previous_secret = NULL WHERE id = :id"
                 ),
                 {
                     "id": endpoint_id,
@@ -90,7 +94,9 @@ def _seal_existing() -> None:
         after = rows[-1][0]
     for purpose, secret in bind.execute(sa.text("SELECT purpose, secret FROM console_secrets")):
         bind.execute(
-            sa.text("UPDATE console_secrets SET sealed = :sealed WHERE purpose = :purpose"),
+            sa.text(
+                "UPDATE console_secrets SET sealed = :sealed, secret = NULL WHERE purpose = :purpose"
+            ),
             {"purpose": purpose, "sealed": ring.seal(bytes(secret), f"console:{purpose}")},
         )
 

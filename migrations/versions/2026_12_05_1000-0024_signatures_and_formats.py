@@ -13,7 +13,6 @@ Create Date: 2026-12-05 10:00:00+00:00
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0024"
@@ -25,31 +24,27 @@ _FORMATS = "payload_format IN ('raw', 'standard', 'cloudevents', 'cloudevents-bi
 _SCHEMES = "signature_schemes <@ ARRAY['v1', 'v1a'] AND cardinality(signature_schemes) >= 1"
 
 
+_COLUMNS = (
+    "signature_schemes text[] NOT NULL DEFAULT '{v1}'::text[]",
+    "signing_key_sealed bytea",
+    "public_key text",
+    "previous_signing_key_sealed bytea",
+    "previous_public_key text",
+    "previous_signing_key_expires_at timestamp with time zone",
+)
+_CHECKS = (("ck_endpoints_payload_format", _FORMATS), ("ck_endpoints_signature_schemes", _SCHEMES))
+
+
 def upgrade() -> None:
-    op.add_column(
-        "endpoints",
-        sa.Column(
-            "signature_schemes",
-            sa.ARRAY(sa.Text()),
-            server_default=sa.text("'{v1}'::text[]"),
-            nullable=False,
-        ),
-    )
-    for column in (
-        sa.Column("signing_key_sealed", sa.LargeBinary()),
-        sa.Column("public_key", sa.Text()),
-        sa.Column("previous_signing_key_sealed", sa.LargeBinary()),
-        sa.Column("previous_public_key", sa.Text()),
-        sa.Column("previous_signing_key_expires_at", sa.DateTime(timezone=True)),
-    ):
-        op.add_column("endpoints", column)
-    op.drop_constraint(op.f("ck_endpoints_payload_format"), "endpoints", type_="check")
+    # Every step may run again: the checks are validated outside this transaction, and a
+    # VALIDATE cut short leaves the rest committed with the revision not yet stamped.
+    for column in _COLUMNS:
+        op.execute(f"ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS {column}")
+    for name, check in _CHECKS:
+        op.execute(f"ALTER TABLE endpoints DROP CONSTRAINT IF EXISTS {name}")
+        op.execute(f"ALTER TABLE endpoints ADD CONSTRAINT {name} CHECK ({check}) NOT VALID")
     with op.get_context().autocommit_block():
-        for name, check in (
-            ("ck_endpoints_payload_format", _FORMATS),
-            ("ck_endpoints_signature_schemes", _SCHEMES),
-        ):
-            op.execute(f"ALTER TABLE endpoints ADD CONSTRAINT {name} CHECK ({check}) NOT VALID")
+        for name, _ in _CHECKS:
             op.execute(f"ALTER TABLE endpoints VALIDATE CONSTRAINT {name}")
 
 

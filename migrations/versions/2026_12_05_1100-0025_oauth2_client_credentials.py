@@ -13,9 +13,7 @@ Create Date: 2026-12-05 11:00:00+00:00
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects.postgresql import JSONB
 
 revision: str = "0025"
 down_revision: str | None = "0024"
@@ -31,8 +29,9 @@ _CHECKS = (
 
 
 def _replace_checks(outcomes: str) -> None:
+    # May run again (see 0024): a VALIDATE cut short leaves the rest committed, unstamped.
     for table, name, check in _CHECKS:
-        op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+        op.execute(f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}")
         op.execute(
             f"ALTER TABLE {table} ADD CONSTRAINT {name} CHECK ({check.format(outcomes)}) NOT VALID"
         )
@@ -42,8 +41,8 @@ def _replace_checks(outcomes: str) -> None:
 
 
 def upgrade() -> None:
-    op.add_column("endpoints", sa.Column("oauth2", JSONB()))
-    op.add_column("endpoints", sa.Column("oauth2_secret_sealed", sa.LargeBinary()))
+    op.execute("ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS oauth2 jsonb")
+    op.execute("ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS oauth2_secret_sealed bytea")
     _replace_checks(_NEW)
 
 

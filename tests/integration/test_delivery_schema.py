@@ -364,3 +364,36 @@ async def test_a_claim_changes_no_indexed_column_so_it_is_a_hot_update(
         await connection.close()
     assert len(batch.rows) == 10
     assert (updated, hot) == (10, 10)
+
+
+async def test_migrations_0024_and_0025_run_again_after_a_validate_cut_short(stack: Stack) -> None:
+    """Their checks are validated outside the transaction, so an interruption there leaves the
+    rest committed and the revision unstamped: running them again must simply finish."""
+    name = f"herald_rerun_{os.getpid()}"
+    url = await scratch_database(stack.database_url, name, create=True)
+    config, dsn = alembic_config(url), plain_dsn(url)
+    try:
+        await asyncio.to_thread(command.upgrade, config, "head")
+        await asyncio.to_thread(command.stamp, config, "0023")  # as if cut short after 0023
+        await asyncio.to_thread(command.upgrade, config, "head")
+        connection = await asyncpg.connect(dsn)
+        try:
+            checks = await connection.fetch(
+                "SELECT conname, convalidated FROM pg_constraint WHERE conname = ANY($1)",
+                [
+                    "ck_endpoints_payload_format",
+                    "ck_endpoints_signature_schemes",
+                    "ck_attempts_outcome",
+                    "ck_deliveries_outcome",
+                ],
+            )
+        finally:
+            await connection.close()
+        assert {(c["conname"], c["convalidated"]) for c in checks} == {
+            ("ck_endpoints_payload_format", True),
+            ("ck_endpoints_signature_schemes", True),
+            ("ck_attempts_outcome", True),
+            ("ck_deliveries_outcome", True),
+        }
+    finally:
+        await scratch_database(stack.database_url, name, create=False)

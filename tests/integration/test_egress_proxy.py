@@ -176,3 +176,32 @@ async def test_an_oauth2_token_request_leaves_through_the_proxy_too(
         f"POST http://127.0.0.1:{authorization.port}/hook HTTP/1.1",
     ]
     assert len(authorization.accepted) == 1
+
+
+async def test_a_name_that_does_not_resolve_now_is_retried_not_killed(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    forward_proxy: ForwardProxy,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    """A lookup that fails (a DNS outage, a name gone) is a failure to try again, as it is
+    without a proxy -- never the guard's refusal, which would end the delivery at once."""
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/gone"))
+    async with engine.begin() as connection:  # the name was fine when saved; it is not now
+        await connection.execute(
+            text("UPDATE endpoints SET url = 'http://no-such-host.invalid/gone' WHERE id = :id"),
+            {"id": endpoint["id"]},
+        )
+    [delivery] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    async with pump(settings, engine, egress_proxy=SecretStr(forward_proxy.url)) as (running, _):
+        running.start()
+
+        async def tried() -> dict[str, Any] | None:
+            return await last_attempt(engine, delivery)
+
+        attempt = await eventually(tried, lambda found: found is not None)
+    assert attempt is not None and attempt["outcome"] == "retryable"
+    assert "'no-such-host.invalid' does not resolve" in attempt["error"]
+    assert forward_proxy.asked() == []

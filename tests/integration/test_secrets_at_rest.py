@@ -350,3 +350,29 @@ async def test_a_secret_under_a_lost_key_is_refused_in_words_and_a_rotation_repl
         base, json={"headers": {"X-A": "b"}, "secret_headers": {"X-Api-Key": "k-2"}}, headers=tenant
     )
     assert both.status_code == 200 and both.json()["secret_header_names"] == ["X-Api-Key"]
+
+
+async def test_rotate_goes_past_a_secret_it_cannot_open_and_names_it(
+    client: httpx.AsyncClient, tenant: dict[str, str], stack: Stack, engine: AsyncEngine
+) -> None:
+    lost, kept = await new_endpoint(client, tenant), await new_endpoint(client, tenant)
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE endpoints SET secret_sealed = :s WHERE id = :id"),
+            {
+                "id": lost["id"],
+                "s": KeyRing.parse(new_key("gone-1")).seal("x", f"endpoint:{lost['id']}:signing"),
+            },
+        )
+    env = herald_env(stack, HERALD_SECRET_KEYS=f"{new_key('test-2')},{SECRET_KEYS}")
+    rotated = await herald([sys.executable, "-m", "app.cli", "secrets", "rotate"], env)
+    assert rotated.returncode == 1
+    assert f"not re-sealed: {lost['id']} secret_sealed (it does not open)" in rotated.stderr
+    assert "keep the other keys until they are replaced" in rotated.stderr
+    async with engine.connect() as connection:
+        sealed = (
+            await connection.execute(
+                text("SELECT secret_sealed FROM endpoints WHERE id = :id"), {"id": kept["id"]}
+            )
+        ).scalar_one()
+    assert sealed_with(sealed) == "test-2"  # the rest went on

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.console.repository import console_secrets
-from app.sealing import KeyRing
+from app.sealing import KeyRing, SealedValueError
 
 PURPOSE = "sign-in form"
 LIFETIME_SECONDS = 3600
@@ -100,12 +100,17 @@ async def _signing_key(
     return keys.open(sealed, purpose), now
 
 
-async def reseal(session: AsyncSession, keys: KeyRing) -> int:
-    """The console's keys re-sealed under the ring's sealing key (``herald secrets rotate``)."""
-    resealed = 0
+async def reseal(session: AsyncSession, keys: KeyRing) -> tuple[int, list[str]]:
+    """The console's keys re-sealed under the ring's sealing key (``herald secrets rotate``):
+    how many, and the purposes of those that do not open (left as they are)."""
+    resealed, unopened = 0, []
     for purpose, sealed in await console_secrets.all_sealed(session):
-        fresh = keys.reseal(sealed, f"console:{purpose}")
+        try:
+            fresh = keys.reseal(sealed, f"console:{purpose}")
+        except SealedValueError:
+            unopened.append(purpose)
+            continue
         if fresh is not None:
             await console_secrets.replace(session, purpose, was=sealed, now=fresh)
             resealed += 1
-    return resealed
+    return resealed, unopened

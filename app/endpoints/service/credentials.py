@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -199,21 +199,33 @@ async def rotate_signing_key(
     return endpoint
 
 
+@dataclass
+class Resealed:
+    """What a rotation did to a page: how many values it re-sealed, and those it could not
+    open (a lost key, a damaged value), by endpoint and column -- left as they are."""
+
+    count: int = 0
+    unopened: list[tuple[str, str]] = field(default_factory=list)
+
+
 async def reseal_page(
-    session: AsyncSession, ring: KeyRing, *, after_id: str, limit: int
-) -> tuple[str | None, int]:
-    """Re-seal one page of endpoints' secrets under the ring's sealing key: the last id seen
-    (None: no more pages) and how many values were re-sealed."""
+    session: AsyncSession, ring: KeyRing, *, after_id: str, limit: int, into: Resealed
+) -> str | None:
+    """Re-seal one page of endpoints' secrets under the ring's sealing key, counting into
+    ``into``; the last id seen (None: no more pages)."""
     page = await endpoints.sealed_page(session, after_id=after_id, limit=limit)
-    resealed = 0
     for endpoint_id, columns in page:
         for column, sealed in columns.items():
             if sealed is None:
                 continue
             purpose = endpoint_purpose(endpoint_id, endpoints.SEALED_COLUMNS[column])
-            fresh = ring.reseal(sealed, purpose)
+            try:
+                fresh = ring.reseal(sealed, purpose)
+            except SealedValueError:
+                into.unopened.append((endpoint_id, column))
+                continue
             if fresh is not None and await endpoints.replace_sealed(
                 session, endpoint_id, column, was=sealed, now=fresh
             ):
-                resealed += 1
-    return (page[-1][0] if page else None), resealed
+                into.count += 1
+    return page[-1][0] if page else None

@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 from yarl import URL
 
 from app.config import Settings
-from app.endpoints.service.destinations import IPAddress, IPNetwork, refusal, vet
+from app.endpoints.service.destinations import IPAddress, IPNetwork, refusal, resolve
 from app.errors import DestinationRefused
 
 
 @dataclass(frozen=True)
 class EgressProxy:
     url: str  # http://host:port, without credentials
-    headers: dict[str, str]  # Proxy-Authorization, when the URL carried credentials
+    # Proxy-Authorization, when the URL carried credentials: never in a repr or a traceback.
+    headers: dict[str, str] = field(repr=False)
 
     @classmethod
     def parse(cls, text: str) -> EgressProxy:
@@ -59,26 +60,47 @@ class Pinned:
     """A request's URL with its host replaced by the address Herald vetted."""
 
     url: str
-    host_header: str  # the authority as the tenant wrote it
+    host_header: str | None  # https to a name: the authority as the tenant wrote it
     server_hostname: str | None  # https to a name: the SNI and the certificate's name
+
+
+class ResolveFailed(Exception):
+    """The destination's name did not resolve just now: a lookup to try again later, not a
+    refusal by the guard (a direct send meets the same as aiohttp's DNS error, retried)."""
 
 
 async def pin(url: str, allowlist: Sequence[IPNetwork]) -> Pinned:
     """Resolve and vet ``url``'s host (every address must pass, as for a direct send) and
-    point the request at the first address. Raises DestinationRefused when it may not go."""
+    point the request at the first address. Raises DestinationRefused when it may not go,
+    ResolveFailed when the name does not resolve now.
+
+    The host is judged as it goes on the wire (yarl's IDNA 2008 ``raw_host``), as the direct
+    path's resolver judges it: Python's resolver would encode a Unicode name by IDNA 2003,
+    and ``faß.de`` is another domain than ``xn--fa-hia.de``."""
     parsed = URL(url)
-    host = parsed.host or ""
+    host = parsed.raw_host or ""
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    authority = (parsed.raw_authority or "").rpartition("@")[2]
     literal = _literal(host)
     if literal is not None:
         refused = refusal(host, [literal], allowlist)
         if refused is not None:
             raise DestinationRefused(refused)
-        return Pinned(url, authority, None)
-    [address, *_] = await vet(host, port, allowlist)
-    server_name = parsed.raw_host if parsed.scheme == "https" else None
-    return Pinned(str(parsed.with_host(str(address))), authority, server_name)
+        return Pinned(url, None, None)
+    try:
+        addresses = await resolve(host, port)
+    except DestinationRefused as exc:
+        raise ResolveFailed(str(exc)) from None
+    refused = refusal(host, addresses, allowlist)
+    if refused is not None:
+        raise DestinationRefused(refused)
+    pinned = str(parsed.with_host(str(addresses[0])))
+    if parsed.scheme == "https":
+        # Inside the tunnel: the name for SNI, the certificate check and Host.
+        authority = (parsed.raw_authority or "").rpartition("@")[2]
+        return Pinned(pinned, authority, host)
+    # Plain http goes in absolute form, and a proxy may route by Host: the address only, so
+    # no name reaches the proxy at all (the receiver sees the address as Host).
+    return Pinned(pinned, None, None)
 
 
 def _literal(host: str) -> IPAddress | None:
@@ -102,7 +124,10 @@ async def route(
 ) -> Route:
     """The request to ``url`` through ``proxy``, pinned to the address vetted here."""
     pinned = await pin(url, allowlist)
-    headers = {**headers, "Host": pinned.host_header}
+    if pinned.host_header is not None:
+        headers = {**headers, "Host": pinned.host_header}
+    else:
+        headers = dict(headers)
     through: dict[str, Any] = {"proxy": proxy.url}
     if URL(pinned.url).scheme == "https":
         # On the CONNECT only: the request itself goes through the tunnel.

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+import structlog
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
@@ -27,6 +28,8 @@ from app.engine.service.egress import EgressProxy
 from app.engine.service.outcomes import RETRY_AFTER_STATUSES, classify_status, parse_retry_after
 from app.errors import DestinationRefused
 from app.states import Outcome
+
+log = structlog.get_logger("herald.sender")
 
 MAX_RESPONSE_BYTES = 64 * 1024
 PROXY_AUTHENTICATION_REQUIRED = 407
@@ -251,6 +254,8 @@ async def send(
                 return await _answer(response, progress, retry_after_max, on_answer)
     except (DestinationBlocked, DestinationRefused) as exc:
         return progress.result(Outcome.BLOCKED, error=str(exc))
+    except egress.ResolveFailed as exc:
+        return _failed(progress, str(exc))  # retried, as a direct send's DNS error is
     except LeaseEndedBeforeWriting as exc:
         return failed_inside(progress, str(exc))  # the worker's stall, not the receiver's
     except TimeoutError:
@@ -258,8 +263,15 @@ async def send(
     except aiohttp.InvalidURL as exc:
         return not_built(progress, f"invalid URL: {exc}")
     except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
-        # The proxy is Herald's infrastructure: its failure says nothing of the receiver.
-        return failed_inside(progress, f"egress proxy: {type(exc).__name__}: {exc}")
+        # The proxy is Herald's infrastructure: its failure says nothing of the receiver, and
+        # where it is is the operator's to read (the log), not the tenant's (the attempt).
+        log.warning("egress_proxy.failed", error=f"{type(exc).__name__}: {exc}")
+        said = (
+            f"refused the CONNECT (HTTP {exc.status})"
+            if isinstance(exc, aiohttp.ClientHttpProxyError)
+            else "unreachable"
+        )
+        return failed_inside(progress, f"egress proxy: {said}")
     except (aiohttp.ClientError, OSError) as exc:
         return _failed(progress, f"{type(exc).__name__}: {exc}")
 

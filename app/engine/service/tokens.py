@@ -12,7 +12,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -39,9 +39,14 @@ class TokenFailed(Exception):
     token endpoint's body, which may echo it)."""
 
 
+class FetchCutShort(TokenFailed):
+    """The attempt that was fetching a token was cancelled: nothing is known of the token
+    endpoint, and whoever waited on it fetches for itself."""
+
+
 @dataclass(frozen=True)
 class Token:
-    value: str
+    value: str = field(repr=False)
     fresh: bool  # fetched for this attempt (a 401 to it is the receiver's verdict)
 
 
@@ -93,7 +98,10 @@ class Tokens:
             return Token(cached[0], fresh=False)
         waiting = self._fetching.get(key)
         if waiting is not None:
-            return Token(await asyncio.shield(waiting), fresh=True)
+            try:
+                return Token(await asyncio.shield(waiting), fresh=True)
+            except FetchCutShort:
+                return await self.bearer(claimed)  # its asker went away: ask ourselves
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._fetching[key] = future
         try:
@@ -101,7 +109,7 @@ class Tokens:
         except BaseException as exc:
             # Whatever ends the fetch ends it for those waiting too (a cancelled fetch must
             # not leave them waiting, nor look like their own cancellation).
-            shared = exc if isinstance(exc, TokenFailed) else TokenFailed("token fetch cut short")
+            shared = exc if isinstance(exc, TokenFailed) else FetchCutShort("token fetch cut short")
             future.set_exception(shared)
             future.exception()  # retrieved: a burst with no one else waiting logs nothing
             raise
