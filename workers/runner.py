@@ -26,6 +26,7 @@ from app.config import Settings
 from app.db import create_engine, create_sessionmaker
 from app.engine.service import egress
 from app.engine.service.claimed_runs import AttemptRuns
+from app.engine.service.client_tls import ClientContexts
 from app.engine.service.deadlines import cancel_until_done
 from app.engine.service.pump import Pump
 from app.engine.service.recorder import Recorder
@@ -64,11 +65,12 @@ def build_pump(
     (the pump, its attempts' runs and the recorder share one set of wake-ups and one gate)."""
     wakeups = Wakeups(redis, settings.region)
     recorder = Recorder(settings, sessionmaker, gate, wakeups, batch_max=settings.record_batch_max)
-    opened = OpenedSecrets(settings.key_ring())
+    ring = settings.key_ring()
+    opened = OpenedSecrets(ring)
     proxy = egress.from_settings(settings)
     allowlist, timeout = settings.destination_allowlist, settings.request_timeout_seconds
     tokens = Tokens(http, opened, allowlist, timeout, proxy)
-    attempts = Attempts(settings, http, gate, opened, tokens, proxy)
+    attempts = Attempts(settings, http, gate, opened, tokens, ClientContexts(ring), proxy)
     runs = AttemptRuns(settings, sessionmaker, gate, attempts, recorder, wakeups)
     pump = Pump(settings, sessionmaker, redis, gate, wakeups, runs, recorder)
     recorder.continue_streams_with(pump)  # ordered streams go on without a wake-up

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -102,6 +103,15 @@ class Endpoint(Base):
     # audience; the client secret sealed beside them. NULL: no token is fetched.
     oauth2: Mapped[dict[str, str] | None] = mapped_column(JSONB)
     oauth2_secret_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # Mutual TLS and the receiver's own CA (app/certificates.py): the certificate, key and CA
+    # bundle sealed as one JSON object -- the key is secret, and sealing the rest binds it to
+    # this row too, so a written-over CA bundle cannot open -- with what identifies them in
+    # the clear. Replaced material stays a fallback until previous_tls_expires_at.
+    tls_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
+    tls: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    previous_tls_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
+    previous_tls: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    previous_tls_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Flow control owned by the delivery workers: backpressure pauses and the circuit breaker.
     paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pause_reason: Mapped[str | None] = mapped_column(Text)

@@ -14,6 +14,7 @@ from tests.fixtures.console import shoot, sign_in, tenant_with_key
 from tests.fixtures.processes import ApiProcess, running_worker
 from tests.fixtures.receiver import Receiver, Reply
 from tests.fixtures.stack import ADMIN, ADMIN_KEY, Stack
+from tests.fixtures.tls import Authority
 from tests.fixtures.waiting import count_rows, eventually, wait_state
 
 
@@ -128,6 +129,35 @@ async def test_endpoints_show_their_figures_and_can_be_disabled_enabled_and_rota
     await expect(row.locator(".public-key")).to_have_text(public_key)
     await expect(row.locator(".secret-headers")).to_contain_text("X-Api-Key")
     assert "k-hidden" not in await page.content() and "whsk_" not in await page.content()
+
+    # Mutual TLS (replaced once: the fallback shown) and OAuth2, configured; no key, no secret.
+    authority = Authority(tmp_path / "ca")
+    old_cert, old_key = authority.client_certificate("console-old")
+    new_cert, new_key = authority.client_certificate("console-new")
+    async with httpx.AsyncClient(base_url=api.base_url, headers=tenant) as http:
+        secured = await http.post(
+            "/v1/endpoints",
+            json={
+                "url": "https://127.0.0.1:9/secured",
+                "tls": {"client_certificate": old_cert, "client_key": old_key},
+                "oauth2": {
+                    "token_url": "https://127.0.0.1:9/token",
+                    "client_id": "console-client",
+                    "client_secret": "oauth-hidden",
+                },
+            },
+        )
+        assert secured.status_code == 201, secured.text
+        replaced = {"tls": {"client_certificate": new_cert, "client_key": new_key}}
+        assert (await http.patch(f"/v1/endpoints/{secured.json()['id']}", json=replaced)).is_success
+    await page.goto(f"{api.base_url}/console/endpoints")
+    row_tls = page.locator(f"tr[data-endpoint='{secured.json()['id']}']")
+    await expect(row_tls.locator(".client-certificate")).to_have_text("CN=console-new")
+    await expect(row_tls.locator(".previous-certificate")).to_have_text("CN=console-old")
+    await expect(row_tls.locator(".oauth2")).to_contain_text("console-client")
+    content = await page.content()
+    assert "oauth-hidden" not in content
+    assert new_key.splitlines()[1] not in content and old_key.splitlines()[1] not in content
 
     # A test event, from the row: each step shown, the receiver's answer.
     before_test = len(receiver.requests)

@@ -40,6 +40,7 @@ async def test_a_test_event_goes_the_whole_way_signed_and_leaves_nothing_behind(
     assert outcomes(report) == {
         "destination": "ok",
         "proxy": "skipped",
+        "tls": "skipped",
         "signature": "ok",
         "oauth2": "skipped",
         "request": "ok",

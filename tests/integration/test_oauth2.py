@@ -10,14 +10,13 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.engine import pump
 from tests.fixtures.oauth import CLIENT_ID, CLIENT_SECRET, Authorization, running_authorization
-from tests.fixtures.waiting import eventually, wait_state
+from tests.fixtures.waiting import attempts_of, eventually, wait_state
 
 
 @pytest.fixture
@@ -35,18 +34,6 @@ def oauth2(authorization: Authorization, **changes: Any) -> dict[str, Any]:
         "audience": "https://receiver.example",
         **changes,
     }
-
-
-async def attempts_of(engine: AsyncEngine, delivery_id: str) -> list[dict[str, Any]]:
-    async with engine.connect() as connection:
-        rows = await connection.execute(
-            text(
-                "SELECT outcome, status_code, error FROM attempts WHERE delivery_id = :d"
-                " ORDER BY started_at"
-            ),
-            {"d": delivery_id},
-        )
-        return [dict(row._mapping) for row in rows]
 
 
 async def test_a_burst_shares_one_token_and_every_request_carries_it(

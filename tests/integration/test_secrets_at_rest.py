@@ -18,6 +18,8 @@ import asyncpg
 import httpx
 import pytest
 from alembic import command
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -30,6 +32,7 @@ from tests.fixtures.engine import pump
 from tests.fixtures.processes import herald_env
 from tests.fixtures.receiver import Receiver
 from tests.fixtures.stack import SECRET_KEYS, Stack, plain_dsn, scratch_database
+from tests.fixtures.tls import Authority
 from tests.fixtures.waiting import wait_state
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,14 +59,30 @@ def spellings(secret: str) -> list[bytes]:
     return [secret.encode(), secret.removeprefix("whsec_").encode(), key.hex().encode()]
 
 
+def key_spellings(key_pem: str) -> list[bytes]:
+    """A PEM private key as text, as any line of it, and as the raw private number."""
+    key = serialization.load_pem_private_key(key_pem.encode(), None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    number = key.private_numbers().private_value
+    lines = [line.encode() for line in key_pem.splitlines()[1:-1]]
+    return [key_pem.encode(), *lines, number.to_bytes(32, "big"), format(number, "x").encode()]
+
+
 async def test_a_dump_of_the_database_holds_no_secret_in_plain_text(
-    client: httpx.AsyncClient, tenant: dict[str, str], stack: Stack, engine: AsyncEngine
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
 ) -> None:
     credential = "Bearer " + secrets.token_urlsafe(24)
     client_secret = "cs-" + secrets.token_urlsafe(24)
+    certificate, client_key = Authority(tmp_path / "ca").client_certificate("dumped-client")
     endpoint = await new_endpoint(
         client,
         tenant,
+        url="https://127.0.0.1:9/hook",
+        tls={"client_certificate": certificate, "client_key": client_key},
         headers={"X-Team": "billing-visible"},
         secret_headers={"X-Api-Key": credential},
         oauth2={
@@ -91,6 +110,9 @@ async def test_a_dump_of_the_database_holds_no_secret_in_plain_text(
             assert spelling not in dump
     assert credential.encode() not in dump and credential.split()[1].encode() not in dump
     assert client_secret.encode() not in dump
+    assert b"CN=dumped-client" in dump  # what identifies the certificate is shown; its key:
+    for spelling in key_spellings(client_key):
+        assert spelling not in dump
     assert console_key.hex().encode() not in dump and len(console_key) == 32
 
 
@@ -185,6 +207,8 @@ async def sealed_values(engine: AsyncEngine) -> list[bytes]:
                 " UNION ALL SELECT signing_key_sealed FROM endpoints"
                 " UNION ALL SELECT previous_signing_key_sealed FROM endpoints"
                 " UNION ALL SELECT oauth2_secret_sealed FROM endpoints"
+                " UNION ALL SELECT tls_sealed FROM endpoints"
+                " UNION ALL SELECT previous_tls_sealed FROM endpoints"
                 " UNION ALL SELECT sealed FROM console_secrets"
             )
         )
@@ -198,23 +222,33 @@ async def herald(command_line: list[str], env: dict[str, str]) -> subprocess.Com
 
 
 async def test_herald_secrets_rotate_reseals_everything_under_the_new_key(
-    client: httpx.AsyncClient, tenant: dict[str, str], stack: Stack, engine: AsyncEngine
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    stack: Stack,
+    engine: AsyncEngine,
+    tmp_path: Path,
 ) -> None:
+    authority = Authority(tmp_path / "ca")
     endpoint = await new_endpoint(
         client,
         tenant,
+        url="https://127.0.0.1:9/hook",
         secret_headers={"X-Api-Key": "k-1"},
         oauth2={"token_url": "http://127.0.0.1:9/t", "client_id": "c", "client_secret": "s"},
+        tls={"ca_bundle": authority.ca_pem()},
     )
     await client.post(f"/v1/endpoints/{endpoint['id']}/secret/rotate", headers=tenant)
+    replaced = {"tls": {"ca_bundle": authority.ca_pem(), "overlap_hours": 1}}
+    path = f"/v1/endpoints/{endpoint['id']}"
+    assert (await client.patch(path, json=replaced, headers=tenant)).status_code == 200
     for _ in range(3):
         await new_endpoint(client, tenant)
     assert (await client.get("/console/sign-in")).status_code == 200
     current = (await client.get(f"/v1/endpoints/{endpoint['id']}/secret", headers=tenant)).json()
     before = await sealed_values(engine)
     # 4 secrets, 1 previous, 1 set of secret headers, 4 ed25519 keys, 1 OAuth2 client
-    # secret, the console's key
-    assert {sealed_with(value) for value in before} == {"test-1"} and len(before) == 12
+    # secret, TLS material and the material it replaced, the console's key
+    assert {sealed_with(value) for value in before} == {"test-1"} and len(before) == 14
 
     newest = new_key("test-2")
     ring = f"{newest},{SECRET_KEYS}"
@@ -222,9 +256,9 @@ async def test_herald_secrets_rotate_reseals_everything_under_the_new_key(
     command_line = [sys.executable, "-m", "app.cli", "secrets", "rotate", "--page", "2"]
     rotated = await herald(command_line, env)
     assert rotated.returncode == 0, rotated.stderr
-    assert rotated.stdout.startswith("re-sealed 12 secrets under 'test-2'")
+    assert rotated.stdout.startswith("re-sealed 14 secrets under 'test-2'")
     after = await sealed_values(engine)
-    assert {sealed_with(value) for value in after} == {"test-2"} and len(after) == 12
+    assert {sealed_with(value) for value in after} == {"test-2"} and len(after) == 14
     # The old key may go: every value opens under the new one alone.
     alone = KeyRing.parse(newest)
     async with engine.connect() as connection:

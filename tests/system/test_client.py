@@ -22,6 +22,7 @@ from tests.fixtures.engine import pump
 from tests.fixtures.processes import ApiProcess, start_api, wait_healthy
 from tests.fixtures.receiver import Receiver
 from tests.fixtures.stack import OwnPostgres, Stack
+from tests.fixtures.tls import Authority
 from tests.fixtures.waiting import count_rows, wait_state
 
 
@@ -66,6 +67,13 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
             rotated_key = herald.endpoints.rotate_signing_key(endpoint.id)
             assert rotated_key["public_key"] != endpoint.public_key
             assert herald.endpoints.get(endpoint.id).previous_public_key == endpoint.public_key
+            authority = Authority(tmp_path / "ca")
+            certificate, client_key = authority.client_certificate("client-made")
+            material = {"client_certificate": certificate, "client_key": client_key}
+            secured = herald.endpoints.create("https://127.0.0.1:9/mtls", tls=material)
+            assert secured.tls is not None and secured.tls.client_certificate is not None
+            assert secured.tls.client_certificate.subject == "CN=client-made"
+            herald.endpoints.delete(secured.id)  # the events below are for `endpoint` alone
             # In a thread: the receiver answering the test event runs on this test's loop.
             tested = await asyncio.to_thread(herald.endpoints.test, endpoint.id)
             assert tested["delivered"] and tested["steps"][-1]["step"] == "request"

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook
 
@@ -21,7 +20,7 @@ from tests.fixtures.processes import running_worker
 from tests.fixtures.receiver import running_receiver
 from tests.fixtures.stack import Stack
 from tests.fixtures.tls import Authority, server_context
-from tests.fixtures.waiting import eventually, wait_state
+from tests.fixtures.waiting import attempts_of, eventually, wait_state
 
 
 @pytest.fixture
@@ -33,18 +32,6 @@ def authority(tmp_path: Path) -> Authority:
 async def forward_proxy(tmp_path: Path) -> AsyncIterator[ForwardProxy]:
     async with running_forward_proxy(tmp_path / "proxy") as running:
         yield running
-
-
-async def attempts_of(engine: AsyncEngine, delivery_id: str) -> list[dict[str, Any]]:
-    async with engine.connect() as connection:
-        rows = await connection.execute(
-            text(
-                "SELECT outcome, status_code, error FROM attempts WHERE delivery_id = :d"
-                " ORDER BY started_at"
-            ),
-            {"d": delivery_id},
-        )
-        return [dict(row._mapping) for row in rows]
 
 
 async def test_https_goes_by_connect_to_the_vetted_address_with_the_name_in_sni_and_host(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.delivery.service.endpoint_stats import WindowCounts, last_hour
 from app.endpoints.schemas import current_pause
+from app.endpoints.schemas.tls import shown
 from app.endpoints.service.endpoints import list_endpoints
 from app.flow.service.gate import flow_snapshot
 from app.models import Endpoint
@@ -27,6 +29,8 @@ class BoardRow:
     in_flight: int | None  # now, as Redis counts it; None when Redis cannot say
     max_in_flight: int  # the ceiling in force (the endpoint's, else the default; 0: none)
     rate_limit: float  # starts a second in force (0: none)
+    # The TLS material as the API shows it (a fallback only while it is one); None: none.
+    tls: dict[str, Any] | None = None
 
 
 async def endpoint_board(
@@ -50,6 +54,7 @@ async def endpoint_board(
                 in_flight=None if flow is None else flow.in_flight,
                 max_in_flight=ceiling,
                 rate_limit=endpoint.rate_limit_per_second or settings.default_rate_limit_per_second,
+                tls=shown(endpoint.tls, endpoint.previous_tls, endpoint.previous_tls_expires_at),
             )
         )
     return rows

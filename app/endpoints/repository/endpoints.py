@@ -101,6 +101,7 @@ async def update_fields(
                 .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
                 .values(**values, updated_at=func.now())
                 .returning(*_RETURNED)
+                .execution_options(populate_existing=True)  # values may be SQL (now() + ...)
             )
         ).one_or_none()
     )
@@ -289,6 +290,8 @@ SEALED_COLUMNS = {
     "signing_key_sealed": "ed25519",
     "previous_signing_key_sealed": "ed25519",
     "oauth2_secret_sealed": "oauth2",
+    "tls_sealed": "tls",
+    "previous_tls_sealed": "tls",
 }
 
 

@@ -30,6 +30,7 @@ from app.endpoints.schemas.headers import (
 )
 from app.endpoints.schemas.headers import combined_header_fault as combined_header_fault
 from app.endpoints.schemas.headers import header_fault as header_fault
+from app.endpoints.schemas.tls import TLS_DOC, ClientTLSOut, ClientTLSSpec, shown
 from app.models import Endpoint
 from app.schemas import PRINTABLE_RULE, EventTypeSelector
 
@@ -140,6 +141,7 @@ class EndpointCreate(BaseModel):
     headers: EndpointHeaders = Field(default_factory=dict, description=_HEADERS)
     secret_headers: EndpointHeaders = Field(default_factory=dict, description=_CREDENTIAL_HEADERS)
     oauth2: OAuth2Spec | None = Field(default=None, description=_OAUTH2)
+    tls: ClientTLSSpec | None = Field(default=None, description=TLS_DOC)
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
     ordering: Ordering = Field(default="none", description=_ORDERING)
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
@@ -170,6 +172,11 @@ class EndpointUpdate(BaseModel):
     )
     oauth2: OAuth2Spec | None = Field(
         default=None, description=f"{_OAUTH2} Replaced whole (the secret too); null removes it."
+    )
+    tls: ClientTLSSpec | None = Field(
+        default=None,
+        description=f"{TLS_DOC} Replaced whole (the key too); the material it replaces stays a "
+        "fallback for `overlap_hours`. null removes it, fallback and all.",
     )
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
@@ -208,6 +215,7 @@ class EndpointOut(BaseModel):
     previous_public_key_expires_at: datetime | None
     headers: dict[str, str]
     oauth2: OAuth2Out | None = Field(description="OAuth2 client credentials, less the secret.")
+    tls: ClientTLSOut | None = Field(description="Mutual TLS and the receiver's CA, less the key.")
     secret_header_names: list[str] = Field(
         description="The secret static headers set, by name: their values are never shown."
     )
@@ -233,6 +241,7 @@ class EndpointOut(BaseModel):
                 **current_pause(value),
                 "circuit": "open" if value.breaker_trips > 0 else "closed",
                 "previous_public_key_expires_at": value.previous_signing_key_expires_at,
+                "tls": shown(value.tls, value.previous_tls, value.previous_tls_expires_at),
             }
         return value
 
@@ -264,7 +273,7 @@ class RotatedSigningKey(BaseModel):
 class EndpointTestStep(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
-    step: Literal["destination", "proxy", "oauth2", "signature", "request"]
+    step: Literal["destination", "proxy", "tls", "oauth2", "signature", "request"]
     outcome: Literal["ok", "failed", "skipped"]
     detail: str
 

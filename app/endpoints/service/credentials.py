@@ -1,6 +1,7 @@
 """An endpoint's credentials: the signing secret (v1), the ed25519 pair (v1a), the secret static
-headers. Each is sealed here before it reaches the repository and opened here for the API
-(app/sealing.py); the worker opens what its claim read (app/engine/service/envelope.py)."""
+headers, OAuth2 client credentials, TLS material. Each is sealed here before it reaches the
+repository and opened here for the API (app/sealing.py); the worker opens what its claim read
+(app/engine/service/envelope.py, client_tls.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.endpoints.repository import endpoints
 from app.endpoints.schemas import combined_header_fault
 from app.endpoints.schemas.credentials import OAuth2Spec
+from app.endpoints.schemas.tls import ClientTLSSpec
 from app.endpoints.service import signing_keys
 from app.errors import Conflict, NotFound, Unprocessable
 from app.models import Endpoint
@@ -152,6 +155,50 @@ def oauth2_values(ring: KeyRing, endpoint_id: str, spec: OAuth2Spec | None) -> d
     settings = spec.model_dump(exclude={"client_secret"})
     sealed = ring.seal(spec.client_secret, endpoint_purpose(endpoint_id, "oauth2"))
     return {"oauth2": settings, "oauth2_secret_sealed": sealed}
+
+
+def tls_values(
+    ring: KeyRing, endpoint_id: str, spec: ClientTLSSpec | None, current: Endpoint | None = None
+) -> dict[str, Any]:
+    """The columns of an endpoint's TLS material: sealed as one value, what identifies it in
+    the clear. Replacing material keeps what it replaces as the fallback for the overlap --
+    unless that is sealed under a lost key; removing it removes the fallback too."""
+    if spec is None:
+        return dict.fromkeys(_TLS_COLUMNS)
+    purpose = endpoint_purpose(endpoint_id, "tls")
+    checked = spec.checked
+    values: dict[str, Any] = {
+        "tls_sealed": ring.seal(json.dumps(checked.tls.dump()), purpose),
+        "tls": checked.facts,
+        "previous_tls_sealed": None,
+        "previous_tls": None,
+        "previous_tls_expires_at": None,
+    }
+    kept = current.tls_sealed if current is not None else None
+    if kept is not None and spec.overlap_hours > 0 and opens(ring, kept, purpose) is not None:
+        values.update(
+            previous_tls_sealed=kept,
+            previous_tls=current.tls if current is not None else None,
+            previous_tls_expires_at=func.now() + timedelta(hours=spec.overlap_hours),
+        )
+    return values
+
+
+_TLS_COLUMNS = (
+    "tls_sealed",
+    "tls",
+    "previous_tls_sealed",
+    "previous_tls",
+    "previous_tls_expires_at",
+)
+
+
+def check_tls_url(url: str, tls: bool) -> None:
+    """TLS material means TLS: an endpoint carrying it sends to https URLs only."""
+    if tls and not url.lower().startswith("https://"):
+        raise Unprocessable(
+            "tls is for https URLs: the endpoint's url must be https while tls is set"
+        )
 
 
 async def rotate_secret(

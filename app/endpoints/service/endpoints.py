@@ -68,8 +68,9 @@ async def create_endpoint(
         await _check_token_url(spec.oauth2.token_url, allowlist)
     endpoint_id = new_id("ep")
     secret = credentials.generate_secret()
-    values = spec.model_dump(exclude={"secret_headers", "oauth2"})
+    values = spec.model_dump(exclude={"secret_headers", "oauth2", "tls"})
     credentials.check_header_sets(spec.headers, spec.secret_headers, oauth2=spec.oauth2 is not None)
+    credentials.check_tls_url(spec.url, spec.tls is not None)
     endpoint = await endpoints.insert_endpoint(
         session,
         id=endpoint_id,
@@ -79,6 +80,7 @@ async def create_endpoint(
         **credentials.key_pair_values(ring, endpoint_id),
         **credentials.secret_header_values(ring, endpoint_id, spec.secret_headers),
         **credentials.oauth2_values(ring, endpoint_id, spec.oauth2),
+        **credentials.tls_values(ring, endpoint_id, spec.tls),
         **values,
     )
     return credentials.WithSecret(endpoint, secret)
@@ -107,7 +109,9 @@ async def update_endpoint(
     allowlist: Sequence[IPNetwork],
     ring: KeyRing,
 ) -> Endpoint:
-    values: dict[str, Any] = change.model_dump(exclude_unset=True)
+    values: dict[str, Any] = change.model_dump(exclude_unset=True, exclude={"tls"})
+    if "tls" in change.model_fields_set or values.get("url") is not None:
+        await _change_tls(session, tenant_id, endpoint_id, change, values, ring)
     if (values.get("oauth2") or {}).get("token_url"):
         await _check_token_url(values["oauth2"]["token_url"], allowlist)
     if {"headers", "secret_headers", "oauth2"} & set(values):
@@ -146,6 +150,24 @@ async def update_endpoint(
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     return endpoint
+
+
+async def _change_tls(
+    session: AsyncSession,
+    tenant_id: str,
+    endpoint_id: str,
+    change: EndpointUpdate,
+    values: dict[str, Any],
+    ring: KeyRing,
+) -> None:
+    """New TLS material (the one it replaces kept as the fallback), or a new URL, held to the
+    rule that TLS material goes to https URLs only."""
+    current = await get_endpoint(session, tenant_id, endpoint_id)
+    tls = current.tls_sealed is not None
+    if "tls" in change.model_fields_set:
+        values.update(credentials.tls_values(ring, endpoint_id, change.tls, current))
+        tls = change.tls is not None
+    credentials.check_tls_url(values.get("url") or current.url, tls)
 
 
 async def _change_streams(

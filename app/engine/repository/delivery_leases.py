@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import asyncpg
@@ -60,6 +60,9 @@ class ClaimedDelivery:
     stream_seq: int | None = None
     ordering_key: str | None = None
     oauth2: OAuth2Client | None = None
+    # The TLS material (app/certificates.py), sealed: the current, then while it is a
+    # fallback the one it replaced. Empty: the receiver is reached with the defaults.
+    sealed_tls: list[bytes] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,9 @@ _ENDPOINT = """e.url, e.secret_sealed,
            AS previous_signing_key_sealed,
        e.enabled, e.deleted_at IS NOT NULL AS endpoint_deleted,
        e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed,
-       e.oauth2, e.oauth2_secret_sealed"""
+       e.oauth2, e.oauth2_secret_sealed, e.tls_sealed,
+       CASE WHEN e.previous_tls_expires_at > now() THEN e.previous_tls_sealed END
+           AS previous_tls_sealed"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -222,6 +227,9 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
         stream_seq=row["stream_seq"],
         ordering_key=row["ordering_key"],
         oauth2=_oauth2(row),
+        sealed_tls=[tls for tls in (row["tls_sealed"], row["previous_tls_sealed"]) if tls]
+        if row["tls_sealed"]
+        else [],
     )
 
 

@@ -1,6 +1,8 @@
 """``POST /v1/endpoints/{id}/test``: one signed test event sent now through the endpoint's
-whole path -- the SSRF guard, the egress proxy, its OAuth2 token, its signature schemes and
-payload format -- by the same code an attempt runs, each step reported as it went. Nothing is
+whole path -- the SSRF guard, the egress proxy, its TLS material, its OAuth2 token, its
+signature schemes and payload format -- by the same code an attempt runs, each step reported as
+it went. The TLS material tested is the current one, never a fallback: a replacement can be
+tried before the material it replaced stops being one. Nothing is
 stored: no delivery, no attempt, no mark on the endpoint's health."""
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from app.config import Settings
 from app.endpoints.service.destinations import check_endpoint_url
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
 from app.engine.service import egress, envelope, sender
+from app.engine.service.client_tls import ClientContexts
 from app.engine.service.tokens import TokenFailed, Tokens
 from app.errors import DestinationRefused, TooManyRequests
 from app.ids import new_id
@@ -34,7 +37,7 @@ StepOutcome = Literal["ok", "failed", "skipped"]
 
 @dataclass(frozen=True)
 class Step:
-    step: str  # destination | proxy | oauth2 | signature | request
+    step: str  # destination | proxy | tls | oauth2 | signature | request
     outcome: StepOutcome
     detail: str
 
@@ -96,7 +99,20 @@ def _claimed(endpoint: Endpoint, now: datetime) -> ClaimedDelivery:
         token=uuid.uuid4(),
         tenant_id=endpoint.tenant_id,
         oauth2=oauth2,
+        sealed_tls=[endpoint.tls_sealed] if endpoint.tls_sealed else [],
     )
+
+
+def _tls_step(endpoint: Endpoint) -> tuple[StepOutcome, str]:
+    facts = endpoint.tls
+    if facts is None:
+        return "skipped", "no TLS material: the receiver's certificate checked as for any endpoint"
+    said = []
+    if facts.get("client_certificate"):
+        said.append(f"presenting the client certificate {facts['client_certificate']['subject']}")
+    if facts.get("ca_bundle"):
+        said.append("trusting the endpoint's CA bundle alone")
+    return "ok", ", ".join(said)
 
 
 async def _heard(progress: sender.SendProgress) -> None:
@@ -112,6 +128,7 @@ class EndpointTester:
         self._proxy = egress.from_settings(settings)
         self._http = sender.build_http_session(settings.destination_allowlist, 20, self._proxy)
         self._opened = OpenedSecrets(keys)
+        self._contexts = ClientContexts(keys)
         self._tokens = Tokens(
             self._http,
             self._opened,
@@ -152,6 +169,13 @@ class EndpointTester:
         else:
             report.add("proxy", "ok", "through the operator's egress proxy")
         try:
+            contexts = self._contexts.of(claimed)
+            tls = contexts[0] if contexts else None
+        except envelope.RequestNotBuilt as exc:
+            report.add("tls", "failed", str(exc))
+            return report
+        report.add("tls", *_tls_step(endpoint))
+        try:
             body = envelope.request_body(claimed)
             headers = envelope.request_headers(claimed, body, {}, self._opened)
         except envelope.RequestNotBuilt as exc:
@@ -181,6 +205,7 @@ class EndpointTester:
             retry_after_max=0,
             on_answer=_heard,
             proxy=self._proxy,
+            tls=tls,
         )
         report.status_code, report.duration_ms = result.status_code, result.duration_ms
         report.response_body = result.response_body

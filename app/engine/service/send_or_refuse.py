@@ -7,7 +7,9 @@ attempt starts, the recorder (recorder.py) writes how it ended.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import ssl
 import time
 from dataclasses import dataclass
 
@@ -19,6 +21,7 @@ from app.config import Settings
 from app.endpoints.service import destination_health
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import envelope, outcomes, sender, tokens
+from app.engine.service.client_tls import ClientContexts
 from app.engine.service.egress import EgressProxy
 from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
@@ -57,6 +60,17 @@ class Ended:
         return self.destination_failed or self.transition.disable_endpoint
 
 
+@dataclass(frozen=True)
+class Request:
+    """What an attempt sends, built from its claim: the body, the headers, and the TLS
+    contexts to connect with (the current material's first)."""
+
+    claimed: ClaimedDelivery
+    body: bytes
+    headers: dict[str, str]
+    contexts: list[ssl.SSLContext]
+
+
 @dataclass
 class Attempts:
     settings: Settings
@@ -66,6 +80,8 @@ class Attempts:
     opened: OpenedSecrets
     # OAuth2 access tokens of the endpoints with client credentials, shared by their attempts.
     tokens: Tokens
+    # The TLS contexts of endpoints with TLS material, made once per process.
+    contexts: ClientContexts
     # HERALD_EGRESS_PROXY: every attempt leaves through it (egress.py), or None.
     proxy: EgressProxy | None = None
 
@@ -92,6 +108,7 @@ class Attempts:
             try:
                 body = envelope.request_body(claimed)
                 headers = envelope.request_headers(claimed, body, trace, self.opened)
+                contexts = self.contexts.of(claimed)
             except envelope.RequestNotBuilt as exc:
                 # Once per delivery (it is dead at once), without a traceback or any value.
                 log.warning("delivery.request_not_built", reason=str(exc), **ids)
@@ -101,50 +118,53 @@ class Attempts:
                     progress, log_failure(log, "delivery.request_not_built", exc, **ids)
                 )
             try:
+                request = Request(claimed, body, headers, contexts)
                 if claimed.oauth2 is None:
-                    return await self._post(claimed, body, headers, progress)
-                return await self._post_with_token(claimed, body, headers, progress)
+                    return await self._post(request, progress)
+                return await self._post_with_token(request, progress)
             except Exception as exc:
                 error = log_failure(log, "delivery.send_failed", exc, **ids)
                 return sender.failed_inside(progress, error)
 
-    async def _post(
-        self,
-        claimed: ClaimedDelivery,
-        body: bytes,
-        headers: dict[str, str],
-        progress: sender.SendProgress,
-    ) -> sender.AttemptResult:
-        return await sender.send(
-            self.http,
-            url=claimed.url,
-            body=body,
-            headers=headers,
-            timeout=self.settings.request_timeout_seconds,
-            allowlist=self.settings.destination_allowlist,
-            progress=progress,
-            retry_after_max=self.settings.retry_after_max_seconds,
-            on_answer=functools.partial(self._answered, claimed.endpoint_id),
-            proxy=self.proxy,
-        )
+    async def _post(self, request: Request, progress: sender.SendProgress) -> sender.AttemptResult:
+        """Over the endpoint's current TLS material; while replaced material is a fallback, a
+        connection the receiver refused with the new is sent once more with the previous (it
+        may not trust the new yet). Sending again is harmless -- the same Idempotency-Key --
+        and the progress is not reset: a first request that may have been written keeps the
+        attempt `unknown` should the second fail before writing."""
+        contexts: list[ssl.SSLContext | None] = [*request.contexts] or [None]
+        for tls in contexts:
+            result = await sender.send(
+                self.http,
+                url=request.claimed.url,
+                body=request.body,
+                headers=request.headers,
+                timeout=self.settings.request_timeout_seconds,
+                allowlist=self.settings.destination_allowlist,
+                progress=progress,
+                retry_after_max=self.settings.retry_after_max_seconds,
+                on_answer=functools.partial(self._answered, request.claimed.endpoint_id),
+                proxy=self.proxy,
+                tls=tls,
+            )
+            if not result.connection_lost:
+                break
+        return result
 
     async def _post_with_token(
-        self,
-        claimed: ClaimedDelivery,
-        body: bytes,
-        headers: dict[str, str],
-        progress: sender.SendProgress,
+        self, request: Request, progress: sender.SendProgress
     ) -> sender.AttemptResult:
         """With the endpoint's OAuth2 token. A 401 to a cached token (revoked, or expired
         early) drops it and sends once more with a fresh one: the 401 was an answer, so the
         first request is over and nothing of it was acted on."""
+        claimed = request.claimed
         for _ in range(2):
             try:
                 token = await self.tokens.bearer(claimed)
             except tokens.TokenFailed as exc:
                 return progress.result(Outcome.AUTH_FAILED, error=str(exc))
-            headers = {**headers, "Authorization": f"Bearer {token.value}"}
-            result = await self._post(claimed, body, headers, progress)
+            headers = {**request.headers, "Authorization": f"Bearer {token.value}"}
+            result = await self._post(dataclasses.replace(request, headers=headers), progress)
             if result.status_code != UNAUTHORIZED or token.fresh:
                 return result
             self.tokens.forget(claimed, token.value)

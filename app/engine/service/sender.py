@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import ipaddress
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,10 @@ class AttemptResult:
     # Cut off by an error inside Herald or its HTTP library, not by the receiver: it says
     # nothing about the destination, so the circuit breaker does not count it.
     failed_inside_herald: bool = False
+    # The connection failed -- refused, reset, a TLS alert -- before any answer (not a
+    # timeout): how a receiver that refuses a client certificate shows, under TLS 1.3 only
+    # once the request was written (docs/decisions.md, "mTLS rotation").
+    connection_lost: bool = False
 
     def retry_after_left(self) -> float | None:
         """What is left now of the pause the receiver asked for, if any."""
@@ -219,9 +224,11 @@ async def send(
     retry_after_max: float,
     on_answer: OnAnswer,
     proxy: EgressProxy | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> AttemptResult:
-    """POST once, through ``proxy`` if given. Never raises for anything the destination does;
-    the result says what happened and whether the request had been sent when it went wrong."""
+    """POST once, through ``proxy`` if given, over ``tls`` (the endpoint's TLS material:
+    client certificate, CA) if given. Never raises for anything the destination does; the
+    result says what happened and whether the request had been sent when it went wrong."""
     try:
         host = URL(url).host or ""
     except ValueError as exc:  # yarl: a port out of range, a broken IPv6 literal
@@ -242,6 +249,7 @@ async def send(
                 headers=headers,
                 allow_redirects=False,
                 trace_request_ctx={"progress": progress},
+                ssl=tls if tls is not None else True,  # True: aiohttp's default checks
                 **through,
             ) as response:
                 if proxy is not None and response.status == PROXY_AUTHENTICATION_REQUIRED:
@@ -273,7 +281,8 @@ async def send(
         )
         return failed_inside(progress, f"egress proxy: {said}")
     except (aiohttp.ClientError, OSError) as exc:
-        return _failed(progress, f"{type(exc).__name__}: {exc}")
+        failed = _failed(progress, f"{type(exc).__name__}: {exc}")
+        return dataclasses.replace(failed, connection_lost=progress.status is None)
 
 
 async def _answer(

@@ -104,6 +104,30 @@ class OAuth2(_Answer):
     audience: str | None
 
 
+class Certificate(_Answer):
+    subject: str
+    issuer: str
+    serial_number: str
+    not_before: datetime
+    not_after: datetime
+    sha256_fingerprint: str
+
+
+class CABundle(_Answer):
+    certificates: int
+    subjects: list[str]
+
+
+class ClientTLS(_Answer):
+    """An endpoint's TLS material as shown: what identifies it, never the key."""
+
+    client_certificate: Certificate | None
+    ca_bundle: CABundle | None  # None: the receiver is checked against the system's CAs
+    # After a replacement, until previous_expires_at: the fallback when the new is refused.
+    previous_client_certificate: Certificate | None
+    previous_expires_at: datetime | None
+
+
 class Endpoint(_Answer):
     id: str
     url: str
@@ -121,6 +145,7 @@ class Endpoint(_Answer):
     previous_public_key_expires_at: datetime | None
     headers: dict[str, str]
     oauth2: OAuth2 | None  # client credentials, less the secret
+    tls: ClientTLS | None  # mutual TLS and the receiver's own CA, less the key
     # The secret static headers set, by name: their values are sealed and never shown.
     secret_header_names: list[str]
     ordering: str  # none | endpoint | key
