@@ -112,6 +112,10 @@ class Endpoint(Base):
     previous_tls_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
     previous_tls: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     previous_tls_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The endpoint's own egress proxy (app/proxies.py): its URL with any credentials sealed,
+    # and {url (less credentials), credentials (whether any)} in the clear.
+    egress_proxy_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
+    egress_proxy: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     # Flow control owned by the delivery workers: backpressure pauses and the circuit breaker.
     paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pause_reason: Mapped[str | None] = mapped_column(Text)

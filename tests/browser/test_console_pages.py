@@ -140,6 +140,7 @@ async def test_endpoints_show_their_figures_and_can_be_disabled_enabled_and_rota
             json={
                 "url": "https://127.0.0.1:9/secured",
                 "tls": {"client_certificate": old_cert, "client_key": old_key},
+                "egress_proxy": {"url": "http://proxy-user:proxy-hidden@127.0.0.1:3128"},
                 "oauth2": {
                     "token_url": "https://127.0.0.1:9/token",
                     "client_id": "console-client",
@@ -155,8 +156,9 @@ async def test_endpoints_show_their_figures_and_can_be_disabled_enabled_and_rota
     await expect(row_tls.locator(".client-certificate")).to_have_text("CN=console-new")
     await expect(row_tls.locator(".previous-certificate")).to_have_text("CN=console-old")
     await expect(row_tls.locator(".oauth2")).to_contain_text("console-client")
+    await expect(row_tls.locator(".egress-proxy")).to_contain_text("http://127.0.0.1:3128")
     content = await page.content()
-    assert "oauth-hidden" not in content
+    assert "oauth-hidden" not in content and "proxy-hidden" not in content
     assert new_key.splitlines()[1] not in content and old_key.splitlines()[1] not in content
 
     # A test event, from the row: each step shown, the receiver's answer.

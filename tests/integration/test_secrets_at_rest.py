@@ -78,11 +78,13 @@ async def test_a_dump_of_the_database_holds_no_secret_in_plain_text(
     credential = "Bearer " + secrets.token_urlsafe(24)
     client_secret = "cs-" + secrets.token_urlsafe(24)
     certificate, client_key = Authority(tmp_path / "ca").client_certificate("dumped-client")
+    proxy_password = "pp-" + secrets.token_urlsafe(24)
     endpoint = await new_endpoint(
         client,
         tenant,
         url="https://127.0.0.1:9/hook",
         tls={"client_certificate": certificate, "client_key": client_key},
+        egress_proxy={"url": f"http://proxy-user:{proxy_password}@127.0.0.1:3128"},
         headers={"X-Team": "billing-visible"},
         secret_headers={"X-Api-Key": credential},
         oauth2={
@@ -110,6 +112,7 @@ async def test_a_dump_of_the_database_holds_no_secret_in_plain_text(
             assert spelling not in dump
     assert credential.encode() not in dump and credential.split()[1].encode() not in dump
     assert client_secret.encode() not in dump
+    assert proxy_password.encode() not in dump
     assert b"CN=dumped-client" in dump  # what identifies the certificate is shown; its key:
     for spelling in key_spellings(client_key):
         assert spelling not in dump

@@ -8,16 +8,16 @@ import base64
 import pytest
 
 from app.config import SettingsError, load_settings
-from app.engine.service.egress import EgressProxy
+from app.proxies import EgressProxy
 
 
 def test_credentials_leave_the_url_for_the_proxy_authorization_header() -> None:
-    proxy = EgressProxy.parse("http://herald:p%40ss@proxy.internal:3128")
+    proxy = EgressProxy.parse("http://herald:p%40ss@proxy.internal:3128", trusted=True)
     assert proxy.url == "http://proxy.internal:3128"
     assert proxy.host == "proxy.internal"
     scheme, _, encoded = proxy.headers["Proxy-Authorization"].partition(" ")
     assert (scheme, base64.b64decode(encoded)) == ("Basic", b"herald:p@ss")
-    assert EgressProxy.parse("http://proxy.internal:3128").headers == {}
+    assert EgressProxy.parse("http://proxy.internal:3128", trusted=True).headers == {}
 
 
 @pytest.mark.parametrize(

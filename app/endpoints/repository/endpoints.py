@@ -292,6 +292,7 @@ SEALED_COLUMNS = {
     "oauth2_secret_sealed": "oauth2",
     "tls_sealed": "tls",
     "previous_tls_sealed": "tls",
+    "egress_proxy_sealed": "proxy",
 }
 
 

@@ -18,6 +18,8 @@ from pydantic_core import PydanticCustomError
 
 from app.endpoints.schemas.credentials import (
     SIGNATURE_SCHEMES_DOC,
+    EgressProxyOut,
+    EgressProxySpec,
     EndpointUrl,
     OAuth2Out,
     OAuth2Spec,
@@ -88,6 +90,13 @@ _OAUTH2 = (
 
 Ordering = Literal["none", "endpoint", "key"]
 OnDead = Literal["halt", "skip"]
+_EGRESS_PROXY = (
+    "The endpoint's own HTTP proxy, in place of the operator's (HERALD_EGRESS_PROXY), for a "
+    "receiver that admits only traffic from it. Herald vets the destination itself and asks "
+    "the proxy for that address (CONNECT <address>:443 for https, the name kept in SNI, the "
+    "certificate check and Host). A proxy that fails counts against the endpoint."
+)
+
 _ORDERING = (
     "Ordered delivery: `none` (any order, the fastest), `endpoint` (one stream: each delivery "
     "starts only once the one accepted before it has succeeded, died or been cancelled) or "
@@ -142,6 +151,7 @@ class EndpointCreate(BaseModel):
     secret_headers: EndpointHeaders = Field(default_factory=dict, description=_CREDENTIAL_HEADERS)
     oauth2: OAuth2Spec | None = Field(default=None, description=_OAUTH2)
     tls: ClientTLSSpec | None = Field(default=None, description=TLS_DOC)
+    egress_proxy: EgressProxySpec | None = Field(default=None, description=_EGRESS_PROXY)
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
     ordering: Ordering = Field(default="none", description=_ORDERING)
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
@@ -177,6 +187,9 @@ class EndpointUpdate(BaseModel):
         default=None,
         description=f"{TLS_DOC} Replaced whole (the key too); the material it replaces stays a "
         "fallback for `overlap_hours`. null removes it, fallback and all.",
+    )
+    egress_proxy: EgressProxySpec | None = Field(
+        default=None, description=f"{_EGRESS_PROXY} null: the operator's proxy, or none."
     )
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
@@ -216,6 +229,7 @@ class EndpointOut(BaseModel):
     headers: dict[str, str]
     oauth2: OAuth2Out | None = Field(description="OAuth2 client credentials, less the secret.")
     tls: ClientTLSOut | None = Field(description="Mutual TLS and the receiver's CA, less the key.")
+    egress_proxy: EgressProxyOut | None = Field(description="The endpoint's own egress proxy.")
     secret_header_names: list[str] = Field(
         description="The secret static headers set, by name: their values are never shown."
     )

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
+from app.proxies import EgressProxy
 from app.schemas import TextRule
 
 URL_RULE = TextRule(
@@ -60,6 +61,31 @@ class OAuth2Spec(BaseModel):
     audience: OAuthText | None = Field(
         default=None, description="Sent as `audience` (Auth0, Okta and others ask for it)."
     )
+
+
+def _a_proxy(url: str) -> str:
+    try:
+        EgressProxy.parse(url, trusted=False)
+    except ValueError as exc:
+        raise PydanticCustomError("proxy", str(exc)) from None
+    return url
+
+
+class EgressProxySpec(BaseModel):
+    """The endpoint's own egress proxy, in place of the operator's: for a receiver that
+    accepts traffic only from a proxy of the tenant's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Annotated[EndpointUrl, AfterValidator(_a_proxy)] = Field(
+        description="`http://[user:password@]host:port`; it passes the SSRF guard as the "
+        "endpoint's URL does, and its credentials are sealed at rest and never shown."
+    )
+
+
+class EgressProxyOut(BaseModel):
+    url: str = Field(description="The proxy, less its credentials.")
+    credentials: bool = Field(description="Whether it is given a user and password.")
 
 
 class OAuth2Out(BaseModel):

@@ -17,11 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.endpoints.repository import endpoints
 from app.endpoints.schemas import combined_header_fault
-from app.endpoints.schemas.credentials import OAuth2Spec
+from app.endpoints.schemas.credentials import EgressProxySpec, OAuth2Spec
 from app.endpoints.schemas.tls import ClientTLSSpec
 from app.endpoints.service import signing_keys
 from app.errors import Conflict, NotFound, Unprocessable
 from app.models import Endpoint
+from app.proxies import EgressProxy
 from app.sealing import KeyRing, SealedValueError, endpoint_purpose
 
 SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
@@ -191,6 +192,19 @@ _TLS_COLUMNS = (
     "previous_tls",
     "previous_tls_expires_at",
 )
+
+
+def egress_proxy_values(
+    ring: KeyRing, endpoint_id: str, spec: EgressProxySpec | None
+) -> dict[str, Any]:
+    """The columns of an endpoint's own egress proxy: its URL sealed (it may carry
+    credentials), what may be shown of it in the clear."""
+    if spec is None:
+        return {"egress_proxy_sealed": None, "egress_proxy": None}
+    proxy = EgressProxy.parse(spec.url, trusted=False)
+    shown = {"url": proxy.url, "credentials": bool(proxy.headers)}
+    sealed = ring.seal(spec.url, endpoint_purpose(endpoint_id, "proxy"))
+    return {"egress_proxy_sealed": sealed, "egress_proxy": shown}
 
 
 def check_tls_url(url: str, tls: bool) -> None:

@@ -24,11 +24,13 @@ from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
 # The header rule's syntax, which every send holds the endpoint's stored headers to again.
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.schemas import header_fault as header_fault
+from app.endpoints.schemas.credentials import EgressProxySpec
 from app.endpoints.service import credentials
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.errors import Conflict, DestinationRefused, HeraldError, NotFound
 from app.ids import new_id
 from app.models import Endpoint
+from app.proxies import EgressProxy
 from app.sealing import KeyRing
 from app.streams.service import policy
 
@@ -66,9 +68,11 @@ async def create_endpoint(
     await check_endpoint_url(spec.url, allowlist)
     if spec.oauth2 is not None:
         await _check_token_url(spec.oauth2.token_url, allowlist)
+    if spec.egress_proxy is not None:
+        await _check_proxy(spec.egress_proxy, allowlist)
     endpoint_id = new_id("ep")
     secret = credentials.generate_secret()
-    values = spec.model_dump(exclude={"secret_headers", "oauth2", "tls"})
+    values = spec.model_dump(exclude={"secret_headers", "oauth2", "tls", "egress_proxy"})
     credentials.check_header_sets(spec.headers, spec.secret_headers, oauth2=spec.oauth2 is not None)
     credentials.check_tls_url(spec.url, spec.tls is not None)
     endpoint = await endpoints.insert_endpoint(
@@ -81,6 +85,7 @@ async def create_endpoint(
         **credentials.secret_header_values(ring, endpoint_id, spec.secret_headers),
         **credentials.oauth2_values(ring, endpoint_id, spec.oauth2),
         **credentials.tls_values(ring, endpoint_id, spec.tls),
+        **credentials.egress_proxy_values(ring, endpoint_id, spec.egress_proxy),
         **values,
     )
     return credentials.WithSecret(endpoint, secret)
@@ -92,6 +97,15 @@ async def _check_token_url(url: str, allowlist: Sequence[IPNetwork]) -> None:
         await check_endpoint_url(url, allowlist)
     except DestinationRefused as exc:
         raise DestinationRefused(f"oauth2.token_url: {exc.detail}") from None
+
+
+async def _check_proxy(spec: EgressProxySpec, allowlist: Sequence[IPNetwork]) -> None:
+    """A tenant's proxy is a destination like any: it passes the SSRF guard (workers vet its
+    address again on every connection)."""
+    try:
+        await check_endpoint_url(EgressProxy.parse(spec.url, trusted=False).url, allowlist)
+    except DestinationRefused as exc:
+        raise DestinationRefused(f"egress_proxy.url: {exc.detail}") from None
 
 
 async def get_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint:
@@ -109,7 +123,11 @@ async def update_endpoint(
     allowlist: Sequence[IPNetwork],
     ring: KeyRing,
 ) -> Endpoint:
-    values: dict[str, Any] = change.model_dump(exclude_unset=True, exclude={"tls"})
+    values: dict[str, Any] = change.model_dump(exclude_unset=True, exclude={"tls", "egress_proxy"})
+    if "egress_proxy" in change.model_fields_set:
+        if change.egress_proxy is not None:
+            await _check_proxy(change.egress_proxy, allowlist)
+        values.update(credentials.egress_proxy_values(ring, endpoint_id, change.egress_proxy))
     if "tls" in change.model_fields_set or values.get("url") is not None:
         await _change_tls(session, tenant_id, endpoint_id, change, values, ring)
     if (values.get("oauth2") or {}).get("token_url"):

@@ -63,6 +63,9 @@ class ClaimedDelivery:
     # The TLS material (app/certificates.py), sealed: the current, then while it is a
     # fallback the one it replaced. Empty: the receiver is reached with the defaults.
     sealed_tls: list[bytes] = field(default_factory=list)
+    # The endpoint's own egress proxy (its URL, credentials and all), sealed; None: the
+    # operator's, or none.
+    sealed_proxy: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ _ENDPOINT = """e.url, e.secret_sealed,
        e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed,
        e.oauth2, e.oauth2_secret_sealed, e.tls_sealed,
        CASE WHEN e.previous_tls_expires_at > now() THEN e.previous_tls_sealed END
-           AS previous_tls_sealed"""
+           AS previous_tls_sealed, e.egress_proxy_sealed"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -230,6 +233,7 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
         sealed_tls=[tls for tls in (row["tls_sealed"], row["previous_tls_sealed"]) if tls]
         if row["tls_sealed"]
         else [],
+        sealed_proxy=row["egress_proxy_sealed"],
     )
 
 

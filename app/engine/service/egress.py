@@ -11,48 +11,43 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from yarl import URL
 
 from app.config import Settings
 from app.endpoints.service.destinations import IPAddress, IPNetwork, refusal, resolve
+from app.engine.repository.delivery_leases import ClaimedDelivery
+from app.engine.service.envelope import RequestNotBuilt
 from app.errors import DestinationRefused
-
-
-@dataclass(frozen=True)
-class EgressProxy:
-    url: str  # http://host:port, without credentials
-    # Proxy-Authorization, when the URL carried credentials: never in a repr or a traceback.
-    headers: dict[str, str] = field(repr=False)
-
-    @classmethod
-    def parse(cls, text: str) -> EgressProxy:
-        """``http://[user:password@]host:port``; raises ValueError, naming no credential."""
-        try:
-            parsed = URL(text)
-        except ValueError:
-            raise ValueError("the egress proxy is not a URL") from None
-        if parsed.scheme != "http" or not parsed.host or parsed.path not in ("", "/"):
-            raise ValueError("the egress proxy must be http://[user:password@]host:port")
-        headers = {}
-        if parsed.user is not None:
-            credentials = aiohttp.encode_basic_auth(parsed.user, parsed.password or "")
-            headers["Proxy-Authorization"] = credentials
-        return cls(str(parsed.with_user(None).with_path("")), headers)
-
-    @property
-    def host(self) -> str:
-        return URL(self.url).host or ""
+from app.proxies import EgressProxy
+from app.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 
 
 def from_settings(settings: Settings) -> EgressProxy | None:
     """HERALD_EGRESS_PROXY, or None when attempts go out directly."""
     if settings.egress_proxy is None:
         return None
-    return EgressProxy.parse(settings.egress_proxy.get_secret_value())
+    return EgressProxy.parse(settings.egress_proxy.get_secret_value(), trusted=True)
+
+
+def endpoint_proxy(claimed: ClaimedDelivery, opened: OpenedSecrets) -> EgressProxy | None:
+    """The endpoint's own egress proxy, opened once per process; None when it has none."""
+    if claimed.sealed_proxy is None:
+        return None
+    purpose = endpoint_purpose(claimed.endpoint_id, "proxy")
+    try:
+        proxy: EgressProxy = opened.open_parsed(claimed.sealed_proxy, purpose, _untrusted)
+    except SealedValueError as exc:
+        raise RequestNotBuilt(f"the egress proxy: {exc}") from None
+    except ValueError:
+        raise RequestNotBuilt("the egress proxy is not http://host:port (set it again)") from None
+    return proxy
+
+
+def _untrusted(url: str) -> EgressProxy:
+    return EgressProxy.parse(url, trusted=False)
 
 
 @dataclass(frozen=True)
@@ -122,7 +117,15 @@ class Route:
 async def route(
     url: str, headers: dict[str, str], allowlist: Sequence[IPNetwork], proxy: EgressProxy
 ) -> Route:
-    """The request to ``url`` through ``proxy``, pinned to the address vetted here."""
+    """The request to ``url`` through ``proxy``, pinned to the address vetted here. An
+    endpoint's own proxy is a destination too: given as an address, it is vetted here (a
+    name is vetted by the session's resolver as it connects)."""
+    if not proxy.trusted:
+        literal = _literal(proxy.host)
+        if literal is not None:
+            refused = refusal(proxy.host, [literal], allowlist)
+            if refused is not None:
+                raise DestinationRefused(f"egress proxy: {refused}")
     pinned = await pin(url, allowlist)
     if pinned.host_header is not None:
         headers = {**headers, "Host": pinned.host_header}

@@ -100,6 +100,7 @@ def _claimed(endpoint: Endpoint, now: datetime) -> ClaimedDelivery:
         tenant_id=endpoint.tenant_id,
         oauth2=oauth2,
         sealed_tls=[endpoint.tls_sealed] if endpoint.tls_sealed else [],
+        sealed_proxy=endpoint.egress_proxy_sealed,
     )
 
 
@@ -164,10 +165,18 @@ class EndpointTester:
         except DestinationRefused as exc:
             report.add("destination", "failed", str(exc))
             return report
-        if self._proxy is None:
-            report.add("proxy", "skipped", "no egress proxy: sent directly")
-        else:
+        try:
+            own = egress.endpoint_proxy(claimed, self._opened)
+        except envelope.RequestNotBuilt as exc:
+            report.add("proxy", "failed", str(exc))
+            return report
+        proxy = own or self._proxy
+        if own is not None:
+            report.add("proxy", "ok", f"through the endpoint's egress proxy {own.url}")
+        elif proxy is not None:
             report.add("proxy", "ok", "through the operator's egress proxy")
+        else:
+            report.add("proxy", "skipped", "no egress proxy: sent directly")
         try:
             contexts = self._contexts.of(claimed)
             tls = contexts[0] if contexts else None
@@ -185,7 +194,7 @@ class EndpointTester:
             report.add("oauth2", "skipped", "no OAuth2 client credentials")
         else:
             try:
-                token = await self._tokens.bearer(claimed)
+                token = await self._tokens.bearer(claimed, proxy)
             except TokenFailed as exc:
                 report.add("oauth2", "failed", str(exc))
                 return report
@@ -204,7 +213,7 @@ class EndpointTester:
             progress=progress,
             retry_after_max=0,
             on_answer=_heard,
-            proxy=self._proxy,
+            proxy=proxy,
             tls=tls,
         )
         report.status_code, report.duration_ms = result.status_code, result.duration_ms

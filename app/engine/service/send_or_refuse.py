@@ -20,12 +20,12 @@ from app import tracing
 from app.config import Settings
 from app.endpoints.service import destination_health
 from app.engine.repository.delivery_leases import ClaimedDelivery
-from app.engine.service import envelope, outcomes, sender, tokens
+from app.engine.service import egress, envelope, outcomes, sender, tokens
 from app.engine.service.client_tls import ClientContexts
-from app.engine.service.egress import EgressProxy
 from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
 from app.logs import log_failure
+from app.proxies import EgressProxy
 from app.sealing import OpenedSecrets
 from app.states import Outcome
 
@@ -69,6 +69,7 @@ class Request:
     body: bytes
     headers: dict[str, str]
     contexts: list[ssl.SSLContext]
+    proxy: EgressProxy | None  # the endpoint's own, else the operator's, else none
 
 
 @dataclass
@@ -109,6 +110,7 @@ class Attempts:
                 body = envelope.request_body(claimed)
                 headers = envelope.request_headers(claimed, body, trace, self.opened)
                 contexts = self.contexts.of(claimed)
+                proxy = egress.endpoint_proxy(claimed, self.opened) or self.proxy
             except envelope.RequestNotBuilt as exc:
                 # Once per delivery (it is dead at once), without a traceback or any value.
                 log.warning("delivery.request_not_built", reason=str(exc), **ids)
@@ -118,7 +120,7 @@ class Attempts:
                     progress, log_failure(log, "delivery.request_not_built", exc, **ids)
                 )
             try:
-                request = Request(claimed, body, headers, contexts)
+                request = Request(claimed, body, headers, contexts, proxy)
                 if claimed.oauth2 is None:
                     return await self._post(request, progress)
                 return await self._post_with_token(request, progress)
@@ -144,7 +146,7 @@ class Attempts:
                 progress=progress,
                 retry_after_max=self.settings.retry_after_max_seconds,
                 on_answer=functools.partial(self._answered, request.claimed.endpoint_id),
-                proxy=self.proxy,
+                proxy=request.proxy,
                 tls=tls,
             )
             if not result.connection_lost:
@@ -160,7 +162,7 @@ class Attempts:
         claimed = request.claimed
         for _ in range(2):
             try:
-                token = await self.tokens.bearer(claimed)
+                token = await self.tokens.bearer(claimed, request.proxy)
             except tokens.TokenFailed as exc:
                 return progress.result(Outcome.AUTH_FAILED, error=str(exc))
             headers = {**request.headers, "Authorization": f"Bearer {token.value}"}

@@ -25,9 +25,9 @@ from yarl import URL
 
 from app.endpoints.service.destinations import IPNetwork, refusal
 from app.engine.service import egress
-from app.engine.service.egress import EgressProxy
 from app.engine.service.outcomes import RETRY_AFTER_STATUSES, classify_status, parse_retry_after
 from app.errors import DestinationRefused
+from app.proxies import EgressProxy
 from app.states import Outcome
 
 log = structlog.get_logger("herald.sender")
@@ -254,10 +254,11 @@ async def send(
             ) as response:
                 if proxy is not None and response.status == PROXY_AUTHENTICATION_REQUIRED:
                     # Plain http through the proxy: the proxy answered, the receiver never
-                    # heard of it. Herald's configuration, not the receiver's failure.
+                    # heard of it. The operator's proxy: Herald's configuration, not the
+                    # receiver's failure; the endpoint's own: the endpoint's.
                     error = "egress proxy: 407 Proxy Authentication Required"
                     return progress.result(
-                        Outcome.RETRYABLE, error=error, failed_inside_herald=True
+                        Outcome.RETRYABLE, error=error, failed_inside_herald=proxy.trusted
                     )
                 return await _answer(response, progress, retry_after_max, on_answer)
     except (DestinationBlocked, DestinationRefused) as exc:
@@ -271,14 +272,18 @@ async def send(
     except aiohttp.InvalidURL as exc:
         return not_built(progress, f"invalid URL: {exc}")
     except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
-        # The proxy is Herald's infrastructure: its failure says nothing of the receiver, and
-        # where it is is the operator's to read (the log), not the tenant's (the attempt).
-        log.warning("egress_proxy.failed", error=f"{type(exc).__name__}: {exc}")
         said = (
             f"refused the CONNECT (HTTP {exc.status})"
             if isinstance(exc, aiohttp.ClientHttpProxyError)
             else "unreachable"
         )
+        if proxy is not None and not proxy.trusted:
+            # The endpoint's own proxy is part of its way to the receiver: its failure is
+            # the endpoint's, counted as a receiver's would be.
+            return _failed(progress, f"the endpoint's egress proxy: {said}")
+        # The operator's proxy is Herald's infrastructure: its failure says nothing of the
+        # receiver, and where it is is the operator's to read (the log), not the tenant's.
+        log.warning("egress_proxy.failed", error=f"{type(exc).__name__}: {exc}")
         return failed_inside(progress, f"egress proxy: {said}")
     except (aiohttp.ClientError, OSError) as exc:
         failed = _failed(progress, f"{type(exc).__name__}: {exc}")

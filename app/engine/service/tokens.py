@@ -22,9 +22,9 @@ from yarl import URL
 from app.endpoints.service.destinations import IPNetwork
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
 from app.engine.service import egress
-from app.engine.service.egress import EgressProxy
 from app.engine.service.sender import DestinationBlocked, SendProgress, read_capped, vet_literal
 from app.errors import DestinationRefused
+from app.proxies import EgressProxy
 from app.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 
 # A token endpoint's answer is given at most this long, and no longer than an attempt.
@@ -86,9 +86,10 @@ class Tokens:
         self._fetching: dict[tuple[object, ...], asyncio.Future[str]] = {}
         self.fetches = 0  # token requests made by this process
 
-    async def bearer(self, claimed: ClaimedDelivery) -> Token:
+    async def bearer(self, claimed: ClaimedDelivery, proxy: EgressProxy | None = None) -> Token:
         """A token for ``claimed``'s endpoint: the cached one while it is good, else one fetch
-        shared by every attempt that asks meanwhile."""
+        shared by every attempt that asks meanwhile -- through ``proxy``, the endpoint's
+        attempts' proxy (default: the operator's)."""
         client = claimed.oauth2
         assert client is not None
         key = _cache_key(claimed, client)
@@ -101,11 +102,11 @@ class Tokens:
             try:
                 return Token(await asyncio.shield(waiting), fresh=True)
             except FetchCutShort:
-                return await self.bearer(claimed)  # its asker went away: ask ourselves
+                return await self.bearer(claimed, proxy)  # its asker went away: ask ourselves
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._fetching[key] = future
         try:
-            value, lifetime = await self._fetch(claimed.endpoint_id, client)
+            value, lifetime = await self._fetch(claimed.endpoint_id, client, proxy or self._proxy)
         except BaseException as exc:
             # Whatever ends the fetch ends it for those waiting too (a cancelled fetch must
             # not leave them waiting, nor look like their own cancellation).
@@ -130,7 +131,9 @@ class Tokens:
         if cached is not None and cached[0] == value:
             del self._tokens[key]
 
-    async def _fetch(self, endpoint_id: str, client: OAuth2Client) -> tuple[str, float]:
+    async def _fetch(
+        self, endpoint_id: str, client: OAuth2Client, proxy: EgressProxy | None
+    ) -> tuple[str, float]:
         try:
             secret = self._opened.open_text(
                 client.sealed_secret, endpoint_purpose(endpoint_id, "oauth2")
@@ -153,10 +156,10 @@ class Tokens:
         through: dict[str, Any] = {}
         try:
             async with asyncio.timeout(self._timeout):
-                if self._proxy is None:
+                if proxy is None:
                     vet_literal(URL(url).host or "", self._allowlist)
                 else:  # as an attempt goes: pinned to the vetted address
-                    routed = await egress.route(url, headers, self._allowlist, self._proxy)
+                    routed = await egress.route(url, headers, self._allowlist, proxy)
                     url, headers, through = routed.url, routed.headers, routed.through
                 async with self._http.post(
                     url,

@@ -128,6 +128,11 @@ class ClientTLS(_Answer):
     previous_expires_at: datetime | None
 
 
+class EgressProxy(_Answer):
+    url: str  # less its credentials
+    credentials: bool  # whether it is given a user and password (sealed, never shown)
+
+
 class Endpoint(_Answer):
     id: str
     url: str
@@ -146,6 +151,7 @@ class Endpoint(_Answer):
     headers: dict[str, str]
     oauth2: OAuth2 | None  # client credentials, less the secret
     tls: ClientTLS | None  # mutual TLS and the receiver's own CA, less the key
+    egress_proxy: EgressProxy | None  # the endpoint's own proxy, in place of the operator's
     # The secret static headers set, by name: their values are sealed and never shown.
     secret_header_names: list[str]
     ordering: str  # none | endpoint | key
