@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     # Every attempt leaves through this HTTP proxy (CONNECT for https), asked for the address
     # the SSRF guard vetted, never the name: http://[user:password@]host:port. Unset: direct.
     egress_proxy: SecretStr | None = Field(default=None, repr=False)
+    # Who Herald says it is in the CloudEvents webhook validation handshake (an endpoint's
+    # `webhook_handshake`) and on every delivery to an endpoint that consented: a DNS name
+    # naming all of this Herald's senders, e.g. webhooks.example.com.
+    webhook_origin: str = Field(default="herald", pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     request_timeout_seconds: float = Field(default=15.0, gt=0, le=300)

@@ -116,6 +116,12 @@ class Endpoint(Base):
     # and {url (less credentials), credentials (whether any)} in the clear.
     egress_proxy_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
     egress_proxy: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # The CloudEvents webhook handshake (app/endpoints/service/handshakes.py): the origin the
+    # receiver consented to (NULL: no consent required), the rate it allowed (requests a
+    # minute; NULL: none), when. Sent as WebHook-Request-Origin on every delivery.
+    webhook_origin: Mapped[str | None] = mapped_column(Text)
+    webhook_allowed_rate: Mapped[int | None] = mapped_column(Integer)
+    webhook_validated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # Flow control owned by the delivery workers: backpressure pauses and the circuit breaker.
     paused_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pause_reason: Mapped[str | None] = mapped_column(Text)

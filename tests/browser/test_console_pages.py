@@ -159,6 +159,19 @@ async def test_endpoints_show_their_figures_and_can_be_disabled_enabled_and_rota
     await expect(row_tls.locator(".egress-proxy")).to_contain_text("http://127.0.0.1:3128")
     content = await page.content()
     assert "oauth-hidden" not in content and "proxy-hidden" not in content
+
+    # A receiver that consented in the webhook handshake, and the rate it allowed.
+    receiver.script(
+        "/consents", Reply(headers={"WebHook-Allowed-Origin": "*", "WebHook-Allowed-Rate": "90"})
+    )
+    async with httpx.AsyncClient(base_url=api.base_url, headers=tenant) as http:
+        consented = await http.post(
+            "/v1/endpoints", json={"url": receiver.url("/consents"), "webhook_handshake": True}
+        )
+        assert consented.status_code == 201, consented.text
+    await page.goto(f"{api.base_url}/console/endpoints")
+    row_consented = page.locator(f"tr[data-endpoint='{consented.json()['id']}']")
+    await expect(row_consented.locator(".handshake")).to_contain_text("at most 90 a minute")
     assert new_key.splitlines()[1] not in content and old_key.splitlines()[1] not in content
 
     # A test event, from the row: each step shown, the receiver's answer.

@@ -226,7 +226,9 @@ async def flow_limits(session: AsyncSession, endpoint_id: str) -> FlowLimits | N
     row = (
         await session.execute(
             select(
-                Endpoint.rate_limit_per_second,
+                # The receiver's allowed rate (the webhook handshake) is a ceiling beside the
+                # endpoint's own: the lower holds (least() passes over NULLs).
+                func.least(Endpoint.rate_limit_per_second, Endpoint.webhook_allowed_rate / 60.0),
                 Endpoint.max_in_flight,
                 func.coalesce(remaining, 0),
                 Endpoint.breaker_trips,

@@ -26,7 +26,7 @@ from app.endpoints.schemas import (
     RotatedSecret,
     RotatedSigningKey,
 )
-from app.endpoints.service import credentials, endpoints
+from app.endpoints.service import credentials, endpoints, handshakes
 from app.errors import (
     DestinationRefused,
     Forbidden,
@@ -59,9 +59,17 @@ async def create_endpoint(
     resources: ResourcesDep,
     response: Response,
 ) -> EndpointCreated:
+    target = handshakes.for_create(body)
+    # Outside any transaction: no database connection waits on the receiver's answer.
+    consent = await resources.tester.handshake(target) if target is not None else None
     async with session.begin():
         created = await endpoints.create_endpoint(
-            session, tenant_id, body, resources.settings.destination_allowlist, resources.keys
+            session,
+            tenant_id,
+            body,
+            resources.settings.destination_allowlist,
+            resources.keys,
+            consent,
         )
     response.headers["Location"] = f"/v1/endpoints/{created.endpoint.id}"
     shown = EndpointOut.model_validate(created.endpoint).model_dump()
@@ -222,6 +230,9 @@ async def update_endpoint(
     resources: ResourcesDep,
 ) -> EndpointOut:
     async with session.begin():
+        target = await handshakes.for_update(session, tenant_id, endpoint_id, body, resources.keys)
+    consent = await resources.tester.handshake(target) if target is not None else None
+    async with session.begin():
         endpoint = await endpoints.update_endpoint(
             session,
             tenant_id,
@@ -229,6 +240,7 @@ async def update_endpoint(
             body,
             resources.settings.destination_allowlist,
             resources.keys,
+            consent,
         )
     if body.enabled:
         # Re-enabled: no leftover pause or probe may hold the destination back.

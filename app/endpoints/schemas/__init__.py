@@ -97,6 +97,16 @@ _EGRESS_PROXY = (
     "certificate check and Host). A proxy that fails counts against the endpoint."
 )
 
+_HANDSHAKE = (
+    "The CloudEvents webhook validation handshake (HTTP 1.1 Web Hooks for Event Delivery, "
+    "section 4): before the endpoint is saved with a URL, Herald sends that URL an `OPTIONS` "
+    "with `WebHook-Request-Origin` (HERALD_WEBHOOK_ORIGIN) and, given a rate ceiling, "
+    "`WebHook-Request-Rate`; the save goes through only if the receiver answers with "
+    "`WebHook-Allowed-Origin` (that origin or `*`). Its `WebHook-Allowed-Rate` (requests a "
+    "minute) is a ceiling on top of the endpoint's own, and every delivery carries "
+    "`WebHook-Request-Origin`. Asked again whenever the URL changes."
+)
+
 _ORDERING = (
     "Ordered delivery: `none` (any order, the fastest), `endpoint` (one stream: each delivery "
     "starts only once the one accepted before it has succeeded, died or been cancelled) or "
@@ -152,6 +162,7 @@ class EndpointCreate(BaseModel):
     oauth2: OAuth2Spec | None = Field(default=None, description=_OAUTH2)
     tls: ClientTLSSpec | None = Field(default=None, description=TLS_DOC)
     egress_proxy: EgressProxySpec | None = Field(default=None, description=_EGRESS_PROXY)
+    webhook_handshake: bool = Field(default=False, description=_HANDSHAKE)
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
     ordering: Ordering = Field(default="none", description=_ORDERING)
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
@@ -190,6 +201,11 @@ class EndpointUpdate(BaseModel):
     )
     egress_proxy: EgressProxySpec | None = Field(
         default=None, description=f"{_EGRESS_PROXY} null: the operator's proxy, or none."
+    )
+    webhook_handshake: bool | None = Field(
+        default=None,
+        description=f"{_HANDSHAKE} `true` asks the receiver again (its allowed rate may have "
+        "changed); `false` stops requiring it.",
     )
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
@@ -230,6 +246,16 @@ class EndpointOut(BaseModel):
     oauth2: OAuth2Out | None = Field(description="OAuth2 client credentials, less the secret.")
     tls: ClientTLSOut | None = Field(description="Mutual TLS and the receiver's CA, less the key.")
     egress_proxy: EgressProxyOut | None = Field(description="The endpoint's own egress proxy.")
+    webhook_handshake: bool = Field(
+        description="Whether the receiver's consent (the CloudEvents webhook handshake) is "
+        "required: it was given, or the endpoint would not have been saved."
+    )
+    webhook_origin: str | None = Field(description="The origin the receiver consented to.")
+    webhook_allowed_rate_per_minute: int | None = Field(
+        description="The rate the receiver allowed (a ceiling beside the endpoint's own); "
+        "null: none (`*`)."
+    )
+    webhook_validated_at: datetime | None
     secret_header_names: list[str] = Field(
         description="The secret static headers set, by name: their values are never shown."
     )
@@ -256,6 +282,8 @@ class EndpointOut(BaseModel):
                 "circuit": "open" if value.breaker_trips > 0 else "closed",
                 "previous_public_key_expires_at": value.previous_signing_key_expires_at,
                 "tls": shown(value.tls, value.previous_tls, value.previous_tls_expires_at),
+                "webhook_handshake": value.webhook_origin is not None,
+                "webhook_allowed_rate_per_minute": value.webhook_allowed_rate,
             }
         return value
 

@@ -25,7 +25,7 @@ from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.schemas import header_fault as header_fault
 from app.endpoints.schemas.credentials import EgressProxySpec
-from app.endpoints.service import credentials
+from app.endpoints.service import credentials, handshakes
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.errors import Conflict, DestinationRefused, HeraldError, NotFound
 from app.ids import new_id
@@ -64,7 +64,12 @@ async def create_endpoint(
     spec: EndpointCreate,
     allowlist: Sequence[IPNetwork],
     ring: KeyRing,
+    consent: handshakes.Consent | None = None,
 ) -> credentials.WithSecret:
+    """``consent``: the receiver's, from the webhook handshake, when the spec requires one
+    (handshakes.for_create says so; the route asks the receiver first)."""
+    if spec.webhook_handshake and consent is None:
+        raise Conflict("the endpoint requires the webhook handshake: ask its receiver first")
     await check_endpoint_url(spec.url, allowlist)
     if spec.oauth2 is not None:
         await _check_token_url(spec.oauth2.token_url, allowlist)
@@ -72,7 +77,9 @@ async def create_endpoint(
         await _check_proxy(spec.egress_proxy, allowlist)
     endpoint_id = new_id("ep")
     secret = credentials.generate_secret()
-    values = spec.model_dump(exclude={"secret_headers", "oauth2", "tls", "egress_proxy"})
+    values = spec.model_dump(
+        exclude={"secret_headers", "oauth2", "tls", "egress_proxy", "webhook_handshake"}
+    )
     credentials.check_header_sets(spec.headers, spec.secret_headers, oauth2=spec.oauth2 is not None)
     credentials.check_tls_url(spec.url, spec.tls is not None)
     endpoint = await endpoints.insert_endpoint(
@@ -86,6 +93,7 @@ async def create_endpoint(
         **credentials.oauth2_values(ring, endpoint_id, spec.oauth2),
         **credentials.tls_values(ring, endpoint_id, spec.tls),
         **credentials.egress_proxy_values(ring, endpoint_id, spec.egress_proxy),
+        **handshakes.consent_values(consent, spec.url, required=spec.webhook_handshake),
         **values,
     )
     return credentials.WithSecret(endpoint, secret)
@@ -122,8 +130,22 @@ async def update_endpoint(
     change: EndpointUpdate,
     allowlist: Sequence[IPNetwork],
     ring: KeyRing,
+    consent: handshakes.Consent | None = None,
 ) -> Endpoint:
-    values: dict[str, Any] = change.model_dump(exclude_unset=True, exclude={"tls", "egress_proxy"})
+    """``consent``: the receiver's, when handshakes.for_update said the change needs it."""
+    values: dict[str, Any] = change.model_dump(
+        exclude_unset=True, exclude={"tls", "egress_proxy", "webhook_handshake"}
+    )
+    if consent is not None or change.webhook_handshake is False:
+        current = await get_endpoint(session, tenant_id, endpoint_id)
+        url = change.url or current.url
+        values.update(handshakes.consent_values(consent, url, required=consent is not None))
+    elif values.get("url") is not None:
+        current = await get_endpoint(session, tenant_id, endpoint_id)
+        if current.webhook_origin is not None and values["url"] != current.url:
+            # Never a URL that did not consent (the route asks it first: this is a caller
+            # that did not).
+            raise Conflict("the new URL's receiver must consent first (the webhook handshake)")
     if "egress_proxy" in change.model_fields_set:
         if change.egress_proxy is not None:
             await _check_proxy(change.egress_proxy, allowlist)

@@ -66,6 +66,9 @@ class ClaimedDelivery:
     # The endpoint's own egress proxy (its URL, credentials and all), sealed; None: the
     # operator's, or none.
     sealed_proxy: bytes | None = None
+    # The origin the receiver consented to in the CloudEvents webhook handshake: sent as
+    # WebHook-Request-Origin on every delivery (None: no handshake).
+    webhook_origin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ _ENDPOINT = """e.url, e.secret_sealed,
        e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed,
        e.oauth2, e.oauth2_secret_sealed, e.tls_sealed,
        CASE WHEN e.previous_tls_expires_at > now() THEN e.previous_tls_sealed END
-           AS previous_tls_sealed, e.egress_proxy_sealed"""
+           AS previous_tls_sealed, e.egress_proxy_sealed, e.webhook_origin"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -234,6 +237,7 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
         if row["tls_sealed"]
         else [],
         sealed_proxy=row["egress_proxy_sealed"],
+        webhook_origin=row["webhook_origin"],
     )
 
 

@@ -18,8 +18,9 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.endpoints.service.destinations import check_endpoint_url
+from app.endpoints.service.handshakes import Consent, HandshakeTarget
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
-from app.engine.service import egress, envelope, sender
+from app.engine.service import egress, envelope, handshake, sender
 from app.engine.service.client_tls import ClientContexts
 from app.engine.service.tokens import TokenFailed, Tokens
 from app.errors import DestinationRefused, TooManyRequests
@@ -33,6 +34,8 @@ TEST_EVENT_TYPE = "herald.test"
 # makes on a tenant's word, outside every endpoint's flow control.
 TESTS_PER_MINUTE = 10
 StepOutcome = Literal["ok", "failed", "skipped"]
+# A save waits on the receiver's consent: not for as long as an attempt may take.
+HANDSHAKE_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,18 @@ class EndpointTester:
             settings.destination_allowlist,
             settings.request_timeout_seconds,
             self._proxy,
+        )
+
+    async def handshake(self, target: HandshakeTarget) -> Consent:
+        """The webhook handshake for a save (handshake.py), on this session: the API's own
+        way out, with the workers' SSRF guard."""
+        return await handshake.handshake(
+            self._http,
+            target,
+            origin=self._settings.webhook_origin,
+            allowlist=self._settings.destination_allowlist,
+            operator_proxy=self._proxy,
+            timeout=min(self._settings.request_timeout_seconds, HANDSHAKE_TIMEOUT_SECONDS),
         )
 
     async def close(self) -> None:

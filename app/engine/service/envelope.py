@@ -66,6 +66,7 @@ def request_headers(
         **static,
         **trace,
         **stream_headers(claimed),
+        **({ORIGIN_HEADER: claimed.webhook_origin} if claimed.webhook_origin else {}),
         **(cloudevents.binary_headers(claimed) if binary else {}),
         **signed_headers(claimed.id, body, secrets, keys=keys, content_type=content_type),
     }
@@ -107,6 +108,10 @@ def _secret_headers(claimed: ClaimedDelivery, opened: OpenedSecrets) -> Mapping[
     except SealedValueError as exc:
         raise RequestNotBuilt(f"the secret headers: {exc}") from None
 
+
+# The CloudEvents webhook handshake's origin, which a consenting receiver expects on every
+# delivery (HTTP 1.1 Web Hooks for Event Delivery, 4.1.2).
+ORIGIN_HEADER = "WebHook-Request-Origin"
 
 # An ordered delivery's place in its stream (docs/decisions.md, "Issue 27"): what lets a
 # receiver check the order and drop a late duplicate.

@@ -313,7 +313,8 @@ class Endpoints:
         enabled, payload_format (raw, standard, cloudevents, cloudevents-binary),
         signature_schemes (v1, v1a), headers, secret_headers (sent like headers, sealed at
         rest, shown by name only), oauth2, tls (mutual TLS: client_certificate, client_key,
-        ca_bundle, overlap_hours), egress_proxy ({"url": ...}), ordering, on_dead. The answer
+        ca_bundle, overlap_hours), egress_proxy ({"url": ...}), webhook_handshake (the
+        CloudEvents validation handshake before the save), ordering, on_dead. The answer
         holds the signing secret and the v1a public key."""
         return self._run(_calls.create_endpoint({"url": url, **fields}))
 

@@ -152,6 +152,12 @@ class Endpoint(_Answer):
     oauth2: OAuth2 | None  # client credentials, less the secret
     tls: ClientTLS | None  # mutual TLS and the receiver's own CA, less the key
     egress_proxy: EgressProxy | None  # the endpoint's own proxy, in place of the operator's
+    # The CloudEvents webhook handshake: required (the receiver consented to webhook_origin),
+    # the rate it allowed (requests a minute, a ceiling; None: none), when.
+    webhook_handshake: bool
+    webhook_origin: str | None
+    webhook_allowed_rate_per_minute: int | None
+    webhook_validated_at: datetime | None
     # The secret static headers set, by name: their values are sealed and never shown.
     secret_header_names: list[str]
     ordering: str  # none | endpoint | key
