@@ -2,8 +2,10 @@
 attempt's headers (a signing secret, a secret header) with its secrets sealed at rest --
 opened from the worker's cache, as every attempt after an endpoint's first is, and opened
 afresh, as its first is -- beside building them from plain-text secrets, as before sealing;
-the same with a v1a (ed25519) signature in place of v1; and an OAuth2 token from the worker's
-cache.
+the same with a v1a (ed25519) signature in place of v1; an OAuth2 token from the worker's
+cache; and mutual TLS -- the worker's TLS context from its cache, and requests to a TLS
+receiver on 127.0.0.1 that requires a client certificate, beside the same receiver over TLS
+without one (pooled connections, and a new connection each).
 
     .venv/bin/python bench/credentials.py
 """
@@ -14,7 +16,9 @@ import asyncio
 import dataclasses
 import ipaddress
 import json
+import ssl
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -25,17 +29,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 
+import aiohttp
 from aiohttp import web
 
+from app import certificates
 from app.endpoints.service.credentials import generate_secret
 from app.endpoints.service.endpoints import header_fault
 from app.endpoints.service.signing_keys import generate_key_pair
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
 from app.engine.service import envelope
+from app.engine.service.client_tls import ClientContexts
 from app.engine.service.sender import build_http_session
 from app.engine.service.signing import signed_headers
 from app.engine.service.tokens import Tokens
 from app.sealing import KeyRing, OpenedSecrets, endpoint_purpose, new_key
+from tests.fixtures.tls import Authority, server_context
 
 ROUNDS = 7
 CALLS = 2000
@@ -162,8 +170,86 @@ async def _token_cache_hit_us() -> float:
         await runner.cleanup()
 
 
+MTLS_REQUESTS = 300
+
+
+async def _round_us(http: aiohttp.ClientSession, url: str, context: ssl.SSLContext) -> float:
+    """The mean time of one POST to ``url`` over ``context``, over MTLS_REQUESTS."""
+    started = time.perf_counter_ns()
+    for _ in range(MTLS_REQUESTS):
+        async with http.post(url, data=b"{}", ssl=context) as response:
+            await response.read()
+            assert response.status == 200
+    return (time.perf_counter_ns() - started) / MTLS_REQUESTS / 1000
+
+
+async def _mtls(directory: Path) -> dict[str, Any]:
+    authority = Authority(directory)
+    cert, key = authority.client_certificate("bench-client")
+    ring = KeyRing.parse(new_key("bench-1"))
+    material = certificates.check(certificates.ClientTLS(cert, key, authority.ca_pem())).tls
+    sealed = ring.seal(json.dumps(material.dump()), endpoint_purpose("ep_bench", "tls"))
+    claimed = dataclasses.replace(
+        _claimed(ring, generate_secret(), {}, ["v1"]), sealed_tls=[sealed]
+    )
+    started = time.perf_counter_ns()
+    [mutual] = ClientContexts(ring).of(claimed)
+    first_build_ms = (time.perf_counter_ns() - started) / 1e6
+    contexts = ClientContexts(ring)
+    contexts.of(claimed)
+    cached_us = _per_call_us(lambda: contexts.of(claimed))
+    plain = certificates.context(certificates.ClientTLS(None, None, authority.ca_pem()))
+
+    async def hook(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(text="ok")
+
+    figures: dict[str, Any] = {"context_first_ms": first_build_ms, "context_cached_us": cached_us}
+    runners, targets = [], {}
+    for name, requires in (("tls", None), ("mtls", authority)):
+        app = web.Application()
+        app.router.add_post("/hook", hook)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        served = server_context(authority, [], client_authority=requires)
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=served).start()
+        runners.append(runner)
+        url = f"https://127.0.0.1:{runner.addresses[0][1]}/hook"
+        targets[name] = (url, mutual if requires else plain)
+    try:
+        for way, new_connections in (("pooled", False), ("new_connection", True)):
+            sessions = {
+                name: aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(force_close=new_connections)
+                )
+                for name in targets
+            }
+            rounds: dict[str, list[float]] = {name: [] for name in targets}
+            try:
+                for name, (url, context) in targets.items():  # warm: one connection each
+                    await _round_us(sessions[name], url, context)
+                for _ in range(ROUNDS):  # alternated, so drift falls on both alike
+                    for name, (url, context) in targets.items():
+                        rounds[name].append(await _round_us(sessions[name], url, context))
+            finally:
+                for http in sessions.values():
+                    await http.close()
+            for name in targets:
+                figures[f"{name}_{way}_us"] = median(rounds[name])
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+    figures["pooled_ratio"] = figures["mtls_pooled_us"] / figures["tls_pooled_us"]
+    figures["new_connection_ratio"] = (
+        figures["mtls_new_connection_us"] / figures["tls_new_connection_us"]
+    )
+    return figures
+
+
 def measure_all() -> dict[str, Any]:
-    return {**measure(), "oauth2_cached_us": asyncio.run(_token_cache_hit_us())}
+    with tempfile.TemporaryDirectory() as directory:
+        mtls = asyncio.run(_mtls(Path(directory)))
+    return {**measure(), "oauth2_cached_us": asyncio.run(_token_cache_hit_us()), "mtls": mtls}
 
 
 if __name__ == "__main__":
