@@ -1,6 +1,6 @@
 """The ``herald`` command: api, worker [--check], migrate [--check|--wait], keys
-create|list|revoke, streams halted|skip|redrive, secrets new-key|rotate, reconcile [--every],
-purge, openapi.
+create|list|revoke, streams halted|skip|redrive, endpoints show|test, secrets new-key|rotate,
+reconcile [--every], purge, openapi.
 
 The dev stack (embedded servers, the supervisor) is ``herald-dev``, from ``devstack``: nothing
 here imports it."""
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app import cli_keys, cli_migrate, cli_reconcile, cli_secrets, cli_streams
+from app import cli_endpoints, cli_keys, cli_migrate, cli_reconcile, cli_secrets, cli_streams
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
 from app.sealing import KeyRingError
@@ -159,6 +159,10 @@ def _cmd_streams(settings: Settings, args: argparse.Namespace) -> int:
     return cli_streams.run(_database(settings), settings.region, args)
 
 
+def _cmd_endpoints(settings: Settings, args: argparse.Namespace) -> int:
+    return cli_endpoints.run(settings, _database(settings), args)
+
+
 def _cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
     database = settings.async_database_url if settings.database_url is not None else None
     return cli_secrets.run(settings, database, args)
@@ -194,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_migrate.add_parser(commands)
     cli_keys.add_parser(commands)
     cli_streams.add_parser(commands)
+    cli_endpoints.add_parser(commands)
     cli_secrets.add_parser(commands)
     commands.add_parser("purge", help="purge data older than HERALD_RETENTION_DAYS now")
     commands.add_parser("openapi", help="print the OpenAPI document")
@@ -207,6 +212,7 @@ _COMMANDS = {
     "migrate": _cmd_migrate,
     "keys": _cmd_keys,
     "streams": _cmd_streams,
+    "endpoints": _cmd_endpoints,
     "secrets": _cmd_secrets,
     "reconcile": cli_reconcile.run,
     "health": _cmd_health,
