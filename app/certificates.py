@@ -13,7 +13,9 @@ import os
 import secrets
 import ssl
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,7 @@ class ClientTLS:
     """What a worker connects to one endpoint with: PEM text, as sealed at rest."""
 
     client_certificate: str | None
-    client_key: str | None
+    client_key: str | None = field(repr=False)  # never in a repr, a traceback's locals, a log
     ca_bundle: str | None
 
     def dump(self) -> dict[str, str | None]:
@@ -96,7 +98,13 @@ def private_key(pem: str) -> PrivateKey:
     if "ENCRYPTED" in pem:
         raise CertificateError("client_key is encrypted: give the key without a passphrase")
     try:
-        key = serialization.load_pem_private_key(pem.encode(), password=None)
+        # Checked first without RSA's validation (its cost grows with the size: an 8192-bit
+        # key takes seconds), which runs only once the size is known to be one Herald takes.
+        key = serialization.load_pem_private_key(
+            pem.encode(), password=None, unsafe_skip_rsa_key_validation=True
+        )
+        if isinstance(key, rsa.RSAPrivateKey) and MIN_RSA_BITS <= key.key_size <= MAX_RSA_BITS:
+            key = serialization.load_pem_private_key(pem.encode(), password=None)
     except (ValueError, TypeError):
         raise CertificateError(
             "client_key is not a PEM private key (-----BEGIN PRIVATE KEY-----)"
@@ -138,21 +146,39 @@ def check(tls: ClientTLS, *, now: datetime | None = None) -> Checked:
     if tls.client_certificate is not None and tls.client_key is not None:
         certs = chain(tls.client_certificate)
         key = private_key(tls.client_key)
-        _check_leaf(certs[0], key, now)
-        facts["client_certificate"] = certificate_facts(certs[0])
+        with _unreadable("client_certificate"):
+            _check_leaf(certs[0], key, now)
+            facts["client_certificate"] = certificate_facts(certs[0])
         kept = ClientTLS(_pem(certs), _key_pem(key), None)
     if tls.ca_bundle is not None:
         authorities = bundle(tls.ca_bundle)
-        facts["ca_bundle"] = {
-            "certificates": len(authorities),
-            "subjects": [cert.subject.rfc4514_string()[:200] for cert in authorities],
-        }
+        with _unreadable("ca_bundle"):
+            facts["ca_bundle"] = {
+                "certificates": len(authorities),
+                "subjects": [cert.subject.rfc4514_string()[:200] for cert in authorities],
+            }
         kept = ClientTLS(kept.client_certificate, kept.client_key, _pem(authorities))
     try:
         context(kept)  # and OpenSSL's own word on it
     except ssl.SSLError as exc:
         raise CertificateError(f"OpenSSL refused the TLS material: {exc.reason or exc}") from None
     return Checked(kept, facts)
+
+
+@contextmanager
+def _unreadable(what: str) -> Iterator[None]:
+    """pyca parses a certificate's parts when they are first read: a damaged extension or an
+    unknown key algorithm is found here, and raised as its own kind (DuplicateExtension,
+    UnsupportedAlgorithm, an ASN.1 error) -- each is the upload's fault, said in words."""
+    try:
+        yield
+    except CertificateError:
+        raise
+    except Exception:
+        raise CertificateError(
+            f"{what} holds a certificate whose contents cannot be read "
+            "(a damaged extension or an unknown key algorithm)"
+        ) from None
 
 
 def _pem(certs: list[x509.Certificate]) -> str:
@@ -219,7 +245,10 @@ def context(tls: ClientTLS) -> ssl.SSLContext:
     if tls.client_certificate is None or tls.client_key is None:
         return made
     passphrase = secrets.token_bytes(32)
-    key = serialization.load_pem_private_key(tls.client_key.encode(), password=None)
+    # Checked when saved (private_key): not validated again in every process that loads it.
+    key = serialization.load_pem_private_key(
+        tls.client_key.encode(), password=None, unsafe_skip_rsa_key_validation=True
+    )
     encrypted = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,

@@ -27,7 +27,13 @@ class EgressProxy:
             parsed = URL(text)
         except ValueError:
             raise ValueError("the egress proxy is not a URL") from None
-        if parsed.scheme != "http" or not parsed.host or parsed.path not in ("", "/"):
+        # One "@" at most: `http://u:p@h:1@evil` parses, surprisingly, as the proxy evil.
+        if (
+            parsed.scheme != "http"
+            or not parsed.host
+            or parsed.path not in ("", "/")
+            or text.count("@") > 1
+        ):
             raise ValueError("an egress proxy is http://[user:password@]host:port")
         headers = {}
         if parsed.user is not None:

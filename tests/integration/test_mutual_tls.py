@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.config import Settings
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.engine import pump
-from tests.fixtures.receiver import Receiver, running_receiver
+from tests.fixtures.receiver import Receiver, Reply, running_receiver
 from tests.fixtures.tls import Authority, server_context
 from tests.fixtures.waiting import attempts_of, eventually, wait_state
 
@@ -188,3 +188,58 @@ async def test_the_endpoint_test_presents_the_current_certificate(
     assert steps["tls"]["outcome"] == "ok"
     assert "CN=tester" in steps["tls"]["detail"]
     assert [r.client_name for r in receiver.on("/tested")] == ["tester"]
+
+
+async def test_the_fallback_never_brings_back_a_ca_bundle_the_replacement_dropped(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    authority: Authority,
+    stranger: Authority,
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    """The receiver's certificate is from `authority`; the replacement trusts `stranger` only:
+    the receiver fails Herald's check, and the replaced bundle is no way around that."""
+    endpoint = await new_endpoint(
+        client, tenant, url=url(receiver, "/distrusted"), tls=tls(authority, authority, "old")
+    )
+    replaced = {"tls": tls(stranger, authority, "new", overlap_hours=2)}
+    path = f"/v1/endpoints/{endpoint['id']}"
+    assert (await client.patch(path, json=replaced, headers=tenant)).status_code == 200
+    [delivery] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    async with pump(settings, engine) as (running, _):
+        running.start()
+        [attempt, *_] = await eventually(
+            lambda: attempts_of(engine, delivery), lambda found: len(found) >= 1
+        )
+    assert receiver.on("/distrusted") == []
+    assert attempt["outcome"] == "retryable" and "certificate verify failed" in attempt["error"]
+
+
+async def test_an_answer_herald_cannot_read_is_not_sent_again_with_the_fallback(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    authority: Authority,
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    """During an overlap, a receiver that took the request and answered something aiohttp
+    cannot parse (a header over its limit) is not asked again: that is no refused certificate."""
+    endpoint = await new_endpoint(
+        client, tenant, url=url(receiver, "/garbled"), tls=tls(authority, authority, "old")
+    )
+    replaced = {"tls": tls(authority, authority, "new", overlap_hours=2)}
+    path = f"/v1/endpoints/{endpoint['id']}"
+    assert (await client.patch(path, json=replaced, headers=tenant)).status_code == 200
+    receiver.script("/garbled", Reply(headers={"X-Huge": "x" * 9000}))
+    [delivery] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    async with pump(settings, engine) as (running, _):
+        running.start()
+        [attempt, *_] = await eventually(
+            lambda: attempts_of(engine, delivery), lambda found: len(found) >= 1
+        )
+        arrived = [r.client_name for r in receiver.on("/garbled")]
+    assert arrived[0] == "new" and "old" not in arrived  # the fallback was not tried
+    assert attempt["outcome"] == "unknown"

@@ -4,14 +4,16 @@ and whatever a tenant uploads (fuzzed) either passes or is refused, never anythi
 
 from __future__ import annotations
 
+import base64
 import ssl
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -135,3 +137,64 @@ def test_any_mangling_of_the_material_passes_or_is_refused_never_anything_else(
     except CertificateError as exc:  # anything else fails the test: a 500 at the API
         said = str(exc)
     assert key.splitlines()[1] not in said
+
+
+def _der_with_extensions(key: ec.EllipticCurvePrivateKey, *oids: str) -> bytes:
+    now = datetime.now(UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hostile")])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+    )
+    for oid in oids:
+        builder = builder.add_extension(
+            x509.UnrecognizedExtension(x509.ObjectIdentifier(oid), b"\x05\x00"), critical=False
+        )
+    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
+
+
+def _pem_of(der: bytes) -> str:
+    body = base64.encodebytes(der).decode()
+    return f"-----BEGIN CERTIFICATE-----\n{body}-----END CERTIFICATE-----\n"
+
+
+def test_certificates_damaged_inside_their_der_are_refused_in_words() -> None:
+    """Well-formed PEM whose DER pyca parses lazily: a duplicated extension, an unknown key
+    algorithm, an extended key usage that is not one -- each raised by pyca as its own kind
+    when first read, each refused as the upload's fault (never a 500)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    key_pem = _key_pem(key)
+
+    def oid(last: int) -> bytes:  # 1.2.3.<last>, as DER encodes it
+        return bytes([0x06, 3, 0x2A, 3, last])
+
+    twice = _der_with_extensions(key, "1.2.3.4", "1.2.3.5").replace(oid(5), oid(4))
+    ec_public_key = bytes.fromhex("06072a8648ce3d0201")
+    unknown_algorithm = _der_with_extensions(key).replace(
+        ec_public_key, bytes.fromhex("06072a8648ce3d0209")
+    )
+    not_an_eku = _der_with_extensions(key, "1.2.3.4").replace(
+        oid(4), bytes([0x06, 3, 0x55, 0x1D, 0x25])
+    )
+    for der in (twice, unknown_algorithm, not_an_eku):
+        said = _refusal(ClientTLS(_pem_of(der), key_pem, None))
+        assert said.startswith("client_certificate holds a certificate whose contents cannot")
+
+
+def test_an_rsa_key_too_large_is_refused_before_it_is_validated() -> None:
+    """RSA validation costs more the larger the key: a 4608-bit key (within the byte bound)
+    is refused by its size, which is read before the key is validated."""
+    big = _key_pem(rsa.generate_private_key(65537, 4608))
+    assert len(big.encode()) < certificates.MAX_KEY_BYTES
+    with pytest.raises(CertificateError, match="RSA keys of 2048-4096 bits"):
+        certificates.private_key(big)
+
+
+def test_the_key_stays_out_of_reprs(authority: Authority) -> None:
+    cert, key = authority.client_certificate("a")
+    assert key.splitlines()[1] not in repr(ClientTLS(cert, key, None))

@@ -79,7 +79,8 @@ class EgressProxySpec(BaseModel):
 
     url: Annotated[EndpointUrl, AfterValidator(_a_proxy)] = Field(
         description="`http://[user:password@]host:port`; it passes the SSRF guard as the "
-        "endpoint's URL does, and its credentials are sealed at rest and never shown."
+        "endpoint's URL does, and its credentials are sealed at rest and never shown.",
+        repr=False,
     )
 
 

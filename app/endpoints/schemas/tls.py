@@ -35,7 +35,7 @@ class ClientTLSSpec(BaseModel):
 
     client_certificate: ChainPem | None = None
     client_key: KeyPem | None = Field(
-        default=None, description="Sealed at rest and never shown again."
+        default=None, description="Sealed at rest and never shown again.", repr=False
     )
     ca_bundle: BundlePem | None = None
     overlap_hours: float = Field(

@@ -130,11 +130,13 @@ class Attempts:
 
     async def _post(self, request: Request, progress: sender.SendProgress) -> sender.AttemptResult:
         """Over the endpoint's current TLS material; while replaced material is a fallback, a
-        connection the receiver refused with the new is sent once more with the previous (it
-        may not trust the new yet). Sending again is harmless -- the same Idempotency-Key --
-        and the progress is not reset: a first request that may have been written keeps the
-        attempt `unknown` should the second fail before writing."""
+        connection the receiver ended as a refused client certificate ends it is sent once
+        more with the previous certificate (it may not trust the new yet) -- checked against
+        the current CA bundle, never the replaced one. Sending again is harmless (the same
+        Idempotency-Key), and the progress is not reset: a first request that may have been
+        written keeps the attempt `unknown` should the second fail before writing."""
         contexts: list[ssl.SSLContext | None] = [*request.contexts] or [None]
+        first: sender.AttemptResult | None = None
         for tls in contexts:
             result = await sender.send(
                 self.http,
@@ -149,8 +151,13 @@ class Attempts:
                 proxy=request.proxy,
                 tls=tls,
             )
-            if not result.connection_lost:
+            if not result.refused_by_peer:
                 break
+            first = first or result
+        if first is not None and result is not first and result.outcome is not Outcome.SUCCESS:
+            # What the replacement met is the news: kept beside the fallback's own ending.
+            error = f"{result.error}; with the replacement client certificate: {first.error}"
+            result = dataclasses.replace(result, error=error)
         return result
 
     async def _post_with_token(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import ipaddress
 import socket
 import ssl
@@ -94,10 +95,10 @@ class AttemptResult:
     # Cut off by an error inside Herald or its HTTP library, not by the receiver: it says
     # nothing about the destination, so the circuit breaker does not count it.
     failed_inside_herald: bool = False
-    # The connection failed -- refused, reset, a TLS alert -- before any answer (not a
-    # timeout): how a receiver that refuses a client certificate shows, under TLS 1.3 only
-    # once the request was written (docs/decisions.md, "mTLS rotation").
-    connection_lost: bool = False
+    # The connection ended as a receiver refusing the client certificate ends it: a TLS
+    # alert, or a reset or close before any answer -- under TLS 1.3 only once the request was
+    # written (docs/decisions.md, "Issue 28: mTLS"). Never a failure to verify the receiver.
+    refused_by_peer: bool = False
 
     def retry_after_left(self) -> float | None:
         """What is left now of the pause the receiver asked for, if any."""
@@ -287,7 +288,21 @@ async def send(
         return failed_inside(progress, f"egress proxy: {said}")
     except (aiohttp.ClientError, OSError) as exc:
         failed = _failed(progress, f"{type(exc).__name__}: {exc}")
-        return dataclasses.replace(failed, connection_lost=progress.status is None)
+        return dataclasses.replace(
+            failed, refused_by_peer=progress.status is None and _refused_by_peer(exc)
+        )
+
+
+def _refused_by_peer(exc: BaseException) -> bool:
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return False  # the receiver's certificate failed Herald's check: no fallback for that
+    if isinstance(exc, aiohttp.ClientSSLError | aiohttp.ServerDisconnectedError):
+        return True
+    if isinstance(exc, aiohttp.ClientConnectorError):  # TLS 1.2: during the handshake
+        return isinstance(exc.os_error, ConnectionResetError | ssl.SSLError)
+    if isinstance(exc, aiohttp.ClientOSError):  # TLS 1.3: on reading the answer
+        return exc.errno == errno.ECONNRESET
+    return False
 
 
 async def _answer(
