@@ -154,3 +154,35 @@ async def test_the_endpoints_proxy_failing_counts_against_the_endpoint(
     shown = (await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)).json()
     assert shown["consecutive_failures"] >= 1 and shown["circuit"] == "open"
     assert on_receiver == []
+
+
+async def test_a_proxy_named_like_the_operators_gets_no_trust_from_the_name(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    forward_proxy: ForwardProxy,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    """The operator's proxy is `localhost:<its port>`, reached wherever it is; a tenant names
+    `localhost:<another port>` -- an internal service -- as its endpoint's proxy. The worker
+    allows no loopback destination: the tenant's proxy is vetted by its address, and refused,
+    where trusting the operator's proxy by name would have let it through to that port."""
+    internal = receiver  # a service on the operator's host, at another port
+    endpoint = await new_endpoint(
+        client,
+        tenant,
+        url="http://93.184.215.14/hook",  # public: never reached, the proxy is refused first
+        egress_proxy={"url": f"http://localhost:{internal.port}"},
+    )
+    [delivery] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    operator = forward_proxy.url.replace("127.0.0.1", "localhost")
+    async with pump(
+        settings, engine, egress_proxy=SecretStr(operator), destination_allowlist=()
+    ) as (running, _):
+        running.start()
+        await wait_state(engine, delivery, "dead")
+    [attempt] = await attempts_of(engine, delivery)
+    assert attempt["outcome"] == "blocked"
+    assert attempt["error"].startswith("egress proxy: 'localhost' resolves to a non-public")
+    assert internal.requests == [] and forward_proxy.asked() == []

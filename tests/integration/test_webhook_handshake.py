@@ -5,6 +5,8 @@ the allowed rate a ceiling beside the endpoint's own, the origin on every delive
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,11 +21,12 @@ from tests.fixtures.waiting import count_rows, wait_state
 CONSENT = {"WebHook-Allowed-Origin": "*", "Allow": "POST"}
 
 
-async def ceiling(engine: AsyncEngine, endpoint_id: str) -> float | None:
+async def ceiling(engine: AsyncEngine, endpoint_id: str, default: float = 0.0) -> float:
+    """The rate ceiling the gate holds the endpoint to, with ``default`` the operator's."""
     async with create_sessionmaker(engine)() as session:
         limits = await flow_limits(session, endpoint_id)
     assert limits is not None
-    return limits.rate_limit_per_second
+    return limits.rate(default)
 
 
 async def test_a_consenting_receiver_is_asked_once_and_its_rate_is_a_ceiling(
@@ -115,11 +118,16 @@ async def test_a_new_url_is_asked_first_and_kept_out_without_consent(
     assert moved.status_code == 200, moved.text
     assert moved.json()["webhook_allowed_rate_per_minute"] == 600
     assert await ceiling(engine, endpoint["id"]) == 10.0
+    # Without a ceiling of its own: the operator's default holds, and the allowed rate never
+    # raises it.
+    assert await ceiling(engine, endpoint["id"], default=5.0) == 5.0
+    assert await ceiling(engine, endpoint["id"], default=50.0) == 10.0
 
     # No longer required: the ceiling goes with it, and a new URL is not asked.
     off = await client.patch(path, json={"webhook_handshake": False}, headers=tenant)
     assert off.json()["webhook_handshake"] is False and off.json()["webhook_origin"] is None
-    assert await ceiling(engine, endpoint["id"]) is None
+    assert await ceiling(engine, endpoint["id"]) == 0.0  # none
+    assert await ceiling(engine, endpoint["id"], default=5.0) == 5.0
     again = await client.patch(path, json={"url": receiver.url("/third")}, headers=tenant)
     assert again.status_code == 200 and receiver.on("/third") == []
 
@@ -133,3 +141,55 @@ async def test_the_handshake_is_held_to_the_ssrf_guard(
         headers=tenant,
     )
     assert answer.status_code in (400, 422) and "169.254.169.254" in answer.text
+
+
+async def test_the_saves_rules_hold_before_any_receiver_is_asked(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
+) -> None:
+    """Whatever a save would refuse is refused before the OPTIONS goes out: no request is
+    made on a tenant's word that the save itself would not allow."""
+    refused: list[dict[str, Any]] = [
+        {"url": receiver.url("/x").replace("http://", "http://user:pw@")},
+        {"url": receiver.url("/x"), "headers": {"Webhook-Id": "mine"}},
+        {"url": receiver.url("/x"), "egress_proxy": {"url": "http://169.254.169.254:3128"}},
+        {"url": "https://a..example.com/hook"},
+    ]
+    for body in refused:
+        answer = await client.post(
+            "/v1/endpoints", json={**body, "webhook_handshake": True}, headers=tenant
+        )
+        assert answer.status_code in (400, 422), (body, answer.text)
+    assert receiver.requests == []
+
+
+async def test_handshakes_are_counted_against_the_tenants_minute(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
+) -> None:
+    """Each handshake is a request to a URL of the tenant's choosing, consent or not: ten a
+    minute, as test events are. (21 tries: even if a minute turns among them, one minute
+    holds eleven.)"""
+    answers = [
+        await client.post(
+            "/v1/endpoints",
+            json={"url": receiver.url(f"/ask-{n}"), "webhook_handshake": True},
+            headers=tenant,
+        )
+        for n in range(21)
+    ]
+    statuses = [answer.status_code for answer in answers]
+    assert set(statuses) == {422, 429} and statuses[:10] == [422] * 10
+    assert len(receiver.requests) == statuses.count(422)  # refused ones asked no one
+    assert "at most 10 webhook handshakes a minute" in answers[statuses.index(429)].text
+
+
+async def test_the_test_event_carries_the_consented_origin(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver, settings: Settings
+) -> None:
+    receiver.script("/tested", Reply(headers=CONSENT))
+    endpoint = await new_endpoint(
+        client, tenant, url=receiver.url("/tested"), webhook_handshake=True
+    )
+    tested = await client.post(f"/v1/endpoints/{endpoint['id']}/test", headers=tenant)
+    assert tested.json()["delivered"] is True
+    [_, sent] = receiver.on("/tested")
+    assert sent.headers["WebHook-Request-Origin"] == settings.webhook_origin

@@ -15,7 +15,7 @@ from app.config import Settings
 from app.delivery.service.endpoint_stats import WindowCounts, last_hour
 from app.endpoints.schemas import current_pause
 from app.endpoints.schemas.tls import shown
-from app.endpoints.service.endpoints import list_endpoints
+from app.endpoints.service.endpoints import FlowLimits, list_endpoints
 from app.flow.service.gate import flow_snapshot
 from app.models import Endpoint
 
@@ -53,7 +53,15 @@ async def endpoint_board(
                 **current_pause(endpoint),
                 in_flight=None if flow is None else flow.in_flight,
                 max_in_flight=ceiling,
-                rate_limit=endpoint.rate_limit_per_second or settings.default_rate_limit_per_second,
+                rate_limit=FlowLimits(
+                    endpoint.rate_limit_per_second,
+                    endpoint.max_in_flight,
+                    0.0,
+                    endpoint.breaker_trips,
+                    None
+                    if endpoint.webhook_allowed_rate is None
+                    else endpoint.webhook_allowed_rate / 60,
+                ).rate(settings.default_rate_limit_per_second),
                 tls=shown(endpoint.tls, endpoint.previous_tls, endpoint.previous_tls_expires_at),
             )
         )

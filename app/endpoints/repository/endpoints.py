@@ -47,6 +47,21 @@ async def get_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> E
     ).scalar_one_or_none()
 
 
+async def lock_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint | None:
+    """``get_live``, the row locked until the transaction ends and read afresh: what a change
+    decides on cannot change under it."""
+    if not is_id(endpoint_id):
+        return None
+    return (
+        await session.execute(
+            select(Endpoint)
+            .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one_or_none()
+
+
 async def get_live_many(
     session: AsyncSession, tenant_id: str, endpoint_ids: set[str]
 ) -> dict[str, Endpoint]:
@@ -219,6 +234,18 @@ class FlowLimits:
     max_in_flight: int | None
     paused_for: float  # seconds left of a pause, by the database clock
     breaker_trips: int
+    # The rate the receiver allowed in the webhook handshake, a second: a ceiling beside the
+    # endpoint's own or, without one, the default (None: none).
+    allowed_rate_per_second: float | None = None
+
+    def rate(self, default: float) -> float:
+        """The rate ceiling in force (0: none): the endpoint's own, else the default, and
+        never above what the receiver allowed."""
+        own = self.rate_limit_per_second or default
+        allowed = self.allowed_rate_per_second
+        if allowed is None:
+            return own
+        return min(own, allowed) if own else allowed
 
 
 async def flow_limits(session: AsyncSession, endpoint_id: str) -> FlowLimits | None:
@@ -226,16 +253,18 @@ async def flow_limits(session: AsyncSession, endpoint_id: str) -> FlowLimits | N
     row = (
         await session.execute(
             select(
-                # The receiver's allowed rate (the webhook handshake) is a ceiling beside the
-                # endpoint's own: the lower holds (least() passes over NULLs).
-                func.least(Endpoint.rate_limit_per_second, Endpoint.webhook_allowed_rate / 60.0),
+                Endpoint.rate_limit_per_second,
                 Endpoint.max_in_flight,
                 func.coalesce(remaining, 0),
                 Endpoint.breaker_trips,
+                Endpoint.webhook_allowed_rate,
             ).where(Endpoint.id == endpoint_id)
         )
     ).one_or_none()
-    return None if row is None else FlowLimits(row[0], row[1], float(row[2]), row[3])
+    if row is None:
+        return None
+    allowed = None if row[4] is None else row[4] / 60
+    return FlowLimits(row[0], row[1], float(row[2]), row[3], allowed)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import ResourcesDep, SessionDep, TenantDep
+from app.api.deps import Resources, ResourcesDep, SessionDep, TenantDep
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -60,8 +60,7 @@ async def create_endpoint(
     response: Response,
 ) -> EndpointCreated:
     target = handshakes.for_create(body)
-    # Outside any transaction: no database connection waits on the receiver's answer.
-    consent = await resources.tester.handshake(target) if target is not None else None
+    consent = await _consent(resources, tenant_id, target)
     async with session.begin():
         created = await endpoints.create_endpoint(
             session,
@@ -74,6 +73,19 @@ async def create_endpoint(
     response.headers["Location"] = f"/v1/endpoints/{created.endpoint.id}"
     shown = EndpointOut.model_validate(created.endpoint).model_dump()
     return EndpointCreated(**shown, secret=created.secret)
+
+
+async def _consent(
+    resources: Resources, tenant_id: str, target: handshakes.HandshakeTarget | None
+) -> handshakes.Consent | None:
+    """The receiver's consent a save needs (None: it needs none): the save's rules held
+    first, the tenant's minute counted, and asked outside any transaction -- no database
+    connection waits on a receiver."""
+    if target is None:
+        return None
+    await handshakes.vet(target, resources.settings.destination_allowlist)
+    await resources.tester.admit(resources.redis, tenant_id, "webhook handshakes")
+    return await resources.tester.handshake(target)
 
 
 @router.get(
@@ -231,7 +243,7 @@ async def update_endpoint(
 ) -> EndpointOut:
     async with session.begin():
         target = await handshakes.for_update(session, tenant_id, endpoint_id, body, resources.keys)
-    consent = await resources.tester.handshake(target) if target is not None else None
+    consent = await _consent(resources, tenant_id, target)
     async with session.begin():
         endpoint = await endpoints.update_endpoint(
             session,

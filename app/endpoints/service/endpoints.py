@@ -136,13 +136,18 @@ async def update_endpoint(
     values: dict[str, Any] = change.model_dump(
         exclude_unset=True, exclude={"tls", "egress_proxy", "webhook_handshake"}
     )
-    if consent is not None or change.webhook_handshake is False:
-        current = await get_endpoint(session, tenant_id, endpoint_id)
+    if consent is not None or change.webhook_handshake is not None or change.url is not None:
+        # Locked: a consent is for the URL the endpoint has when this commits, and a URL
+        # change is judged by whether the endpoint requires consent when it commits.
+        current = await endpoints.lock_live(session, tenant_id, endpoint_id)
+        if current is None:
+            raise NotFound(f"endpoint {endpoint_id} not found")
         url = change.url or current.url
-        values.update(handshakes.consent_values(consent, url, required=consent is not None))
-    elif values.get("url") is not None:
-        current = await get_endpoint(session, tenant_id, endpoint_id)
-        if current.webhook_origin is not None and values["url"] != current.url:
+        if change.webhook_handshake and consent is None:
+            raise Conflict("the endpoint's receiver must be asked first (the webhook handshake)")
+        if consent is not None or change.webhook_handshake is False:
+            values.update(handshakes.consent_values(consent, url, required=consent is not None))
+        elif current.webhook_origin is not None and url != current.url:
             # Never a URL that did not consent (the route asks it first: this is a caller
             # that did not).
             raise Conflict("the new URL's receiver must consent first (the webhook handshake)")
@@ -207,6 +212,9 @@ async def _change_tls(
     if "tls" in change.model_fields_set:
         values.update(credentials.tls_values(ring, endpoint_id, change.tls, current))
         tls = change.tls is not None
+    elif values.get("url") not in (None, current.url):
+        # A fallback was for the receiver that held the replaced certificate, not a new one.
+        values.update(previous_tls_sealed=None, previous_tls=None, previous_tls_expires_at=None)
     credentials.check_tls_url(values.get("url") or current.url, tls)
 
 

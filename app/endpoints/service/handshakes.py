@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +20,10 @@ from app.certificates import ClientTLS
 from app.endpoints.repository import endpoints as rows
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.service import credentials
-from app.errors import Conflict, NotFound
+from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
+from app.errors import Conflict, DestinationRefused, NotFound
 from app.models import Endpoint
+from app.proxies import EgressProxy
 from app.sealing import KeyRing, endpoint_purpose
 
 
@@ -115,6 +118,22 @@ def _proxy(ring: KeyRing, change: EndpointUpdate, current: Endpoint) -> str | No
     if opened is None:
         raise credentials.unreadable("egress proxy", "set egress_proxy again")
     return opened
+
+
+async def vet(target: HandshakeTarget, allowlist: Sequence[IPNetwork]) -> None:
+    """Every rule a save holds the URL, the proxy, the headers and the TLS material to, held
+    before the receiver is asked (the save checks them again): no request goes anywhere a
+    save would refuse."""
+    await check_endpoint_url(target.url, allowlist)
+    if target.proxy_url is not None:
+        try:
+            await check_endpoint_url(
+                EgressProxy.parse(target.proxy_url, trusted=False).url, allowlist
+            )
+        except DestinationRefused as exc:
+            raise DestinationRefused(f"egress_proxy.url: {exc.detail}") from None
+    credentials.check_header_sets(target.headers, {})
+    credentials.check_tls_url(target.url, target.tls is not None)
 
 
 def consent_values(consent: Consent | None, url: str, *, required: bool) -> dict[str, Any]:

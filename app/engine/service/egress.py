@@ -98,6 +98,27 @@ async def pin(url: str, allowlist: Sequence[IPNetwork]) -> Pinned:
     return Pinned(pinned, None, None)
 
 
+async def pinned_proxy(proxy: EgressProxy, allowlist: Sequence[IPNetwork]) -> EgressProxy:
+    """An endpoint's proxy at the address it was vetted at, never its name: the session's
+    resolver trusts the operator's proxy by name, and a tenant's proxy must not reach it (or
+    its host's other ports) by naming it. Raises DestinationRefused, ResolveFailed."""
+    parsed = URL(proxy.url)
+    host = parsed.raw_host or ""
+    literal = _literal(host)
+    if literal is not None:
+        addresses = [literal]
+    else:
+        try:
+            addresses = await resolve(host, parsed.port or 80)
+        except DestinationRefused as exc:
+            raise ResolveFailed(f"egress proxy: {exc}") from None
+    refused = refusal(host, addresses, allowlist)
+    if refused is not None:
+        raise DestinationRefused(f"egress proxy: {refused}")
+    url = str(parsed.with_host(str(addresses[0])))
+    return EgressProxy(url, proxy.headers, trusted=False)
+
+
 def _literal(host: str) -> IPAddress | None:
     try:
         return ipaddress.ip_address(host.strip("[]"))
@@ -117,15 +138,10 @@ class Route:
 async def route(
     url: str, headers: dict[str, str], allowlist: Sequence[IPNetwork], proxy: EgressProxy
 ) -> Route:
-    """The request to ``url`` through ``proxy``, pinned to the address vetted here. An
-    endpoint's own proxy is a destination too: given as an address, it is vetted here (a
-    name is vetted by the session's resolver as it connects)."""
+    """The request to ``url`` through ``proxy``, pinned to the address vetted here -- and an
+    endpoint's own proxy, a destination too, pinned to its vetted address as well."""
     if not proxy.trusted:
-        literal = _literal(proxy.host)
-        if literal is not None:
-            refused = refusal(proxy.host, [literal], allowlist)
-            if refused is not None:
-                raise DestinationRefused(f"egress proxy: {refused}")
+        proxy = await pinned_proxy(proxy, allowlist)
     pinned = await pin(url, allowlist)
     if pinned.host_header is not None:
         headers = {**headers, "Host": pinned.host_header}

@@ -104,6 +104,7 @@ def _claimed(endpoint: Endpoint, now: datetime) -> ClaimedDelivery:
         oauth2=oauth2,
         sealed_tls=[endpoint.tls_sealed] if endpoint.tls_sealed else [],
         sealed_proxy=endpoint.egress_proxy_sealed,
+        webhook_origin=endpoint.webhook_origin,
     )
 
 
@@ -156,17 +157,19 @@ class EndpointTester:
     async def close(self) -> None:
         await self._http.close()
 
-    async def admit(self, redis: Redis, tenant_id: str) -> None:
-        """Count the tenant's test against its minute; raise TooManyRequests past the limit."""
+    async def admit(self, redis: Redis, tenant_id: str, what: str = "endpoint tests") -> None:
+        """Count the tenant's test (or webhook handshake: ``what``) against its minute;
+        raise TooManyRequests past the limit. Each is a request Herald makes on a tenant's
+        word, outside every endpoint's flow control."""
         minute = int(time.time() // 60)
-        key = f"herald:endpoint-tests:{tenant_id}:{minute}"
+        key = f"herald:{what.replace(' ', '-')}:{tenant_id}:{minute}"
         async with redis.pipeline(transaction=True) as pipe:
             pipe.incr(key)
             pipe.expire(key, 120)
             made, _ = await pipe.execute()
         if int(made) > TESTS_PER_MINUTE:
             raise TooManyRequests(
-                f"at most {TESTS_PER_MINUTE} endpoint tests a minute per tenant",
+                f"at most {TESTS_PER_MINUTE} {what} a minute per tenant",
                 headers={"Retry-After": str(60 - int(time.time()) % 60)},
             )
 

@@ -48,7 +48,7 @@ def consent_of(headers: Any, status: int, target: HandshakeTarget, origin: str) 
     allowed = headers.get(ALLOWED_ORIGIN)
     if allowed is None:
         raise _refused(f"HTTP {status} without {ALLOWED_ORIGIN}")
-    if allowed.strip() not in ("*", origin):
+    if allowed.strip().lower() not in ("*", origin.lower()):  # DNS names know no case
         raise _refused(f"{ALLOWED_ORIGIN} names another origin than {origin!r}")
     rate = headers.get(ALLOWED_RATE)
     if rate is None:
@@ -58,7 +58,7 @@ def consent_of(headers: Any, status: int, target: HandshakeTarget, origin: str) 
     rate = rate.strip()
     if rate == "*":
         return Consent(target.url, origin, None)
-    if not rate.isdecimal() or int(rate) < 1 or len(rate) > 9:
+    if not (rate.isascii() and rate.isdigit()) or len(rate) > 9 or int(rate) < 1:
         raise _refused(f"{ALLOWED_RATE} is neither * nor a positive number of requests a minute")
     return Consent(target.url, origin, int(rate))
 
@@ -105,5 +105,5 @@ async def handshake(
         raise _refused(f"no answer in {timeout:g} s") from None
     except egress.ResolveFailed as exc:
         raise _refused(str(exc)) from None
-    except (aiohttp.ClientError, OSError) as exc:
+    except (aiohttp.ClientError, OSError, ValueError) as exc:  # ValueError: an IDNA label
         raise _refused(f"{type(exc).__name__}") from None

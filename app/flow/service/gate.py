@@ -154,7 +154,7 @@ class Gate:
         in_flight = self._settings.default_max_in_flight
         policy = Policy(0, 0, 0.0, False)
         if limits is not None:
-            rate = limits.rate_limit_per_second or rate
+            rate = limits.rate(rate)
             policy = Policy(
                 interval_us=start_interval_us(rate),
                 max_in_flight=limits.max_in_flight or in_flight,
