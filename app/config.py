@@ -6,7 +6,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.sealing import NEW_KEY_HINT, KeyRing, KeyRingError
@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     # `webhook_handshake`) and on every delivery to an endpoint that consented: a DNS name
     # naming all of this Herald's senders, e.g. webhooks.example.com.
     webhook_origin: str = Field(default="herald", pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
+    # Where users' browsers reach this Herald (https://webhooks.example.com): portal links are
+    # made under it. None: under the URL the minting request came to.
+    public_url: AnyHttpUrl | None = None
     retry_schedule: Annotated[tuple[float, ...], NoDecode] = DEFAULT_RETRY_SCHEDULE
     max_attempts: int | None = Field(default=None, ge=1, le=1000)
     request_timeout_seconds: float = Field(default=15.0, gt=0, le=300)

@@ -33,6 +33,7 @@ KINDS = {
     "run": "reconcile run",
     "rdv": "redrive job",
     "ses": "console session",
+    "pts": "portal session",
     "test": "test event",  # POST /v1/endpoints/{id}/test: its webhook-id; nothing is stored
 }
 PREFIXES = tuple(KINDS)

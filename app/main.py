@@ -24,9 +24,11 @@ from app.logs import configure_logging
 from app.operations.routes import health, metrics
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
+from app.portal.routes import exchange as portal_exchange
+from app.portal.routes import sessions as portal_sessions
 from app.queue import create_queue_redis
 from app.reconcile.routes import reconcile
-from app.tenants.routes import api_keys, tenants
+from app.tenants.routes import api_keys, customers, tenants
 from app.tenants.service.api_keys import PrincipalCache
 
 
@@ -80,6 +82,9 @@ def create_app(settings: Settings) -> FastAPI:
     routers = (
         tenants,
         api_keys,
+        customers,
+        portal_sessions,
+        portal_exchange,
         endpoints,
         event_types,
         actions,

@@ -82,6 +82,14 @@ EndpointId = Annotated[str, id_rule("ep")]
 EventId = Annotated[str, id_rule("evt")]
 TenantId = Annotated[str, id_rule("ten")]
 
+# The tenant's own id for one of its customers: what it already calls them (cus_123, a UUID,
+# an account number), safe in a URL path as it is.
+CUSTOMER_ID_RULE = TextRule(
+    r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-]{0,127}$",
+    "must be 1-128 characters: letters, digits and _ . : @ + - (starting with a letter or digit)",
+)
+CustomerId = Annotated[str, CUSTOMER_ID_RULE]
+
 # No NUL anywhere: PostgreSQL text cannot hold it, and a query carrying one fails.
 EVENT_TYPE_RULE = TextRule(
     r"^[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,254}$",

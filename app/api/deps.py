@@ -21,6 +21,7 @@ from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
 from app.schemas import IDEMPOTENCY_KEY_RULE, is_idempotency_key
+from app.scope import Scope
 from app.sealing import KeyRing
 from app.tenants.service.api_keys import Principal, PrincipalCache, principal_for
 
@@ -125,6 +126,14 @@ def tenant_of(principal: Principal) -> str:
 
 AdminDep = Annotated[Principal, Depends(require_admin)]
 TenantDep = Annotated[str, Depends(require_tenant)]
+
+
+async def require_tenant_scope(tenant_id: TenantDep) -> Scope:
+    """A tenant key's scope: all of its tenant (the portal's is one customer's)."""
+    return Scope(tenant_id)
+
+
+ScopeDep = Annotated[Scope, Depends(require_tenant_scope)]
 
 
 async def parse_idempotency_key(

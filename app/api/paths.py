@@ -11,8 +11,9 @@ from typing import Annotated
 
 from fastapi import Depends, Path
 
-from app.errors import NotFound
+from app.errors import NotFound, Unprocessable
 from app.ids import KINDS, describe_id, looks_like
+from app.schemas import CUSTOMER_ID_RULE
 
 
 def known_id(prefix: str, value: str) -> str:
@@ -46,13 +47,38 @@ async def _job_id(job_id: Annotated[str, Path(description=_described("rdv"))]) -
     return known_id("rdv", job_id)
 
 
+async def _portal_session_id(
+    session_id: Annotated[str, Path(description=_described("pts"))],
+) -> str:
+    return known_id("pts", session_id)
+
+
 async def _run_id(run_id: Annotated[str, Path(description=_described("run"))]) -> str:
     return known_id("run", run_id)
 
 
+_CUSTOMER = "The tenant's own id for the customer."
+
+
+async def _customer_id(customer_id: Annotated[str, Path(description=_CUSTOMER)]) -> str:
+    if not CUSTOMER_ID_RULE.matches(customer_id):
+        raise NotFound(f"no such customer: a customer's id {CUSTOMER_ID_RULE.allowed}")
+    return customer_id
+
+
+async def _new_customer_id(customer_id: Annotated[str, Path(description=_CUSTOMER)]) -> str:
+    # Naming a customer to be made: a broken id is the caller's mistake to fix, not "absent".
+    if not CUSTOMER_ID_RULE.matches(customer_id):
+        raise Unprocessable(f"a customer's id {CUSTOMER_ID_RULE.allowed}")
+    return customer_id
+
+
+CustomerIdPath = Annotated[str, Depends(_customer_id)]
+NewCustomerIdPath = Annotated[str, Depends(_new_customer_id)]
 DeliveryIdPath = Annotated[str, Depends(_delivery_id)]
 EndpointIdPath = Annotated[str, Depends(_endpoint_id)]
 EventIdPath = Annotated[str, Depends(_event_id)]
 KeyIdPath = Annotated[str, Depends(_key_id)]
 RedriveJobIdPath = Annotated[str, Depends(_job_id)]
+PortalSessionIdPath = Annotated[str, Depends(_portal_session_id)]
 RunIdPath = Annotated[str, Depends(_run_id)]

@@ -8,6 +8,7 @@ from pydantic_core import PydanticCustomError
 
 from app.schemas import (
     MAX_PAYLOAD_DEPTH,
+    CustomerId,
     EndpointId,
     EventType,
     EventTypeSelector,
@@ -77,6 +78,11 @@ class EventIntent(BaseModel):
 
     event_type: EventType
     payload: dict[str, Any] = Field(description=_PAYLOAD)
+    customer_id: CustomerId | None = Field(
+        default=None,
+        description="Publish to this customer of the tenant: only its endpoints receive the "
+        "event. Without one, only the endpoints that belong to no customer do.",
+    )
     deliver_after: DeliverAfter | None = None
     ordering_key: OrderingKey | None = Field(default=None, description=_ORDERING_KEY)
 

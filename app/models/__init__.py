@@ -5,12 +5,14 @@ from app.models.attempt import Attempt
 from app.models.console_secret import ConsoleSecret
 from app.models.console_session import ConsoleSession
 from app.models.custody_record import CustodyRecord
+from app.models.customer import Customer
 from app.models.delivery import Delivery
 from app.models.endpoint import Endpoint
 from app.models.event import Event
 from app.models.event_type import EventTypeDef
 from app.models.idempotency_key import IdempotencyKey
 from app.models.outbox import OutboxEntry
+from app.models.portal import PortalSession, PortalSettings
 from app.models.reconcile_run import ReconcileRun
 from app.models.redrive_job import RedriveJob
 from app.models.stream import Stream
@@ -22,12 +24,15 @@ __all__ = [
     "ConsoleSecret",
     "ConsoleSession",
     "CustodyRecord",
+    "Customer",
     "Delivery",
     "Endpoint",
     "Event",
     "EventTypeDef",
     "IdempotencyKey",
     "OutboxEntry",
+    "PortalSession",
+    "PortalSettings",
     "ReconcileRun",
     "RedriveJob",
     "Stream",

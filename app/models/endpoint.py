@@ -9,6 +9,7 @@ from sqlalchemy import (
     DateTime,
     Double,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     LargeBinary,
@@ -31,6 +32,18 @@ class Endpoint(Base):
             "id",
             postgresql_where=text("deleted_at IS NULL"),
         ),
+        # A customer's endpoints (the portal's lists, an event published to a customer).
+        Index(
+            "ix_endpoints_customer_live",
+            "tenant_id",
+            "customer_id",
+            postgresql_where=text("deleted_at IS NULL AND customer_id IS NOT NULL"),
+        ),
+        ForeignKeyConstraint(
+            ["tenant_id", "customer_id"],
+            ["customers.tenant_id", "customers.id"],
+            name="endpoints_customer_fkey",
+        ),
         CheckConstraint(
             "rate_limit_per_second IS NULL OR rate_limit_per_second > 0", name="rate_positive"
         ),
@@ -49,6 +62,9 @@ class Endpoint(Base):
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    # The tenant's customer the endpoint belongs to, fixed when it is made; NULL: the tenant's
+    # own (an event published without a customer reaches these alone).
+    customer_id: Mapped[str | None] = mapped_column(Text)
     url: Mapped[str] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text)
     # NULL subscribes to every event type.

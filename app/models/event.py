@@ -17,6 +17,9 @@ class Event(Base):
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    # The tenant's customer it was published to (NULL: none); only that customer's endpoints
+    # receive it. No foreign key: the accept checked it, and events outlive their customers.
+    customer_id: Mapped[str | None] = mapped_column(Text)
     event_type: Mapped[str] = mapped_column(Text)
     payload: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

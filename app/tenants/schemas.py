@@ -60,3 +60,23 @@ class ApiKeyOut(BaseModel):
 
 class ApiKeyCreated(ApiKeyOut):
     key: str = Field(description="The key itself. Shown once; store it now.")
+
+
+CustomerName = Annotated[str, Field(min_length=1, max_length=200), ONE_LINE_RULE]
+
+
+class CustomerPut(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "Acme"}]})
+
+    name: CustomerName | None = Field(
+        default=None, description="What the tenant calls the customer; shown in its portal."
+    )
+
+
+class CustomerOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str = Field(description="The tenant's own id for the customer.")
+    name: str | None
+    created_at: datetime
+    updated_at: datetime

@@ -47,6 +47,14 @@ TENANT_ROUTES = [
     ("GET", "/v1/event-types"),
     ("GET", "/v1/event-types/order.paid"),
     ("PATCH", "/v1/event-types/order.paid"),
+    ("PUT", "/v1/customers/cus_x"),
+    ("GET", "/v1/customers"),
+    ("GET", "/v1/customers/cus_x"),
+    ("DELETE", "/v1/customers/cus_x"),
+    ("POST", "/v1/portal-sessions"),
+    ("DELETE", "/v1/portal-sessions/pts_x"),
+    ("PUT", "/v1/portal-settings"),
+    ("GET", "/v1/portal-settings"),
 ]
 ADMIN_ROUTES = [
     ("POST", "/v1/tenants"),
@@ -80,6 +88,8 @@ def test_every_v1_route_is_covered_here() -> None:
             .replace("{job_id}", "rdv_x")
             .replace("{event_id}", "evt_x")
             .replace("{key_id}", "key_x")
+            .replace("{customer_id}", "cus_x")
+            .replace("{session_id}", "pts_x")
             .replace("{name}", "order.paid"),
         )
         for m, p in documented

@@ -66,6 +66,8 @@ BAD_URLS = (
 ORDERING_KEY = "1-255 visible ASCII characters (! to ~, no spaces)"
 BAD_ORDERING_KEYS = ("", "has space", "k\x00", "café", "x" * 256, "k\n")
 UPDATE = f"PATCH /v1/endpoints/{UNKNOWN_ENDPOINT}"
+CUSTOMER_ID = "1-128 characters: letters, digits and _ . : @ + - (starting with a letter"
+BAD_CUSTOMER_IDS = ("", "has space", "c\x00", "café", "x" * 129, "-dash", "c\n")
 CASES = [
     Case("DeliveryIntent.event_type", "POST /v1/deliveries",
          {"json": _delivery(event_type=VALUE)}, "body.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
@@ -137,6 +139,34 @@ CASES = [
     Case("ApiKeyCreate.tenant_id", "POST /v1/api-keys",
          {"json": {"tenant_id": VALUE}}, "body.tenant_id", ("nope", "ep_x", "\x00"), TENANT_ID,
          admin=True),
+    Case("EndpointCreate.customer_id", "POST /v1/endpoints",
+         {"json": {"url": "http://127.0.0.1/", "customer_id": VALUE}}, "body.customer_id",
+         BAD_CUSTOMER_IDS, CUSTOMER_ID),
+    Case("EventIntent.customer_id", "POST /v1/events",
+         {"json": {"event_type": "a.b", "payload": {}, "customer_id": VALUE}},
+         "body.customer_id", BAD_CUSTOMER_IDS, CUSTOMER_ID),
+    Case("GET /v1/endpoints?customer_id", "GET /v1/endpoints",
+         {"params": {"customer_id": VALUE}}, "query.customer_id", BAD_CUSTOMER_IDS[1:],
+         CUSTOMER_ID),
+    Case("CustomerPut.name", "PUT /v1/customers/acme",
+         {"json": {"name": VALUE}}, "body.name", ("two\nlines", "nul\x00", "tab\t", "acme\n"),
+         "printable text on one line"),
+    Case("PortalSessionCreate.customer_id", "POST /v1/portal-sessions",
+         {"json": {"customer_id": VALUE}}, "body.customer_id", BAD_CUSTOMER_IDS, CUSTOMER_ID),
+    Case("PortalSettingsPut.name", "PUT /v1/portal-settings",
+         {"json": {"name": VALUE}}, "body.name", ("two\nlines", "nul\x00", "tab\t"),
+         "printable text on one line"),
+    Case("PortalSettingsPut.logo_url", "PUT /v1/portal-settings",
+         {"json": {"logo_url": VALUE}}, "body.logo_url",
+         ("http://a.test/x.png", "https://a.test/x y", "https://a.test/\x00", "data:x"),
+         "an https URL of at most 1,000 visible characters"),
+    Case("PortalSettingsPut.accent_color", "PUT /v1/portal-settings",
+         {"json": {"accent_color": VALUE}}, "body.accent_color", ("red", "#12345", "#1234567\n"),
+         "a colour as #rrggbb"),
+    Case("PortalSettingsPut.allowed_origins", "PUT /v1/portal-settings",
+         {"json": {"allowed_origins": [VALUE]}}, "body.allowed_origins.0",
+         ("*", "https://a.test/", "a.test", "https://a.test\n", "'self'"),
+         "must be an origin: http:// or https://"),
     Case("GET /v1/api-keys?tenant_id", "GET /v1/api-keys",
          {"params": {"tenant_id": VALUE}}, "query.tenant_id", ("nope", "\x00"), TENANT_ID,
          admin=True),

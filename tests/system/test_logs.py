@@ -85,3 +85,26 @@ async def test_a_line_per_request_only_when_the_access_log_is_on(
     assert logged["false"] == []
     assert len(logged["true"]) >= 3
     assert all('"GET /v1/deliveries HTTP/1.1" 401' in str(e["event"]) for e in logged["true"][-3:])
+
+
+async def test_portal_tokens_never_reach_a_log(stack: Stack, tmp_path: Path) -> None:
+    api = start_api(stack, tmp_path, HERALD_LOG_LEVEL="DEBUG", HERALD_ACCESS_LOG="true")
+    try:
+        await wait_healthy(api)
+        async with httpx.AsyncClient(base_url=api.base_url, timeout=30) as http:
+            created = await http.post("/v1/tenants", json={"name": "portal-logs"}, headers=ADMIN)
+            tenant = {"Authorization": f"Bearer {created.json()['api_key']}"}
+            await http.put("/v1/customers/acme", json={}, headers=tenant)
+            minted = await http.post(
+                "/v1/portal-sessions", json={"customer_id": "acme"}, headers=tenant
+            )
+            link = minted.json()["url"].split("#t=", 1)[1]
+            opened = await http.post("/portal/api/session", json={"link": link})
+            again = await http.post("/portal/api/session", json={"link": link})
+    finally:
+        api.stop()
+    assert opened.status_code == 200 and again.status_code == 401
+    logged = api.output()
+    assert logged.count("POST /portal/api/session HTTP/1.1") == 2  # the access log was on
+    for forbidden in (link, link[4:], opened.json()["session_token"]):
+        assert forbidden not in logged

@@ -17,6 +17,7 @@ from app.endpoints.service import credentials, endpoints
 from app.errors import Forbidden
 from app.flow.service.gate import clear_flow_state
 from app.ids import is_id
+from app.scope import Scope
 from app.streams.service import streams
 
 router = APIRouter(prefix="/console/endpoints", include_in_schema=False)
@@ -71,7 +72,7 @@ async def streams_page(
 ) -> HTMLResponse:
     """An ordered endpoint's streams with work or halted: each one's head, depth and halt."""
     async with resources.sessionmaker() as session, session.begin():
-        endpoint = await endpoints.get_endpoint(session, _tenant(viewer), endpoint_id)
+        endpoint = await endpoints.get_endpoint(session, Scope(_tenant(viewer)), endpoint_id)
         rows = await streams.page(
             session, endpoint.id, after=after, halted_only=halted, limit=PAGE + 1
         )
@@ -97,7 +98,7 @@ async def set_enabled(
     async with resources.sessionmaker() as session, session.begin():
         await endpoints.update_endpoint(
             session,
-            tenant_id,
+            Scope(tenant_id),
             endpoint_id,
             EndpointUpdate(enabled=enable),
             resources.settings.destination_allowlist,
@@ -118,7 +119,7 @@ async def send_test_event(
     sends it; each step shown."""
     tenant_id = _tenant(viewer)
     async with resources.sessionmaker() as session, session.begin():
-        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
+        endpoint = await endpoints.get_endpoint(session, Scope(tenant_id), endpoint_id)
     await resources.tester.admit(resources.redis, tenant_id)
     report = await resources.tester.test(endpoint)
     return render(
@@ -134,7 +135,7 @@ async def rotate_secret(
     async with resources.sessionmaker() as session, session.begin():
         rotated = await credentials.rotate_secret(
             session,
-            _tenant(viewer),
+            Scope(_tenant(viewer)),
             endpoint_id,
             resources.settings.secret_rotation_overlap_hours,
             resources.keys,

@@ -20,6 +20,7 @@ from app.endpoints.service.endpoints import troubled_endpoints
 from app.errors import Forbidden
 from app.ids import is_id
 from app.reconcile.service.reconcile import recent_runs
+from app.scope import Scope
 from app.states import DeliveryState
 from app.tenants.service.tenants import list_tenants
 
@@ -35,7 +36,9 @@ async def overview(request: Request, resources: ResourcesDep, viewer: ViewerDep)
         # Reconcile runs are the whole region's, admin-only as in the API.
         runs = await recent_runs(session, limit=5) if viewer.is_admin else []
         troubled = (
-            await troubled_endpoints(session, viewer.viewing, limit=20) if viewer.viewing else []
+            await troubled_endpoints(session, Scope(viewer.viewing), limit=20)
+            if viewer.viewing
+            else []
         )
         tenants = await list_tenants(session, limit=200) if viewer.tenant_id is None else []
     return render(

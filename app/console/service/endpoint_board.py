@@ -18,6 +18,7 @@ from app.endpoints.schemas.tls import shown
 from app.endpoints.service.endpoints import FlowLimits, list_endpoints
 from app.flow.service.gate import flow_snapshot
 from app.models import Endpoint
+from app.scope import Scope
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,9 @@ async def endpoint_board(
     before_id: str | None,
 ) -> list[BoardRow]:
     rows = []
-    for endpoint in await list_endpoints(session, tenant_id, limit=limit, before_id=before_id):
+    for endpoint in await list_endpoints(
+        session, Scope(tenant_id), limit=limit, before_id=before_id
+    ):
         ceiling = endpoint.max_in_flight or settings.default_max_in_flight
         flow = await flow_snapshot(redis, endpoint.id, ceiling)
         rows.append(

@@ -14,6 +14,7 @@ async def insert_event(
     tenant_id: str,
     event_type: str,
     payload: bytes,
+    customer_id: str | None = None,
     filtered_out: list[dict[str, str]] | None = None,
     traceparent: str | None = None,
 ) -> None:
@@ -21,6 +22,7 @@ async def insert_event(
         insert(Event).values(
             id=event_id,
             tenant_id=tenant_id,
+            customer_id=customer_id,
             event_type=event_type,
             payload=payload,
             filtered_out=filtered_out,

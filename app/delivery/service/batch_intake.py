@@ -30,6 +30,7 @@ from app.errors import (
 )
 from app.ids import new_id
 from app.outbox.service.outbox import PendingPublication
+from app.scope import Scope
 
 ROUTE = "POST /v1/deliveries"  # a batch item replays (and is replayed by) the single route
 
@@ -114,7 +115,7 @@ async def accept_batch(
 
     candidates = await _settle_keys(session, settings, tenant_id, candidates, outcomes)
     live = await endpoints.get_live_many(
-        session, tenant_id, {c.intent.endpoint_id for c in candidates}
+        session, Scope(tenant_id), {c.intent.endpoint_id for c in candidates}
     )
     accepted: list[_Candidate] = []
     for candidate in candidates:

@@ -15,6 +15,7 @@ from app.delivery.repository import attempts
 from app.delivery.repository.attempts import WindowCounts as WindowCounts
 from app.endpoints.schemas import EndpointStats, WindowStats, current_pause
 from app.endpoints.service.endpoints import get_endpoint
+from app.scope import Scope
 from app.states import OUTCOMES
 
 WINDOWS = {"last_hour": timedelta(hours=1), "last_day": timedelta(days=1)}
@@ -25,10 +26,10 @@ async def recent_windows(session: AsyncSession, endpoint_id: str) -> dict[str, W
     return await attempts.counts_since(session, endpoint_id, WINDOWS)
 
 
-async def endpoint_stats(session: AsyncSession, tenant_id: str, endpoint_id: str) -> EndpointStats:
-    """The tenant's endpoint (NotFound if it has none by that id) with its attempts over each of
+async def endpoint_stats(session: AsyncSession, scope: Scope, endpoint_id: str) -> EndpointStats:
+    """The scope's endpoint (NotFound if it has none by that id) with its attempts over each of
     ``WINDOWS`` and its health: successes, breaker, pause, enabled."""
-    endpoint = await get_endpoint(session, tenant_id, endpoint_id)
+    endpoint = await get_endpoint(session, scope, endpoint_id)
     windows = await recent_windows(session, endpoint.id)
     return EndpointStats(
         endpoint_id=endpoint.id,

@@ -1,5 +1,6 @@
-"""Fan-out: which of a tenant's endpoints an event goes to -- every enabled endpoint subscribed
-to its type (exactly, by family or to all) whose filter, if it has one, says yes."""
+"""Fan-out: which of a tenant's endpoints an event goes to -- every enabled endpoint of the
+event's customer (of no customer, for an event published to none) subscribed to its type
+(exactly, by family or to all) whose filter, if it has one, says yes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from app.programs import filters
 async def targets_of(
     session: AsyncSession,
     tenant_id: str,
+    customer_id: str | None,
     event_type: str,
     payload: dict[str, Any],
     payload_bytes: int,
@@ -24,7 +26,7 @@ async def targets_of(
     chosen: list[str] = []
     passed_by: list[FilteredOut] = []
     event = filters.Events(event_type, payload, payload_bytes)
-    for subscriber in await endpoints.subscribed_to(session, tenant_id, event_type):
+    for subscriber in await endpoints.subscribed_to(session, tenant_id, customer_id, event_type):
         if subscriber.filter is None:
             chosen.append(subscriber.endpoint_id)
             continue

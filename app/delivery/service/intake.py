@@ -25,6 +25,8 @@ from app.models import Delivery
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.schemas import MAX_PAYLOAD_DEPTH
+from app.scope import Scope
+from app.tenants.service import customers
 
 # Where an accept sends its deliveries, and the subscribed endpoints a filter passed by.
 Targets = tuple[list[str], list[FilteredOut]]
@@ -90,8 +92,13 @@ def request_fingerprint(route: str, intent: DeliveryIntent | EventIntent, payloa
     intent's fields, and the payload as encoded -- the bytes already made, never a second
     serialisation of the payload."""
     # A batch item's own key is not part of what it asks for: it replays the single route.
+    asked = intent.model_dump(mode="json", exclude={"payload", "idempotency_key"})
+    if asked.get("customer_id", "") is None:
+        # Fields added later count only when given: a key's retry from before they existed
+        # is still the same request.
+        del asked["customer_id"]
     fields = json.dumps(
-        intent.model_dump(mode="json", exclude={"payload", "idempotency_key"}),
+        asked,
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -136,6 +143,7 @@ async def _insert(
     *,
     tenant_id: str,
     event_id: str,
+    customer_id: str | None,
     event_type: str,
     payload: bytes,
     endpoint_ids: list[str],
@@ -148,6 +156,7 @@ async def _insert(
         session,
         event_id=event_id,
         tenant_id=tenant_id,
+        customer_id=customer_id,
         event_type=event_type,
         payload=payload,
         filtered_out=[f.model_dump() for f in filtered_out] or None,
@@ -179,7 +188,7 @@ async def accept_delivery(
     """One delivery to the named endpoint (whatever its event_types: the intent is explicit)."""
 
     async def targets(payload_bytes: int) -> Targets:
-        endpoint = await endpoints.get_live(session, tenant_id, intent.endpoint_id)
+        endpoint = await endpoints.get_live(session, Scope(tenant_id), intent.endpoint_id)
         if (refused := refusal_for(intent.endpoint_id, endpoint)) is not None:
             raise refused
         return [intent.endpoint_id], []
@@ -280,11 +289,14 @@ async def accept_event(
     traceparent: str | None = None,
 ) -> Accepted:
     """Fan out to every enabled endpoint subscribed to the event type whose filter lets it
-    through: one delivery each (fanout.py)."""
+    through -- the named customer's endpoints, or those that belong to no customer: one
+    delivery each (fanout.py)."""
 
     async def targets(payload_bytes: int) -> Targets:
+        if intent.customer_id is not None:
+            await customers.get_customer(session, tenant_id, intent.customer_id)
         return await fanout.targets_of(
-            session, tenant_id, intent.event_type, intent.payload, payload_bytes
+            session, tenant_id, intent.customer_id, intent.event_type, intent.payload, payload_bytes
         )
 
     return await _accept(
@@ -336,6 +348,7 @@ async def _accept(
         settings,
         tenant_id=tenant_id,
         event_id=event_id,
+        customer_id=getattr(intent, "customer_id", None),
         event_type=intent.event_type,
         payload=payload,
         endpoint_ids=endpoint_ids,

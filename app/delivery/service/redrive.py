@@ -22,6 +22,7 @@ from app.models import Delivery, RedriveJob
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.outbox.service.publishing import publish_and_mark
+from app.scope import Scope
 from app.states import DeliveryState
 from app.streams.service.heads import lock_streams, requeue, requeuing, streams_of
 
@@ -37,7 +38,7 @@ async def redrive_one(
     current = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
     if current is None:
         raise NotFound(f"delivery {delivery_id} not found")
-    endpoint = await endpoints.get_live(session, tenant_id, current.endpoint_id)
+    endpoint = await endpoints.get_live(session, Scope(tenant_id), current.endpoint_id)
     if endpoint is None:
         raise Conflict("the delivery's endpoint was deleted")
     if not endpoint.enabled:

@@ -4,18 +4,27 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Row, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Row, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.ids import is_id
 from app.models import Endpoint
 from app.schemas import selectors_of
+from app.scope import Scope
 
 _live = Endpoint.deleted_at.is_(None)
 # RETURNING an entity leaves its column properties unloaded (and an async session cannot load
 # them lazily), so statements that return an endpoint return its pause state alongside.
 _RETURNED = (Endpoint, Endpoint.pause_in_force)
+
+
+def _owned(scope: Scope) -> list[ColumnElement[bool]]:
+    """The scope's live endpoints: the tenant's, and the customer's alone when it names one."""
+    owned = [Endpoint.tenant_id == scope.tenant_id, _live]
+    if scope.customer_id is not None:
+        owned.append(Endpoint.customer_id == scope.customer_id)
+    return owned
 
 
 def _returned(row: Row[Endpoint, bool] | None) -> Endpoint | None:
@@ -34,20 +43,16 @@ async def insert_endpoint(session: AsyncSession, **values: Any) -> Endpoint:
     return endpoint
 
 
-async def get_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint | None:
+async def get_live(session: AsyncSession, scope: Scope, endpoint_id: str) -> Endpoint | None:
     """The tenant's endpoint, unless deleted. Another tenant's id finds nothing."""
     if not is_id(endpoint_id):
         return None
     return (
-        await session.execute(
-            select(Endpoint).where(
-                Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live
-            )
-        )
+        await session.execute(select(Endpoint).where(Endpoint.id == endpoint_id, *_owned(scope)))
     ).scalar_one_or_none()
 
 
-async def lock_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint | None:
+async def lock_live(session: AsyncSession, scope: Scope, endpoint_id: str) -> Endpoint | None:
     """``get_live``, the row locked until the transaction ends and read afresh: what a change
     decides on cannot change under it."""
     if not is_id(endpoint_id):
@@ -55,7 +60,7 @@ async def lock_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> 
     return (
         await session.execute(
             select(Endpoint)
-            .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+            .where(Endpoint.id == endpoint_id, *_owned(scope))
             .with_for_update()
             .execution_options(populate_existing=True)
         )
@@ -63,14 +68,12 @@ async def lock_live(session: AsyncSession, tenant_id: str, endpoint_id: str) -> 
 
 
 async def get_live_many(
-    session: AsyncSession, tenant_id: str, endpoint_ids: set[str]
+    session: AsyncSession, scope: Scope, endpoint_ids: set[str]
 ) -> dict[str, Endpoint]:
     wanted = [e for e in endpoint_ids if is_id(e)]
     if not wanted:
         return {}
-    rows = await session.execute(
-        select(Endpoint).where(Endpoint.id.in_(wanted), Endpoint.tenant_id == tenant_id, _live)
-    )
+    rows = await session.execute(select(Endpoint).where(Endpoint.id.in_(wanted), *_owned(scope)))
     return {endpoint.id: endpoint for endpoint in rows.scalars()}
 
 
@@ -80,20 +83,19 @@ async def get_any(session: AsyncSession, endpoint_id: str) -> Endpoint | None:
 
 
 async def list_page(
-    session: AsyncSession, tenant_id: str, *, limit: int, before_id: str | None
+    session: AsyncSession, scope: Scope, *, limit: int, before_id: str | None
 ) -> list[Endpoint]:
-    query = select(Endpoint).where(Endpoint.tenant_id == tenant_id, _live)
+    query = select(Endpoint).where(*_owned(scope))
     if before_id is not None:
         query = query.where(Endpoint.id < before_id)
     return list((await session.execute(query.order_by(Endpoint.id.desc()).limit(limit))).scalars())
 
 
-async def list_troubled(session: AsyncSession, tenant_id: str, *, limit: int) -> list[Endpoint]:
+async def list_troubled(session: AsyncSession, scope: Scope, *, limit: int) -> list[Endpoint]:
     """The tenant's endpoints that are not delivering freely: disabled, paused, or with their
     breaker open; most recently failing first."""
     query = select(Endpoint).where(
-        Endpoint.tenant_id == tenant_id,
-        _live,
+        *_owned(scope),
         or_(
             Endpoint.enabled.is_(False),
             Endpoint.paused_until > func.now(),
@@ -105,7 +107,7 @@ async def list_troubled(session: AsyncSession, tenant_id: str, *, limit: int) ->
 
 
 async def update_fields(
-    session: AsyncSession, tenant_id: str, endpoint_id: str, values: dict[str, Any]
+    session: AsyncSession, scope: Scope, endpoint_id: str, values: dict[str, Any]
 ) -> Endpoint | None:
     if not is_id(endpoint_id):
         return None
@@ -113,7 +115,7 @@ async def update_fields(
         (
             await session.execute(
                 update(Endpoint)
-                .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+                .where(Endpoint.id == endpoint_id, *_owned(scope))
                 .values(**values, updated_at=func.now())
                 .returning(*_RETURNED)
                 .execution_options(populate_existing=True)  # values may be SQL (now() + ...)
@@ -123,7 +125,7 @@ async def update_fields(
 
 
 async def rotate_secret(
-    session: AsyncSession, tenant_id: str, endpoint_id: str, *, sealed: bytes, overlap: timedelta
+    session: AsyncSession, scope: Scope, endpoint_id: str, *, sealed: bytes, overlap: timedelta
 ) -> Endpoint | None:
     """The new secret signs from now on; the current one keeps signing alongside it until
     ``overlap`` has passed, so receivers can switch without missing a delivery."""
@@ -133,7 +135,7 @@ async def rotate_secret(
         (
             await session.execute(
                 update(Endpoint)
-                .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+                .where(Endpoint.id == endpoint_id, *_owned(scope))
                 .values(
                     previous_secret_sealed=Endpoint.secret_sealed,
                     previous_secret_expires_at=func.now() + overlap,
@@ -149,7 +151,7 @@ async def rotate_secret(
 
 async def rotate_signing_key(
     session: AsyncSession,
-    tenant_id: str,
+    scope: Scope,
     endpoint_id: str,
     *,
     sealed: bytes,
@@ -162,7 +164,7 @@ async def rotate_signing_key(
         (
             await session.execute(
                 update(Endpoint)
-                .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+                .where(Endpoint.id == endpoint_id, *_owned(scope))
                 .values(
                     previous_signing_key_sealed=Endpoint.signing_key_sealed,
                     previous_public_key=Endpoint.public_key,
@@ -178,12 +180,12 @@ async def rotate_signing_key(
     )
 
 
-async def soft_delete(session: AsyncSession, tenant_id: str, endpoint_id: str) -> bool:
+async def soft_delete(session: AsyncSession, scope: Scope, endpoint_id: str) -> bool:
     if not is_id(endpoint_id):
         return False
     result = await session.execute(
         update(Endpoint)
-        .where(Endpoint.id == endpoint_id, Endpoint.tenant_id == tenant_id, _live)
+        .where(Endpoint.id == endpoint_id, *_owned(scope))
         .values(
             deleted_at=func.now(), enabled=False, disabled_reason="deleted", updated_at=func.now()
         )
@@ -198,15 +200,22 @@ class Subscriber:
     filter: str | None  # a CEL expression the event must pass, or None
 
 
-async def subscribed_to(session: AsyncSession, tenant_id: str, event_type: str) -> list[Subscriber]:
-    """The tenant's enabled endpoints that receive ``event_type``, with their filters: the
-    tenant's live endpoints by index, each subscription matched by one array overlap with the
-    selectors that select the type (app.schemas.selectors_of)."""
+async def subscribed_to(
+    session: AsyncSession, tenant_id: str, customer_id: str | None, event_type: str
+) -> list[Subscriber]:
+    """The enabled endpoints that receive ``event_type`` published to ``customer_id``, with
+    their filters: the customer's own endpoints, or -- published to no customer -- the tenant's
+    endpoints that belong to none (so a tenant that never names a customer sees no change).
+    Found by index, each subscription matched by one array overlap with the selectors that
+    select the type (app.schemas.selectors_of)."""
     query = (
         select(Endpoint.id, Endpoint.filter)
         .where(
             Endpoint.tenant_id == tenant_id,
             _live,
+            Endpoint.customer_id == customer_id
+            if customer_id is not None
+            else Endpoint.customer_id.is_(None),
             Endpoint.enabled.is_(True),
             # Subscribed by type, by family (order.*) or to everything (* or null).
             or_(
@@ -217,6 +226,28 @@ async def subscribed_to(session: AsyncSession, tenant_id: str, event_type: str) 
         .order_by(Endpoint.id)
     )
     return [Subscriber(row.id, row.filter) for row in await session.execute(query)]
+
+
+async def ids_in(session: AsyncSession, scope: Scope) -> list[str]:
+    """The ids of every endpoint the scope has ever had, deleted ones too: what was sent to a
+    customer is found through them (deliveries carry no customer)."""
+    query = select(Endpoint.id).where(Endpoint.tenant_id == scope.tenant_id)
+    if scope.customer_id is not None:
+        query = query.where(Endpoint.customer_id == scope.customer_id)
+    return list((await session.execute(query)).scalars())
+
+
+async def delete_all_of(session: AsyncSession, scope: Scope) -> list[str]:
+    """Soft-delete every live endpoint in the scope (a deleted customer's); their ids."""
+    result = await session.execute(
+        update(Endpoint)
+        .where(*_owned(scope))
+        .values(
+            deleted_at=func.now(), enabled=False, disabled_reason="deleted", updated_at=func.now()
+        )
+        .returning(Endpoint.id)
+    )
+    return list(result.scalars())
 
 
 async def disable(session: AsyncSession, endpoint_id: str, reason: str) -> None:

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import Resources, ResourcesDep, SessionDep, TenantDep
+from app.api.deps import Resources, ResourcesDep, ScopeDep, SessionDep
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -37,7 +37,8 @@ from app.errors import (
     problem_responses,
 )
 from app.flow.service.gate import clear_flow_state, wake_destination
-from app.schemas import Page
+from app.schemas import CustomerId, Page
+from app.scope import Scope
 from app.streams.schemas import StreamOut
 from app.streams.service import streams
 
@@ -54,17 +55,17 @@ _AUTH = (Unauthorized, Forbidden)
 )
 async def create_endpoint(
     body: EndpointCreate,
-    tenant_id: TenantDep,
+    scope: ScopeDep,
     session: SessionDep,
     resources: ResourcesDep,
     response: Response,
 ) -> EndpointCreated:
     target = handshakes.for_create(body)
-    consent = await _consent(resources, tenant_id, target)
+    consent = await _consent(resources, scope.tenant_id, target)
     async with session.begin():
         created = await endpoints.create_endpoint(
             session,
-            tenant_id,
+            scope,
             body,
             resources.settings.destination_allowlist,
             resources.keys,
@@ -95,11 +96,19 @@ async def _consent(
     summary="List endpoints, newest first",
 )
 async def list_endpoints(
-    tenant_id: TenantDep, session: SessionDep, limit: Limit = 50, cursor: Cursor = None
+    scope: ScopeDep,
+    session: SessionDep,
+    customer_id: Annotated[
+        CustomerId | None, Query(description="Only the endpoints of this customer.")
+    ] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
 ) -> Page[EndpointOut]:
+    if customer_id is not None:
+        scope = Scope(scope.tenant_id, customer_id)
     async with session.begin():
         rows = await endpoints.list_endpoints(
-            session, tenant_id, limit=limit + 1, before_id=decode_id_cursor(cursor, "ep")
+            session, scope, limit=limit + 1, before_id=decode_id_cursor(cursor, "ep")
         )
     return page_of(rows, limit, EndpointOut.model_validate, lambda item: item.id)
 
@@ -110,10 +119,10 @@ async def list_endpoints(
     responses=problem_responses(*_AUTH, NotFound),
 )
 async def get_endpoint(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> EndpointOut:
     async with session.begin():
-        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
+        endpoint = await endpoints.get_endpoint(session, scope, endpoint_id)
     return EndpointOut.model_validate(endpoint)
 
 
@@ -124,10 +133,10 @@ async def get_endpoint(
     summary="Attempts and successes over the last hour and day; health, pause and breaker",
 )
 async def get_endpoint_stats(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> EndpointStats:
     async with session.begin():
-        return await endpoint_stats.endpoint_stats(session, tenant_id, endpoint_id)
+        return await endpoint_stats.endpoint_stats(session, scope, endpoint_id)
 
 
 @router.get(
@@ -137,7 +146,7 @@ async def get_endpoint_stats(
     summary="The endpoint's ordered streams with work or halted, by ordering key",
 )
 async def list_streams(
-    tenant_id: TenantDep,
+    scope: ScopeDep,
     endpoint_id: EndpointIdPath,
     session: SessionDep,
     halted: Annotated[bool, Query(description="Only the halted streams.")] = False,
@@ -145,7 +154,7 @@ async def list_streams(
     cursor: Cursor = None,
 ) -> Page[StreamOut]:
     async with session.begin():
-        await endpoints.get_endpoint(session, tenant_id, endpoint_id)  # the tenant's, or 404
+        await endpoints.get_endpoint(session, scope, endpoint_id)  # the tenant's, or 404
         rows = await streams.page(
             session,
             endpoint_id,
@@ -165,10 +174,10 @@ async def list_streams(
     summary="The endpoint's current signing secret",
 )
 async def get_endpoint_secret(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> EndpointSecret:
     async with session.begin():
-        secret = await credentials.signing_secret(session, tenant_id, endpoint_id, resources.keys)
+        secret = await credentials.signing_secret(session, scope, endpoint_id, resources.keys)
     return EndpointSecret(secret=secret)
 
 
@@ -179,12 +188,12 @@ async def get_endpoint_secret(
     summary="Rotate the signing secret; the old one keeps signing during the overlap",
 )
 async def rotate_endpoint_secret(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> RotatedSecret:
     overlap = resources.settings.secret_rotation_overlap_hours
     async with session.begin():
         rotated = await credentials.rotate_secret(
-            session, tenant_id, endpoint_id, overlap, resources.keys
+            session, scope, endpoint_id, overlap, resources.keys
         )
     return RotatedSecret(
         secret=rotated.secret,
@@ -199,12 +208,12 @@ async def rotate_endpoint_secret(
     summary="Rotate the ed25519 key pair (v1a); the old one keeps signing during the overlap",
 )
 async def rotate_endpoint_signing_key(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> RotatedSigningKey:
     overlap = resources.settings.secret_rotation_overlap_hours
     async with session.begin():
         endpoint = await credentials.rotate_signing_key(
-            session, tenant_id, endpoint_id, overlap, resources.keys
+            session, scope, endpoint_id, overlap, resources.keys
         )
     assert endpoint.public_key is not None  # a rotation always leaves a pair
     return RotatedSigningKey(
@@ -220,11 +229,11 @@ async def rotate_endpoint_signing_key(
     summary="Send a signed test event now through the endpoint's whole path; report each step",
 )
 async def send_test_event(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> EndpointTestReport:
     async with session.begin():
-        endpoint = await endpoints.get_endpoint(session, tenant_id, endpoint_id)
-    await resources.tester.admit(resources.redis, tenant_id)
+        endpoint = await endpoints.get_endpoint(session, scope, endpoint_id)
+    await resources.tester.admit(resources.redis, scope.tenant_id)
     report = await resources.tester.test(endpoint)  # no transaction across the send
     return EndpointTestReport.model_validate(report)
 
@@ -235,19 +244,19 @@ async def send_test_event(
     responses=problem_responses(*_AUTH, NotFound, UnsupportedMediaType, DestinationRefused),
 )
 async def update_endpoint(
-    tenant_id: TenantDep,
+    scope: ScopeDep,
     endpoint_id: EndpointIdPath,
     body: EndpointUpdate,
     session: SessionDep,
     resources: ResourcesDep,
 ) -> EndpointOut:
     async with session.begin():
-        target = await handshakes.for_update(session, tenant_id, endpoint_id, body, resources.keys)
-    consent = await _consent(resources, tenant_id, target)
+        target = await handshakes.for_update(session, scope, endpoint_id, body, resources.keys)
+    consent = await _consent(resources, scope.tenant_id, target)
     async with session.begin():
         endpoint = await endpoints.update_endpoint(
             session,
-            tenant_id,
+            scope,
             endpoint_id,
             body,
             resources.settings.destination_allowlist,
@@ -257,13 +266,19 @@ async def update_endpoint(
     if body.enabled:
         # Re-enabled: no leftover pause or probe may hold the destination back.
         await clear_flow_state(
-            resources.redis, endpoint.id, tenant_id=tenant_id, region=resources.settings.region
+            resources.redis,
+            endpoint.id,
+            tenant_id=scope.tenant_id,
+            region=resources.settings.region,
         )
     elif body.ordering is not None or body.on_dead is not None:
         # Streams released or halted ones skipped: what became due is looked at now (and, if
         # this wake-up is lost, by the next reconcile run).
         await wake_destination(
-            resources.redis, endpoint.id, tenant_id=tenant_id, region=resources.settings.region
+            resources.redis,
+            endpoint.id,
+            tenant_id=scope.tenant_id,
+            region=resources.settings.region,
         )
     return EndpointOut.model_validate(endpoint)
 
@@ -275,8 +290,8 @@ async def update_endpoint(
     summary="Delete an endpoint; its delivery history is kept",
 )
 async def delete_endpoint(
-    tenant_id: TenantDep, endpoint_id: EndpointIdPath, session: SessionDep
+    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> Response:
     async with session.begin():
-        await endpoints.delete_endpoint(session, tenant_id, endpoint_id)
+        await endpoints.delete_endpoint(session, scope, endpoint_id)
     return Response(status_code=204)

@@ -34,7 +34,7 @@ from app.endpoints.schemas.headers import combined_header_fault as combined_head
 from app.endpoints.schemas.headers import header_fault as header_fault
 from app.endpoints.schemas.tls import TLS_DOC, ClientTLSOut, ClientTLSSpec, shown
 from app.models import Endpoint
-from app.schemas import PRINTABLE_RULE, EventTypeSelector
+from app.schemas import PRINTABLE_RULE, CustomerId, EventTypeSelector
 
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 
@@ -143,6 +143,12 @@ class EndpointCreate(BaseModel):
     )
 
     url: EndpointUrl
+    customer_id: CustomerId | None = Field(
+        default=None,
+        description="The tenant's customer the endpoint belongs to (PUT /v1/customers/{id} "
+        "first); fixed once made. Events published to that customer reach it; events published "
+        "to none reach only the endpoints that belong to none.",
+    )
     description: Description | None = None
     event_types: list[EventTypeSelector] | None = Field(
         default=None,
@@ -225,6 +231,7 @@ class EndpointOut(BaseModel):
 
     id: str
     url: str
+    customer_id: str | None = Field(description="The customer it belongs to; null: none.")
     description: str | None
     event_types: list[str] | None
     rate_limit_per_second: float | None

@@ -23,13 +23,14 @@ from app.endpoints.service import signing_keys
 from app.errors import Conflict, NotFound, Unprocessable
 from app.models import Endpoint
 from app.proxies import EgressProxy
+from app.scope import Scope
 from app.sealing import KeyRing, SealedValueError, endpoint_purpose
 
 SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
 
 
-async def _get(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint:
-    endpoint = await endpoints.get_live(session, tenant_id, endpoint_id)
+async def _get(session: AsyncSession, scope: Scope, endpoint_id: str) -> Endpoint:
+    endpoint = await endpoints.get_live(session, scope, endpoint_id)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     return endpoint
@@ -116,9 +117,9 @@ def unreadable(what: str, remedy: str) -> Conflict:
 
 
 async def signing_secret(
-    session: AsyncSession, tenant_id: str, endpoint_id: str, ring: KeyRing
+    session: AsyncSession, scope: Scope, endpoint_id: str, ring: KeyRing
 ) -> str:
-    endpoint = await _get(session, tenant_id, endpoint_id)
+    endpoint = await _get(session, scope, endpoint_id)
     opened = opens(ring, endpoint.secret_sealed, endpoint_purpose(endpoint.id, "signing"))
     if opened is None:
         raise unreadable("signing secret", "rotate it to make a new one")
@@ -127,14 +128,14 @@ async def signing_secret(
 
 async def change_headers(
     session: AsyncSession,
-    tenant_id: str,
+    scope: Scope,
     endpoint_id: str,
     values: dict[str, Any],
     ring: KeyRing,
 ) -> None:
     """New plain or secret headers or OAuth2 credentials, held with the ones kept to the rule
     for all of them together."""
-    current = await _get(session, tenant_id, endpoint_id)
+    current = await _get(session, scope, endpoint_id)
     plain = values.get("headers", current.headers) or {}
     if "secret_headers" in values:
         secret = values.pop("secret_headers") or {}
@@ -216,15 +217,15 @@ def check_tls_url(url: str, tls: bool) -> None:
 
 
 async def rotate_secret(
-    session: AsyncSession, tenant_id: str, endpoint_id: str, overlap_hours: float, ring: KeyRing
+    session: AsyncSession, scope: Scope, endpoint_id: str, overlap_hours: float, ring: KeyRing
 ) -> WithSecret:
-    current = await _get(session, tenant_id, endpoint_id)
+    current = await _get(session, scope, endpoint_id)
     if opens(ring, current.secret_sealed, endpoint_purpose(endpoint_id, "signing")) is None:
         overlap_hours = 0  # sealed under a lost key: it cannot sign beside the new one
     secret = generate_secret()
     endpoint = await endpoints.rotate_secret(
         session,
-        tenant_id,
+        scope,
         endpoint_id,
         sealed=signing_secrets_sealed(ring, endpoint_id, secret),
         overlap=timedelta(hours=overlap_hours),
@@ -235,11 +236,11 @@ async def rotate_secret(
 
 
 async def rotate_signing_key(
-    session: AsyncSession, tenant_id: str, endpoint_id: str, overlap_hours: float, ring: KeyRing
+    session: AsyncSession, scope: Scope, endpoint_id: str, overlap_hours: float, ring: KeyRing
 ) -> Endpoint:
     """A new ed25519 pair; the current one signs beside it for the overlap, unless there is
     none yet or it is sealed under a lost key."""
-    current = await _get(session, tenant_id, endpoint_id)
+    current = await _get(session, scope, endpoint_id)
     purpose = endpoint_purpose(endpoint_id, "ed25519")
     if (
         current.signing_key_sealed is None
@@ -249,7 +250,7 @@ async def rotate_signing_key(
     pair = key_pair_values(ring, endpoint_id)
     endpoint = await endpoints.rotate_signing_key(
         session,
-        tenant_id,
+        scope,
         endpoint_id,
         sealed=pair["signing_key_sealed"],
         public_key=pair["public_key"],

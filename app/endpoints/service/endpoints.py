@@ -31,8 +31,10 @@ from app.errors import Conflict, DestinationRefused, HeraldError, NotFound
 from app.ids import new_id
 from app.models import Endpoint
 from app.proxies import EgressProxy
+from app.scope import Scope
 from app.sealing import KeyRing
 from app.streams.service import policy
+from app.tenants.service import customers
 
 
 def refusal_to_deliver(
@@ -60,14 +62,17 @@ def refusal_for(endpoint_id: str, endpoint: Endpoint | None) -> HeraldError | No
 
 async def create_endpoint(
     session: AsyncSession,
-    tenant_id: str,
+    scope: Scope,
     spec: EndpointCreate,
     allowlist: Sequence[IPNetwork],
     ring: KeyRing,
     consent: handshakes.Consent | None = None,
 ) -> credentials.WithSecret:
     """``consent``: the receiver's, from the webhook handshake, when the spec requires one
-    (handshakes.for_create says so; the route asks the receiver first)."""
+    (handshakes.for_create says so; the route asks the receiver first). The endpoint belongs
+    to the scope's customer, or to the one the spec names: a live customer of the tenant,
+    locked so that its deletion waits for this endpoint (and deletes it too)."""
+    customer_id = await _customer_for(session, scope, spec.customer_id)
     if spec.webhook_handshake and consent is None:
         raise Conflict("the endpoint requires the webhook handshake: ask its receiver first")
     await check_endpoint_url(spec.url, allowlist)
@@ -78,14 +83,22 @@ async def create_endpoint(
     endpoint_id = new_id("ep")
     secret = credentials.generate_secret()
     values = spec.model_dump(
-        exclude={"secret_headers", "oauth2", "tls", "egress_proxy", "webhook_handshake"}
+        exclude={
+            "secret_headers",
+            "oauth2",
+            "tls",
+            "egress_proxy",
+            "webhook_handshake",
+            "customer_id",
+        }
     )
     credentials.check_header_sets(spec.headers, spec.secret_headers, oauth2=spec.oauth2 is not None)
     credentials.check_tls_url(spec.url, spec.tls is not None)
     endpoint = await endpoints.insert_endpoint(
         session,
         id=endpoint_id,
-        tenant_id=tenant_id,
+        tenant_id=scope.tenant_id,
+        customer_id=customer_id,
         secret_sealed=credentials.signing_secrets_sealed(ring, endpoint_id, secret),
         disabled_reason=None if spec.enabled else "disabled by user",
         **credentials.key_pair_values(ring, endpoint_id),
@@ -97,6 +110,15 @@ async def create_endpoint(
         **values,
     )
     return credentials.WithSecret(endpoint, secret)
+
+
+async def _customer_for(session: AsyncSession, scope: Scope, named: str | None) -> str | None:
+    if scope.customer_id is not None and named not in (None, scope.customer_id):
+        raise NotFound(f"customer {named} not found")  # another customer's, from its portal
+    customer_id = scope.customer_id or named
+    if customer_id is not None:
+        await customers.get_customer(session, scope.tenant_id, customer_id, lock=True)
+    return customer_id
 
 
 async def _check_token_url(url: str, allowlist: Sequence[IPNetwork]) -> None:
@@ -116,8 +138,8 @@ async def _check_proxy(spec: EgressProxySpec, allowlist: Sequence[IPNetwork]) ->
         raise DestinationRefused(f"egress_proxy.url: {exc.detail}") from None
 
 
-async def get_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) -> Endpoint:
-    endpoint = await endpoints.get_live(session, tenant_id, endpoint_id)
+async def get_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) -> Endpoint:
+    endpoint = await endpoints.get_live(session, scope, endpoint_id)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     return endpoint
@@ -125,7 +147,7 @@ async def get_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) 
 
 async def update_endpoint(
     session: AsyncSession,
-    tenant_id: str,
+    scope: Scope,
     endpoint_id: str,
     change: EndpointUpdate,
     allowlist: Sequence[IPNetwork],
@@ -139,7 +161,7 @@ async def update_endpoint(
     if consent is not None or change.webhook_handshake is not None or change.url is not None:
         # Locked: a consent is for the URL the endpoint has when this commits, and a URL
         # change is judged by whether the endpoint requires consent when it commits.
-        current = await endpoints.lock_live(session, tenant_id, endpoint_id)
+        current = await endpoints.lock_live(session, scope, endpoint_id)
         if current is None:
             raise NotFound(f"endpoint {endpoint_id} not found")
         url = change.url or current.url
@@ -156,11 +178,11 @@ async def update_endpoint(
             await _check_proxy(change.egress_proxy, allowlist)
         values.update(credentials.egress_proxy_values(ring, endpoint_id, change.egress_proxy))
     if "tls" in change.model_fields_set or values.get("url") is not None:
-        await _change_tls(session, tenant_id, endpoint_id, change, values, ring)
+        await _change_tls(session, scope, endpoint_id, change, values, ring)
     if (values.get("oauth2") or {}).get("token_url"):
         await _check_token_url(values["oauth2"]["token_url"], allowlist)
     if {"headers", "secret_headers", "oauth2"} & set(values):
-        await credentials.change_headers(session, tenant_id, endpoint_id, values, ring)
+        await credentials.change_headers(session, scope, endpoint_id, values, ring)
     if values.get("url") is not None:
         await check_endpoint_url(values["url"], allowlist)
     for always_set in ("url", "payload_format"):
@@ -186,12 +208,12 @@ async def update_endpoint(
         if always_set in values and values[always_set] is None:
             del values[always_set]
     if "v1a" in values.get("signature_schemes", ()):
-        current = await get_endpoint(session, tenant_id, endpoint_id)
+        current = await get_endpoint(session, scope, endpoint_id)
         if current.public_key is None:  # made before v1a existed
             values.update(credentials.key_pair_values(ring, endpoint_id))
     if "ordering" in values or "on_dead" in values:
-        await _change_streams(session, tenant_id, endpoint_id, values)
-    endpoint = await endpoints.update_fields(session, tenant_id, endpoint_id, values)
+        await _change_streams(session, scope, endpoint_id, values)
+    endpoint = await endpoints.update_fields(session, scope, endpoint_id, values)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     return endpoint
@@ -199,7 +221,7 @@ async def update_endpoint(
 
 async def _change_tls(
     session: AsyncSession,
-    tenant_id: str,
+    scope: Scope,
     endpoint_id: str,
     change: EndpointUpdate,
     values: dict[str, Any],
@@ -207,7 +229,7 @@ async def _change_tls(
 ) -> None:
     """New TLS material (the one it replaces kept as the fallback), or a new URL, held to the
     rule that TLS material goes to https URLs only."""
-    current = await get_endpoint(session, tenant_id, endpoint_id)
+    current = await get_endpoint(session, scope, endpoint_id)
     tls = current.tls_sealed is not None
     if "tls" in change.model_fields_set:
         values.update(credentials.tls_values(ring, endpoint_id, change.tls, current))
@@ -219,11 +241,11 @@ async def _change_tls(
 
 
 async def _change_streams(
-    session: AsyncSession, tenant_id: str, endpoint_id: str, values: dict[str, Any]
+    session: AsyncSession, scope: Scope, endpoint_id: str, values: dict[str, Any]
 ) -> None:
     """A new ``ordering`` or ``on_dead`` applied to the endpoint's streams first (they are
     locked before the endpoint's row)."""
-    current = await endpoints.get_live(session, tenant_id, endpoint_id)
+    current = await endpoints.get_live(session, scope, endpoint_id)
     if current is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     await policy.change(
@@ -234,20 +256,27 @@ async def _change_streams(
     )
 
 
-async def delete_endpoint(session: AsyncSession, tenant_id: str, endpoint_id: str) -> None:
-    if not await endpoints.soft_delete(session, tenant_id, endpoint_id):
+async def delete_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) -> None:
+    if not await endpoints.soft_delete(session, scope, endpoint_id):
         raise NotFound(f"endpoint {endpoint_id} not found")
 
 
+async def delete_customer(session: AsyncSession, scope: Scope) -> list[str]:
+    """The scope's customer deleted, and its endpoints with it (their history kept): the ids
+    of the endpoints deleted. The customer first: an endpoint being made for it finishes
+    before, and is deleted too."""
+    assert scope.customer_id is not None
+    await customers.mark_deleted(session, scope.tenant_id, scope.customer_id)
+    return await endpoints.delete_all_of(session, scope)
+
+
 async def list_endpoints(
-    session: AsyncSession, tenant_id: str, *, limit: int, before_id: str | None = None
+    session: AsyncSession, scope: Scope, *, limit: int, before_id: str | None = None
 ) -> list[Endpoint]:
     """The tenant's endpoints, newest first."""
-    return await endpoints.list_page(session, tenant_id, limit=limit, before_id=before_id)
+    return await endpoints.list_page(session, scope, limit=limit, before_id=before_id)
 
 
-async def troubled_endpoints(
-    session: AsyncSession, tenant_id: str, *, limit: int
-) -> list[Endpoint]:
+async def troubled_endpoints(session: AsyncSession, scope: Scope, *, limit: int) -> list[Endpoint]:
     """Disabled, paused or breaker-open endpoints: what an overview must show first."""
-    return await endpoints.list_troubled(session, tenant_id, limit=limit)
+    return await endpoints.list_troubled(session, scope, limit=limit)

@@ -24,6 +24,7 @@ from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.errors import Conflict, DestinationRefused, NotFound
 from app.models import Endpoint
 from app.proxies import EgressProxy
+from app.scope import Scope
 from app.sealing import KeyRing, endpoint_purpose
 
 
@@ -65,11 +66,11 @@ def for_create(spec: EndpointCreate) -> HandshakeTarget | None:
 
 
 async def for_update(
-    session: AsyncSession, tenant_id: str, endpoint_id: str, change: EndpointUpdate, ring: KeyRing
+    session: AsyncSession, scope: Scope, endpoint_id: str, change: EndpointUpdate, ring: KeyRing
 ) -> HandshakeTarget | None:
     """The handshake a change needs: when it turns the handshake on (or asks again), or
     changes the URL of an endpoint that requires it. None: no handshake."""
-    current = await rows.get_live(session, tenant_id, endpoint_id)
+    current = await rows.get_live(session, scope, endpoint_id)
     if current is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     changed = change.model_fields_set

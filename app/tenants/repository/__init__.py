@@ -1,2 +1,2 @@
-"""The tenants domain's SQL. It owns ``tenants`` and ``api_keys``, a module each. Flush,
-never commit (docs/architecture.md)."""
+"""The tenants domain's SQL. It owns ``tenants``, ``api_keys`` and ``customers``, a module
+each. Flush, never commit (docs/architecture.md)."""

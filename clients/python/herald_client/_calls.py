@@ -143,10 +143,12 @@ def publish_event(
     deliver_after: datetime | None,
     idempotency_key: str | None,
     ordering_key: str | None = None,
+    customer_id: str | None = None,
 ) -> Call[EventAccepted]:
     body = _present(
         event_type=event_type,
         payload=payload,
+        customer_id=customer_id,
         deliver_after=_when(deliver_after),
         ordering_key=ordering_key,
     )

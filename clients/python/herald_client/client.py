@@ -261,8 +261,10 @@ class Events:
         deliver_after: datetime | None = None,
         idempotency_key: str | None = None,
         ordering_key: str | None = None,
+        customer_id: str | None = None,
     ) -> EventAccepted:
-        """Fan out to every subscribed endpoint; keyed and retried like deliveries.create."""
+        """Fan out to every subscribed endpoint (of ``customer_id``, or of no customer); keyed and
+        retried like deliveries.create."""
         return self._run(
             _calls.publish_event(
                 event_type,
@@ -270,6 +272,7 @@ class Events:
                 deliver_after=deliver_after,
                 idempotency_key=idempotency_key,
                 ordering_key=ordering_key,
+                customer_id=customer_id,
             )
         )
 
@@ -289,6 +292,7 @@ class AsyncEvents:
         deliver_after: datetime | None = None,
         idempotency_key: str | None = None,
         ordering_key: str | None = None,
+        customer_id: str | None = None,
     ) -> EventAccepted:
         return await self._run(
             _calls.publish_event(
@@ -297,6 +301,7 @@ class AsyncEvents:
                 deliver_after=deliver_after,
                 idempotency_key=idempotency_key,
                 ordering_key=ordering_key,
+                customer_id=customer_id,
             )
         )
 

@@ -136,6 +136,7 @@ class EgressProxy(_Answer):
 class Endpoint(_Answer):
     id: str
     url: str
+    customer_id: str | None  # the tenant's customer it belongs to
     description: str | None
     event_types: list[str] | None
     filter: str | None

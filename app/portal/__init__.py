@@ -1,0 +1,2 @@
+"""The customer portal: what a tenant's customer sees of its own endpoints and deliveries,
+embedded in the tenant's site (docs/decisions.md, "Issue 29")."""

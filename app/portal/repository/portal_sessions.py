@@ -1,0 +1,107 @@
+"""``portal_sessions``: minted by a tenant, its link used once, then found by its session
+token on every portal request while it lasts, its customer stands and nobody revoked it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.ids import is_id, new_id
+from app.models import PortalSession
+
+
+async def insert_session(
+    session: AsyncSession,
+    *,
+    tenant_id: str,
+    customer_id: str,
+    capabilities: list[str],
+    link_hash: bytes,
+    link_lasts: timedelta,
+    lasts: timedelta,
+) -> PortalSession:
+    return (
+        await session.execute(
+            insert(PortalSession)
+            .values(
+                id=new_id("pts"),
+                tenant_id=tenant_id,
+                customer_id=customer_id,
+                capabilities=capabilities,
+                link_hash=link_hash,
+                link_expires_at=func.now() + min(link_lasts, lasts),
+                expires_at=func.now() + lasts,
+            )
+            .returning(PortalSession)
+        )
+    ).scalar_one()
+
+
+async def exchange(
+    session: AsyncSession, *, link_hash: bytes, session_hash: bytes
+) -> PortalSession | None:
+    """The link used: one statement sets ``exchanged_at`` only if it is unset and the link
+    has not expired, so of two uses exactly one finds the row."""
+    return (
+        await session.execute(
+            update(PortalSession)
+            .where(
+                PortalSession.link_hash == link_hash,
+                PortalSession.exchanged_at.is_(None),
+                PortalSession.revoked_at.is_(None),
+                PortalSession.link_expires_at > func.now(),
+            )
+            .values(exchanged_at=func.now(), session_hash=session_hash)
+            .returning(PortalSession)
+        )
+    ).scalar_one_or_none()
+
+
+async def by_link(session: AsyncSession, link_hash: bytes) -> PortalSession | None:
+    """The session a link was for, however it stands (to say why it cannot be used)."""
+    return (
+        await session.execute(select(PortalSession).where(PortalSession.link_hash == link_hash))
+    ).scalar_one_or_none()
+
+
+@dataclass(frozen=True)
+class LiveSession:
+    id: str
+    tenant_id: str
+    customer_id: str
+    capabilities: list[str]
+    expires_at: datetime
+
+
+_FIND = text("""
+SELECT s.id, s.tenant_id, s.customer_id, s.capabilities, s.expires_at
+  FROM portal_sessions AS s
+  JOIN customers AS c ON c.tenant_id = s.tenant_id AND c.id = s.customer_id
+ WHERE s.session_hash = :session_hash AND s.expires_at > now() AND s.revoked_at IS NULL
+   AND c.deleted_at IS NULL
+""")
+
+
+async def find(session: AsyncSession, session_hash: bytes) -> LiveSession | None:
+    """The live session a token opens: not expired, not revoked, its customer not deleted."""
+    row = (await session.execute(_FIND, {"session_hash": session_hash})).one_or_none()
+    return None if row is None else LiveSession(*row)
+
+
+async def revoke(session: AsyncSession, tenant_id: str, session_id: str) -> bool:
+    if not is_id(session_id):
+        return False
+    result = await session.execute(
+        update(PortalSession)
+        .where(
+            PortalSession.id == session_id,
+            PortalSession.tenant_id == tenant_id,
+            PortalSession.revoked_at.is_(None),
+        )
+        .values(revoked_at=func.now())
+        .returning(PortalSession.id)
+    )
+    return result.scalar_one_or_none() is not None

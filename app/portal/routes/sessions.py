@@ -1,0 +1,91 @@
+"""The tenant's side of the portal: minting sessions for its customers, its settings."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from app.api.deps import SessionDep, SettingsDep, TenantDep
+from app.api.paths import PortalSessionIdPath
+from app.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType, problem_responses
+from app.portal.schemas import (
+    PortalSessionCreate,
+    PortalSessionCreated,
+    PortalSettingsOut,
+    PortalSettingsPut,
+)
+from app.portal.service import sessions, settings
+
+router = APIRouter(tags=["portal"])
+_AUTH = (Unauthorized, Forbidden)
+
+
+@router.post(
+    "/v1/portal-sessions",
+    status_code=201,
+    response_model=PortalSessionCreated,
+    responses=problem_responses(*_AUTH, UnsupportedMediaType, NotFound),
+    summary="Mint a portal session for one customer: a one-time link to its portal",
+)
+async def mint_portal_session(
+    body: PortalSessionCreate,
+    tenant_id: TenantDep,
+    session: SessionDep,
+    config: SettingsDep,
+    request: Request,
+) -> PortalSessionCreated:
+    async with session.begin():
+        minted = await sessions.mint(session, tenant_id, body)
+    base = str(config.public_url or request.base_url).rstrip("/")
+    row = minted.session
+    return PortalSessionCreated(
+        id=row.id,
+        customer_id=row.customer_id,
+        capabilities=row.capabilities,
+        url=f"{base}/portal/#t={minted.link_token}",
+        link_expires_at=row.link_expires_at,
+        expires_at=row.expires_at,
+    )
+
+
+@router.delete(
+    "/v1/portal-sessions/{session_id}",
+    status_code=204,
+    responses=problem_responses(*_AUTH, NotFound),
+    summary="End a portal session now (its link too, if unused)",
+)
+async def revoke_portal_session(
+    tenant_id: TenantDep, session_id: PortalSessionIdPath, session: SessionDep
+) -> Response:
+    async with session.begin():
+        await sessions.revoke(session, tenant_id, session_id)
+    return Response(status_code=204)
+
+
+@router.put(
+    "/v1/portal-settings",
+    response_model=PortalSettingsOut,
+    responses=problem_responses(*_AUTH, UnsupportedMediaType),
+    summary="Set the portal's name, logo, accent colour and the origins that may embed it",
+)
+async def put_portal_settings(
+    body: PortalSettingsPut, tenant_id: TenantDep, session: SessionDep
+) -> PortalSettingsOut:
+    async with session.begin():
+        stored = await settings.put_settings(session, tenant_id, body)
+    return PortalSettingsOut.model_validate(stored)
+
+
+@router.get(
+    "/v1/portal-settings",
+    response_model=PortalSettingsOut,
+    responses=problem_responses(*_AUTH),
+    summary="The portal's settings (the defaults, until set)",
+)
+async def get_portal_settings(tenant_id: TenantDep, session: SessionDep) -> PortalSettingsOut:
+    async with session.begin():
+        stored = await settings.get_settings(session, tenant_id)
+    if stored is None:
+        return PortalSettingsOut(
+            name=None, logo_url=None, accent_color=None, allowed_origins=[], updated_at=None
+        )
+    return PortalSettingsOut.model_validate(stored)

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.schemas import ONE_LINE_RULE, CustomerId, TextRule
+
+Capability = Literal["manage_endpoints", "replay"]
+# How long a session may last, and how long its link may wait to be opened (minutes: the
+# tenant's page mints it just before it shows the iframe).
+LIFETIME_DEFAULT, LIFETIME_MIN, LIFETIME_MAX = 3600, 60, 86_400
+LINK_SECONDS = 600
+
+
+class PortalSessionCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"customer_id": "cus_42", "capabilities": ["manage_endpoints"]}]
+        },
+    )
+
+    customer_id: CustomerId
+    lifetime_seconds: int = Field(
+        default=LIFETIME_DEFAULT,
+        ge=LIFETIME_MIN,
+        le=LIFETIME_MAX,
+        description="How long the session lasts once minted; its link must be opened within "
+        f"{LINK_SECONDS // 60} minutes (or the lifetime, if shorter).",
+    )
+    capabilities: list[Capability] = Field(
+        default=[],
+        max_length=2,
+        description="What the customer may do besides reading its endpoints, deliveries and "
+        "the catalogue: `manage_endpoints` (create, change, enable/disable, delete, see and "
+        "rotate secrets, send test events), `replay` (send deliveries again). Empty: read-only.",
+    )
+
+
+class PortalSessionCreated(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    customer_id: str
+    capabilities: list[str]
+    url: str = Field(
+        description="Open it once, in an iframe or a new tab: the portal, its one-time token "
+        "in the URL's fragment (which browsers never send to a server, so no log holds it)."
+    )
+    link_expires_at: datetime = Field(description="The link must be opened before this.")
+    expires_at: datetime = Field(description="The session ends then.")
+
+
+# scheme://host[:port], the form a browser's Origin header has: what CSP frame-ancestors lists.
+ORIGIN_RULE = TextRule(
+    r"^https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$",
+    "must be an origin: http:// or https://, a host name or IPv4 address, and an optional "
+    ":port -- no path, no trailing slash",
+)
+Origin = Annotated[str, ORIGIN_RULE]
+ACCENT_RULE = TextRule(r"^#[0-9a-fA-F]{6}$", "must be a colour as #rrggbb")
+LOGO_RULE = TextRule(
+    r"^https://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?/[\x21-\x7e]{0,1000}$",
+    "must be an https URL of at most 1,000 visible characters",
+)
+
+
+class PortalSettingsPut(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "Acme webhooks",
+                    "logo_url": "https://app.acme.test/logo.svg",
+                    "accent_color": "#0b5fff",
+                    "allowed_origins": ["https://app.acme.test"],
+                }
+            ]
+        },
+    )
+
+    name: Annotated[str, Field(min_length=1, max_length=100), ONE_LINE_RULE] | None = Field(
+        default=None, description="Shown at the top of the portal (default: the tenant's name)."
+    )
+    logo_url: Annotated[str, LOGO_RULE] | None = Field(
+        default=None,
+        description="An https image on one of `allowed_origins` (the portal's CSP allows "
+        "images from those origins alone).",
+    )
+    accent_color: Annotated[str, ACCENT_RULE] | None = None
+    allowed_origins: list[Origin] = Field(
+        default=[],
+        max_length=20,
+        description="The origins whose pages may embed the portal in an iframe (its CSP "
+        "frame-ancestors). Empty: no page may frame it; a link still opens it in a tab.",
+    )
+
+
+class PortalSettingsOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str | None
+    logo_url: str | None
+    accent_color: str | None
+    allowed_origins: list[str]
+    updated_at: datetime | None

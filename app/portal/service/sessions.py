@@ -1,0 +1,117 @@
+"""Portal sessions: minted by the tenant's backend for one customer, opened once by the link
+it answers, then carried by the portal page as a bearer token (docs/decisions.md, "Issue 29:
+the portal's session"). Tokens are random and kept only as SHA-256."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.errors import NotFound, Unauthorized
+from app.models import PortalSession
+from app.portal.repository import portal_sessions
+from app.portal.repository.portal_sessions import LiveSession as LiveSession
+from app.portal.schemas import LINK_SECONDS, PortalSessionCreate
+from app.scope import Scope
+from app.tenants.service import customers
+
+LINK_PREFIX, SESSION_PREFIX = "hpl_", "hps_"
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+@dataclass(frozen=True)
+class Minted:
+    session: PortalSession
+    link_token: str  # goes in the URL's fragment; shown once
+
+
+async def mint(session: AsyncSession, tenant_id: str, spec: PortalSessionCreate) -> Minted:
+    await customers.get_customer(session, tenant_id, spec.customer_id)
+    link_token = LINK_PREFIX + secrets.token_urlsafe(32)
+    row = await portal_sessions.insert_session(
+        session,
+        tenant_id=tenant_id,
+        customer_id=spec.customer_id,
+        capabilities=sorted(set(spec.capabilities)),
+        link_hash=_digest(link_token),
+        link_lasts=timedelta(seconds=LINK_SECONDS),
+        lasts=timedelta(seconds=spec.lifetime_seconds),
+    )
+    return Minted(row, link_token)
+
+
+@dataclass(frozen=True)
+class Opened:
+    session_token: str  # kept in the page's memory, sent as Authorization: Bearer
+    session: PortalSession
+
+
+async def open_link(session: AsyncSession, link_token: str) -> Opened:
+    """The link used, once: a session token for it. A used, expired, revoked or unknown link
+    is refused saying which, so the customer knows to ask for a new one."""
+    session_token = SESSION_PREFIX + secrets.token_urlsafe(32)
+    link_hash = _digest(link_token)
+    row = await portal_sessions.exchange(
+        session, link_hash=link_hash, session_hash=_digest(session_token)
+    )
+    if row is not None:
+        return Opened(session_token, row)
+    raise Unauthorized(_why_not(await portal_sessions.by_link(session, link_hash)))
+
+
+def _why_not(row: PortalSession | None) -> str:
+    if row is None:
+        return "this portal link is not valid: open the portal again from the page that showed it"
+    if row.revoked_at is not None:
+        return "this portal link was revoked: open the portal again from the page that showed it"
+    if row.exchanged_at is not None:
+        return (
+            "this portal link was already used (each works once): open the portal again from "
+            "the page that showed it"
+        )
+    expired = row.link_expires_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (
+        f"this portal link expired at {expired}: open the portal again from the page that showed it"
+    )
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """Who a portal request acts for: one customer, within what its session allows."""
+
+    scope: Scope
+    capabilities: frozenset[str]
+    session_id: str
+    expires_at: datetime
+
+    def may(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+
+async def visitor_for(session: AsyncSession, session_token: str) -> Visitor:
+    if not session_token.startswith(SESSION_PREFIX) or len(session_token) > 100:
+        raise Unauthorized("this portal session is not valid: open the portal again")
+    live = await portal_sessions.find(session, _digest(session_token))
+    if live is None:
+        raise Unauthorized(
+            "this portal session has ended (it expired, was revoked, or its customer was "
+            "deleted): open the portal again"
+        )
+    return Visitor(
+        Scope(live.tenant_id, live.customer_id),
+        frozenset(live.capabilities),
+        live.id,
+        live.expires_at,
+    )
+
+
+async def revoke(session: AsyncSession, tenant_id: str, session_id: str) -> None:
+    if not await portal_sessions.revoke(session, tenant_id, session_id):
+        raise NotFound(f"portal session {session_id} not found")

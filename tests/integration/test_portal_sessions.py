@@ -1,0 +1,212 @@
+"""Portal sessions: minted by a tenant for one of its customers, the link used once and only
+before it expires, the session ended by expiry, revocation or the customer's deletion."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import create_sessionmaker
+from app.errors import Unauthorized
+from app.portal.service.sessions import visitor_for
+from tests.fixtures.api import new_tenant
+from tests.fixtures.waiting import count_rows
+
+
+async def mint(
+    client: httpx.AsyncClient, tenant: dict[str, str], customer_id: str = "acme", /, **fields: Any
+) -> httpx.Response:
+    body = {"customer_id": customer_id, **fields}
+    return await client.post("/v1/portal-sessions", json=body, headers=tenant)
+
+
+async def minted_link(client: httpx.AsyncClient, tenant: dict[str, str], **fields: Any) -> str:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    response = await mint(client, tenant, **fields)
+    assert response.status_code == 201, response.text
+    url: str = response.json()["url"]
+    return url.split("#t=", 1)[1]
+
+
+async def open_link(client: httpx.AsyncClient, link: str) -> httpx.Response:
+    return await client.post("/portal/api/session", json={"link": link})
+
+
+async def test_a_minted_session_answers_a_portal_url_with_its_token_in_the_fragment(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    response = await mint(client, tenant, lifetime_seconds=300, capabilities=["replay"])
+    assert response.status_code == 201
+    body = response.json()
+    assert body["id"].startswith("pts_") and body["customer_id"] == "acme"
+    assert body["capabilities"] == ["replay"]
+    assert body["url"].startswith("http://herald.test/portal/#t=hpl_")
+    expires = datetime.fromisoformat(body["expires_at"])
+    link_expires = datetime.fromisoformat(body["link_expires_at"])
+    assert link_expires == expires  # a lifetime shorter than a link's ten minutes bounds both
+    token = body["url"].split("#t=", 1)[1]
+    longer = (await mint(client, tenant)).json()  # the default hour
+    gap = datetime.fromisoformat(longer["expires_at"]) - datetime.fromisoformat(
+        longer["link_expires_at"]
+    )
+    assert gap == timedelta(minutes=50)
+    # Only their SHA-256 is stored.
+    async with engine.connect() as connection:
+        rows = text("SELECT string_agg(portal_sessions::text, ' ') FROM portal_sessions")
+        stored = (await connection.execute(rows)).scalar_one()
+    assert token not in stored and token[4:] not in stored
+
+
+async def test_the_link_works_once_and_a_second_use_says_so(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    link = await minted_link(client, tenant, capabilities=["manage_endpoints"])
+    first = await open_link(client, link)
+    assert first.status_code == 200
+    assert first.headers["cache-control"] == "no-store"
+    opened = first.json()
+    assert opened["session_token"].startswith("hps_")
+    assert (opened["customer_id"], opened["capabilities"]) == ("acme", ["manage_endpoints"])
+
+    second = await open_link(client, link)
+    assert second.status_code == 401
+    assert second.headers["content-type"] == "application/problem+json"
+    assert "already used (each works once)" in second.json()["detail"]
+    assert link not in second.text
+
+
+async def test_two_uses_at_once_open_exactly_one_session(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    link = await minted_link(client, tenant)
+    answers = await asyncio.gather(*(open_link(client, link) for _ in range(8)))
+    assert sorted(a.status_code for a in answers) == [200] + [401] * 7
+
+
+async def test_an_expired_link_says_when_it_expired(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    link = await minted_link(client, tenant)
+    async with engine.begin() as connection:
+        await connection.execute(
+            text("UPDATE portal_sessions SET link_expires_at = '2026-01-02T03:04:05Z'")
+        )
+    refused = await open_link(client, link)
+    assert refused.status_code == 401
+    assert "expired at 2026-01-02 03:04:05 UTC" in refused.json()["detail"]
+
+
+async def test_an_unknown_or_malformed_link_is_refused_in_words(client: httpx.AsyncClient) -> None:
+    for link in ("hpl_nope", "x", "\x00"):
+        refused = await open_link(client, link)
+        assert refused.status_code == 401
+        assert refused.json()["detail"].startswith("this portal link is not valid")
+    too_long = await open_link(client, "x" * 101)
+    assert too_long.status_code == 422
+
+
+async def test_the_session_ends_when_revoked_or_its_customer_is_deleted(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    sessionmaker = create_sessionmaker(engine)
+
+    async def visitor(token: str) -> str:
+        async with sessionmaker() as session, session.begin():
+            try:
+                found = await visitor_for(session, token)
+            except Unauthorized as exc:
+                return str(exc)
+        return f"{found.scope.tenant_id}/{found.scope.customer_id}"
+
+    first = (await open_link(client, await minted_link(client, tenant))).json()["session_token"]
+    second = (await open_link(client, await minted_link(client, tenant))).json()["session_token"]
+    assert (await visitor(first)).endswith("/acme")
+
+    async with engine.connect() as connection:
+        first_id = text("SELECT id FROM portal_sessions ORDER BY id LIMIT 1")
+        revoked = (await connection.execute(first_id)).scalar_one()
+    assert (
+        await client.delete(f"/v1/portal-sessions/{revoked}", headers=tenant)
+    ).status_code == 204
+    assert "has ended" in await visitor(first)
+    assert (await visitor(second)).endswith("/acme")
+    assert (
+        await client.delete(f"/v1/portal-sessions/{revoked}", headers=tenant)
+    ).status_code == 404
+
+    await client.delete("/v1/customers/acme", headers=tenant)
+    assert "has ended" in await visitor(second)
+    assert "not valid" in await visitor("not-a-token")
+
+
+async def test_minting_for_an_unknown_or_another_tenants_customer_is_404_and_writes_nothing(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    other = await new_tenant(client, "other")
+    await client.put("/v1/customers/theirs", json={}, headers=other)
+    for customer_id in ("nobody", "theirs"):
+        refused = await mint(client, tenant, customer_id)
+        assert refused.status_code == 404
+        assert refused.json()["detail"] == f"customer {customer_id} not found"
+    assert await count_rows(engine, "portal_sessions") == 0
+    # Another tenant's session is not this tenant's to revoke.
+    link = await minted_link(client, other)
+    del link
+    async with engine.connect() as connection:
+        theirs = (await connection.execute(text("SELECT id FROM portal_sessions"))).scalar_one()
+    assert (await client.delete(f"/v1/portal-sessions/{theirs}", headers=tenant)).status_code == 404
+
+
+async def test_lifetimes_and_capabilities_outside_the_rules_are_422_in_words(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    for fields, said in (
+        ({"lifetime_seconds": 59}, "greater than or equal to 60"),
+        ({"lifetime_seconds": 86_401}, "less than or equal to 86400"),
+        ({"capabilities": ["admin"]}, "'manage_endpoints' or 'replay'"),
+    ):
+        refused = await mint(client, tenant, **fields)
+        assert refused.status_code == 422
+        assert said in refused.text
+
+
+async def test_portal_settings_are_set_read_and_checked(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    defaults = await client.get("/v1/portal-settings", headers=tenant)
+    assert defaults.json()["allowed_origins"] == [] and defaults.json()["updated_at"] is None
+    settings = {
+        "name": "Acme webhooks",
+        "logo_url": "https://app.acme.test/logo.svg",
+        "accent_color": "#0b5fff",
+        "allowed_origins": ["https://app.acme.test", "http://127.0.0.1:8123"],
+    }
+    stored = await client.put("/v1/portal-settings", json=settings, headers=tenant)
+    assert stored.status_code == 200 and stored.json()["name"] == "Acme webhooks"
+    assert (await client.get("/v1/portal-settings", headers=tenant)).json()[
+        "accent_color"
+    ] == "#0b5fff"
+
+    off_origin = {**settings, "logo_url": "https://elsewhere.test/logo.svg"}
+    refused = await client.put("/v1/portal-settings", json=off_origin, headers=tenant)
+    assert refused.status_code == 422 and "one of allowed_origins" in refused.json()["detail"]
+    for field, bad, said in (
+        ("allowed_origins", ["https://app.acme.test/"], "no path, no trailing slash"),
+        ("allowed_origins", ["javascript:alert(1)"], "must be an origin"),
+        ("allowed_origins", ["*"], "must be an origin"),
+        ("accent_color", "red", "#rrggbb"),
+        ("logo_url", "http://app.acme.test/logo.svg", "an https URL"),
+        ("name", "two\nlines", "one line"),
+    ):
+        refused = await client.put(
+            "/v1/portal-settings", json={**settings, field: bad}, headers=tenant
+        )
+        assert refused.status_code == 422, (field, bad)
+        assert said in refused.text, (field, refused.text)
