@@ -12,6 +12,8 @@ CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 # The egress-proxy tests send through Debian's tinyproxy; `make test` installs it when missing.
 TINYPROXY ?= /usr/bin/tinyproxy
+# The browser tests check pages with axe-core, from npm at the version its lockfile pins.
+AXE := tests/browser/axe/node_modules/axe-core/axe.min.js
 
 .PHONY: run test lint typecheck pytest openapi bench bench-quick clean lock
 
@@ -47,8 +49,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(CHROMIUM) $(NGINX) $(TINYPROXY)
+pytest: $(STAMP) $(CHROMIUM) $(NGINX) $(TINYPROXY) $(AXE)
 	HERALD_CHROMIUM=$(CHROMIUM) HERALD_NGINX=$(NGINX) HERALD_TINYPROXY=$(TINYPROXY) $(BIN)/pytest
+
+$(AXE): tests/browser/axe/package.json tests/browser/axe/package-lock.json
+	npm ci --prefix tests/browser/axe --no-audit --no-fund
+	touch $(AXE)
 
 # Installed once, as root or through sudo, when it is missing.
 $(CHROMIUM):

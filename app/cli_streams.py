@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.cli_keys import in_session
+from app.scope import Scope
 
 
 def add_parser(commands: Any) -> None:
@@ -84,7 +85,7 @@ async def _redrive(session: AsyncSession, delivery_id: str, region: str) -> int:
     from app.delivery.service import redrive
 
     revived, _ = await redrive.redrive_one(
-        session, await _owner(session, delivery_id), delivery_id, region=region
+        session, Scope(await _owner(session, delivery_id)), delivery_id, region=region
     )
     print(f"{delivery_id} redriven: #{revived.stream_seq} in its stream, due now")
     return 0

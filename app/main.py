@@ -24,8 +24,7 @@ from app.logs import configure_logging
 from app.operations.routes import health, metrics
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
-from app.portal.routes import exchange as portal_exchange
-from app.portal.routes import sessions as portal_sessions
+from app.portal import routes as portal
 from app.queue import create_queue_redis
 from app.reconcile.routes import reconcile
 from app.tenants.routes import api_keys, customers, tenants
@@ -83,8 +82,6 @@ def create_app(settings: Settings) -> FastAPI:
         tenants,
         api_keys,
         customers,
-        portal_sessions,
-        portal_exchange,
         endpoints,
         event_types,
         actions,
@@ -97,6 +94,7 @@ def create_app(settings: Settings) -> FastAPI:
     for module in routers:
         app.include_router(module.router)
     console.install(app)
+    portal.install(app)
     app.add_middleware(
         BodyLimit,
         max_payload_bytes=settings.max_payload_bytes,

@@ -62,8 +62,8 @@ ORIGIN_RULE = TextRule(
 Origin = Annotated[str, ORIGIN_RULE]
 ACCENT_RULE = TextRule(r"^#[0-9a-fA-F]{6}$", "must be a colour as #rrggbb")
 LOGO_RULE = TextRule(
-    r"^https://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?/[\x21-\x7e]{0,1000}$",
-    "must be an https URL of at most 1,000 visible characters",
+    r"^https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?/[\x21-\x7e]{0,1000}$",
+    "must be an http:// or https:// URL of at most 1,000 visible characters",
 )
 
 
@@ -87,8 +87,8 @@ class PortalSettingsPut(BaseModel):
     )
     logo_url: Annotated[str, LOGO_RULE] | None = Field(
         default=None,
-        description="An https image on one of `allowed_origins` (the portal's CSP allows "
-        "images from those origins alone).",
+        description="An image on one of `allowed_origins` (the portal's CSP allows images "
+        "from those origins alone; an https portal shows only an https logo).",
     )
     accent_color: Annotated[str, ACCENT_RULE] | None = None
     allowed_origins: list[Origin] = Field(

@@ -201,6 +201,7 @@ async def test_the_readmes_examples_run_top_to_bottom_as_written(
 ) -> None:
     [quick_start] = fenced("sh", "Idempotency-Key: order-42")
     [features] = fenced("sh", "/v1/event-types")
+    [portal] = fenced("sh", "/v1/portal-sessions")
     api = start_api(stack, tmp_path, **SLOW_RETRIES)
     try:
         await wait_healthy(api)
@@ -220,6 +221,8 @@ async def test_the_readmes_examples_run_top_to_bottom_as_written(
                 # And once more after the features section: its order.paid schema is in
                 # force now, and the client example's order must still be accepted.
                 await reader.python_client(recording)
+                for step in steps(portal):
+                    await reader.run(step)
     finally:
         api.stop()
 

@@ -230,6 +230,9 @@ JSON_ROUTES = [
     ("POST", "/v1/api-keys", "tenant"),
     ("POST", "/v1/event-types", "tenant"),
     ("PATCH", "/v1/event-types/order.paid", "tenant"),
+    ("PUT", "/v1/customers/acme", "tenant"),
+    ("POST", "/v1/portal-sessions", "tenant"),
+    ("PUT", "/v1/portal-settings", "tenant"),
 ]
 
 
@@ -259,7 +262,12 @@ async def test_a_body_that_is_not_json_is_415_naming_application_json(
 
 def test_every_route_with_a_body_is_listed_above_and_documents_415() -> None:
     with_body = {
-        (method.upper(), path.replace("{endpoint_id}", "ep_x").replace("{name}", "order.paid"))
+        (
+            method.upper(),
+            path.replace("{endpoint_id}", "ep_x")
+            .replace("{name}", "order.paid")
+            .replace("{customer_id}", "acme"),
+        )
         for path, operations in openapi_document()["paths"].items()
         for method, operation in operations.items()
         if "requestBody" in operation

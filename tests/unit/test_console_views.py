@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.api.formatting import counts, seconds, size, when
 from app.config import Settings
 from app.console.routes.charts import stacked_bars
 from app.console.routes.filters import dead_filter
-from app.console.routes.formatting import counts, seconds, size, when
 from app.console.routes.payloads import PREVIEW_BYTES, payload_view
 from app.delivery.service import status
 from app.delivery.service.endpoint_stats import MinuteCounts

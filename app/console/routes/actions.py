@@ -13,6 +13,7 @@ from app.console.routes.filters import dead_filter
 from app.console.service.sessions import Viewer
 from app.delivery.service import cancel, listings, redrive, skip
 from app.errors import Forbidden
+from app.scope import Scope
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
@@ -29,7 +30,7 @@ async def redrive_one(
 ) -> RedirectResponse:
     async with resources.sessionmaker() as session, session.begin():
         _, publications = await redrive.redrive_one(
-            session, _tenant(viewer), delivery_id, region=resources.settings.region
+            session, Scope(_tenant(viewer)), delivery_id, region=resources.settings.region
         )
     resources.publisher.submit(publications)
     return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from app.api.deps import ResourcesDep
+from app.api.formatting import when
 from app.console.routes.charts import stacked_bars
 from app.console.routes.deps import ViewerDep, render
 from app.console.routes.filters import FIELDS, dead_filter
-from app.console.routes.formatting import when
 from app.console.routes.payloads import PREVIEW_BYTES, payload_view
 from app.delivery.service import event_detail, listings, status_facts
 from app.delivery.service.endpoint_stats import outcomes_per_minute
@@ -132,7 +132,7 @@ async def delivery_payload(
     if viewer.viewing is None:
         return render(request, resources, "pick_tenant.html", viewer, status_code=404)
     async with resources.sessionmaker() as session, session.begin():
-        delivery = await listings.find_delivery(session, viewer.viewing, delivery_id)
+        delivery = await listings.find_delivery(session, Scope(viewer.viewing), delivery_id)
         sent = await event_detail.payload_head(
             session, viewer.viewing, delivery.event_id, most=None
         )

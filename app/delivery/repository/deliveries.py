@@ -246,11 +246,22 @@ def _revive(
     )
 
 
-async def redrive(session: AsyncSession, tenant_id: str, delivery_id: str) -> Delivery | None:
-    """dead -> pending (see _revive); None when the delivery is not dead."""
+async def redrive(
+    session: AsyncSession,
+    tenant_id: str,
+    delivery_id: str,
+    *,
+    states: Sequence[DeliveryState] | None = None,
+) -> Delivery | None:
+    """dead (or one of ``states``) -> pending (see _revive); None when it is in none of them."""
     if not is_id(delivery_id):
         return None
-    revived = _revive("on request", Delivery.id == delivery_id, Delivery.tenant_id == tenant_id)
+    revived = _revive(
+        "on request",
+        Delivery.id == delivery_id,
+        Delivery.tenant_id == tenant_id,
+        states=states or (DeliveryState.DEAD,),
+    )
     return (await session.execute(revived)).scalar_one_or_none()
 
 

@@ -19,6 +19,7 @@ from app.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
+from app.scope import Scope
 
 # Beside the deliveries router under the same prefix, and included before it: its
 # /redrive/{job_id} must match before /{delivery_id}/... does.
@@ -77,7 +78,7 @@ async def redrive_delivery(
 ) -> DeliveryOut:
     async with session.begin():
         delivery, publications = await redrive.redrive_one(
-            session, tenant_id, delivery_id, region=settings.region
+            session, Scope(tenant_id), delivery_id, region=settings.region
         )
     publisher.submit(publications)
     return DeliveryOut.model_validate(delivery)

@@ -49,6 +49,7 @@ from app.errors import (
 )
 from app.faults import crash_point
 from app.schemas import EndpointId, EventId, EventTypeSelector, Page
+from app.scope import Scope
 from app.states import DeliveryState
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
@@ -252,6 +253,6 @@ async def list_attempts(
 ) -> Page[AttemptOut]:
     after = decode_number_cursor(cursor)
     async with session.begin():
-        await listings.find_delivery(session, tenant_id, delivery_id)
+        await listings.find_delivery(session, Scope(tenant_id), delivery_id)
         rows = await listings.attempts_of(session, delivery_id, limit=limit + 1, after_number=after)
     return page_of(rows, limit, AttemptOut.model_validate, lambda item: item.attempt_number)

@@ -9,8 +9,10 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.delivery.repository import attempts, deliveries, events, idempotency_keys, redrive_jobs
+from app.endpoints.service import endpoints
 from app.errors import NotFound
 from app.models import Attempt, Delivery, RedriveJob
+from app.scope import Scope
 from app.states import DeliveryState
 
 
@@ -42,9 +44,14 @@ async def list_deliveries(
     )
 
 
-async def find_delivery(session: AsyncSession, tenant_id: str, delivery_id: str) -> Delivery:
-    delivery = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
-    if delivery is None:
+async def find_delivery(session: AsyncSession, scope: Scope, delivery_id: str) -> Delivery:
+    """The scope's delivery: the tenant's, and -- for a customer -- to one of its endpoints
+    (deliveries carry no customer: their endpoint says whose they are)."""
+    delivery = await deliveries.get_for_tenant(session, scope.tenant_id, delivery_id)
+    if delivery is None or (
+        scope.customer_id is not None
+        and not await endpoints.in_scope(session, scope, delivery.endpoint_id)
+    ):
         raise NotFound(f"delivery {delivery_id} not found")
     return delivery
 

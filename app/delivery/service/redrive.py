@@ -15,8 +15,9 @@ from app import queue
 from app.config import Settings
 from app.delivery.repository import deliveries, redrive_jobs
 from app.delivery.schemas import RedriveFilter
+from app.delivery.service import listings
 from app.endpoints.service import endpoints
-from app.errors import Conflict, NotFound
+from app.errors import Conflict
 from app.logs import log_failure
 from app.models import Delivery, RedriveJob
 from app.outbox.service import outbox
@@ -30,21 +31,26 @@ log = structlog.get_logger("herald.redrive")
 
 
 async def redrive_one(
-    session: AsyncSession, tenant_id: str, delivery_id: str, *, region: str
+    session: AsyncSession,
+    scope: Scope,
+    delivery_id: str,
+    *,
+    region: str,
+    replay: bool = False,
 ) -> tuple[Delivery, list[PendingPublication]]:
     """Returns the revived delivery and what this process (of ``region``) may publish after the
     commit: its outbox rows are written in the delivery's own region, whose relays and
-    reconcilers alone publish them -- nothing, if that is another region."""
-    current = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
-    if current is None:
-        raise NotFound(f"delivery {delivery_id} not found")
-    endpoint = await endpoints.get_live(session, Scope(tenant_id), current.endpoint_id)
+    reconcilers alone publish them -- nothing, if that is another region. ``replay``: a
+    succeeded delivery is sent again too (under its id), for a receiver that lost it."""
+    current = await listings.find_delivery(session, scope, delivery_id)
+    endpoint = await endpoints.get_live(session, scope, current.endpoint_id)
     if endpoint is None:
         raise Conflict("the delivery's endpoint was deleted")
     if not endpoint.enabled:
         raise Conflict(f"endpoint {endpoint.id} is disabled; enable it first")
     async with requeuing(session, [delivery_id]):
-        revived = await deliveries.redrive(session, tenant_id, delivery_id)
+        states = (DeliveryState.DEAD, DeliveryState.SUCCEEDED) if replay else None
+        revived = await deliveries.redrive(session, scope.tenant_id, delivery_id, states=states)
     if revived is not None and revived.stream is not None:
         await session.refresh(revived)  # its place in its stream, as the requeue left it
     if revived is None:
@@ -53,6 +59,8 @@ async def redrive_one(
                 "a cancelled delivery is final and is not redriven: accept the intent again "
                 "to send the event"
             )
+        if replay:
+            raise Conflict(f"only finished deliveries can be replayed; this one is {current.state}")
         raise Conflict(f"only dead deliveries can be redriven; this one is {current.state}")
     # The outbox row commits with the state change, so the redrive survives a crash.
     publications = await outbox.insert_entries(session, [revived], revived.region)

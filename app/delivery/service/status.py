@@ -15,7 +15,7 @@ from app.states import TERMINAL_STATES, DeliveryState
 from app.streams.service.streams import StreamView
 
 # How an explanation writes a moment: the API as ISO 8601, like every time in its JSON; the
-# console as its pages write every other time (app/console/routes/formatting.py).
+# console as its pages write every other time (app/api/formatting.py).
 TimeWriter = Callable[[datetime], str]
 
 

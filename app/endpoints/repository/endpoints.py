@@ -228,13 +228,15 @@ async def subscribed_to(
     return [Subscriber(row.id, row.filter) for row in await session.execute(query)]
 
 
-async def ids_in(session: AsyncSession, scope: Scope) -> list[str]:
-    """The ids of every endpoint the scope has ever had, deleted ones too: what was sent to a
-    customer is found through them (deliveries carry no customer)."""
-    query = select(Endpoint.id).where(Endpoint.tenant_id == scope.tenant_id)
+async def in_scope(session: AsyncSession, scope: Scope, endpoint_id: str) -> bool:
+    """Whether the endpoint, deleted or not, is the scope's: what was sent to it is then the
+    scope's to see."""
+    query = select(Endpoint.id).where(
+        Endpoint.id == endpoint_id, Endpoint.tenant_id == scope.tenant_id
+    )
     if scope.customer_id is not None:
         query = query.where(Endpoint.customer_id == scope.customer_id)
-    return list((await session.execute(query)).scalars())
+    return (await session.execute(query)).scalar_one_or_none() is not None
 
 
 async def delete_all_of(session: AsyncSession, scope: Scope) -> list[str]:

@@ -19,6 +19,7 @@ from app.endpoints.repository.endpoints import flow_limits as flow_limits
 from app.endpoints.repository.endpoints import get_any as get_any
 from app.endpoints.repository.endpoints import get_live as get_live
 from app.endpoints.repository.endpoints import get_live_many as get_live_many
+from app.endpoints.repository.endpoints import in_scope as in_scope
 from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
 
 # The header rule's syntax, which every send holds the endpoint's stored headers to again.

@@ -67,6 +67,14 @@ async def by_link(session: AsyncSession, link_hash: bytes) -> PortalSession | No
     ).scalar_one_or_none()
 
 
+async def tenant_of(session: AsyncSession, session_id: str) -> str | None:
+    """The tenant a session was minted by, however it stands: whose portal its page is."""
+    if not is_id(session_id):
+        return None
+    found = select(PortalSession.tenant_id).where(PortalSession.id == session_id)
+    return (await session.execute(found)).scalar_one_or_none()
+
+
 @dataclass(frozen=True)
 class LiveSession:
     id: str

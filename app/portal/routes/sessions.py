@@ -41,7 +41,7 @@ async def mint_portal_session(
         id=row.id,
         customer_id=row.customer_id,
         capabilities=row.capabilities,
-        url=f"{base}/portal/#t={minted.link_token}",
+        url=f"{base}/portal/s/{row.id}#t={minted.link_token}",
         link_expires_at=row.link_expires_at,
         expires_at=row.expires_at,
     )

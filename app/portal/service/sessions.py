@@ -15,6 +15,7 @@ from app.errors import NotFound, Unauthorized
 from app.models import PortalSession
 from app.portal.repository import portal_sessions
 from app.portal.repository.portal_sessions import LiveSession as LiveSession
+from app.portal.repository.portal_sessions import tenant_of as tenant_of
 from app.portal.schemas import LINK_SECONDS, PortalSessionCreate
 from app.scope import Scope
 from app.tenants.service import customers

@@ -1,4 +1,5 @@
-"""How the console writes times, durations and counts: for a person on call, in UTC."""
+"""How Herald's pages (the console, the portal) write times, durations and counts: for a person,
+in UTC."""
 
 from __future__ import annotations
 

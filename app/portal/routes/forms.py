@@ -1,0 +1,261 @@
+"""What a customer does in its portal, each a form its script posts with the session's bearer
+header, answered with the fragment to show next. A form that does not hold is answered with
+itself again, each mistake beside its field (422)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from pydantic import ValidationError
+
+from app.api.deps import ResourcesDep
+from app.api.paths import DeliveryIdPath, EndpointIdPath
+from app.delivery.schemas import RedriveFilter
+from app.delivery.service import redrive
+from app.endpoints.schemas import EndpointCreate, EndpointUpdate
+from app.endpoints.service import credentials, endpoints
+from app.errors import DestinationRefused, Unprocessable
+from app.flow.service.gate import clear_flow_state
+from app.portal.routes.deps import VisitorDep, fragment
+from app.portal.service import views
+from app.portal.service.sessions import Visitor
+
+router = APIRouter(prefix="/portal/api", include_in_schema=False)
+
+
+async def _fields(request: Request) -> dict[str, Any]:
+    """The form as an endpoint spec: blanks are left out, event types are the boxes ticked."""
+    form = await request.form()
+    fields: dict[str, Any] = {
+        name: value.strip()
+        for name in ("url", "description", "filter")
+        if isinstance(value := form.get(name), str) and value.strip()
+    }
+    ticked = [t for t in form.getlist("event_types") if isinstance(t, str)]
+    if form.get("subscribe") == "chosen":
+        fields["event_types"] = ticked
+    return fields
+
+
+def _errors(exc: ValidationError) -> dict[str, str]:
+    return {str(error["loc"][0]): error["msg"] for error in exc.errors() if error["loc"]}
+
+
+async def _form_again(
+    request: Request,
+    resources: ResourcesDep,
+    visitor: Visitor,
+    form: dict[str, Any],
+    errors: dict[str, str],
+    endpoint_id: str | None = None,
+) -> HTMLResponse:
+    async with resources.sessionmaker() as session, session.begin():
+        types = await views.catalogue(session, visitor)
+    return fragment(
+        request,
+        "endpoint_form.html",
+        visitor,
+        status_code=422,
+        types=types,
+        form=form,
+        errors=errors,
+        endpoint_id=endpoint_id,
+    )
+
+
+@router.post("/endpoints", response_class=HTMLResponse)
+async def create_endpoint(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep
+) -> HTMLResponse:
+    views.require(visitor, "manage_endpoints")
+    fields = await _fields(request)
+    try:
+        spec = EndpointCreate.model_validate(fields)
+        async with resources.sessionmaker() as session, session.begin():
+            created = await endpoints.create_endpoint(
+                session,
+                visitor.scope,
+                spec,
+                resources.settings.destination_allowlist,
+                resources.keys,
+            )
+    except ValidationError as exc:
+        return await _form_again(request, resources, visitor, fields, _errors(exc))
+    except DestinationRefused as exc:
+        return await _form_again(request, resources, visitor, fields, {"url": exc.detail or ""})
+    return await _endpoint(request, resources, visitor, created.endpoint.id, status_code=201)
+
+
+@router.post("/endpoints/{endpoint_id}", response_class=HTMLResponse)
+async def change_endpoint(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
+) -> HTMLResponse:
+    views.require(visitor, "manage_endpoints")
+    fields = await _fields(request)
+    change = {"description": None, "filter": None, "event_types": None, **fields}
+    try:
+        spec = EndpointUpdate.model_validate(change)
+        async with resources.sessionmaker() as session, session.begin():
+            await endpoints.update_endpoint(
+                session,
+                visitor.scope,
+                endpoint_id,
+                spec,
+                resources.settings.destination_allowlist,
+                resources.keys,
+            )
+    except ValidationError as exc:
+        return await _form_again(request, resources, visitor, fields, _errors(exc), endpoint_id)
+    except DestinationRefused as exc:
+        said = {"url": exc.detail or ""}
+        return await _form_again(request, resources, visitor, fields, said, endpoint_id)
+    return await _endpoint(request, resources, visitor, endpoint_id)
+
+
+@router.post("/endpoints/{endpoint_id}/enabled", response_class=HTMLResponse)
+async def enable_endpoint(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
+) -> HTMLResponse:
+    views.require(visitor, "manage_endpoints")
+    enable = (await request.form()).get("enabled") == "true"
+    async with resources.sessionmaker() as session, session.begin():
+        await endpoints.update_endpoint(
+            session,
+            visitor.scope,
+            endpoint_id,
+            EndpointUpdate(enabled=enable),
+            resources.settings.destination_allowlist,
+            resources.keys,
+        )
+    if enable:  # as the API does: no leftover pause or probe holds it back
+        await clear_flow_state(
+            resources.redis,
+            endpoint_id,
+            tenant_id=visitor.scope.tenant_id,
+            region=resources.settings.region,
+        )
+    return await _endpoint(request, resources, visitor, endpoint_id)
+
+
+@router.post("/endpoints/{endpoint_id}/delete", response_class=HTMLResponse)
+async def delete_endpoint(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
+) -> HTMLResponse:
+    views.require(visitor, "manage_endpoints")
+    async with resources.sessionmaker() as session, session.begin():
+        await endpoints.delete_endpoint(session, visitor.scope, endpoint_id)
+        rows = await views.endpoint_list(session, visitor)
+    return fragment(request, "endpoints.html", visitor, endpoints=rows, deleted=endpoint_id)
+
+
+@router.post("/endpoints/{endpoint_id}/secret", response_class=HTMLResponse)
+async def show_secret(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
+) -> HTMLResponse:
+    """Shown on demand, in the answer to a post (never in a URL, never cached)."""
+    views.require(visitor, "manage_endpoints")
+    async with resources.sessionmaker() as session, session.begin():
+        secret = await credentials.signing_secret(
+            session, visitor.scope, endpoint_id, resources.keys
+        )
+    return fragment(request, "secret.html", visitor, endpoint_id=endpoint_id, secret=secret)
+
+
+@router.post("/endpoints/{endpoint_id}/secret/rotate", response_class=HTMLResponse)
+async def rotate_secret(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
+) -> HTMLResponse:
+    views.require(visitor, "manage_endpoints")
+    async with resources.sessionmaker() as session, session.begin():
+        rotated = await credentials.rotate_secret(
+            session,
+            visitor.scope,
+            endpoint_id,
+            resources.settings.secret_rotation_overlap_hours,
+            resources.keys,
+        )
+    return fragment(
+        request,
+        "secret.html",
+        visitor,
+        endpoint_id=endpoint_id,
+        secret=rotated.secret,
+        previous_until=rotated.endpoint.previous_secret_expires_at,
+    )
+
+
+@router.post("/endpoints/{endpoint_id}/test", response_class=HTMLResponse)
+async def send_test_event(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
+) -> HTMLResponse:
+    views.require(visitor, "manage_endpoints")
+    async with resources.sessionmaker() as session, session.begin():
+        endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
+    # Counted per customer: one customer's tests never use up another's minute.
+    scope = visitor.scope
+    await resources.tester.admit(resources.redis, f"{scope.tenant_id}/{scope.customer_id}")
+    report = await resources.tester.test(endpoint)  # no transaction across the send
+    return fragment(request, "tested.html", visitor, endpoint=endpoint, report=report)
+
+
+@router.post("/endpoints/{endpoint_id}/replay", response_class=HTMLResponse)
+async def replay_since(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
+) -> HTMLResponse:
+    """Everything the endpoint was sent since a time (dead or delivered), sent again."""
+    views.require(visitor, "replay")
+    since = _since((await request.form()).get("since"))
+    async with resources.sessionmaker() as session, session.begin():
+        endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
+    wanted = RedriveFilter(
+        endpoint_id=endpoint.id, states=["dead", "succeeded"], dead_after=since
+    ).model_dump(mode="json")
+    job = await redrive.start_bulk_redrive(
+        resources.sessionmaker,
+        resources.redis,
+        resources.settings,
+        tenant_id=visitor.scope.tenant_id,
+        wanted=wanted,
+    )
+    return fragment(request, "replaying.html", visitor, endpoint=endpoint, job=job, since=since)
+
+
+def _since(value: object) -> datetime:
+    """A datetime-local field's value, read as UTC (the form says so)."""
+    try:
+        since = datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+    except ValueError:
+        raise Unprocessable("give the time to replay from, as a date and time (UTC)") from None
+    if since > datetime.now(UTC):
+        raise Unprocessable("the time to replay from is in the future: nothing was sent since")
+    return since
+
+
+@router.post("/deliveries/{delivery_id}/replay", response_class=HTMLResponse)
+async def replay_one(
+    request: Request, resources: ResourcesDep, visitor: VisitorDep, delivery_id: DeliveryIdPath
+) -> HTMLResponse:
+    views.require(visitor, "replay")
+    async with resources.sessionmaker() as session, session.begin():
+        _, publications = await redrive.redrive_one(
+            session, visitor.scope, delivery_id, region=resources.settings.region, replay=True
+        )
+    resources.publisher.submit(publications)
+    async with resources.sessionmaker() as session, session.begin():
+        view = await views.delivery_view(session, visitor, delivery_id)
+    return fragment(request, "delivery.html", visitor, view=view, replayed=True)
+
+
+async def _endpoint(
+    request: Request,
+    resources: ResourcesDep,
+    visitor: Visitor,
+    endpoint_id: str,
+    status_code: int = 200,
+) -> HTMLResponse:
+    async with resources.sessionmaker() as session, session.begin():
+        view = await views.endpoint_view(session, visitor, endpoint_id)
+    return fragment(request, "endpoint.html", visitor, view=view, status_code=status_code)

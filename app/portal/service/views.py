@@ -1,0 +1,93 @@
+"""What the portal's fragments show and do, always within the visitor's scope: one customer's
+endpoints, what was sent to them, the tenant's catalogue. Every read and change goes through
+the same service functions the tenant's API uses, narrowed by the session's ``Scope`` -- so
+another customer's endpoint or delivery is not found, exactly as another tenant's is not."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.catalogue.service import event_types
+from app.delivery.service import listings
+from app.endpoints.service import endpoints
+from app.errors import Forbidden
+from app.models import Attempt, Delivery, Endpoint, EventTypeDef
+from app.portal.service.sessions import Visitor
+
+PAGE = 50
+CATALOGUE_MOST = 200
+
+
+def require(visitor: Visitor, capability: str) -> None:
+    if not visitor.may(capability):
+        said = {"manage_endpoints": "manage endpoints", "replay": "replay deliveries"}
+        raise Forbidden(f"this portal session may not {said[capability]}")
+
+
+async def endpoint_list(session: AsyncSession, visitor: Visitor) -> list[Endpoint]:
+    return await endpoints.list_endpoints(session, visitor.scope, limit=PAGE)
+
+
+@dataclass(frozen=True)
+class EndpointView:
+    endpoint: Endpoint
+    deliveries: list[Delivery]
+    more: str | None  # the id to list on from, when there are more
+
+
+async def endpoint_view(
+    session: AsyncSession, visitor: Visitor, endpoint_id: str, *, before_id: str | None = None
+) -> EndpointView:
+    endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
+    rows = await listings.list_deliveries(
+        session,
+        visitor.scope.tenant_id,
+        limit=PAGE + 1,
+        before_id=before_id,
+        endpoint_id=endpoint.id,
+    )
+    more = rows[PAGE - 1].id if len(rows) > PAGE else None
+    return EndpointView(endpoint, rows[:PAGE], more)
+
+
+@dataclass(frozen=True)
+class DeliveryView:
+    delivery: Delivery
+    attempts: list[Attempt]
+
+
+async def delivery_view(session: AsyncSession, visitor: Visitor, delivery_id: str) -> DeliveryView:
+    delivery = await listings.find_delivery(session, visitor.scope, delivery_id)
+    tried = await listings.attempts_of(session, delivery.id, limit=PAGE)
+    return DeliveryView(delivery, tried)
+
+
+@dataclass(frozen=True)
+class EventTypeView:
+    name: str
+    description: str | None
+    example: str | None  # the schema's first `examples` entry, pretty-printed
+    schema: str | None
+
+
+async def catalogue(session: AsyncSession, visitor: Visitor) -> list[EventTypeView]:
+    rows = await event_types.list_types(
+        session, visitor.scope.tenant_id, limit=CATALOGUE_MOST, after=None
+    )
+    return [_shown(row) for row in rows]
+
+
+def _shown(row: EventTypeDef) -> EventTypeView:
+    schema: dict[str, Any] | None = row.schema
+    examples = schema.get("examples") if isinstance(schema, dict) else None
+    example = examples[0] if isinstance(examples, list) and examples else None
+    return EventTypeView(
+        row.name,
+        row.description,
+        None if example is None else json.dumps(example, indent=2, sort_keys=True),
+        None if schema is None else json.dumps(schema, indent=2, sort_keys=True),
+    )
