@@ -14,6 +14,8 @@ NGINX ?= /usr/sbin/nginx
 TINYPROXY ?= /usr/bin/tinyproxy
 # The browser tests check pages with axe-core, from npm at the version its lockfile pins.
 AXE := tests/browser/axe/node_modules/axe-core/axe.min.js
+# The TypeScript client's build and test tools, from npm at the versions its lockfile pins.
+TS_TOOLS := clients/typescript/node_modules/.bin/tsc
 
 .PHONY: run test lint typecheck pytest openapi bench bench-quick clean lock
 
@@ -49,12 +51,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(CHROMIUM) $(NGINX) $(TINYPROXY) $(AXE)
+pytest: $(STAMP) $(CHROMIUM) $(NGINX) $(TINYPROXY) $(AXE) $(TS_TOOLS)
 	HERALD_CHROMIUM=$(CHROMIUM) HERALD_NGINX=$(NGINX) HERALD_TINYPROXY=$(TINYPROXY) $(BIN)/pytest
 
 $(AXE): tests/browser/axe/package.json tests/browser/axe/package-lock.json
 	npm ci --prefix tests/browser/axe --no-audit --no-fund
 	touch $(AXE)
+
+$(TS_TOOLS): clients/typescript/package.json clients/typescript/package-lock.json
+	npm ci --prefix clients/typescript --no-audit --no-fund
+	touch $(TS_TOOLS)
 
 # Installed once, as root or through sudo, when it is missing.
 $(CHROMIUM):
