@@ -36,7 +36,7 @@ class ReconcileRunOut(BaseModel):
         description="What the run did: streams_checked, streams_mended (repairs), "
         "destinations_checked, destinations_armed (repairs) and unpublished_outbox; and rows "
         "purged by retention: purged_deliveries, "
-        "purged_events, purged_keys, purged_runs."
+        "purged_events, purged_keys, purged_runs, purged_portal_sessions."
     )
     error: str | None
     started_at: datetime

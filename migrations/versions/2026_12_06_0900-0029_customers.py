@@ -3,8 +3,8 @@
 A tenant's own customers (`customers`, keyed by the tenant and the tenant's own id), the
 endpoints that belong to one (`endpoints.customer_id`) and the events published to one
 (`events.customer_id`). Expand only, nothing to contract: two nullable columns (no rewrite),
-a new table, the foreign key added NOT VALID and validated apart (every existing row is NULL;
-validation takes only a SHARE UPDATE EXCLUSIVE lock), and the customer index built
+a new table, the foreign key added NOT VALID and validated in a transaction of its own (only
+a SHARE UPDATE EXCLUSIVE lock), the ALTERs under a lock_timeout, and the customer index built
 CONCURRENTLY. Deliveries are not widened: a customer's deliveries are found through its
 endpoints. Re-runnable.
 
@@ -39,6 +39,10 @@ def upgrade() -> None:
         )
         """
     )
+    # An ADD COLUMN is instant, but waits for its ACCESS EXCLUSIVE lock behind any long
+    # transaction on the table, and every insert waits behind it: give up rather than stall
+    # the accepts (re-run the migration).
+    op.execute("SET LOCAL lock_timeout = '5s'")
     op.execute("ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS customer_id text")
     op.execute("ALTER TABLE events ADD COLUMN IF NOT EXISTS customer_id text")
     op.execute(
@@ -51,8 +55,10 @@ def upgrade() -> None:
         END $$
         """
     )
-    op.execute("ALTER TABLE endpoints VALIDATE CONSTRAINT endpoints_customer_fkey")
     with op.get_context().autocommit_block():
+        # Its own transaction: the scan holds only SHARE UPDATE EXCLUSIVE, never the locks the
+        # columns above took.
+        op.execute("ALTER TABLE endpoints VALIDATE CONSTRAINT endpoints_customer_fkey")
         op.execute(
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_endpoints_customer_live"
             " ON endpoints (tenant_id, customer_id)"

@@ -125,3 +125,41 @@ async def test_replay_since_refuses_a_time_it_cannot_read_or_one_to_come(
         refused = await client.post(path, data={"since": since}, headers=replayer)
         assert refused.status_code == 422 and said in refused.json()["detail"]
     assert await count_rows(engine, "redrive_jobs") == 0
+
+
+async def test_saving_an_edit_keeps_subscriptions_the_catalogue_does_not_list(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    manager = await portal_session(client, tenant, "acme", "manage_endpoints")
+    endpoint = await new_endpoint(
+        client, tenant, customer_id="acme", event_types=["invoice.*", "order.paid"]
+    )
+    form = await client.get(f"/portal/api/endpoints/{endpoint['id']}/edit", headers=manager)
+    assert form.text.count('name="event_types"') == 2 and "(not in the catalogue)" in form.text
+    # What the browser sends back for that form, untouched but for the description.
+    fields = {
+        "url": endpoint["url"],
+        "description": "billing",
+        "subscribe": "chosen",
+        "event_types": ["invoice.*", "order.paid"],
+    }
+    saved = await client.post(
+        f"/portal/api/endpoints/{endpoint['id']}", data=fields, headers=manager
+    )
+    assert saved.status_code == 200, saved.text
+    now = (await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)).json()
+    assert now["event_types"] == ["invoice.*", "order.paid"] and now["description"] == "billing"
+
+
+async def test_a_replay_time_with_an_offset_of_its_own_is_refused_not_misread(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    replayer = await portal_session(client, tenant, "acme", "replay")
+    endpoint = await new_endpoint(client, tenant, customer_id="acme")
+    refused = await client.post(
+        f"/portal/api/endpoints/{endpoint['id']}/replay",
+        data={"since": "2026-01-01T00:00+05:00"},
+        headers=replayer,
+    )
+    assert refused.status_code == 422
+    assert await count_rows(engine, "redrive_jobs") == 0

@@ -11,8 +11,10 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.config import Settings
 from app.db import create_sessionmaker
 from app.errors import Unauthorized
+from app.operations.service import retention
 from app.portal.service.sessions import visitor_for
 from tests.fixtures.api import new_tenant
 from tests.fixtures.waiting import count_rows
@@ -140,8 +142,14 @@ async def test_the_session_ends_when_revoked_or_its_customer_is_deleted(
         await client.delete(f"/v1/portal-sessions/{revoked}", headers=tenant)
     ).status_code == 404
 
+    unused = await minted_link(client, tenant)
     await client.delete("/v1/customers/acme", headers=tenant)
     assert "has ended" in await visitor(second)
+    # Put again, the customer starts anew: nothing minted in its earlier life opens.
+    assert (await client.put("/v1/customers/acme", json={}, headers=tenant)).status_code == 201
+    assert "has ended" in await visitor(second)
+    refused = await open_link(client, unused)
+    assert refused.status_code == 401 and "was deleted" in refused.json()["detail"]
     assert "not valid" in await visitor("not-a-token")
 
 
@@ -210,3 +218,24 @@ async def test_portal_settings_are_set_read_and_checked(
         )
         assert refused.status_code == 422, (field, bad)
         assert said in refused.text, (field, refused.text)
+
+
+async def test_retention_purges_sessions_a_day_after_they_end(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, settings: Settings
+) -> None:
+    for _ in range(3):
+        await minted_link(client, tenant)
+    ended = text(
+        "UPDATE portal_sessions SET expires_at = now() - CAST(:ago AS interval),"
+        " link_expires_at = now() - interval '3 days' WHERE id = :s"
+    )
+    async with engine.begin() as connection:
+        listed = text("SELECT id FROM portal_sessions ORDER BY id")
+        long_gone, just_ended, live = list((await connection.execute(listed)).scalars())
+        for session_id, ago in ((long_gone, timedelta(days=2)), (just_ended, timedelta(hours=1))):
+            await connection.execute(ended, {"s": session_id, "ago": ago})
+    counts = await retention.purge(settings, create_sessionmaker(engine))
+    assert counts["purged_portal_sessions"] == 1
+    async with engine.connect() as connection:
+        left = set((await connection.execute(text("SELECT id FROM portal_sessions"))).scalars())
+    assert left == {just_ended, live}

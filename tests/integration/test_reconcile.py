@@ -143,7 +143,13 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
     run = await reconcile_now(client, settings, engine)
 
     assert run["status"] == "succeeded" and run["finished_at"] is not None
-    purged = {"purged_deliveries": 0, "purged_events": 0, "purged_keys": 0, "purged_runs": 0}
+    purged = {
+        "purged_deliveries": 0,
+        "purged_events": 0,
+        "purged_keys": 0,
+        "purged_runs": 0,
+        "purged_portal_sessions": 0,
+    }
     assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
     # Nothing is republished: every destination with live work -- the healthy one's too, whose
     # wake-up Redis lost as well -- is armed again for when its first delivery can be claimed

@@ -121,6 +121,7 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
         "purged_events": 4,
         "purged_keys": 1,
         "purged_runs": 1,
+        "purged_portal_sessions": 0,
     }
     async with engine.connect() as connection:
         left = set((await connection.execute(text("SELECT id FROM deliveries"))).scalars())

@@ -72,8 +72,8 @@ async def create_endpoint(
     """``consent``: the receiver's, from the webhook handshake, when the spec requires one
     (handshakes.for_create says so; the route asks the receiver first). The endpoint belongs
     to the scope's customer, or to the one the spec names: a live customer of the tenant,
-    locked so that its deletion waits for this endpoint (and deletes it too)."""
-    customer_id = await _customer_for(session, scope, spec.customer_id)
+    locked so that its deletion waits for this endpoint (and deletes it too) -- locked last,
+    after the URLs' checks (DNS), so that no deletion waits on a resolver."""
     if spec.webhook_handshake and consent is None:
         raise Conflict("the endpoint requires the webhook handshake: ask its receiver first")
     await check_endpoint_url(spec.url, allowlist)
@@ -95,6 +95,7 @@ async def create_endpoint(
     )
     credentials.check_header_sets(spec.headers, spec.secret_headers, oauth2=spec.oauth2 is not None)
     credentials.check_tls_url(spec.url, spec.tls is not None)
+    customer_id = await _customer_for(session, scope, spec.customer_id)
     endpoint = await endpoints.insert_endpoint(
         session,
         id=endpoint_id,

@@ -157,19 +157,24 @@ class EndpointTester:
     async def close(self) -> None:
         await self._http.close()
 
-    async def admit(self, redis: Redis, tenant_id: str, what: str = "endpoint tests") -> None:
-        """Count the tenant's test (or webhook handshake: ``what``) against its minute;
-        raise TooManyRequests past the limit. Each is a request Herald makes on a tenant's
-        word, outside every endpoint's flow control."""
+    async def admit(
+        self, redis: Redis, tenant_id: str, what: str = "endpoint tests", *, customer: str = ""
+    ) -> None:
+        """Count the tenant's test (or webhook handshake, or portal replay: ``what``) against
+        its minute -- a portal's against its customer's own minute (``customer``); raise
+        TooManyRequests past the limit. Each is work Herald does on a tenant's word, outside
+        every endpoint's flow control."""
         minute = int(time.time() // 60)
-        key = f"herald:{what.replace(' ', '-')}:{tenant_id}:{minute}"
+        who = f"{tenant_id}/{customer}" if customer else tenant_id
+        key = f"herald:{what.replace(' ', '-')}:{who}:{minute}"
         async with redis.pipeline(transaction=True) as pipe:
             pipe.incr(key)
             pipe.expire(key, 120)
             made, _ = await pipe.execute()
         if int(made) > TESTS_PER_MINUTE:
             raise TooManyRequests(
-                f"at most {TESTS_PER_MINUTE} {what} a minute per tenant",
+                f"at most {TESTS_PER_MINUTE} {what} a minute per "
+                + ("customer" if customer else "tenant"),
                 headers={"Retry-After": str(60 - int(time.time()) % 60)},
             )
 

@@ -6,13 +6,13 @@ index of its own. A delivery's attempts and outbox rows go with it (ON DELETE CA
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, exists, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import id_floor
-from app.models import Delivery, Event, IdempotencyKey, ReconcileRun, Stream
+from app.models import Delivery, Event, IdempotencyKey, PortalSession, ReconcileRun, Stream
 from app.states import TERMINAL_STATES
 
 
@@ -77,6 +77,21 @@ async def purge_expired_keys(session: AsyncSession, *, limit: int) -> int:
         delete(IdempotencyKey)
         .where(tuple_(IdempotencyKey.tenant_id, IdempotencyKey.key).in_(doomed))
         .returning(IdempotencyKey.key)
+    )
+    return len(result.all())
+
+
+async def purge_portal_sessions(session: AsyncSession, *, limit: int) -> int:
+    """Portal sessions a day past their end (a tenant mints one every time its page shows the
+    portal): kept that long so a refused link can still say why."""
+    doomed = (
+        select(PortalSession.id)
+        .where(PortalSession.expires_at < func.now() - timedelta(days=1))
+        .limit(limit)
+        .scalar_subquery()
+    )
+    result = await session.execute(
+        delete(PortalSession).where(PortalSession.id.in_(doomed)).returning(PortalSession.id)
     )
     return len(result.all())
 

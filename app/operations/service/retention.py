@@ -23,7 +23,13 @@ async def purge(
     settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], *, max_batches: int = 200
 ) -> dict[str, int]:
     before = datetime.now(UTC) - timedelta(days=settings.retention_days)
-    counts = {"purged_deliveries": 0, "purged_events": 0, "purged_keys": 0, "purged_runs": 0}
+    counts = {
+        "purged_deliveries": 0,
+        "purged_events": 0,
+        "purged_keys": 0,
+        "purged_runs": 0,
+        "purged_portal_sessions": 0,
+    }
 
     async def drain(name: str, batch: Callable[[AsyncSession], Awaitable[int]]) -> None:
         for _ in range(max_batches):
@@ -48,6 +54,10 @@ async def purge(
     await drain("purged_keys", lambda session: retention.purge_expired_keys(session, limit=BATCH))
     await drain(
         "purged_runs", lambda session: retention.purge_runs(session, before=before, limit=BATCH)
+    )
+    await drain(
+        "purged_portal_sessions",
+        lambda session: retention.purge_portal_sessions(session, limit=BATCH),
     )
     log.info("retention.purged", **counts)
     return counts

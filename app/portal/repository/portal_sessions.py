@@ -10,7 +10,7 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id, new_id
-from app.models import PortalSession
+from app.models import Customer, PortalSession
 
 
 async def insert_session(
@@ -40,6 +40,19 @@ async def insert_session(
     ).scalar_one()
 
 
+# The session's customer still stands, in the life it was minted in (see ``find``).
+_customer_stands = (
+    select(Customer.id)
+    .where(
+        Customer.tenant_id == PortalSession.tenant_id,
+        Customer.id == PortalSession.customer_id,
+        Customer.deleted_at.is_(None),
+        Customer.created_at <= PortalSession.created_at,
+    )
+    .exists()
+)
+
+
 async def exchange(
     session: AsyncSession, *, link_hash: bytes, session_hash: bytes
 ) -> PortalSession | None:
@@ -53,6 +66,7 @@ async def exchange(
                 PortalSession.exchanged_at.is_(None),
                 PortalSession.revoked_at.is_(None),
                 PortalSession.link_expires_at > func.now(),
+                _customer_stands,
             )
             .values(exchanged_at=func.now(), session_hash=session_hash)
             .returning(PortalSession)
@@ -89,12 +103,14 @@ SELECT s.id, s.tenant_id, s.customer_id, s.capabilities, s.expires_at
   FROM portal_sessions AS s
   JOIN customers AS c ON c.tenant_id = s.tenant_id AND c.id = s.customer_id
  WHERE s.session_hash = :session_hash AND s.expires_at > now() AND s.revoked_at IS NULL
-   AND c.deleted_at IS NULL
+   AND c.deleted_at IS NULL AND c.created_at <= s.created_at
 """)
 
 
 async def find(session: AsyncSession, session_hash: bytes) -> LiveSession | None:
-    """The live session a token opens: not expired, not revoked, its customer not deleted."""
+    """The live session a token opens: not expired, not revoked, its customer standing -- and
+    the same customer it was minted for: one deleted and put again starts anew, and no
+    session of its earlier life opens (customers.put)."""
     row = (await session.execute(_FIND, {"session_hash": session_hash})).one_or_none()
     return None if row is None else LiveSession(*row)
 

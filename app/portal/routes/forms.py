@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.deps import ResourcesDep
 from app.api.paths import DeliveryIdPath, EndpointIdPath
@@ -17,7 +18,7 @@ from app.delivery.schemas import RedriveFilter
 from app.delivery.service import redrive
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.service import credentials, endpoints
-from app.errors import DestinationRefused, Unprocessable
+from app.errors import Conflict, DestinationRefused, Unprocessable
 from app.flow.service.gate import clear_flow_state
 from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views
@@ -82,11 +83,11 @@ async def create_endpoint(
                 resources.settings.destination_allowlist,
                 resources.keys,
             )
+            return await _endpoint(request, session, visitor, created.endpoint.id, 201)
     except ValidationError as exc:
         return await _form_again(request, resources, visitor, fields, _errors(exc))
     except DestinationRefused as exc:
         return await _form_again(request, resources, visitor, fields, {"url": exc.detail or ""})
-    return await _endpoint(request, resources, visitor, created.endpoint.id, status_code=201)
 
 
 @router.post("/endpoints/{endpoint_id}", response_class=HTMLResponse)
@@ -107,12 +108,14 @@ async def change_endpoint(
                 resources.settings.destination_allowlist,
                 resources.keys,
             )
+            return await _endpoint(request, session, visitor, endpoint_id)
     except ValidationError as exc:
         return await _form_again(request, resources, visitor, fields, _errors(exc), endpoint_id)
-    except DestinationRefused as exc:
+    except (DestinationRefused, Conflict) as exc:
+        # A refused URL, or one whose receiver must consent first (the webhook handshake,
+        # which the tenant's API runs): said beside the URL.
         said = {"url": exc.detail or ""}
         return await _form_again(request, resources, visitor, fields, said, endpoint_id)
-    return await _endpoint(request, resources, visitor, endpoint_id)
 
 
 @router.post("/endpoints/{endpoint_id}/enabled", response_class=HTMLResponse)
@@ -130,6 +133,7 @@ async def enable_endpoint(
             resources.settings.destination_allowlist,
             resources.keys,
         )
+        shown = await _endpoint(request, session, visitor, endpoint_id)
     if enable:  # as the API does: no leftover pause or probe holds it back
         await clear_flow_state(
             resources.redis,
@@ -137,7 +141,7 @@ async def enable_endpoint(
             tenant_id=visitor.scope.tenant_id,
             region=resources.settings.region,
         )
-    return await _endpoint(request, resources, visitor, endpoint_id)
+    return shown
 
 
 @router.post("/endpoints/{endpoint_id}/delete", response_class=HTMLResponse)
@@ -196,7 +200,7 @@ async def send_test_event(
         endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
     # Counted per customer: one customer's tests never use up another's minute.
     scope = visitor.scope
-    await resources.tester.admit(resources.redis, f"{scope.tenant_id}/{scope.customer_id}")
+    await resources.tester.admit(resources.redis, scope.tenant_id, customer=_customer(visitor))
     report = await resources.tester.test(endpoint)  # no transaction across the send
     return fragment(request, "tested.html", visitor, endpoint=endpoint, report=report)
 
@@ -210,6 +214,10 @@ async def replay_since(
     since = _since((await request.form()).get("since"))
     async with resources.sessionmaker() as session, session.begin():
         endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
+    # Each re-sends what the endpoint was sent: bounded like test events, per customer.
+    await resources.tester.admit(
+        resources.redis, visitor.scope.tenant_id, "portal replays", customer=_customer(visitor)
+    )
     wanted = RedriveFilter(
         endpoint_id=endpoint.id, states=["dead", "succeeded"], dead_after=since
     ).model_dump(mode="json")
@@ -223,12 +231,21 @@ async def replay_since(
     return fragment(request, "replaying.html", visitor, endpoint=endpoint, job=job, since=since)
 
 
+def _customer(visitor: Visitor) -> str:
+    assert visitor.scope.customer_id is not None  # a portal session is always a customer's
+    return visitor.scope.customer_id
+
+
 def _since(value: object) -> datetime:
-    """A datetime-local field's value, read as UTC (the form says so)."""
+    """A datetime-local field's value, read as UTC (the form says so): one that names an
+    offset of its own is not what the form sends, and is refused rather than misread."""
     try:
-        since = datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+        given = datetime.fromisoformat(str(value))
     except ValueError:
-        raise Unprocessable("give the time to replay from, as a date and time (UTC)") from None
+        given = None
+    if given is None or given.tzinfo is not None:
+        raise Unprocessable("give the time to replay from, as a date and time (UTC)")
+    since = given.replace(tzinfo=UTC)
     if since > datetime.now(UTC):
         raise Unprocessable("the time to replay from is in the future: nothing was sent since")
     return since
@@ -243,19 +260,18 @@ async def replay_one(
         _, publications = await redrive.redrive_one(
             session, visitor.scope, delivery_id, region=resources.settings.region, replay=True
         )
-    resources.publisher.submit(publications)
-    async with resources.sessionmaker() as session, session.begin():
         view = await views.delivery_view(session, visitor, delivery_id)
+    resources.publisher.submit(publications)  # after the commit, as every accept's
     return fragment(request, "delivery.html", visitor, view=view, replayed=True)
 
 
 async def _endpoint(
     request: Request,
-    resources: ResourcesDep,
+    session: AsyncSession,
     visitor: Visitor,
     endpoint_id: str,
     status_code: int = 200,
 ) -> HTMLResponse:
-    async with resources.sessionmaker() as session, session.begin():
-        view = await views.endpoint_view(session, visitor, endpoint_id)
+    """The endpoint's page as the change's own transaction leaves it."""
+    view = await views.endpoint_view(session, visitor, endpoint_id)
     return fragment(request, "endpoint.html", visitor, view=view, status_code=status_code)

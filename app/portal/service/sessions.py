@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.errors import NotFound, Unauthorized
 from app.models import PortalSession
 from app.portal.repository import portal_sessions
-from app.portal.repository.portal_sessions import LiveSession as LiveSession
 from app.portal.repository.portal_sessions import tenant_of as tenant_of
 from app.portal.schemas import LINK_SECONDS, PortalSessionCreate
 from app.scope import Scope
@@ -67,20 +66,20 @@ async def open_link(session: AsyncSession, link_token: str) -> Opened:
     raise Unauthorized(_why_not(await portal_sessions.by_link(session, link_hash)))
 
 
+_AGAIN = "open the portal again from the page that showed it"
+
+
 def _why_not(row: PortalSession | None) -> str:
     if row is None:
-        return "this portal link is not valid: open the portal again from the page that showed it"
+        return f"this portal link is not valid: {_AGAIN}"
     if row.revoked_at is not None:
-        return "this portal link was revoked: open the portal again from the page that showed it"
+        return f"this portal link was revoked: {_AGAIN}"
     if row.exchanged_at is not None:
-        return (
-            "this portal link was already used (each works once): open the portal again from "
-            "the page that showed it"
-        )
+        return f"this portal link was already used (each works once): {_AGAIN}"
+    if row.link_expires_at > datetime.now(UTC):
+        return f"the customer this portal link was for was deleted: {_AGAIN}"
     expired = row.link_expires_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return (
-        f"this portal link expired at {expired}: open the portal again from the page that showed it"
-    )
+    return f"this portal link expired at {expired}: {_AGAIN}"
 
 
 @dataclass(frozen=True)
@@ -89,8 +88,6 @@ class Visitor:
 
     scope: Scope
     capabilities: frozenset[str]
-    session_id: str
-    expires_at: datetime
 
     def may(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -105,12 +102,7 @@ async def visitor_for(session: AsyncSession, session_token: str) -> Visitor:
             "this portal session has ended (it expired, was revoked, or its customer was "
             "deleted): open the portal again"
         )
-    return Visitor(
-        Scope(live.tenant_id, live.customer_id),
-        frozenset(live.capabilities),
-        live.id,
-        live.expires_at,
-    )
+    return Visitor(Scope(live.tenant_id, live.customer_id), frozenset(live.capabilities))
 
 
 async def revoke(session: AsyncSession, tenant_id: str, session_id: str) -> None:

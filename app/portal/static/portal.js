@@ -82,14 +82,21 @@
       ended("This page was opened without its link: open the portal again from the page that showed it.");
       return;
     }
-    const answer = await fetch("/portal/api/session", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ link }),
-      credentials: "omit",
-      cache: "no-store",
-    });
-    const opened = await answer.json();
+    let answer;
+    let opened;
+    try {
+      answer = await fetch("/portal/api/session", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ link }),
+        credentials: "omit",
+        cache: "no-store",
+      });
+      opened = await answer.json();
+    } catch {
+      ended("The portal could not be opened: check your connection, then open it again.");
+      return;
+    }
     if (!answer.ok) {
       ended(opened.detail || "This portal link cannot be used.");
       return;

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -29,7 +29,16 @@ async def put(
         await session.execute(
             statement.on_conflict_do_update(
                 index_elements=[Customer.tenant_id, Customer.id],
-                set_={"name": name, "updated_at": func.now(), "deleted_at": None},
+                set_={
+                    "name": name,
+                    "updated_at": func.now(),
+                    "deleted_at": None,
+                    # Brought back, it starts a new life: nothing made for its earlier one --
+                    # a portal session above all -- counts for it (portal_sessions.find).
+                    "created_at": case(
+                        (Customer.deleted_at.is_not(None), func.now()), else_=Customer.created_at
+                    ),
+                },
             )
             .returning(Customer)
             .execution_options(populate_existing=True)
