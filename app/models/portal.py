@@ -57,6 +57,9 @@ class PortalSettings(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     name: Mapped[str | None] = mapped_column(Text)
     logo_url: Mapped[str | None] = mapped_column(Text)
+    # An uploaded logo (PNG, JPEG or WebP, checked by its bytes), served from Herald itself.
+    logo: Mapped[bytes | None] = mapped_column(LargeBinary)
+    logo_type: Mapped[str | None] = mapped_column(Text)
     accent_color: Mapped[str | None] = mapped_column(Text)
     # The origins (scheme://host[:port]) whose pages may frame the portal: its CSP's
     # frame-ancestors. Empty: none may.

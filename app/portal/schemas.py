@@ -67,6 +67,10 @@ LOGO_RULE = TextRule(
 )
 
 
+# Bounded again by the body limit (HERALD_MAX_PAYLOAD_BYTES), so the check says it in words.
+LOGO_MAX_BYTES = 64 * 1024
+
+
 class PortalSettingsPut(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -90,6 +94,11 @@ class PortalSettingsPut(BaseModel):
         description="An image on one of `allowed_origins` (the portal's CSP allows images "
         "from those origins alone; an https portal shows only an https logo).",
     )
+    logo_upload: str | None = Field(
+        default=None,
+        description="Or upload it: a data URL (`data:image/png;base64,...`; PNG, JPEG or WebP, "
+        f"at most {LOGO_MAX_BYTES // 1024} KiB), served by Herald itself. Not with `logo_url`.",
+    )
     accent_color: Annotated[str, ACCENT_RULE] | None = None
     allowed_origins: list[Origin] = Field(
         default=[],
@@ -100,10 +109,9 @@ class PortalSettingsPut(BaseModel):
 
 
 class PortalSettingsOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
     name: str | None
     logo_url: str | None
+    logo_uploaded: bool = Field(description="A logo was uploaded (served by Herald).")
     accent_color: str | None
     allowed_origins: list[str]
     updated_at: datetime | None

@@ -53,6 +53,8 @@ def upgrade() -> None:
             tenant_id text NOT NULL,
             name text,
             logo_url text,
+            logo bytea,
+            logo_type text,
             accent_color text,
             allowed_origins text[] NOT NULL DEFAULT '{}'::text[],
             updated_at timestamptz NOT NULL DEFAULT now(),

@@ -4,6 +4,7 @@ before it expires, the session ended by expiry, revocation or the customer's del
 from __future__ import annotations
 
 import asyncio
+import base64
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -239,3 +240,51 @@ async def test_retention_purges_sessions_a_day_after_they_end(
     async with engine.connect() as connection:
         left = set((await connection.execute(text("SELECT id FROM portal_sessions"))).scalars())
     assert left == {just_ended, live}
+
+
+# The smallest PNG there is: one transparent pixel.
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+async def test_an_uploaded_logo_is_checked_by_its_bytes_and_served_by_herald(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    def upload(media_type: str, data: bytes) -> dict[str, str]:
+        return {"logo_upload": f"data:{media_type};base64,{base64.b64encode(data).decode()}"}
+
+    stored = await client.put(
+        "/v1/portal-settings", json=upload("image/png", PIXEL), headers=tenant
+    )
+    assert stored.status_code == 200, stored.text
+    assert stored.json()["logo_uploaded"] is True and stored.json()["logo_url"] is None
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    minted = (await mint(client, tenant)).json()
+    page = await client.get(f"/portal/s/{minted['id']}")
+    assert f'src="/portal/s/{minted["id"]}/logo"' in page.text
+    logo = await client.get(f"/portal/s/{minted['id']}/logo")
+    assert logo.content == PIXEL and logo.headers["content-type"] == "image/png"
+    assert logo.headers["x-content-type-options"] == "nosniff"
+
+    for body, said in (
+        (upload("image/svg+xml", b"<svg onload='alert(1)'/>"), "PNG, JPEG or WebP"),
+        (upload("image/png", b"\xff\xd8\xff\xe0 a jpeg"), "not a png image"),
+        (upload("image/png", PIXEL + b"\x00" * (64 * 1024)), "at most 64 KiB"),
+        ({"logo_upload": "data:image/png;base64,@@@"}, "not base64"),
+        ({"logo_upload": "https://x.test/logo.png"}, "must be a data URL"),
+        (
+            {
+                **upload("image/png", PIXEL),
+                "logo_url": "https://a.test/l.png",
+                "allowed_origins": ["https://a.test"],
+            },
+            "not both",
+        ),
+    ):
+        refused = await client.put("/v1/portal-settings", json=body, headers=tenant)
+        assert refused.status_code == 422, (said, refused.text)
+        assert said in refused.json()["detail"], refused.text
+    # Settings put again without one: the portal has no uploaded logo any more.
+    await client.put("/v1/portal-settings", json={}, headers=tenant)
+    assert (await client.get(f"/portal/s/{minted['id']}/logo")).status_code == 404

@@ -8,6 +8,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from app.api.deps import ResourcesDep
+from app.errors import NotFound
 from app.portal.service import sessions, settings
 from app.portal.service.settings import Look
 
@@ -41,7 +42,9 @@ def _headers(look: Look | None) -> dict[str, str]:
 async def _look(resources: ResourcesDep, session_id: str) -> Look | None:
     async with resources.sessionmaker() as session, session.begin():
         tenant_id = await sessions.tenant_of(session, session_id)
-        return None if tenant_id is None else await settings.look_of(session, tenant_id)
+        if tenant_id is None:
+            return None
+        return await settings.look_of(session, tenant_id, session_id)
 
 
 @router.get("/s/{session_id}", response_class=HTMLResponse)
@@ -66,4 +69,24 @@ async def portal_theme(resources: ResourcesDep, session_id: str) -> Response:
         f":root {{ --accent: {accent}; }}\n",
         media_type="text/css",
         headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"},
+    )
+
+
+@router.get("/s/{session_id}/logo")
+async def portal_logo(resources: ResourcesDep, session_id: str) -> Response:
+    """The tenant's uploaded logo, its type told by its bytes when it was saved."""
+    async with resources.sessionmaker() as session, session.begin():
+        tenant_id = await sessions.tenant_of(session, session_id)
+        logo = None if tenant_id is None else await settings.logo_of(session, tenant_id)
+    if logo is None:
+        raise NotFound("this portal has no uploaded logo")
+    data, media_type = logo
+    return Response(
+        data,
+        media_type=media_type,
+        headers={
+            "Cache-Control": "private, max-age=300",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "default-src 'none'",
+        },
     )

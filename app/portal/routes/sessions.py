@@ -72,7 +72,7 @@ async def put_portal_settings(
 ) -> PortalSettingsOut:
     async with session.begin():
         stored = await settings.put_settings(session, tenant_id, body)
-    return PortalSettingsOut.model_validate(stored)
+    return settings.shown(stored)
 
 
 @router.get(
@@ -84,8 +84,4 @@ async def put_portal_settings(
 async def get_portal_settings(tenant_id: TenantDep, session: SessionDep) -> PortalSettingsOut:
     async with session.begin():
         stored = await settings.get_settings(session, tenant_id)
-    if stored is None:
-        return PortalSettingsOut(
-            name=None, logo_url=None, accent_color=None, allowed_origins=[], updated_at=None
-        )
-    return PortalSettingsOut.model_validate(stored)
+    return settings.shown(stored)

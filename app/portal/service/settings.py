@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -9,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.errors import Unprocessable
 from app.models import PortalSettings
 from app.portal.repository import portal_settings
-from app.portal.schemas import PortalSettingsPut
+from app.portal.schemas import LOGO_MAX_BYTES, PortalSettingsOut, PortalSettingsPut
 from app.tenants.service.tenants import get_tenant
 
 
@@ -21,7 +23,69 @@ async def put_settings(
             "logo_url must be on one of allowed_origins: the portal's CSP loads images from "
             "those origins alone"
         )
-    return await portal_settings.put(session, tenant_id, spec.model_dump())
+    if spec.logo_url is not None and spec.logo_upload is not None:
+        raise Unprocessable("give logo_url or logo_upload, not both")
+    logo, logo_type = _uploaded(spec.logo_upload) if spec.logo_upload else (None, None)
+    values = spec.model_dump(exclude={"logo_upload"})
+    return await portal_settings.put(
+        session, tenant_id, {**values, "logo": logo, "logo_type": logo_type}
+    )
+
+
+# What an uploaded logo may be, told by its first bytes whatever the data URL claims. No SVG:
+# it is a document that can carry script.
+_SIGNATURES = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/webp": (b"RIFF",),
+}
+
+
+def _uploaded(data_url: str) -> tuple[bytes, str]:
+    head, comma, encoded = data_url.partition(",")
+    media_type = head.removeprefix("data:").removesuffix(";base64")
+    if not comma or not head.startswith("data:") or not head.endswith(";base64"):
+        raise Unprocessable("logo_upload must be a data URL: data:image/png;base64,...")
+    if media_type not in _SIGNATURES:
+        raise Unprocessable("logo_upload must be a PNG, JPEG or WebP image")
+    try:
+        logo = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise Unprocessable("logo_upload's data is not base64") from None
+    if len(logo) > LOGO_MAX_BYTES:
+        raise Unprocessable(f"logo_upload must be at most {LOGO_MAX_BYTES // 1024} KiB")
+    webp = media_type != "image/webp" or logo[8:12] == b"WEBP"
+    if not logo.startswith(_SIGNATURES[media_type]) or not webp:
+        raise Unprocessable(f"logo_upload's bytes are not a {media_type.split('/')[1]} image")
+    return logo, media_type
+
+
+async def logo_of(session: AsyncSession, tenant_id: str) -> tuple[bytes, str] | None:
+    settings = await portal_settings.get(session, tenant_id)
+    if settings is None or settings.logo is None or settings.logo_type is None:
+        return None
+    return settings.logo, settings.logo_type
+
+
+def shown(settings: PortalSettings | None) -> PortalSettingsOut:
+    """The settings as the API answers them (the defaults, until set)."""
+    if settings is None:
+        return PortalSettingsOut(
+            name=None,
+            logo_url=None,
+            logo_uploaded=False,
+            accent_color=None,
+            allowed_origins=[],
+            updated_at=None,
+        )
+    return PortalSettingsOut(
+        name=settings.name,
+        logo_url=settings.logo_url,
+        logo_uploaded=settings.logo is not None,
+        accent_color=settings.accent_color,
+        allowed_origins=settings.allowed_origins,
+        updated_at=settings.updated_at,
+    )
 
 
 async def get_settings(session: AsyncSession, tenant_id: str) -> PortalSettings | None:
@@ -38,7 +102,7 @@ class Look:
     """What a portal page shows of its tenant's settings, and where it may be framed."""
 
     name: str
-    logo_url: str | None
+    logo_url: str | None  # where the page loads it from: the tenant's origin, or here
     accent_color: str
     allowed_origins: tuple[str, ...]
 
@@ -46,15 +110,16 @@ class Look:
 DEFAULT_ACCENT = "#1f5fbf"
 
 
-async def look_of(session: AsyncSession, tenant_id: str) -> Look:
+async def look_of(session: AsyncSession, tenant_id: str, session_id: str) -> Look:
     settings = await portal_settings.get(session, tenant_id)
     tenant = await get_tenant(session, tenant_id)
     fallback = tenant.name if tenant is not None else "Webhooks"
     if settings is None:
         return Look(fallback, None, DEFAULT_ACCENT, ())
+    uploaded = f"/portal/s/{session_id}/logo" if settings.logo is not None else None
     return Look(
         settings.name or fallback,
-        settings.logo_url,
+        uploaded or settings.logo_url,
         settings.accent_color or DEFAULT_ACCENT,
         tuple(settings.allowed_origins),
     )
