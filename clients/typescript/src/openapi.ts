@@ -1837,6 +1837,11 @@ export interface components {
             accent_color: string | null;
             /** Allowed Origins */
             allowed_origins: string[];
+            /**
+             * Logo Uploaded
+             * @description A logo was uploaded (served by Herald).
+             */
+            logo_uploaded: boolean;
             /** Logo Url */
             logo_url: string | null;
             /** Name */
@@ -1864,6 +1869,11 @@ export interface components {
              * @default []
              */
             allowed_origins?: string[];
+            /**
+             * Logo Upload
+             * @description Or upload it: a data URL (`data:image/png;base64,...`; PNG, JPEG or WebP, at most 64 KiB), served by Herald itself. Not with `logo_url`.
+             */
+            logo_upload?: string | null;
             /**
              * Logo Url
              * @description An image on one of `allowed_origins` (the portal's CSP allows images from those origins alone; an https portal shows only an https logo).
@@ -1915,7 +1925,7 @@ export interface components {
         ReconcileRunOut: {
             /**
              * Counts
-             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; and rows purged by retention: purged_deliveries, purged_events, purged_keys, purged_runs.
+             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; and rows purged by retention: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions.
              */
             counts: {
                 [key: string]: number;
