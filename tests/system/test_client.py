@@ -198,3 +198,31 @@ async def test_the_client_orders_by_key_and_skips_a_halted_head(
             with pytest.raises(HeraldError) as refused:
                 await herald.deliveries.skip(second.id)
             assert refused.value.status == 409
+
+
+async def test_the_client_puts_customers_and_mints_their_portal_sessions(
+    stack: Stack, tmp_path: Path
+) -> None:
+    with api_process(stack, tmp_path) as api:
+        await wait_healthy(api)
+        key = await tenant_key(api)
+        with Herald(api.base_url, key) as herald:
+            made = herald.customers.put("cus_py", name="Python Ltd")
+            assert (made.id, made.name) == ("cus_py", "Python Ltd")
+            assert herald.customers.put("cus_py", name="Python plc").name == "Python plc"
+            assert [c.id for c in herald.customers.list().items] == ["cus_py"]
+            session = herald.portal_sessions.create("cus_py", capabilities=["replay"])
+            assert session.capabilities == ["replay"] and "#t=hpl_" in session.url
+            with pytest.raises(HeraldError) as refused:
+                herald.portal_sessions.create("cus_nobody")
+            assert refused.value.status == 404
+            herald.portal_sessions.revoke(session.id)
+        async with AsyncHerald(api.base_url, key) as herald_async:
+            assert (await herald_async.customers.get("cus_py")).name == "Python plc"
+            await herald_async.customers.delete("cus_py")
+            with pytest.raises(HeraldError):
+                await herald_async.customers.get("cus_py")
+        async with httpx.AsyncClient(base_url=api.base_url) as http:
+            link = session.url.split("#t=")[1]
+            opened = await http.post("/portal/api/session", json={"link": link})
+            assert opened.status_code == 401 and "revoked" in opened.json()["detail"]

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
+from urllib.parse import quote
 
 from pydantic import TypeAdapter
 
 from herald_client.models import (
     Attempt,
+    Customer,
     Delivery,
     DeliveryDetail,
     Endpoint,
@@ -19,6 +21,7 @@ from herald_client.models import (
     Event,
     EventAccepted,
     Page,
+    PortalSession,
     RedriveJob,
     Stream,
 )
@@ -224,3 +227,35 @@ def rotate_signing_key(endpoint_id: str) -> Call[dict[str, Any]]:
         _model(dict[str, Any]),
         repeatable=False,
     )
+
+
+def put_customer(customer_id: str, name: str | None) -> Call[Customer]:
+    body = _present(name=name)
+    return Call("PUT", f"/v1/customers/{quote(customer_id, safe='')}", _model(Customer), body)
+
+
+def get_customer(customer_id: str) -> Call[Customer]:
+    return Call("GET", f"/v1/customers/{quote(customer_id, safe='')}", _model(Customer))
+
+
+def list_customers(*, limit: int | None, cursor: str | None) -> Call[Page[Customer]]:
+    params = _present(limit=limit, cursor=cursor)
+    return Call("GET", "/v1/customers", _model(Page[Customer]), params=params)
+
+
+def delete_customer(customer_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/customers/{quote(customer_id, safe='')}", _nothing)
+
+
+def create_portal_session(
+    customer_id: str, capabilities: list[str], lifetime_seconds: int | None
+) -> Call[PortalSession]:
+    body = _present(
+        customer_id=customer_id, capabilities=capabilities, lifetime_seconds=lifetime_seconds
+    )
+    # Not repeatable: a lost answer may have minted one; minting another is the caller's call.
+    return Call("POST", "/v1/portal-sessions", _model(PortalSession), body, repeatable=False)
+
+
+def revoke_portal_session(session_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/portal-sessions/{session_id}", _nothing)

@@ -12,6 +12,12 @@ import httpx
 from herald_client import _calls
 from herald_client._calls import Call
 from herald_client._transport import answer, headers_for, key_for, next_wait
+from herald_client.customers import (
+    AsyncCustomers,
+    AsyncPortalSessions,
+    Customers,
+    PortalSessions,
+)
 from herald_client.models import (
     Attempt,
     Delivery,
@@ -54,6 +60,8 @@ class Herald:
         self.deliveries = Deliveries(self)
         self.events = Events(self)
         self.endpoints = Endpoints(self)
+        self.customers = Customers(self)
+        self.portal_sessions = PortalSessions(self)
 
     def run(self, call: Call[T]) -> T:
         s, key = self._settings, key_for(call)
@@ -108,6 +116,8 @@ class AsyncHerald:
         self.deliveries = AsyncDeliveries(self)
         self.events = AsyncEvents(self)
         self.endpoints = AsyncEndpoints(self)
+        self.customers = AsyncCustomers(self)
+        self.portal_sessions = AsyncPortalSessions(self)
 
     async def run(self, call: Call[T]) -> T:
         s, key = self._settings, key_for(call)

@@ -221,6 +221,22 @@ class Problem(_Answer):
 
 
 # Which schema of Herald's OpenAPI document each model mirrors.
+class Customer(_Answer):
+    id: str  # the tenant's own id for it
+    name: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class PortalSession(_Answer):
+    id: str
+    customer_id: str
+    capabilities: list[str]  # manage_endpoints, replay; empty: read-only
+    url: str  # opens the portal once: its one-time token is in the fragment
+    link_expires_at: datetime
+    expires_at: datetime
+
+
 OPENAPI_NAMES: dict[type[BaseModel], str] = {
     Delivery: "DeliveryOut",
     DeliveryDetail: "DeliveryDetail",
@@ -237,4 +253,6 @@ OPENAPI_NAMES: dict[type[BaseModel], str] = {
     RedriveFilter: "RedriveFilterOut",
     RedriveJob: "RedriveJobOut",
     Stream: "StreamOut",
+    Customer: "CustomerOut",
+    PortalSession: "PortalSessionCreated",
 }
