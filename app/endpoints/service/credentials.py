@@ -16,6 +16,7 @@ from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.endpoints.repository import endpoints
+from app.endpoints.repository import sealed as sealed_columns
 from app.endpoints.schemas import combined_header_fault
 from app.endpoints.schemas.credentials import EgressProxySpec, OAuth2Spec
 from app.endpoints.schemas.tls import ClientTLSSpec
@@ -275,18 +276,18 @@ async def reseal_page(
 ) -> str | None:
     """Re-seal one page of endpoints' secrets under the ring's sealing key, counting into
     ``into``; the last id seen (None: no more pages)."""
-    page = await endpoints.sealed_page(session, after_id=after_id, limit=limit)
+    page = await sealed_columns.sealed_page(session, after_id=after_id, limit=limit)
     for endpoint_id, columns in page:
         for column, sealed in columns.items():
             if sealed is None:
                 continue
-            purpose = endpoint_purpose(endpoint_id, endpoints.SEALED_COLUMNS[column])
+            purpose = endpoint_purpose(endpoint_id, sealed_columns.SEALED_COLUMNS[column])
             try:
                 fresh = ring.reseal(sealed, purpose)
             except SealedValueError:
                 into.unopened.append((endpoint_id, column))
                 continue
-            if fresh is not None and await endpoints.replace_sealed(
+            if fresh is not None and await sealed_columns.replace_sealed(
                 session, endpoint_id, column, was=sealed, now=fresh
             ):
                 into.count += 1

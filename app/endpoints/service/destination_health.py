@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.endpoints.repository import endpoints
+from app.endpoints.repository import destination_health as health
 from app.states import Outcome
 
 FAILURES = (Outcome.RETRYABLE, Outcome.UNKNOWN)
@@ -36,21 +36,21 @@ async def after_failure(
     pause = 0.0
     if retry_after:
         # Backpressure: the receiver asked everyone to wait, not just this delivery.
-        await endpoints.pause(
+        await health.pause(
             session,
             endpoint_id,
             seconds=retry_after,
             reason=f"receiver answered {status_code} with Retry-After",
         )
         pause = retry_after
-    streak = await endpoints.record_failure(session, endpoint_id)
+    streak = await health.record_failure(session, endpoint_id)
     if streak.failing_for >= settings.disable_after_hours * 3600:
         hours = f"{settings.disable_after_hours:g}"
-        await endpoints.disable(session, endpoint_id, f"no successful delivery for {hours} hours")
+        await health.disable(session, endpoint_id, f"no successful delivery for {hours} hours")
         return pause
     if streak.consecutive_failures >= settings.breaker_failures and not streak.paused:
         cooldown = breaker_cooldown(settings, streak.breaker_trips)
-        await endpoints.pause(
+        await health.pause(
             session,
             endpoint_id,
             seconds=cooldown,

@@ -12,10 +12,10 @@ from app.endpoints.repository import endpoints
 
 # Other domains reach the endpoints table only through this service (make lint): what they read
 # of an endpoint and the one thing they do to it (disable on 410 Gone).
-from app.endpoints.repository.endpoints import FlowLimits as FlowLimits
+from app.endpoints.repository.destination_health import FlowLimits as FlowLimits
+from app.endpoints.repository.destination_health import disable as disable
+from app.endpoints.repository.destination_health import flow_limits as flow_limits
 from app.endpoints.repository.endpoints import Subscriber as Subscriber
-from app.endpoints.repository.endpoints import disable as disable
-from app.endpoints.repository.endpoints import flow_limits as flow_limits
 from app.endpoints.repository.endpoints import get_any as get_any
 from app.endpoints.repository.endpoints import get_live as get_live
 from app.endpoints.repository.endpoints import get_live_many as get_live_many
