@@ -10,28 +10,14 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.fixtures.api import new_endpoint
+from tests.fixtures.api import new_endpoint, portal_bearer
 from tests.fixtures.waiting import count_rows
-
-
-async def portal_session(
-    client: httpx.AsyncClient, tenant: dict[str, str], customer_id: str, *capabilities: str
-) -> dict[str, str]:
-    await client.put(f"/v1/customers/{customer_id}", json={}, headers=tenant)
-    minted = await client.post(
-        "/v1/portal-sessions",
-        json={"customer_id": customer_id, "capabilities": list(capabilities)},
-        headers=tenant,
-    )
-    link = minted.json()["url"].split("#t=", 1)[1]
-    opened = await client.post("/portal/api/session", json={"link": link})
-    return {"Authorization": f"Bearer {opened.json()['session_token']}"}
 
 
 async def test_a_read_only_session_reads_and_may_change_nothing(
     client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
 ) -> None:
-    reader = await portal_session(client, tenant, "acme")
+    reader = await portal_bearer(client, tenant, "acme")
     endpoint = await new_endpoint(client, tenant, customer_id="acme")
     listed = await client.get("/portal/api/endpoints", headers=reader)
     assert listed.status_code == 200 and endpoint["url"] in listed.text
@@ -65,7 +51,7 @@ async def test_without_a_session_every_portal_request_is_401_in_words(
 async def test_junk_or_foreign_ids_in_portal_paths_are_404(
     client: httpx.AsyncClient, tenant: dict[str, str], junk: str
 ) -> None:
-    manager = await portal_session(client, tenant, "acme", "manage_endpoints", "replay")
+    manager = await portal_bearer(client, tenant, "acme", "manage_endpoints", "replay")
     for method, path in (
         ("GET", f"/portal/api/endpoints/{junk}"),
         ("GET", f"/portal/api/endpoints/{junk}/edit"),
@@ -80,7 +66,7 @@ async def test_junk_or_foreign_ids_in_portal_paths_are_404(
 async def test_a_form_that_does_not_hold_comes_back_with_each_mistake_beside_its_field(
     client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
 ) -> None:
-    manager = await portal_session(client, tenant, "acme", "manage_endpoints")
+    manager = await portal_bearer(client, tenant, "acme", "manage_endpoints")
     fields: dict[str, Any] = {
         "url": "http://127.0.0.1/a b",
         "filter": "payload.amount >",
@@ -104,14 +90,14 @@ async def test_a_form_that_does_not_hold_comes_back_with_each_mistake_beside_its
 async def test_an_endpoint_made_in_the_portal_is_the_customers_and_reaches_the_tenant(
     client: httpx.AsyncClient, tenant: dict[str, str]
 ) -> None:
-    manager = await portal_session(client, tenant, "acme", "manage_endpoints")
+    manager = await portal_bearer(client, tenant, "acme", "manage_endpoints")
     made = await client.post(
         "/portal/api/endpoints", data={"url": "http://127.0.0.1:9/acme"}, headers=manager
     )
     assert made.status_code == 201
     listed = (await client.get("/v1/endpoints?customer_id=acme", headers=tenant)).json()
     assert [e["url"] for e in listed["items"]] == ["http://127.0.0.1:9/acme"]
-    other = await portal_session(client, tenant, "globex", "manage_endpoints")
+    other = await portal_bearer(client, tenant, "globex", "manage_endpoints")
     theirs = await client.get("/portal/api/endpoints", headers=other)
     assert "127.0.0.1:9/acme" not in theirs.text
 
@@ -119,7 +105,7 @@ async def test_an_endpoint_made_in_the_portal_is_the_customers_and_reaches_the_t
 async def test_replay_since_refuses_a_time_it_cannot_read_or_one_to_come(
     client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
 ) -> None:
-    replayer = await portal_session(client, tenant, "acme", "replay")
+    replayer = await portal_bearer(client, tenant, "acme", "replay")
     endpoint = await new_endpoint(client, tenant, customer_id="acme")
     path = f"/portal/api/endpoints/{endpoint['id']}/replay"
     for since, said in (("yesterday", "as a date and time"), ("2999-01-01T00:00", "future")):
@@ -131,7 +117,7 @@ async def test_replay_since_refuses_a_time_it_cannot_read_or_one_to_come(
 async def test_saving_an_edit_keeps_subscriptions_the_catalogue_does_not_list(
     client: httpx.AsyncClient, tenant: dict[str, str]
 ) -> None:
-    manager = await portal_session(client, tenant, "acme", "manage_endpoints")
+    manager = await portal_bearer(client, tenant, "acme", "manage_endpoints")
     endpoint = await new_endpoint(
         client, tenant, customer_id="acme", event_types=["invoice.*", "order.paid"]
     )
@@ -155,7 +141,7 @@ async def test_saving_an_edit_keeps_subscriptions_the_catalogue_does_not_list(
 async def test_a_replay_time_with_an_offset_of_its_own_is_refused_not_misread(
     client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
 ) -> None:
-    replayer = await portal_session(client, tenant, "acme", "replay")
+    replayer = await portal_bearer(client, tenant, "acme", "replay")
     endpoint = await new_endpoint(client, tenant, customer_id="acme")
     refused = await client.post(
         f"/portal/api/endpoints/{endpoint['id']}/replay",
@@ -193,7 +179,7 @@ async def test_hostile_portal_forms_are_refused_in_words_never_a_500(
 ) -> None:
     """Whatever a customer types, the form answers 201 or 422 -- a fuzz over the fields the
     portal's create form has, seeded so that a failure replays."""
-    manager = await portal_session(client, tenant, "acme", "manage_endpoints")
+    manager = await portal_bearer(client, tenant, "acme", "manage_endpoints")
     pick = random.Random(29)  # noqa: S311 -- a replayable fuzz, not a secret
     made = 0
     for _ in range(150):
