@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-from playwright.async_api import BrowserContext, expect
+from playwright.async_api import Browser, BrowserContext, expect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.api import portal_bearer
@@ -187,3 +187,71 @@ async def test_a_customer_manages_its_endpoint_in_a_framed_portal_and_another_se
             assert refused.status_code == 404, (method, path, refused.text)
         still = await http.get(f"/v1/endpoints/{endpoint_id}", headers=auth)
         assert still.status_code == 200  # nothing of Acme's was touched
+
+
+async def test_only_the_tenants_registered_origins_may_frame_the_portal(
+    api: ApiProcess, context: BrowserContext
+) -> None:
+    async with tenant_site() as registered, tenant_site() as elsewhere:
+        auth = await _set_up(api, registered.origin)
+        minted = await mint(api, auth, "acme", [])
+        page = await context.new_page()
+        await page.goto(elsewhere.page(minted["url"]))
+        # Chromium refuses to show it (frame-ancestors): the frame holds an error page, never
+        # the portal -- whose link, unopened, still works where it may be shown.
+        await expect(page.frame_locator("iframe").locator(".bar")).to_have_count(0)
+        answer = await page.request.get(minted["url"].split("#")[0])
+        policy = answer.headers["content-security-policy"]
+        assert f"frame-ancestors {registered.origin};" in policy
+        assert "'unsafe-inline'" not in policy and "script-src 'self'" in policy
+        await page.goto(registered.page(minted["url"]))
+        await expect(page.frame_locator("iframe").locator("h1")).to_have_text("Endpoints")
+
+
+async def test_a_used_link_opened_again_says_so_in_words(
+    api: ApiProcess, context: BrowserContext
+) -> None:
+    async with tenant_site() as site:
+        auth = await _set_up(api, site.origin)
+        minted = await mint(api, auth, "acme", [])
+        page = await context.new_page()
+        await page.goto(site.page(minted["url"]))
+        await expect(page.frame_locator("iframe").locator("h1")).to_have_text("Endpoints")
+        again = await context.new_page()
+        await again.goto(site.page(minted["url"]))
+        portal = again.frame_locator("iframe")
+        await expect(portal.locator("h1")).to_have_text("Your portal session has ended")
+        await expect(portal.locator("main")).to_contain_text("already used (each works once)")
+        await assert_accessible(again.frames[1])
+
+
+async def test_on_a_phone_the_portal_fits_and_works_by_keyboard_alone(
+    api: ApiProcess, browser: Browser, receiver: Receiver, tmp_path: Path
+) -> None:
+    async with tenant_site() as site:
+        auth = await _set_up(api, site.origin)
+        minted = await mint(api, auth, "acme", ["manage_endpoints"])
+        phone = await browser.new_context(viewport={"width": 390, "height": 844})
+        try:
+            page = await phone.new_page()
+            await page.goto(minted["url"])  # opened as a link in a tab, not framed
+            await expect(page.locator("h1")).to_have_text("Endpoints")
+            # By keyboard: through the header's links to "Add endpoint", then the form.
+            for _ in range(10):
+                await page.keyboard.press("Tab")
+                if await page.evaluate("document.activeElement.id") == "add-endpoint":
+                    break
+            await page.keyboard.press("Enter")
+            await expect(page.locator("h1")).to_have_text("Add endpoint")
+            assert await page.evaluate("document.activeElement.tagName") == "H1"  # focus moved
+            await page.keyboard.press("Tab")
+            await page.keyboard.type(receiver.url("/phone"))
+            await page.locator("#url").press("Enter")  # submits the form, as Enter does
+            await expect(page.locator("h1")).to_have_text("Endpoint")
+            await expect(page.locator("#endpoint")).to_contain_text(receiver.url("/phone"))
+            width = await page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"the page scrolls sideways: {width} px wide"
+            await assert_accessible(page)
+            await shoot(page, "portal-phone", tmp_path)
+        finally:
+            await phone.close()
