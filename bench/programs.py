@@ -31,6 +31,17 @@ from app.programs.schemas import PayloadSchema, compile_schema
 TIMINGS = 7  # each evaluation this many times; the median is reported
 MAX_PAYLOAD_BYTES = Settings.model_fields["max_payload_bytes"].default
 
+
+def _ab(n: int) -> str:
+    """n letters a and b in a fixed pseudo-random order: text a (a|b)*a(a|b){k} pattern keeps
+    RE2's DFA from settling on, so the search runs at its slowest."""
+    state, letters = 12345, []
+    for _ in range(n):
+        state = (state * 1103515245 + 12345) % 2**31
+        letters.append("ab"[state >> 16 & 1])
+    return "".join(letters)
+
+
 # (filter, payload of size n)
 FILTERS: list[tuple[str, Callable[[int], dict[str, Any]]]] = [
     ("payload.a.exists(x, x == 7)", lambda n: {"a": [0] * n}),
@@ -43,6 +54,12 @@ FILTERS: list[tuple[str, Callable[[int], dict[str, Any]]]] = [
     ("payload.a == payload.b", lambda n: {"a": list(range(n)), "b": list(range(n))}),
     ('payload.s.contains("abcabcabd")', lambda n: {"s": "abc" * n}),
     ('payload.s.matches("^(a|b)*c")', lambda n: {"s": "ab" * n}),
+    # Regular expressions at their slowest, each compiled once when saved and priced by the
+    # instructions RE2 compiled it to: the red team's costly program was this kind.
+    ('payload.s.matches("(a|b)*a(a|b){20}c")', lambda n: {"s": _ab(n)}),
+    ('payload.s.matches("(?:a|b)*a(?:a|b){110}c")', lambda n: {"s": _ab(n)}),
+    ('payload.s.matches("[a-z]{60}x")', lambda n: {"s": "abcdefghij" * (n // 10 + 1)}),
+    ('payload.l.all(x, x.matches("^(a|b)*a(a|b){8}c$"))', lambda n: {"l": [_ab(30)] * n}),
     ('payload.s + payload.s + payload.s == "x"', lambda n: {"s": "a" * n}),
     ("size(payload.s) > 0", lambda n: {"s": "é" * n}),
     ('type in ["a", "b"] && payload.amount > 100', lambda n: {"amount": 150, "pad": "x" * n}),
@@ -65,6 +82,10 @@ SCHEMAS: list[tuple[str, dict[str, Any], Callable[[int], Any]]] = [
      lambda n: {"a": [None] * n}),
     ("uniqueItems", {"properties": {"a": {"uniqueItems": True}}}, lambda n: {"a": [i / 3 for i in range(n)]}),
     ("pattern", {"properties": {"s": {"pattern": "^(a|b)*c$"}}}, lambda n: {"s": "ab" * n}),
+    ("pattern, DFA-hostile", {"properties": {"s": {"pattern": "(a|b)*a(a|b){20}c"}}},
+     lambda n: {"s": _ab(n)}),
+    ("pattern, DFA-hostile, long", {"properties": {"s": {"pattern": "(?:a|b)*a(?:a|b){110}c"}}},
+     lambda n: {"s": _ab(n)}),
     ("objects in arrays", {"properties": {"lines": {"items": {"type": "object", "required": ["q"],
      "properties": {"q": {"type": "integer", "minimum": 0}, "t": {"items": {"type": "integer"}}}}}}},
      lambda n: {"lines": [{"q": 1, "t": [1, 2, 3]}] * n}),

@@ -11,8 +11,10 @@ value it makes, in bytes, and the steps it takes. The rules that keep every boun
   of the outer one's element (``payload.orders.all(o, o.lines.all(l, l.qty > 0))``).
 - A loop whose accumulator grows (map, filter: CEL builds their lists by appending, measured
   quadratic in the runtime) or whose body costs in proportion to the accumulator is refused.
-- Of two sizes multiplied (``contains``, ``matches``: the text times the needle or pattern),
-  one must be a constant: a literal. Anything else is refused as unbounded.
+- Of two sizes multiplied (``contains``: the text times the needle), one must be a constant:
+  a literal. Anything else is refused as unbounded.
+- A ``matches`` pattern must be a literal: it is compiled when the filter is saved
+  (patterns.py), and a search costs its text's bytes times the instructions RE2 compiled it to.
 - A function Herald has no rule for is refused (none exists in the environment Herald builds;
   this keeps a future extension from slipping past).
 
@@ -29,6 +31,7 @@ from google.protobuf import any_pb2
 
 from app.programs.budget import PAYLOAD, Linear, Unbounded, larger, smaller
 from app.programs.cel_ast import checked_pb2, syntax_pb2
+from app.programs.patterns import SEARCH_STEP, Pattern, compiled
 
 # Steps, calibrated on this machine's measurements of the CEL runtime (docs/benchmarks.md):
 NODE = 30  # one node evaluated: a literal, a name, a field, an operator's dispatch (~20 ns)
@@ -36,7 +39,7 @@ ITERATION = 60  # one turn of a loop, beside its body's nodes (a turn of `x == 0
 LITERAL_BYTE = 4  # comparing with a literal, or looking a field up: per byte of it
 COMPARE_BYTE = 50  # comparing two values, per byte of the smaller (lists: ~220 ns an element)
 COPY_BYTE = 10  # building a string or list, per byte (concatenation: 8 ns a byte)
-SCAN_BYTE = 10  # contains and matches: per byte of the text, per byte of the needle
+SCAN_BYTE = 10  # contains: per byte of the text, per byte of the needle
 COUNT_BYTE = 1  # size(): counting a string's characters
 SCALAR_BYTES = 8  # a number, a boolean, null
 # The payload made CEL's values, once an event, when a filter first reads it: the runtime takes
@@ -55,7 +58,7 @@ _ARITHMETIC = {"_-_", "_*_", "_/_", "_%_", "-_"}
 _CONVERT = {"int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration"}
 _CONVERT |= {"timestamp"}
 _PREFIX = {"startsWith", "endsWith"}
-_SEARCH = {"contains", "matches"}
+MATCHES = "matches"
 _TIME_PARTS = {
     "getFullYear", "getMonth", "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear",
     "getHours", "getMinutes", "getSeconds", "getMilliseconds",
@@ -76,6 +79,7 @@ class FilterCost:
     steps: Linear
     paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reads_payload: bool = False  # then the event's payload is made CEL's, once (CONVERT_BYTE)
+    patterns: dict[str, Pattern] = field(default_factory=dict)  # its matches(), compiled
 
 
 def checked_ast(serialized: bytes) -> checked_pb2.CheckedExpr:
@@ -92,7 +96,7 @@ def cost_of(checked: checked_pb2.CheckedExpr) -> FilterCost:
     """The filter's bound; Unbounded, in words, when it has none."""
     walk = _Walk(checked.type_map)
     shape = walk.shape(checked.expr, _Scope.top())
-    return FilterCost(shape.steps, walk.paths, walk.reads_payload)
+    return FilterCost(shape.steps, walk.paths, walk.reads_payload, walk.patterns)
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ class _Walk:
     def __init__(self, types: Mapping[int, checked_pb2.Type]) -> None:
         self.paths: dict[str, tuple[str, ...]] = {}
         self.reads_payload = False
+        self.patterns: dict[str, Pattern] = {}
         self._types = types
 
     def shape(self, node: syntax_pb2.Expr, scope: _Scope) -> Shape:
@@ -205,15 +210,35 @@ class _Walk:
             return Shape(sizes[0], steps + sizes[1].times(COMPARE_BYTE))
         if function == "size":
             return Shape(scalar, steps + sizes[0].times(COUNT_BYTE))
-        if function in _SEARCH:
+        if function == "contains":
             why = (
-                f"{function}() over two values that come from the event costs the product of "
+                "contains() over two values that come from the event costs the product of "
                 "their lengths: one of them must be a literal"
             )
             return Shape(scalar, steps + sizes[0].product(sizes[1], why).times(SCAN_BYTE))
+        if function == MATCHES:
+            pattern = self._pattern(node)
+            return Shape(scalar, steps + sizes[0].times(SEARCH_STEP * pattern.instructions))
         if function in _CONVERT:
             return Shape(sizes[0], steps + sizes[0].times(COPY_BYTE))
         raise Unbounded(f"Herald has no cost for the function {function}")
+
+    def _pattern(self, node: syntax_pb2.Expr) -> Pattern:
+        """The pattern of a ``matches`` call, compiled; PatternError when RE2 refuses it."""
+        call = node.call_expr
+        argument = call.args[0] if call.HasField("target") else call.args[1]
+        if (
+            argument.WhichOneof("expr_kind") != "const_expr"
+            or argument.const_expr.WhichOneof("constant_kind") != "string_value"
+        ):
+            raise Unbounded(
+                'a matches() pattern must be a literal string ("..."): it is compiled once, '
+                "when the filter is saved, never from the event"
+            )
+        source = argument.const_expr.string_value
+        pattern = self.patterns.get(source) or compiled(source)
+        self.patterns[source] = pattern
+        return pattern
 
     def _comparison(self, node: syntax_pb2.Expr, sizes: list[Linear]) -> Linear:
         """What comparing two values touches: a literal string or number at most its own

@@ -3,7 +3,10 @@
 ``payload.amount > 100 && payload.currency == "EUR"``.
 
 A filter is compiled and type-checked when the endpoint is saved (a 422 says where it is wrong
-or why it costs too much), cached compiled, and evaluated at fan-out. Its cost is bounded from
+or why it costs too much), cached compiled, and evaluated at fan-out. What it builds is built
+then: its ``matches`` patterns are compiled once (patterns.py) and its calls to CEL's own
+``matches``, which would compile the pattern again on every call, are rewritten to search with
+them. Its cost is bounded from
 the checked AST (filter_cost.py) and worked out for each event before it runs (``Events``): one
 that could exceed its budget on this event is not run -- the endpoint is passed by, with the
 reason, and ``herald_program_budget_exceeded_total{program="filter"}`` counts it. The runtime's
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import cel_expr_python.cel as cel
+from google.protobuf import any_pb2
 
 from app.metrics import PROGRAM_BUDGET_EXCEEDED
 from app.programs.budget import (
@@ -27,12 +31,38 @@ from app.programs.budget import (
     STEPS_PER_EVENT,
     Unbounded,
 )
-from app.programs.filter_cost import CONVERT_BYTE, ROOT, FilterCost, checked_ast, cost_of
+from app.programs.cel_ast import checked_pb2
+from app.programs.filter_cost import (
+    CONVERT_BYTE,
+    MATCHES,
+    ROOT,
+    FilterCost,
+    checked_ast,
+    cost_of,
+)
+from app.programs.patterns import PatternError, search
 
 MAX_LENGTH = 1000
+# What a filter's ``matches`` calls become. A tenant naming it is refused by the cost walk,
+# which has no rule for it.
+_SEARCH = f"{ROOT}.compiled_matches"
+_SEARCH_OVERLOAD = "herald_compiled_matches_string_string"
 _ENVIRONMENT = cel.NewEnv(
     container=ROOT,
     variables={f"{ROOT}.payload": cel.Type.DYN, f"{ROOT}.type": cel.Type.STRING},
+    functions=[
+        cel.FunctionDecl(
+            _SEARCH,
+            [
+                cel.Overload(
+                    _SEARCH_OVERLOAD,
+                    return_type=cel.Type.BOOL,
+                    parameters=[cel.Type.STRING, cel.Type.STRING],
+                    impl=search,
+                )
+            ],
+        )
+    ],
 )
 _POSITION = re.compile(r"<input>:(\d+):(\d+): (?:Syntax error: )?([^\n]*)")
 _UNDECLARED = re.compile(r"undeclared reference to '([^']*)'")
@@ -63,10 +93,13 @@ def compiled(source: str) -> Filter:
         raise FilterError(
             f"a filter must be true or false; this one gives {returns.name().lower()}"
         )
+    checked = checked_ast(expression.serialize())
     try:
-        cost = cost_of(checked_ast(expression.serialize()))
+        cost = cost_of(checked)
     except Unbounded as exc:
         raise FilterError(f"no bound on this filter's cost: {exc}") from None
+    except PatternError as exc:
+        raise FilterError(f"matches(): {exc}") from None
     reference = _reference_steps(cost)
     if reference > STEPS_PER_EVALUATION:
         raise FilterError(
@@ -74,7 +107,47 @@ def compiled(source: str) -> Filter:
             f"event; a filter may take at most {STEPS_PER_EVALUATION:,} (loop over less, or "
             "match shorter patterns)"
         )
+    if cost.patterns:
+        expression = _ENVIRONMENT.deserialize(_searching_compiled(checked))
     return Filter(expression, cost)
+
+
+def _searching_compiled(checked: checked_pb2.CheckedExpr) -> bytes:
+    """The checked program with every ``matches`` call made a call of ``_SEARCH`` on the same
+    text and pattern, serialised as ``Env.deserialize`` reads it."""
+    waiting = [checked.expr]
+    while waiting:
+        node = waiting.pop()
+        kind = node.WhichOneof("expr_kind")
+        if kind == "call_expr":
+            call = node.call_expr
+            waiting += [*call.args, call.target] if call.HasField("target") else [*call.args]
+            if call.function == MATCHES:
+                operands = [call.target, *call.args] if call.HasField("target") else [*call.args]
+                copies = [type(operand)() for operand in operands]
+                for copy, operand in zip(copies, operands, strict=True):
+                    copy.CopyFrom(operand)
+                call.ClearField("target")
+                del call.args[:]
+                call.args.extend(copies)
+                call.function = _SEARCH
+                reference = checked.reference_map[node.id]
+                del reference.overload_id[:]
+                reference.overload_id.append(_SEARCH_OVERLOAD)
+        elif kind == "select_expr":
+            waiting.append(node.select_expr.operand)
+        elif kind == "list_expr":
+            waiting += node.list_expr.elements
+        elif kind == "struct_expr":
+            for entry in node.struct_expr.entries:
+                waiting += [entry.map_key, entry.value]
+        elif kind == "comprehension_expr":
+            loop = node.comprehension_expr
+            waiting += [loop.iter_range, loop.accu_init, loop.loop_condition, loop.loop_step]
+            waiting.append(loop.result)
+    wrapper = any_pb2.Any()
+    wrapper.Pack(checked)
+    return wrapper.SerializeToString()
 
 
 def _reference_steps(cost: FilterCost) -> int:

@@ -20,18 +20,28 @@ from __future__ import annotations
 
 import graphlib
 import json
+import re
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.programs.budget import Unbounded
+from app.programs.patterns import (
+    MAX_INSTRUCTIONS,
+    SEARCH_STEP,
+    PatternError,
+    PatternTooLarge,
+    instructions,
+)
 from app.schemas import MAX_PAYLOAD_DEPTH
 
 # Steps (about a nanosecond each here: docs/benchmarks.md), for jsonschema-rs.
 KEYWORD = 20  # one keyword checked on one value
 VALUE = 12  # enum, compared value by value: per value (11 ns measured on 8,000)
 COMPARE_BYTE = 3  # enum and const: per byte of a value compared against
-PATTERN_BYTE = 4  # a pattern (the linear regex engine): per byte read, per pattern byte
+# A pattern (the linear regex engine): per byte read, SEARCH_STEP per instruction of the
+# program it compiles to, counted by RE2 from the same pattern (the Rust engine's worst case
+# measured 4-5 ns a byte an instruction, RE2's 6-7: docs/benchmarks.md).
 READ_BYTE = 2  # lengths and formats: per byte read
 UNIQUE_BYTE = 250  # uniqueItems: measured up to ~0.5 us an element (40,000 numbers)
 
@@ -148,7 +158,7 @@ def _edges(root: Any, pointer: str, schema: dict[str, Any], node: _Node) -> list
                 child(f"{at}/{escape(name)}", item, node.property_schemas)
         elif keyword == "patternProperties" and isinstance(value, dict):
             for pattern, item in value.items():
-                node.per_byte += PATTERN_BYTE * len(pattern)  # each key against each
+                node.per_byte += _pattern_per_byte(pattern, at)  # each key against each
                 child(f"{at}/{escape(pattern)}", item, node.object_schemas)
         elif keyword in CHILD_OF_OBJECT_ONE:
             child(at, value, node.object_schemas)
@@ -162,7 +172,7 @@ def _edges(root: Any, pointer: str, schema: dict[str, Any], node: _Node) -> list
                 reached.append((f"{at}/{escape(name)}", item))
         else:
             node.steps += _keyword_steps(keyword, value)
-            node.per_byte += _keyword_per_byte(keyword, value)
+            node.per_byte += _keyword_per_byte(keyword, value, at)
     return reached
 
 
@@ -186,14 +196,30 @@ def _enum_steps(values: list[Any]) -> int:
     return sum(VALUE + COMPARE_BYTE * len(json.dumps(v)) for v in values)
 
 
-def _keyword_per_byte(keyword: str, value: Any) -> int:
+def _keyword_per_byte(keyword: str, value: Any, at: str) -> int:
     if keyword == "pattern" and isinstance(value, str):
-        return PATTERN_BYTE * max(len(value), 1)
+        return _pattern_per_byte(value, at)
     if keyword == "uniqueItems" and value is True:
         return UNIQUE_BYTE
     if keyword in _READS_BYTES:
         return READ_BYTE
     return 0
+
+
+_ECMA_ESCAPE = re.compile(r"\\u\{?([0-9A-Fa-f]{4,6})\}?")
+
+
+def _pattern_per_byte(pattern: str, at: str) -> int:
+    """A pattern's cost per byte it reads. Its program is counted by RE2 (ECMA's ``\\uXXXX``
+    written as RE2's ``\\x{XXXX}``); a pattern RE2 does not read is priced at the most a
+    pattern may compile to, which the engine's own size limit holds it to (schemas.PATTERNS)."""
+    try:
+        count = instructions(_ECMA_ESCAPE.sub(r"\\x{\1}", pattern))
+    except PatternTooLarge as exc:
+        raise Unbounded(f"{exc} (at {at or '#'})") from None
+    except PatternError:
+        count = MAX_INSTRUCTIONS
+    return SEARCH_STEP * count
 
 
 def resolve(root: Any, pointer: str) -> Any:

@@ -38,8 +38,10 @@ DRAFTS = frozenset(
     )
     for suffix in ("", "#")
 )
-# Linear-time matching: no lookaround or backreferences, so no pattern can backtrack.
-PATTERNS = jsonschema_rs.RegexOptions(size_limit=1 << 20, dfa_size_limit=1 << 20)
+# Linear-time matching: no lookaround or backreferences, so no pattern can backtrack. 64 KiB of
+# program holds a pattern to about 1,000-1,700 of RE2's instructions (measured), under the
+# patterns.MAX_INSTRUCTIONS a pattern RE2 cannot count is priced at (schema_cost.py).
+PATTERNS = jsonschema_rs.RegexOptions(size_limit=64 * 1024, dfa_size_limit=1 << 20)
 
 
 def _fetch_nothing(uri: str) -> Any:
@@ -79,6 +81,7 @@ def compile_schema(schema: dict[str, Any]) -> PayloadSchema:
     wrong = _unresolvable(schema)
     if wrong is not None:
         raise SchemaError(wrong)
+    checker = validator(schema)  # refuses a pattern the engine does not read, in its words
     try:
         cost = cost_of(schema)
     except Unbounded as exc:
@@ -90,7 +93,7 @@ def compile_schema(schema: dict[str, Any]) -> PayloadSchema:
             f"take {reference:,} steps; a schema may take at most {STEPS_PER_EVALUATION:,} "
             "(fewer anyOf/oneOf branches sharing one $ref, smaller enums, shorter patterns)"
         )
-    return PayloadSchema(schema, validator(schema), cost)
+    return PayloadSchema(schema, checker, cost)
 
 
 def validator(schema: Any, registry: Any = None) -> Any:

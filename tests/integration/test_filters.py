@@ -44,7 +44,16 @@ NESTED_OVER_PAYLOAD = "each turn may cost only what its own element does"
         ("payload.a.map(x, x * 2).size() > 0", "map and filter build a list"),
         ("payload.a.filter(x, x > 1).size() > 2", "map and filter build a list"),
         ("payload.s.contains(payload.t)", "one of them must be a literal"),
-        ("payload.s.matches(payload.pattern)", "one of them must be a literal"),
+        ("payload.s.matches(payload.pattern)", "a matches() pattern must be a literal string"),
+        ('"abc".matches(type)', "a matches() pattern must be a literal string"),
+        # A pattern is compiled when saved: one RE2 cannot build is refused then, in words...
+        ('type.matches("(a")', "the pattern is not a regular expression RE2 reads (missing ))"),
+        (r'payload.t.matches("[\\p{L}\\p{N}]{1000}")', "more RE2 instructions than a pattern may"),
+        # ... and its search is priced by the program RE2 made of it, not by its text: the
+        # red team's 16 characters are 80,524 instructions, 68 ms a call when rebuilt per event.
+        (r'payload.t.matches("[\\p{L}\\p{N}]{60}")', "more RE2 instructions than a pattern may"),
+        (r'type.matches("\\pL\\pL")', "compiles to 2,396 RE2 instructions"),
+        (r'payload.t.matches("\\pL")', "could take 19,660,924 steps on a 2,048-byte event"),
         # Type-checked when saved: a number is no verdict.
         ("payload.amount + 1", "a filter must be true or false; this one gives int"),
         ('"order." + type', "a filter must be true or false; this one gives string"),

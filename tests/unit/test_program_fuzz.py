@@ -11,12 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+import re2
+from google.protobuf.message import Message
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from app.programs import filters
 from app.programs.budget import STEPS_PER_EVALUATION
-from app.programs.filter_cost import ITERATION
+from app.programs.cel_ast import syntax_pb2
+from app.programs.filter_cost import ITERATION, checked_ast
+from app.programs.patterns import MAX_INSTRUCTIONS, SEARCH_STEP
 from app.programs.schema_cost import KEYWORD
 from app.programs.schema_violations import first_violation
 from app.programs.schemas import OverBudget, SchemaError, compile_schema, conforms
@@ -309,3 +313,90 @@ def test_a_hostile_schema_is_refused_or_its_work_is_bounded(schema: Schema, payl
         # The explanation compiled at most a validator per keyword of the schema: one
         # violation looked for, never an error tree.
         assert len(compiled.parts) <= json.dumps(schema.root).count('"') + 2
+
+
+# ---------------------------------------------------------------- regular expressions
+
+# Pieces of patterns, from the cheap to the red team's: Unicode classes are ~1,200 RE2
+# instructions each, a counted repetition repeats its part, (a|b)*a(a|b){n} keeps a DFA from
+# settling. Every piece is RE2 syntax and ECMA-262 syntax alike.
+PIECES = st.sampled_from(
+    ["a", "[a-z]", "(a|b)", ".", "\\d", "\\pL", "[\\p{L}\\p{N}]", "(?:ab|ba)", "[^x]", "\\s"]
+)
+REPEATS = st.sampled_from(["", "*", "+", "?", "{3}", "{20}", "{60}", "{300}", "{1000}"])
+
+
+@st.composite
+def patterns(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.tuples(PIECES, REPEATS), min_size=1, max_size=4))
+    text = "".join(piece + repeat for piece, repeat in parts)
+    if draw(st.booleans()):
+        text = f"({text})" + draw(REPEATS)
+    return draw(st.sampled_from(["", "^", "(?i)"])) + text
+
+
+def _cel_string(pattern: str) -> str:
+    return '"' + pattern.replace("\\", "\\\\") + '"'
+
+
+def _functions_called(root: Message) -> set[str]:
+    """Every function a CEL AST calls, from a walk of all its messages."""
+    called: set[str] = set()
+    waiting = [root]
+    while waiting:
+        message = waiting.pop()
+        if isinstance(message, syntax_pb2.Expr.Call):
+            called.add(message.function)
+        for described, value in message.ListFields():
+            if described.type == described.TYPE_MESSAGE:
+                repeated = described.is_repeated
+                waiting += list(value) if repeated else [value]
+    return called
+
+
+@FUZZ
+@given(
+    pattern=patterns(),
+    text=st.text(alphabet="abx1 é", max_size=400),
+    on=st.sampled_from(["type", "payload.b"]),
+)
+def test_a_hostile_pattern_is_refused_or_compiled_once_and_priced_by_its_program(
+    pattern: str, text: str, on: str
+) -> None:
+    source = f"{on}.matches({_cel_string(pattern)})"
+    try:
+        program = filters.compiled(source)
+    except filters.FilterError as refused:
+        event(f"pattern refused: {str(refused).split(';')[0][:50]}")
+        return
+    # Built once: the program as it runs searches with the pattern compiled when saved.
+    called = _functions_called(checked_ast(program.expression.serialize()).expr)
+    assert "matches" not in called and called, source
+    counted = re2.compile(pattern).programsize  # RE2's own count of the program
+    assert counted <= MAX_INSTRUCTIONS
+    payload = {"b": text}
+    published = filters.Events(
+        text if on == "type" else "order.paid", payload, len(json.dumps(payload))
+    )
+    assert published.bound(program) >= SEARCH_STEP * counted * len(text.encode()), source
+    matched, why = published.matches(source)
+    # RE2's own verdict: the rewrite changed when the pattern is compiled, not what it says.
+    if published.bound(program) <= STEPS_PER_EVALUATION:
+        assert matched is (re2.search(pattern, text) is not None), (source, text, why)
+    event("pattern accepted")
+
+
+@FUZZ
+@given(pattern=patterns())
+def test_a_hostile_schema_pattern_is_refused_or_priced_by_its_program(pattern: str) -> None:
+    schema = {"properties": {"s": {"type": "string", "pattern": pattern}}}
+    try:
+        compiled = compile_schema(schema)
+    except SchemaError as refused:
+        event(f"schema pattern refused: {str(refused)[:50]}")
+        return
+    counted = re2.compile(pattern).programsize
+    size = 2048
+    # Every byte of the payload may be read by the pattern, at its program's price.
+    assert compiled.cost.at(size) >= SEARCH_STEP * counted * (size - len('{"s":""}')), pattern
+    event("schema pattern accepted")
