@@ -127,6 +127,68 @@ def family_of(selector: str) -> str | None:
     return selector[:-1] if selector.endswith(".*") else None
 
 
+# What PostgreSQL refuses in text and jsonb: the NUL character, and an unpaired UTF-16
+# surrogate (JSON's \ud800 escape carries one; UTF-8 cannot encode it). Most fields refuse
+# both by their own rule; these are for text that is otherwise free (a filter's literals, a
+# schema's keys and constants).
+UNSTORABLE = (
+    "the NUL character (\\u0000) or an unpaired UTF-16 surrogate, which PostgreSQL cannot store"
+)
+
+
+def is_storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def unstorable_at(value: Any) -> str | None:
+    """Where, in a JSON value, a key or a string is not storable: a JSON pointer (with the
+    offending characters shown as ?), or None. By worklist: JSON may nest deeper than Python
+    recurses."""
+    waiting: list[tuple[str, Any]] = [("", value)]
+    while waiting:
+        at, node = waiting.pop()
+        if isinstance(node, str) and not is_storable(node):
+            return at or "/"
+        if isinstance(node, dict):
+            for key, item in node.items():
+                part = _shown(key).replace("~", "~0").replace("/", "~1")
+                if not is_storable(key):
+                    return f"{at}/{part}"
+                waiting.append((f"{at}/{part}", item))
+        elif isinstance(node, list):
+            waiting += [(f"{at}/{i}", item) for i, item in enumerate(node)]
+    return None
+
+
+def _shown(key: str) -> str:
+    return "".join(c if c.isprintable() and is_storable(c) else "?" for c in key[:60])
+
+
+def _storable_text(value: str) -> str:
+    if not is_storable(value):
+        raise PydanticCustomError("text_rule", f"must not hold {UNSTORABLE}")
+    return value
+
+
+def _storable_json(value: Any) -> Any:
+    where = unstorable_at(value)
+    if where is not None:
+        raise PydanticCustomError("text_rule", f"holds {UNSTORABLE} at {{where}}", {"where": where})
+    return value
+
+
+STORABLE_TEXT = AfterValidator(_storable_text)
+STORABLE_JSON = AfterValidator(_storable_json)
+
+
 # Printable text: no NUL and no control characters but tab and line breaks.
 PRINTABLE_RULE = TextRule(
     r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$",

@@ -7,7 +7,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from pydantic_core import PydanticCustomError
 
 from app.programs import schemas as payload_schemas
-from app.schemas import PRINTABLE_RULE, EventType
+from app.schemas import PRINTABLE_RULE, STORABLE_JSON, EventType
 
 
 def _compiles(schema: dict[str, Any]) -> dict[str, Any]:
@@ -20,7 +20,8 @@ def _compiles(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-PayloadSchema = Annotated[dict[str, Any], AfterValidator(_compiles)]
+# Storable first: the compiler's messages would quote what PostgreSQL refuses.
+PayloadSchema = Annotated[dict[str, Any], STORABLE_JSON, AfterValidator(_compiles)]
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 _SCHEMA = (
     "A JSON Schema (Draft 2020-12 unless its $schema says otherwise) that every payload of this "

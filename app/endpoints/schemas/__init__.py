@@ -34,7 +34,7 @@ from app.endpoints.schemas.headers import combined_header_fault as combined_head
 from app.endpoints.schemas.headers import header_fault as header_fault
 from app.endpoints.schemas.tls import TLS_DOC, ClientTLSOut, ClientTLSSpec, shown
 from app.models import Endpoint
-from app.schemas import PRINTABLE_RULE, CustomerId, EventTypeSelector
+from app.schemas import PRINTABLE_RULE, STORABLE_TEXT, CustomerId, EventTypeSelector
 
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 
@@ -61,7 +61,9 @@ def _compiles(expression: str) -> str:
     return expression
 
 
-EndpointFilter = Annotated[str, StringConstraints(min_length=1), AfterValidator(_compiles)]
+EndpointFilter = Annotated[
+    str, StringConstraints(min_length=1), STORABLE_TEXT, AfterValidator(_compiles)
+]
 _FILTER = (
     "A Common Expression Language expression over the event -- `type` and `payload` -- that "
     "must be true for it to be delivered here, e.g. `payload.amount > 100 && payload.currency == "
