@@ -166,7 +166,11 @@ async def test_bad_material_is_refused_at_save_naming_the_field_and_quoting_noth
 
     endpoint = await new_endpoint(client, tenant, url=https, tls=good)
     path = f"/v1/endpoints/{endpoint['id']}"
+    # Another origin: the material was set for the old one, so the change must say.
     to_http = await client.patch(path, json={"url": "http://127.0.0.1:9/x"}, headers=tenant)
+    assert to_http.status_code == 422 and "tls were set for the old one" in to_http.text
+    restated = {"url": "http://127.0.0.1:9/x", "tls": good}
+    to_http = await client.patch(path, json=restated, headers=tenant)
     assert to_http.status_code == 422 and "tls is for https URLs" in to_http.text
     removed = await client.patch(path, json={"tls": None}, headers=tenant)
     assert removed.status_code == 200 and removed.json()["tls"] is None

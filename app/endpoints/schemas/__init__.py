@@ -181,7 +181,13 @@ class EndpointUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: EndpointUrl | None = None
+    url: EndpointUrl | None = Field(
+        default=None,
+        description="A new URL. Credentials follow the URL they were set for: a URL on another "
+        "origin (scheme, host, port) must come with `secret_headers`, `oauth2` and `tls` stated "
+        "again or null, or it is refused (422); a customer moving its URL through the portal "
+        "removes them.",
+    )
     description: Description | None = None
     event_types: list[EventTypeSelector] | None = Field(default=None, max_length=100)
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)

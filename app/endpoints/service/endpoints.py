@@ -26,7 +26,7 @@ from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.schemas import header_fault as header_fault
 from app.endpoints.schemas.credentials import EgressProxySpec
-from app.endpoints.service import credentials, handshakes
+from app.endpoints.service import credential_origins, credentials, handshakes
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.errors import Conflict, DestinationRefused, HeraldError, NotFound
 from app.ids import new_id
@@ -175,6 +175,7 @@ async def update_endpoint(
             # Never a URL that did not consent (the route asks it first: this is a caller
             # that did not).
             raise Conflict("the new URL's receiver must consent first (the webhook handshake)")
+        values.update(credential_origins.follow_url(scope, current, change, ring))
     if "egress_proxy" in change.model_fields_set:
         if change.egress_proxy is not None:
             await _check_proxy(change.egress_proxy, allowlist)
@@ -232,7 +233,7 @@ async def _change_tls(
     """New TLS material (the one it replaces kept as the fallback), or a new URL, held to the
     rule that TLS material goes to https URLs only."""
     current = await get_endpoint(session, scope, endpoint_id)
-    tls = current.tls_sealed is not None
+    tls = values.get("tls_sealed", current.tls_sealed) is not None  # a URL change may drop it
     if "tls" in change.model_fields_set:
         values.update(credentials.tls_values(ring, endpoint_id, change.tls, current))
         tls = change.tls is not None

@@ -1480,7 +1480,10 @@ export interface components {
             signature_schemes?: ("v1" | "v1a")[] | null;
             /** @description Mutual TLS and the receiver's own CA: `client_certificate` (PEM, the leaf first, then any intermediates) and `client_key` (PEM, unencrypted; sealed at rest, never shown) are presented on every attempt; `ca_bundle` (PEM) is the only trust for the receiver's certificate when given. Checked when saved: parseable, the key the certificate's, not expired, for client authentication. https URLs only. Replaced whole (the key too); the material it replaces stays a fallback for `overlap_hours`. null removes it, fallback and all. */
             tls?: components["schemas"]["ClientTLSSpec"] | null;
-            /** Url */
+            /**
+             * Url
+             * @description A new URL. Credentials follow the URL they were set for: a URL on another origin (scheme, host, port) must come with `secret_headers`, `oauth2` and `tls` stated again or null, or it is refused (422); a customer moving its URL through the portal removes them.
+             */
             url?: string | null;
             /**
              * Webhook Handshake
