@@ -86,7 +86,7 @@ async def _consent(
         return None
     await handshakes.vet(target, resources.settings.destination_allowlist)
     await resources.tester.admit(resources.redis, tenant_id, "webhook handshakes")
-    return await resources.tester.handshake(target)
+    return await resources.tester.handshake(tenant_id, target)
 
 
 @router.get(

@@ -7,9 +7,12 @@ stored: no delivery, no attempt, no mark on the endpoint's health."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -31,8 +34,15 @@ from app.states import Outcome
 
 TEST_EVENT_TYPE = "herald.test"
 # Test sends a tenant may make a minute, across API processes: a test is a request Herald
-# makes on a tenant's word, outside every endpoint's flow control.
+# makes on a tenant's word, outside every endpoint's flow control. A portal's count against
+# their customer's minute and, all customers together, against the tenant's larger one:
+# customers cost a tenant nothing to make.
 TESTS_PER_MINUTE = 10
+TESTS_PER_MINUTE_ALL_CUSTOMERS = 60
+# Tests and handshakes one tenant may have waiting on receivers at once, in one API process.
+# Each may wait its whole timeout on a receiver that never answers; past this share the next
+# is refused at once, never queued, so one tenant's never hold what another's need.
+IN_FLIGHT_PER_TENANT = 2
 StepOutcome = Literal["ok", "failed", "skipped"]
 # A save waits on the receiver's consent: not for as long as an attempt may take.
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
@@ -131,7 +141,9 @@ class EndpointTester:
     def __init__(self, settings: Settings, keys: KeyRing) -> None:
         self._settings = settings
         self._proxy = egress.from_settings(settings)
-        self._http = sender.build_http_session(settings.destination_allowlist, 20, self._proxy)
+        # No pool-wide cap: each tenant's share is (IN_FLIGHT_PER_TENANT), so none can fill it.
+        self._http = sender.build_http_session(settings.destination_allowlist, 0, self._proxy)
+        self._in_flight: Counter[str] = Counter()
         self._opened = OpenedSecrets(keys)
         self._contexts = ClientContexts(keys)
         self._tokens = Tokens(
@@ -142,17 +154,36 @@ class EndpointTester:
             self._proxy,
         )
 
-    async def handshake(self, target: HandshakeTarget) -> Consent:
+    async def handshake(self, tenant_id: str, target: HandshakeTarget) -> Consent:
         """The webhook handshake for a save (handshake.py), on this session: the API's own
-        way out, with the workers' SSRF guard."""
-        return await handshake.handshake(
-            self._http,
-            target,
-            origin=self._settings.webhook_origin,
-            allowlist=self._settings.destination_allowlist,
-            operator_proxy=self._proxy,
-            timeout=min(self._settings.request_timeout_seconds, HANDSHAKE_TIMEOUT_SECONDS),
-        )
+        way out, with the workers' SSRF guard, in one of the tenant's slots."""
+        with self._slot(tenant_id):
+            return await handshake.handshake(
+                self._http,
+                target,
+                origin=self._settings.webhook_origin,
+                allowlist=self._settings.destination_allowlist,
+                operator_proxy=self._proxy,
+                timeout=min(self._settings.request_timeout_seconds, HANDSHAKE_TIMEOUT_SECONDS),
+            )
+
+    @contextlib.contextmanager
+    def _slot(self, tenant_id: str) -> Iterator[None]:
+        """One of the tenant's ``IN_FLIGHT_PER_TENANT``; TooManyRequests when they are all
+        taken."""
+        if self._in_flight[tenant_id] >= IN_FLIGHT_PER_TENANT:
+            raise TooManyRequests(
+                f"at most {IN_FLIGHT_PER_TENANT} endpoint tests or webhook handshakes of a "
+                "tenant wait on receivers at once: try again when one has been answered",
+                headers={"Retry-After": "1"},
+            )
+        self._in_flight[tenant_id] += 1
+        try:
+            yield
+        finally:
+            self._in_flight[tenant_id] -= 1
+            if not self._in_flight[tenant_id]:
+                del self._in_flight[tenant_id]
 
     async def close(self) -> None:
         await self._http.close()
@@ -165,20 +196,37 @@ class EndpointTester:
         TooManyRequests past the limit. Each is work Herald does on a tenant's word, outside
         every endpoint's flow control."""
         minute = int(time.time() // 60)
-        who = f"{tenant_id}/{customer}" if customer else tenant_id
-        key = f"herald:{what.replace(' ', '-')}:{who}:{minute}"
+        counted = f"herald:{what.replace(' ', '-')}"
+        limits = [  # (key, limit, whose)
+            (f"{counted}:{tenant_id}:{minute}", TESTS_PER_MINUTE, "per tenant")
+        ]
+        if customer:
+            limits = [
+                (f"{counted}:{tenant_id}/{customer}:{minute}", TESTS_PER_MINUTE, "per customer"),
+                (
+                    f"{counted}:{tenant_id}/*:{minute}",
+                    TESTS_PER_MINUTE_ALL_CUSTOMERS,
+                    "from all of a tenant's customers together",
+                ),
+            ]
         async with redis.pipeline(transaction=True) as pipe:
-            pipe.incr(key)
-            pipe.expire(key, 120)
-            made, _ = await pipe.execute()
-        if int(made) > TESTS_PER_MINUTE:
-            raise TooManyRequests(
-                f"at most {TESTS_PER_MINUTE} {what} a minute per "
-                + ("customer" if customer else "tenant"),
-                headers={"Retry-After": str(60 - int(time.time()) % 60)},
-            )
+            for key, _, _ in limits:
+                pipe.incr(key)
+                pipe.expire(key, 120)
+            made = (await pipe.execute())[::2]
+        for count, (_, limit, whose) in zip(made, limits, strict=True):
+            if int(count) > limit:
+                raise TooManyRequests(
+                    f"at most {limit} {what} a minute {whose}",
+                    headers={"Retry-After": str(60 - int(time.time()) % 60)},
+                )
 
     async def test(self, endpoint: Endpoint) -> Report:
+        """The test event, in one of the tenant's slots (TooManyRequests when none is free)."""
+        with self._slot(endpoint.tenant_id):
+            return await self._test(endpoint)
+
+    async def _test(self, endpoint: Endpoint) -> Report:
         report = Report()
         claimed = _claimed(endpoint, datetime.now(UTC))
         allowlist = self._settings.destination_allowlist
