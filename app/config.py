@@ -100,6 +100,12 @@ class Settings(BaseSettings):
     # How long an API process keeps an event type's schema (or that it has none) before it reads
     # the catalogue again: a schema change reaches every process within this (0: every accept).
     event_type_cache_seconds: float = Field(default=5.0, ge=0, le=300)
+    # What one tenant may use, unless the operator set its own (PUT /v1/tenants/{id}/limits):
+    # endpoints in all, endpoints of one customer (the tenant's own count as one), and the
+    # deliveries one event may make.
+    tenant_max_endpoints: int = Field(default=10_000, ge=1, le=10_000_000)
+    tenant_max_endpoints_per_customer: int = Field(default=100, ge=1, le=100_000)
+    tenant_max_fanout: int = Field(default=100, ge=1, le=100_000)
     # Per-destination flow control, for endpoints that set no limits of their own (0: none).
     default_rate_limit_per_second: float = Field(default=0.0, ge=0, le=100_000)
     default_max_in_flight: int = Field(default=50, ge=0, le=10_000)

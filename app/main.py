@@ -27,7 +27,7 @@ from app.outbox.service.publishing import FastPublisher
 from app.portal import routes as portal
 from app.queue import create_queue_redis
 from app.reconcile.routes import reconcile
-from app.tenants.routes import api_keys, customers, tenants
+from app.tenants.routes import api_keys, customers, limits, tenants
 from app.tenants.service.api_keys import PrincipalCache
 
 
@@ -80,6 +80,7 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     routers = (
         tenants,
+        limits,
         api_keys,
         customers,
         endpoints,

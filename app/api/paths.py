@@ -53,6 +53,10 @@ async def _portal_session_id(
     return known_id("pts", session_id)
 
 
+async def _tenant_id(tenant_id: Annotated[str, Path(description=_described("ten"))]) -> str:
+    return known_id("ten", tenant_id)
+
+
 async def _run_id(run_id: Annotated[str, Path(description=_described("run"))]) -> str:
     return known_id("run", run_id)
 
@@ -82,3 +86,4 @@ KeyIdPath = Annotated[str, Depends(_key_id)]
 RedriveJobIdPath = Annotated[str, Depends(_job_id)]
 PortalSessionIdPath = Annotated[str, Depends(_portal_session_id)]
 RunIdPath = Annotated[str, Depends(_run_id)]
+TenantIdPath = Annotated[str, Depends(_tenant_id)]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Text, func
+from sqlalchemy import DateTime, Integer, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -14,3 +14,7 @@ class Tenant(Base):
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     name: Mapped[str] = mapped_column(Text, unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # What the tenant may use of a shared Herald, set by the operator (None: HERALD_TENANT_*).
+    max_endpoints: Mapped[int | None] = mapped_column(Integer)
+    max_endpoints_per_customer: Mapped[int | None] = mapped_column(Integer)
+    max_fanout: Mapped[int | None] = mapped_column(Integer)

@@ -80,3 +80,32 @@ class CustomerOut(BaseModel):
     name: str | None
     created_at: datetime
     updated_at: datetime
+
+
+_LIMIT_DOC = "Null: the default every tenant gets (HERALD_TENANT_*)."
+
+
+class LimitsChange(BaseModel):
+    """The limits to change; those left out stay as they are, null returns one to the
+    default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_endpoints: int | None = Field(default=None, ge=1, le=10_000_000, description=_LIMIT_DOC)
+    max_endpoints_per_customer: int | None = Field(
+        default=None, ge=1, le=100_000, description=_LIMIT_DOC
+    )
+    max_fanout: int | None = Field(default=None, ge=1, le=100_000, description=_LIMIT_DOC)
+
+
+class LimitsOut(BaseModel):
+    tenant_id: str
+    max_endpoints: int = Field(description="Endpoints the tenant may have, all customers' too.")
+    max_endpoints_per_customer: int = Field(
+        description="Endpoints one customer may have; the tenant's own (of no customer) count "
+        "as one customer's."
+    )
+    max_fanout: int = Field(description="Deliveries one event may make.")
+    set_by_operator: list[str] = Field(
+        description="The limits the operator set for this tenant; the others are the defaults."
+    )

@@ -69,6 +69,7 @@ VALID: dict[tuple[str, str], Any] = {
     },
     ("POST", "/v1/reconcile"): {"trigger": "cron"},
     ("POST", "/v1/tenants"): {"name": "n"},
+    ("PATCH", "/v1/tenants/{tenant_id}/limits"): {"max_endpoints": 10},
 }
 # Where a NUL is data, not text: a payload is stored as the JSON bytes it was sent as, where a
 # NUL is the escape \u0000; a schema's constants are JSON values a payload is compared with.
@@ -143,6 +144,10 @@ def _poisoned(body: Any, field: tuple[Any, ...], text: str) -> Any:
     return body
 
 
+async def _own(client: httpx.AsyncClient, tenant: dict[str, str]) -> str:
+    return str((await client.get("/v1/limits", headers=tenant)).json()["tenant_id"])
+
+
 def _filled(template: Any, ids: dict[str, str]) -> Any:
     return json.loads(json.dumps(template).replace("{endpoint_id}", ids["endpoint_id"]))
 
@@ -161,8 +166,13 @@ async def test_text_postgresql_cannot_hold_is_refused_in_words(
     await client.put("/v1/customers/cus-1", json={}, headers=tenant)
     await client.post("/v1/event-types", json={"name": "a.b"}, headers=tenant)
     ids = {"endpoint_id": endpoint["id"]}
-    url = path.format(endpoint_id=endpoint["id"], customer_id="cus-2", name="a.b")
-    headers = ADMIN if path in ("/v1/tenants", "/v1/reconcile") else tenant
+    url = path.format(
+        endpoint_id=endpoint["id"],
+        customer_id="cus-2",
+        name="a.b",
+        tenant_id=await _own(client, tenant),
+    )
+    headers = ADMIN if path.startswith(("/v1/tenants", "/v1/reconcile")) else tenant
     valid = _filled(VALID[route], ids)
     tables = ("endpoints", "events", "deliveries", "customers", "event_types", "tenants")
     before = {table: await count_rows(engine, table) for table in tables}
@@ -199,8 +209,13 @@ async def test_each_route_accepts_the_body_this_test_starts_from(
     method, path = route
     await client.put("/v1/customers/cus-1", json={}, headers=tenant)
     await client.post("/v1/event-types", json={"name": "a.b"}, headers=tenant)
-    url = path.format(endpoint_id=endpoint["id"], customer_id="cus-2", name="a.b")
-    headers = ADMIN if path in ("/v1/tenants", "/v1/reconcile") else tenant
+    url = path.format(
+        endpoint_id=endpoint["id"],
+        customer_id="cus-2",
+        name="a.b",
+        tenant_id=await _own(client, tenant),
+    )
+    headers = ADMIN if path.startswith(("/v1/tenants", "/v1/reconcile")) else tenant
     response = await client.request(
         method, url, json=_filled(VALID[route], {"endpoint_id": endpoint["id"]}), headers=headers
     )

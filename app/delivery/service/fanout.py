@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.delivery.schemas import FilteredOut
 from app.endpoints.service import endpoints
+from app.errors import Unprocessable
 from app.programs import filters
 
 
@@ -20,13 +21,26 @@ async def targets_of(
     event_type: str,
     payload: dict[str, Any],
     payload_bytes: int,
+    max_fanout: int,
 ) -> tuple[list[str], list[FilteredOut]]:
     """The endpoints to deliver to, and those a filter passed by (with why). The event's
-    filters share one budget (app/programs/budget.py)."""
+    filters share one budget (app/programs/budget.py). An event whose subscribers are more
+    than the tenant's ``max_fanout`` is refused before any filter runs: what it would cost is
+    decided by how many endpoints it reaches, so that is what is bounded."""
     chosen: list[str] = []
     passed_by: list[FilteredOut] = []
     event = filters.Events(event_type, payload, payload_bytes)
-    for subscriber in await endpoints.subscribed_to(session, tenant_id, customer_id, event_type):
+    subscribers = await endpoints.subscribed_to(
+        session, tenant_id, customer_id, event_type, limit=max_fanout + 1
+    )
+    if len(subscribers) > max_fanout:
+        whose = f"customer {customer_id}'s" if customer_id else "the tenant's own"
+        raise Unprocessable(
+            f"more than {max_fanout:,} of {whose} endpoints are subscribed to {event_type}; an "
+            "event may go to at most that many (max_fanout, GET /v1/limits): narrow the "
+            "endpoints' event types, or ask the operator for more"
+        )
+    for subscriber in subscribers:
         if subscriber.filter is None:
             chosen.append(subscriber.endpoint_id)
             continue

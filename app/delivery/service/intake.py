@@ -26,7 +26,7 @@ from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.schemas import MAX_PAYLOAD_DEPTH
 from app.scope import Scope
-from app.tenants.service import customers
+from app.tenants.service import customers, limits
 
 # Where an accept sends its deliveries, and the subscribed endpoints a filter passed by.
 Targets = tuple[list[str], list[FilteredOut]]
@@ -295,8 +295,15 @@ async def accept_event(
     async def targets(payload_bytes: int) -> Targets:
         if intent.customer_id is not None:
             await customers.get_customer(session, tenant_id, intent.customer_id)
+        tenant = await limits.tenant_of(session, tenant_id)
         return await fanout.targets_of(
-            session, tenant_id, intent.customer_id, intent.event_type, intent.payload, payload_bytes
+            session,
+            tenant_id,
+            intent.customer_id,
+            intent.event_type,
+            intent.payload,
+            payload_bytes,
+            limits.Limits.defaults(settings).of(tenant).max_fanout,
         )
 
     return await _accept(

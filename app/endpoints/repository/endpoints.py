@@ -201,13 +201,13 @@ class Subscriber:
 
 
 async def subscribed_to(
-    session: AsyncSession, tenant_id: str, customer_id: str | None, event_type: str
+    session: AsyncSession, tenant_id: str, customer_id: str | None, event_type: str, *, limit: int
 ) -> list[Subscriber]:
     """The enabled endpoints that receive ``event_type`` published to ``customer_id``, with
     their filters: the customer's own endpoints, or -- published to no customer -- the tenant's
     endpoints that belong to none (so a tenant that never names a customer sees no change).
     Found by index, each subscription matched by one array overlap with the selectors that
-    select the type (app.schemas.selectors_of)."""
+    select the type (app.schemas.selectors_of). At most ``limit``, in id order."""
     query = (
         select(Endpoint.id, Endpoint.filter)
         .where(
@@ -224,8 +224,26 @@ async def subscribed_to(
             ),
         )
         .order_by(Endpoint.id)
+        .limit(limit)
     )
     return [Subscriber(row.id, row.filter) for row in await session.execute(query)]
+
+
+async def count_live(
+    session: AsyncSession, tenant_id: str, customer_id: str | None
+) -> tuple[int, int]:
+    """The tenant's live endpoints: all of them, and those of ``customer_id`` (of no customer,
+    for None)."""
+    same = (
+        Endpoint.customer_id == customer_id
+        if customer_id is not None
+        else Endpoint.customer_id.is_(None)
+    )
+    query = select(func.count(), func.count().filter(same)).where(
+        Endpoint.tenant_id == tenant_id, _live
+    )
+    every, of_customer = (await session.execute(query)).one()
+    return int(every), int(of_customer)
 
 
 async def in_scope(session: AsyncSession, scope: Scope, endpoint_id: str) -> bool:

@@ -41,6 +41,7 @@ from app.schemas import CustomerId, Page
 from app.scope import Scope
 from app.streams.schemas import StreamOut
 from app.streams.service import streams
+from app.tenants.service import limits
 
 router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
 _AUTH = (Unauthorized, Forbidden)
@@ -70,6 +71,7 @@ async def create_endpoint(
             resources.settings.destination_allowlist,
             resources.keys,
             consent,
+            defaults=limits.Limits.defaults(resources.settings),
         )
     response.headers["Location"] = f"/v1/endpoints/{created.endpoint.id}"
     shown = EndpointOut.model_validate(created.endpoint).model_dump()

@@ -35,7 +35,7 @@ from app.proxies import EgressProxy
 from app.scope import Scope
 from app.sealing import KeyRing
 from app.streams.service import policy
-from app.tenants.service import customers
+from app.tenants.service import customers, limits
 
 
 def refusal_to_deliver(
@@ -68,12 +68,16 @@ async def create_endpoint(
     allowlist: Sequence[IPNetwork],
     ring: KeyRing,
     consent: handshakes.Consent | None = None,
+    *,
+    defaults: limits.Limits,
 ) -> credentials.WithSecret:
     """``consent``: the receiver's, from the webhook handshake, when the spec requires one
     (handshakes.for_create says so; the route asks the receiver first). The endpoint belongs
     to the scope's customer, or to the one the spec names: a live customer of the tenant,
     locked so that its deletion waits for this endpoint (and deletes it too) -- locked last,
-    after the URLs' checks (DNS), so that no deletion waits on a resolver."""
+    after the URLs' checks (DNS), so that no deletion waits on a resolver. The tenant's row is
+    locked just before it, so that its endpoints are counted against its limits one creation
+    at a time."""
     if spec.webhook_handshake and consent is None:
         raise Conflict("the endpoint requires the webhook handshake: ask its receiver first")
     await check_endpoint_url(spec.url, allowlist)
@@ -95,7 +99,9 @@ async def create_endpoint(
     )
     credentials.check_header_sets(spec.headers, spec.secret_headers, oauth2=spec.oauth2 is not None)
     credentials.check_tls_url(spec.url, spec.tls is not None)
+    held = await limits.hold(session, scope.tenant_id, defaults)
     customer_id = await _customer_for(session, scope, spec.customer_id)
+    await _room_for_one_more(session, scope.tenant_id, customer_id, held)
     endpoint = await endpoints.insert_endpoint(
         session,
         id=endpoint_id,
@@ -112,6 +118,24 @@ async def create_endpoint(
         **values,
     )
     return credentials.WithSecret(endpoint, secret)
+
+
+async def _room_for_one_more(
+    session: AsyncSession, tenant_id: str, customer_id: str | None, held: limits.Limits
+) -> None:
+    every, of_customer = await endpoints.count_live(session, tenant_id, customer_id)
+    if every >= held.max_endpoints:
+        raise Conflict(
+            f"the tenant has {every:,} endpoints, as many as it may (max_endpoints, "
+            "GET /v1/limits): delete one, or ask the operator for more"
+        )
+    if of_customer >= held.max_endpoints_per_customer:
+        whose = f"customer {customer_id} has" if customer_id else "the tenant's own endpoints are"
+        raise Conflict(
+            f"{whose} {of_customer:,} endpoints, as many as one customer may "
+            "(max_endpoints_per_customer, GET /v1/limits): delete one, or ask the operator for "
+            "more"
+        )
 
 
 async def _customer_for(session: AsyncSession, scope: Scope, named: str | None) -> str | None:

@@ -23,6 +23,7 @@ from app.flow.service.gate import clear_flow_state
 from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views
 from app.portal.service.sessions import Visitor
+from app.tenants.service import limits
 
 router = APIRouter(prefix="/portal/api", include_in_schema=False)
 
@@ -82,12 +83,16 @@ async def create_endpoint(
                 spec,
                 resources.settings.destination_allowlist,
                 resources.keys,
+                defaults=limits.Limits.defaults(resources.settings),
             )
             return await _endpoint(request, session, visitor, created.endpoint.id, 201)
     except ValidationError as exc:
         return await _form_again(request, resources, visitor, fields, _errors(exc))
     except DestinationRefused as exc:
         return await _form_again(request, resources, visitor, fields, {"url": exc.detail or ""})
+    except Conflict:  # the endpoints the customer may have, all made
+        said = {"form": "You have as many endpoints as you may: delete one to add another."}
+        return await _form_again(request, resources, visitor, fields, said)
 
 
 @router.post("/endpoints/{endpoint_id}", response_class=HTMLResponse)

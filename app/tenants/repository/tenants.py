@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -44,3 +44,20 @@ async def list_page(session: AsyncSession, *, limit: int, before_id: str | None)
     if before_id is not None:
         query = query.where(Tenant.id < before_id)
     return list((await session.execute(query.order_by(Tenant.id.desc()).limit(limit))).scalars())
+
+
+async def locked(session: AsyncSession, tenant_id: str) -> Tenant | None:
+    """The tenant's row, locked until the transaction ends: what counts against its limits is
+    made one at a time."""
+    query = select(Tenant).where(Tenant.id == tenant_id).with_for_update()
+    return (await session.execute(query)).scalar_one_or_none() if is_id(tenant_id) else None
+
+
+async def set_limits(
+    session: AsyncSession, tenant_id: str, values: dict[str, int | None]
+) -> Tenant | None:
+    """The operator's limits for the tenant (None: the default); the row, or None."""
+    if not is_id(tenant_id):
+        return None
+    statement = update(Tenant).where(Tenant.id == tenant_id).values(**values).returning(Tenant)
+    return (await session.execute(statement)).scalar_one_or_none()
