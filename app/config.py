@@ -39,14 +39,19 @@ class Settings(BaseSettings):
     # (docs/operations.md, deploy/nginx/herald.conf); these are the backstop.
     # A connection with no request under way is closed after this long, before its first too.
     api_keep_alive_seconds: int = Field(default=5, ge=1, le=3600)
-    # A request's line and headers must all have arrived this long after their first byte (408).
-    api_header_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
+    # A request's line and headers must all have arrived this long after their first byte (408);
+    # 1 s while half the process's connections are in use.
+    api_header_timeout_seconds: float = Field(default=5.0, gt=0, le=600)
     # A request's line and headers, in bytes, and its header fields: 431 past either.
     api_max_header_bytes: int = Field(default=65_536, ge=4096, le=1024 * 1024)
     api_max_headers: int = Field(default=100, ge=10, le=10_000)
     # Per process: once this many connections are open (the new one's included) or requests
     # running, a request is answered 503 at once (uvicorn's limit_concurrency).
     api_max_connections: int = Field(default=1000, ge=2, le=100_000)
+    # Per process: connections one client address may hold open; past it, 503 at once. The
+    # proxies uvicorn trusts (FORWARDED_ALLOW_IPS) are not held to it: they carry many clients,
+    # and hold each to its own share (deploy/nginx: limit_conn).
+    api_max_connections_per_client: int = Field(default=100, ge=1, le=100_000)
     admin_api_key: SecretStr | None = Field(default=None, min_length=16)
     # The key ring every stored secret is sealed under (app/sealing.py): `id:base64key`, comma
     # separated, the newest first -- it seals, every one listed opens. The API and workers

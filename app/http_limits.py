@@ -13,7 +13,14 @@ parser only, which costs every request its pure-Python parsing). So here, for ea
   first byte: 408;
 - more than ``HERALD_API_MAX_HEADER_BYTES`` of them, or more than ``HERALD_API_MAX_HEADERS``
   fields: 431, as soon as the parser has seen that much (the memory a request holds before it
-  is refused is that limit and one read).
+  is refused is that limit and one read);
+- more than ``HERALD_API_MAX_CONNECTIONS_PER_CLIENT`` open from one client address: 503 at
+  once, so that no one client can fill ``HERALD_API_MAX_CONNECTIONS`` (and every other client
+  with it) with connections it never finishes. The proxies uvicorn trusts (FORWARDED_ALLOW_IPS)
+  are not held to it: they carry many clients, each held to a share by the proxy;
+- while half of ``HERALD_API_MAX_CONNECTIONS`` are open, a connection waiting for its request
+  and a request's header block each get at most ``PRESSED_SECONDS``: under a flood of
+  half-sent requests, the connections they hold are given back soonest.
 
 A refusal is problem+json like every Herald error, says which setting refused, and is followed
 by a lingering close: Herald stops sending, then reads and drops what the client still sends
@@ -26,7 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +49,11 @@ from app.errors import PROBLEM_BASE, PROBLEM_JSON
 
 log = structlog.get_logger("herald.api")
 
+# What a half-sent request, or a connection with none, is given while the process is pressed.
+PRESSED_SECONDS = 1.0
+# Connections open in this process, by client address (the per-client share's count).
+_open_by_client: Counter[str] = Counter()
+
 
 @dataclass(frozen=True)
 class HeaderLimits:
@@ -47,6 +61,8 @@ class HeaderLimits:
     header_timeout_seconds: float
     max_header_bytes: int
     max_headers: int
+    max_connections: int
+    max_connections_per_client: int
 
 
 @functools.cache
@@ -58,7 +74,26 @@ def header_limits() -> HeaderLimits:
         header_timeout_seconds=settings.api_header_timeout_seconds,
         max_header_bytes=settings.api_max_header_bytes,
         max_headers=settings.api_max_headers,
+        max_connections=settings.api_max_connections,
+        max_connections_per_client=settings.api_max_connections_per_client,
     )
+
+
+@functools.cache
+def _trusted(
+    forwarded_allow_ips: str,
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None:
+    """The proxies uvicorn trusts, as networks; None when it trusts every address ("*")."""
+    entries = [entry.strip() for entry in forwarded_allow_ips.split(",") if entry.strip()]
+    if "*" in entries:
+        return None
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            continue  # a unix socket path or a name: no TCP peer is ever it
+    return tuple(networks)
 
 
 @dataclass(frozen=True)
@@ -106,17 +141,60 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.closer: asyncio.TimerHandle | None = None
         self.header_deadline: asyncio.TimerHandle | None = None
         self.refused = False
+        self.counted_as: str | None = None  # its address, while counted in that client's share
 
     # The connection
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._close_in(self.limits.keep_alive_seconds)
+        client = self._client_address()
+        if client is not None:
+            if _open_by_client[client] >= self.limits.max_connections_per_client:
+                self._refuse(
+                    Refusal(
+                        503,
+                        "Service Unavailable",
+                        "unavailable",
+                        f"this client already has {self.limits.max_connections_per_client} "
+                        "connections open to this process (HERALD_API_MAX_CONNECTIONS_PER_CLIENT): "
+                        "reuse one, or close one first",
+                    )
+                )
+                return
+            _open_by_client[client] += 1
+            self.counted_as = client
+        self._close_in(self._held(self.limits.keep_alive_seconds))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop(self.closer)
         self._stop(self.header_deadline)
+        if self.counted_as is not None:
+            _open_by_client[self.counted_as] -= 1
+            if not _open_by_client[self.counted_as]:
+                del _open_by_client[self.counted_as]
+            self.counted_as = None
         super().connection_lost(exc)
+
+    def _client_address(self) -> str | None:
+        """The TCP peer's address, unless it is a proxy uvicorn trusts (or no TCP peer)."""
+        peer = self.transport.get_extra_info("peername")
+        if not isinstance(peer, tuple) or not peer:
+            return None
+        try:
+            address = ipaddress.ip_address(peer[0])
+        except ValueError:
+            return None
+        allowed = self.config.forwarded_allow_ips
+        trusted = _trusted(allowed if isinstance(allowed, str) else ",".join(allowed))
+        if trusted is None or any(address in network for network in trusted):
+            return None
+        return str(address)
+
+    def _held(self, seconds: float) -> float:
+        """How long a connection may wait, made short while half the process's are in use."""
+        if len(self.connections) * 2 >= self.limits.max_connections:
+            return min(seconds, PRESSED_SECONDS)
+        return seconds
 
     def data_received(self, data: bytes) -> None:
         if self.refused:
@@ -134,7 +212,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_response_complete()  # may start a pipelined request: self.cycle is then it
         answered = self.cycle is None or self.cycle.response_complete
         if answered and not self.in_header_block and not self.transport.is_closing():
-            self._close_in(self.limits.keep_alive_seconds)
+            self._close_in(self._held(self.limits.keep_alive_seconds))
 
     # Parser callbacks (while a refusal is out, the rest of the read is ignored)
 
@@ -147,7 +225,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.in_header_block = True
         self.header_bytes = self.read_inside_block = self.header_fields = 0
         self.header_deadline = self.loop.call_later(
-            self.limits.header_timeout_seconds, self._headers_too_slow
+            self._held(self.limits.header_timeout_seconds), self._headers_too_slow
         )
 
     def on_url(self, url: bytes) -> None:
@@ -222,8 +300,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
                 408,
                 "Request Timeout",
                 "request-timeout",
-                f"the request's line and headers did not all arrive within "
-                f"{self.limits.header_timeout_seconds:g} s (HERALD_API_HEADER_TIMEOUT_SECONDS)",
+                "the request's line and headers did not all arrive in time "
+                f"(HERALD_API_HEADER_TIMEOUT_SECONDS, {self.limits.header_timeout_seconds:g} s; "
+                f"{PRESSED_SECONDS:g} s while the server is busy)",
             )
         )
 
@@ -239,7 +318,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
             return
         self.transport.write_eof()
-        self._close_in(self.limits.keep_alive_seconds)  # the linger, if the client lingers
+        self._close_in(self._held(self.limits.keep_alive_seconds))  # the linger, if it lingers
 
     def _close(self) -> None:
         if not self.transport.is_closing():

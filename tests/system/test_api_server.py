@@ -6,6 +6,7 @@ the point: tests/fixtures/raw_http.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
@@ -140,3 +141,88 @@ async def test_a_websocket_upgrade_is_answered_as_plain_http(api: ApiProcess) ->
             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
         )
         assert (await upgrading.answer()).startswith(b"HTTP/1.1 200")
+
+
+@contextlib.asynccontextmanager
+async def from_address(api: ApiProcess, address: str) -> AsyncIterator[Connection]:
+    """A raw connection from another loopback address: a client uvicorn does not trust as a
+    proxy (FORWARDED_ALLOW_IPS is 127.0.0.1 and ::1)."""
+    port = int(api.base_url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
+    try:
+        yield Connection(reader, writer)
+    finally:
+        writer.close()
+
+
+async def test_one_client_cannot_hold_the_connections_every_client_needs(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # The red team's flood, in small: half-sent request lines from one address, and the
+    # configured header time long, so that only the per-client share can be what stops it.
+    api = start_api(
+        stack,
+        tmp_path_factory.mktemp("shared"),
+        HERALD_API_MAX_CONNECTIONS="20",
+        HERALD_API_MAX_CONNECTIONS_PER_CLIENT="4",
+        HERALD_API_HEADER_TIMEOUT_SECONDS="600",
+        HERALD_API_KEEP_ALIVE_SECONDS="600",
+    )
+    try:
+        await wait_healthy(api)
+        async with contextlib.AsyncExitStack() as held:
+            flood = [
+                await held.enter_async_context(from_address(api, "127.0.0.2")) for _ in range(12)
+            ]
+            for socket in flood:
+                socket.writer.write(b"GET /v1/deliver")  # a request line that never ends
+            refused = []
+            for socket in flood[4:]:
+                status, body = problem(await socket.until_closed())
+                refused.append((status, body["detail"]))
+            assert refused == [(503, refused[0][1])] * 8
+            assert "HERALD_API_MAX_CONNECTIONS_PER_CLIENT" in refused[0][1]
+            # Another client is served the whole time, however many times it asks.
+            async with httpx.AsyncClient(base_url=api.base_url) as victim:
+                for _ in range(30):
+                    assert (await victim.get("/healthz")).status_code == 200
+            # Its share given back when it closes: the flooding client is served again.
+            for socket in flood[:4]:
+                socket.writer.close()
+
+            async def served() -> bytes:
+                async with from_address(api, "127.0.0.2") as again:
+                    again.writer.write(GET + b"\r\n")
+                    return await again.answer()
+
+            await eventually(
+                served, lambda answer: answer.startswith(b"HTTP/1.1 200"), timeout=SAFETY_NET
+            )
+    finally:
+        api.stop()
+
+
+async def test_while_the_server_is_pressed_a_half_sent_request_is_cut_off_soon(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Ten minutes configured; half the connections in use, so the pressed time applies: the
+    # half-sent request is answered 408 long before its configured time could pass.
+    api = start_api(
+        stack,
+        tmp_path_factory.mktemp("pressed"),
+        HERALD_API_MAX_CONNECTIONS="8",
+        HERALD_API_HEADER_TIMEOUT_SECONDS="600",
+        HERALD_API_KEEP_ALIVE_SECONDS="600",
+    )
+    try:
+        await wait_healthy(api)
+        async with contextlib.AsyncExitStack() as held:
+            others = [await held.enter_async_context(connection(api)) for _ in range(3)]
+            async with connection(api) as half_sent:
+                half_sent.writer.write(b"GET /healthz HTTP/1.1\r\nHost: her")
+                status, body = problem(await half_sent.until_closed())
+            assert status == 408, body
+            assert "while the server is busy" in body["detail"]
+            assert len(others) == 3
+    finally:
+        api.stop()

@@ -91,3 +91,18 @@ def test_the_shipped_file_marks_only_what_a_site_changes() -> None:
         "ssl_certificate",
         "ssl_certificate_key",
     ]
+
+
+def test_the_shipped_file_holds_each_client_to_a_share_of_connections_and_requests() -> None:
+    # Run as it is by every test above (nginx refuses a file it cannot read); here, that the
+    # shares are there and answer as the docs say. Their effect is nginx's own.
+    shipped = SHIPPED.read_text()
+    for directive in (
+        "limit_conn_zone $binary_remote_addr zone=herald_clients:10m;",
+        "limit_req_zone $binary_remote_addr zone=herald_rate:10m rate=200r/s;",
+        "limit_conn_status 503;",
+        "limit_req_status 429;",
+        "limit_conn herald_clients 64;",
+        "limit_req zone=herald_rate burst=400 nodelay;",
+    ):
+        assert directive in shipped, directive
