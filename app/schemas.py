@@ -81,6 +81,7 @@ def id_rule(prefix: str) -> TextRule:
 EndpointId = Annotated[str, id_rule("ep")]
 EventId = Annotated[str, id_rule("evt")]
 TenantId = Annotated[str, id_rule("ten")]
+KeyId = Annotated[str, id_rule("key")]
 
 # The tenant's own id for one of its customers: what it already calls them (cus_123, a UUID,
 # an account number), safe in a URL path as it is.

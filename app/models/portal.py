@@ -32,6 +32,7 @@ class PortalSession(Base):
             name="portal_sessions_customer_fkey",
         ),
         Index("ix_portal_sessions_expires_at", "expires_at"),
+        Index("ix_portal_sessions_tenant_created", "tenant_id", "id"),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -47,6 +48,8 @@ class PortalSession(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The key that minted it: the session ends when that key is revoked.
+    api_key_id: Mapped[str | None] = mapped_column(Text)
 
 
 class PortalSettings(Base):

@@ -3,9 +3,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.schemas import ONE_LINE_RULE, CustomerId, TextRule
+from app.schemas import ONE_LINE_RULE, CustomerId, KeyId, TextRule
 
 Capability = Literal["manage_endpoints", "replay"]
 # How long a session may last, and how long its link may wait to be opened (minutes: the
@@ -115,3 +115,43 @@ class PortalSettingsOut(BaseModel):
     accent_color: str | None
     allowed_origins: list[str]
     updated_at: datetime | None
+
+
+SessionStatus = Literal["unopened", "open", "ended", "revoked"]
+
+
+class PortalSessionOut(BaseModel):
+    id: str
+    customer_id: str
+    capabilities: list[str]
+    api_key_id: str | None = Field(
+        description="The key that minted it: revoking that key ends the session."
+    )
+    status: SessionStatus = Field(
+        description="`unopened` (its link not used yet), `open`, `ended` (expired, or its link "
+        "expired unused) or `revoked` (by the tenant, or with its key)."
+    )
+    created_at: datetime
+    link_expires_at: datetime
+    opened_at: datetime | None
+    expires_at: datetime
+    revoked_at: datetime | None
+
+
+class PortalSessionsRevoke(BaseModel):
+    """Which sessions to end: a customer's, a key's, or a key's for one customer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    customer_id: CustomerId | None = None
+    api_key_id: KeyId | None = None
+
+    @model_validator(mode="after")
+    def _names_some(self) -> PortalSessionsRevoke:
+        if self.customer_id is None and self.api_key_id is None:
+            raise ValueError("name customer_id, api_key_id or both: whose sessions to end")
+        return self
+
+
+class SessionsRevoked(BaseModel):
+    revoked: int = Field(description="How many running sessions this ended.")

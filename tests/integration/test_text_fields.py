@@ -61,6 +61,7 @@ VALID: dict[tuple[str, str], Any] = {
     ("PATCH", "/v1/event-types/{name}"): {"description": "d", "schema": {"const": "v"}},
     ("POST", "/v1/events"): {"event_type": "a.b", "payload": {"k": "v"}, "customer_id": "cus-1"},
     ("POST", "/v1/portal-sessions"): {"customer_id": "cus-1"},
+    ("POST", "/v1/portal-sessions/revoke"): {"customer_id": "cus-1"},
     ("PUT", "/v1/portal-settings"): {
         "name": "n",
         "accent_color": "#112233",

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.ids import is_id
-from app.models import Endpoint
+from app.models import Customer, Endpoint
 from app.schemas import selectors_of
 from app.scope import Scope
 
@@ -248,12 +248,23 @@ async def count_live(
 
 async def in_scope(session: AsyncSession, scope: Scope, endpoint_id: str) -> bool:
     """Whether the endpoint, deleted or not, is the scope's: what was sent to it is then the
-    scope's to see."""
+    scope's to see -- a customer's, for an endpoint of its current life."""
     query = select(Endpoint.id).where(
         Endpoint.id == endpoint_id, Endpoint.tenant_id == scope.tenant_id
     )
     if scope.customer_id is not None:
-        query = query.where(Endpoint.customer_id == scope.customer_id)
+        # Made in the customer's current life: one deleted and put again sees nothing of the
+        # endpoints (and so the deliveries) of its earlier one.
+        life = (
+            select(Customer.created_at)
+            .where(
+                Customer.tenant_id == scope.tenant_id,
+                Customer.id == scope.customer_id,
+                Customer.deleted_at.is_(None),
+            )
+            .scalar_subquery()
+        )
+        query = query.where(Endpoint.customer_id == scope.customer_id, Endpoint.created_at >= life)
     return (await session.execute(query)).scalar_one_or_none() is not None
 
 

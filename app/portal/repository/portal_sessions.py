@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.ids import is_id, new_id
-from app.models import Customer, PortalSession
+from app.models import ApiKey, Customer, PortalSession
 
 
 async def insert_session(
@@ -22,6 +23,7 @@ async def insert_session(
     link_hash: bytes,
     link_lasts: timedelta,
     lasts: timedelta,
+    api_key_id: str | None,
 ) -> PortalSession:
     return (
         await session.execute(
@@ -34,11 +36,19 @@ async def insert_session(
                 link_hash=link_hash,
                 link_expires_at=func.now() + min(link_lasts, lasts),
                 expires_at=func.now() + lasts,
+                api_key_id=api_key_id,
             )
             .returning(PortalSession)
         )
     ).scalar_one()
 
+
+# The key that minted the session is not revoked (a session ends with its key).
+_key_stands = ~(
+    select(ApiKey.id)
+    .where(ApiKey.id == PortalSession.api_key_id, ApiKey.revoked_at.is_not(None))
+    .exists()
+)
 
 # The session's customer still stands, in the life it was minted in (see ``find``).
 _customer_stands = (
@@ -67,6 +77,7 @@ async def exchange(
                 PortalSession.revoked_at.is_(None),
                 PortalSession.link_expires_at > func.now(),
                 _customer_stands,
+                _key_stands,
             )
             .values(exchanged_at=func.now(), session_hash=session_hash)
             .returning(PortalSession)
@@ -104,13 +115,16 @@ SELECT s.id, s.tenant_id, s.customer_id, s.capabilities, s.expires_at
   JOIN customers AS c ON c.tenant_id = s.tenant_id AND c.id = s.customer_id
  WHERE s.session_hash = :session_hash AND s.expires_at > now() AND s.revoked_at IS NULL
    AND c.deleted_at IS NULL AND c.created_at <= s.created_at
+   AND NOT EXISTS (
+       SELECT 1 FROM api_keys AS k WHERE k.id = s.api_key_id AND k.revoked_at IS NOT NULL
+   )
 """)
 
 
 async def find(session: AsyncSession, session_hash: bytes) -> LiveSession | None:
-    """The live session a token opens: not expired, not revoked, its customer standing -- and
-    the same customer it was minted for: one deleted and put again starts anew, and no
-    session of its earlier life opens (customers.put)."""
+    """The live session a token opens: not expired, not revoked (nor the key that minted it),
+    its customer standing -- and the same customer it was minted for: one deleted and put
+    again starts anew, and no session of its earlier life opens (customers.put)."""
     row = (await session.execute(_FIND, {"session_hash": session_hash})).one_or_none()
     return None if row is None else LiveSession(*row)
 
@@ -129,3 +143,56 @@ async def revoke(session: AsyncSession, tenant_id: str, session_id: str) -> bool
         .returning(PortalSession.id)
     )
     return result.scalar_one_or_none() is not None
+
+
+@dataclass(frozen=True)
+class Listed:
+    row: PortalSession
+    key_revoked: bool  # the key that minted it was revoked: it has ended
+
+
+def _matching(tenant_id: str, customer_id: str | None, api_key_id: str | None) -> list[Any]:
+    where: list[Any] = [PortalSession.tenant_id == tenant_id]
+    if customer_id is not None:
+        where.append(PortalSession.customer_id == customer_id)
+    if api_key_id is not None:
+        where.append(PortalSession.api_key_id == api_key_id)
+    return where
+
+
+async def list_page(
+    session: AsyncSession,
+    tenant_id: str,
+    *,
+    customer_id: str | None,
+    api_key_id: str | None,
+    limit: int,
+    before_id: str | None,
+) -> list[Listed]:
+    """The tenant's sessions, newest first, with whether their key was revoked."""
+    query = (
+        select(PortalSession, ApiKey.revoked_at.is_not(None))
+        .outerjoin(ApiKey, ApiKey.id == PortalSession.api_key_id)
+        .where(*_matching(tenant_id, customer_id, api_key_id))
+    )
+    if before_id is not None:
+        query = query.where(PortalSession.id < before_id)
+    rows = await session.execute(query.order_by(PortalSession.id.desc()).limit(limit))
+    return [Listed(row, bool(key_revoked)) for row, key_revoked in rows]
+
+
+async def revoke_matching(
+    session: AsyncSession, tenant_id: str, *, customer_id: str | None, api_key_id: str | None
+) -> int:
+    """Every session of the tenant's still running that matches: revoked now. How many."""
+    result = await session.execute(
+        update(PortalSession)
+        .where(
+            *_matching(tenant_id, customer_id, api_key_id),
+            PortalSession.revoked_at.is_(None),
+            PortalSession.expires_at > func.now(),
+        )
+        .values(revoked_at=func.now())
+        .returning(PortalSession.id)
+    )
+    return len(result.all())

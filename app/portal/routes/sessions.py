@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from fastapi import APIRouter, Request, Response
 
-from app.api.deps import SessionDep, SettingsDep, TenantDep
+from app.api.deps import PrincipalDep, SessionDep, SettingsDep, TenantDep
+from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import PortalSessionIdPath
 from app.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType, problem_responses
 from app.portal.schemas import (
     PortalSessionCreate,
     PortalSessionCreated,
+    PortalSessionOut,
+    PortalSessionsRevoke,
     PortalSettingsOut,
     PortalSettingsPut,
+    SessionsRevoked,
 )
 from app.portal.service import sessions, settings
+from app.schemas import CustomerId, KeyId, Page
 
 router = APIRouter(tags=["portal"])
 _AUTH = (Unauthorized, Forbidden)
@@ -29,12 +36,13 @@ _AUTH = (Unauthorized, Forbidden)
 async def mint_portal_session(
     body: PortalSessionCreate,
     tenant_id: TenantDep,
+    principal: PrincipalDep,
     session: SessionDep,
     config: SettingsDep,
     request: Request,
 ) -> PortalSessionCreated:
     async with session.begin():
-        minted = await sessions.mint(session, tenant_id, body)
+        minted = await sessions.mint(session, tenant_id, body, principal.key_id)
     base = str(config.public_url or request.base_url).rstrip("/")
     row = minted.session
     return PortalSessionCreated(
@@ -45,6 +53,65 @@ async def mint_portal_session(
         link_expires_at=row.link_expires_at,
         expires_at=row.expires_at,
     )
+
+
+@router.get(
+    "/v1/portal-sessions",
+    response_model=Page[PortalSessionOut],
+    responses=problem_responses(*_AUTH),
+    summary="The tenant's portal sessions, newest first: one customer's, or one key's",
+)
+async def list_portal_sessions(
+    tenant_id: TenantDep,
+    session: SessionDep,
+    customer_id: CustomerId | None = None,
+    api_key_id: KeyId | None = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page[PortalSessionOut]:
+    async with session.begin():
+        listed = await sessions.list_sessions(
+            session,
+            tenant_id,
+            customer_id=customer_id,
+            api_key_id=api_key_id,
+            limit=limit + 1,
+            before_id=decode_id_cursor(cursor, "pts"),
+        )
+    now = datetime.now(UTC)
+
+    def shown(item: sessions.Listed) -> PortalSessionOut:
+        row = item.row
+        return PortalSessionOut(
+            id=row.id,
+            customer_id=row.customer_id,
+            capabilities=row.capabilities,
+            api_key_id=row.api_key_id,
+            status=sessions.status_of(item, now),
+            created_at=row.created_at,
+            link_expires_at=row.link_expires_at,
+            opened_at=row.exchanged_at,
+            expires_at=row.expires_at,
+            revoked_at=row.revoked_at,
+        )
+
+    return page_of(listed, limit, shown, lambda item: item.id)
+
+
+@router.post(
+    "/v1/portal-sessions/revoke",
+    response_model=SessionsRevoked,
+    responses=problem_responses(*_AUTH, UnsupportedMediaType),
+    summary="End every running portal session of a customer, or minted by a key",
+)
+async def revoke_portal_sessions(
+    body: PortalSessionsRevoke, tenant_id: TenantDep, session: SessionDep
+) -> SessionsRevoked:
+    async with session.begin():
+        revoked = await sessions.revoke_matching(
+            session, tenant_id, customer_id=body.customer_id, api_key_id=body.api_key_id
+        )
+    return SessionsRevoked(revoked=revoked)
 
 
 @router.delete(

@@ -14,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.errors import NotFound, Unauthorized
 from app.models import PortalSession
 from app.portal.repository import portal_sessions
+from app.portal.repository.portal_sessions import Listed as Listed
 from app.portal.repository.portal_sessions import tenant_of as tenant_of
-from app.portal.schemas import LINK_SECONDS, PortalSessionCreate
+from app.portal.schemas import LINK_SECONDS, PortalSessionCreate, SessionStatus
 from app.scope import Scope
 from app.tenants.service import customers
 
@@ -32,7 +33,10 @@ class Minted:
     link_token: str  # goes in the URL's fragment; shown once
 
 
-async def mint(session: AsyncSession, tenant_id: str, spec: PortalSessionCreate) -> Minted:
+async def mint(
+    session: AsyncSession, tenant_id: str, spec: PortalSessionCreate, api_key_id: str | None
+) -> Minted:
+    """``api_key_id``: the key minting it, whose revocation ends it."""
     await customers.get_customer(session, tenant_id, spec.customer_id)
     link_token = LINK_PREFIX + secrets.token_urlsafe(32)
     row = await portal_sessions.insert_session(
@@ -43,6 +47,7 @@ async def mint(session: AsyncSession, tenant_id: str, spec: PortalSessionCreate)
         link_hash=_digest(link_token),
         link_lasts=timedelta(seconds=LINK_SECONDS),
         lasts=timedelta(seconds=spec.lifetime_seconds),
+        api_key_id=api_key_id,
     )
     return Minted(row, link_token)
 
@@ -99,8 +104,8 @@ async def visitor_for(session: AsyncSession, session_token: str) -> Visitor:
     live = await portal_sessions.find(session, _digest(session_token))
     if live is None:
         raise Unauthorized(
-            "this portal session has ended (it expired, was revoked, or its customer was "
-            "deleted): open the portal again"
+            "this portal session has ended (it expired, was revoked, or its customer or the "
+            "key that opened it was): open the portal again"
         )
     return Visitor(Scope(live.tenant_id, live.customer_id), frozenset(live.capabilities))
 
@@ -108,3 +113,40 @@ async def visitor_for(session: AsyncSession, session_token: str) -> Visitor:
 async def revoke(session: AsyncSession, tenant_id: str, session_id: str) -> None:
     if not await portal_sessions.revoke(session, tenant_id, session_id):
         raise NotFound(f"portal session {session_id} not found")
+
+
+def status_of(listed: Listed, now: datetime) -> SessionStatus:
+    row = listed.row
+    if row.revoked_at is not None or listed.key_revoked:
+        return "revoked"
+    if row.expires_at <= now or (row.exchanged_at is None and row.link_expires_at <= now):
+        return "ended"
+    return "open" if row.exchanged_at is not None else "unopened"
+
+
+async def list_sessions(
+    session: AsyncSession,
+    tenant_id: str,
+    *,
+    customer_id: str | None,
+    api_key_id: str | None,
+    limit: int,
+    before_id: str | None,
+) -> list[Listed]:
+    return await portal_sessions.list_page(
+        session,
+        tenant_id,
+        customer_id=customer_id,
+        api_key_id=api_key_id,
+        limit=limit,
+        before_id=before_id,
+    )
+
+
+async def revoke_matching(
+    session: AsyncSession, tenant_id: str, *, customer_id: str | None, api_key_id: str | None
+) -> int:
+    """Every running session of the customer, or minted by the key (or both): ended now."""
+    return await portal_sessions.revoke_matching(
+        session, tenant_id, customer_id=customer_id, api_key_id=api_key_id
+    )

@@ -15,6 +15,7 @@ class Principal:
 
     tenant_id: str | None
     is_admin: bool
+    key_id: str | None = None  # None for the configured admin key (HERALD_ADMIN_API_KEY)
 
 
 async def insert_key(
@@ -52,14 +53,16 @@ WITH found AS (
      WHERE api_keys.id = found.id
        AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
 )
-SELECT tenant_id, is_admin FROM found
+SELECT id, tenant_id, is_admin FROM found
 """)
 
 
 async def find_principal(session: AsyncSession, key_hash: bytes) -> Principal | None:
     """Who an unrevoked key is, its use recorded; None for an unknown or revoked key."""
     row = (await session.execute(_FIND_AND_MARK_USED, {"key_hash": key_hash})).one_or_none()
-    return None if row is None else Principal(tenant_id=row.tenant_id, is_admin=row.is_admin)
+    if row is None:
+        return None
+    return Principal(tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id)
 
 
 async def list_page(

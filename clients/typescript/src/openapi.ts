@@ -522,10 +522,28 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** The tenant's portal sessions, newest first: one customer's, or one key's */
+        get: operations["list_portal_sessions_v1_portal_sessions_get"];
         put?: never;
         /** Mint a portal session for one customer: a one-time link to its portal */
         post: operations["mint_portal_session_v1_portal_sessions_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/portal-sessions/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End every running portal session of a customer, or minted by a key */
+        post: operations["revoke_portal_sessions_v1_portal_sessions_revoke_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1844,6 +1862,13 @@ export interface components {
             /** Next Cursor */
             next_cursor?: string | null;
         };
+        /** Page[PortalSessionOut] */
+        Page_PortalSessionOut_: {
+            /** Items */
+            items: components["schemas"]["PortalSessionOut"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
+        };
         /** Page[ReconcileRunOut] */
         Page_ReconcileRunOut_: {
             /** Items */
@@ -1915,6 +1940,55 @@ export interface components {
              * @description Open it once, in an iframe or a new tab: the portal, its one-time token in the URL's fragment (which browsers never send to a server, so no log holds it).
              */
             url: string;
+        };
+        /** PortalSessionOut */
+        PortalSessionOut: {
+            /**
+             * Api Key Id
+             * @description The key that minted it: revoking that key ends the session.
+             */
+            api_key_id: string | null;
+            /** Capabilities */
+            capabilities: string[];
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Customer Id */
+            customer_id: string;
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+            /** Id */
+            id: string;
+            /**
+             * Link Expires At
+             * Format: date-time
+             */
+            link_expires_at: string;
+            /** Opened At */
+            opened_at: string | null;
+            /** Revoked At */
+            revoked_at: string | null;
+            /**
+             * Status
+             * @description `unopened` (its link not used yet), `open`, `ended` (expired, or its link expired unused) or `revoked` (by the tenant, or with its key).
+             * @enum {string}
+             */
+            status: "unopened" | "open" | "ended" | "revoked";
+        };
+        /**
+         * PortalSessionsRevoke
+         * @description Which sessions to end: a customer's, a key's, or a key's for one customer.
+         */
+        PortalSessionsRevoke: {
+            /** Api Key Id */
+            api_key_id?: string | null;
+            /** Customer Id */
+            customer_id?: string | null;
         };
         /** PortalSettingsOut */
         PortalSettingsOut: {
@@ -2136,6 +2210,14 @@ export interface components {
              * @description The new public key; it signs every v1a from now.
              */
             public_key: string;
+        };
+        /** SessionsRevoked */
+        SessionsRevoked: {
+            /**
+             * Revoked
+             * @description How many running sessions this ended.
+             */
+            revoked: number;
         };
         /** StreamOut */
         StreamOut: {
@@ -5085,6 +5167,73 @@ export interface operations {
             };
         };
     };
+    list_portal_sessions_v1_portal_sessions_get: {
+        parameters: {
+            query?: {
+                customer_id?: string | null;
+                api_key_id?: string | null;
+                /** @description Page size. */
+                limit?: number;
+                /** @description next_cursor of the last page. */
+                cursor?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_PortalSessionOut_"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
     mint_portal_session_v1_portal_sessions_post: {
         parameters: {
             query?: never;
@@ -5129,6 +5278,80 @@ export interface operations {
             };
             /** @description Not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    revoke_portal_sessions_v1_portal_sessions_revoke_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PortalSessionsRevoke"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionsRevoked"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
