@@ -3,8 +3,10 @@
 Per-process counters and histograms live here (workers serve them on
 HERALD_WORKER_METRICS_PORT). Fleet-wide gauges are computed from PostgreSQL when `/metrics` is
 scraped on the API (see app/operations/service/fleet.py): queue depth alone is no answer,
-the age of the oldest due work is. Labels are bounded: an endpoint id at most, never a delivery
-id or a payload field.
+the age of the oldest due work is. Every label has a fixed set of values (an outcome, a reason):
+never an endpoint, tenant or delivery id, whose number grows with what tenants make (200,000
+endpoints once made a 34 MB scrape). Per-endpoint figures are the API's: GET
+/v1/endpoints/{id}/stats, and the console.
 """
 
 from __future__ import annotations
@@ -17,9 +19,7 @@ ATTEMPT_SECONDS = Histogram(
     "Duration of one HTTP attempt, connect to last byte read",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
-DISPATCHES = Counter(
-    "herald_dispatches", "Attempts started, per destination endpoint", ["endpoint_id"]
-)
+DISPATCHES = Counter("herald_dispatches", "Attempts started")
 DEFERRALS = Counter(
     "herald_flow_deferrals",
     "Deliveries deferred by per-destination flow control, by reason",

@@ -271,7 +271,7 @@ class Recorder:
         if result is not None:
             metrics.ATTEMPTS.labels(result.outcome.value).inc()
             metrics.ATTEMPT_SECONDS.observe(result.duration_ms / 1000)
-            metrics.DISPATCHES.labels(claimed.endpoint_id).inc()
+            metrics.DISPATCHES.inc()
             if result.outcome is Outcome.SUCCESS:
                 self._gate.succeeded(claimed.endpoint_id)
         log.info(
