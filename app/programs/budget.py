@@ -29,6 +29,11 @@ REFERENCE_PAYLOAD_BYTES = 2048
 
 PAYLOAD = "payload"  # the symbol for the payload's size in bytes
 
+# The distinct filters one tenant's endpoints may have: each API process keeps that many of a
+# tenant's filters compiled (filters.py), so a tenant never makes another pay for compiling its
+# own (1-8 ms each). The endpoints service refuses one more.
+FILTERS_PER_TENANT = 1_000
+
 
 class Unbounded(ValueError):
     """A program whose cost grows faster than the event it runs on (a loop inside a loop over

@@ -52,13 +52,18 @@ TENANT_ROUTES = [
     ("GET", "/v1/customers/cus_x"),
     ("DELETE", "/v1/customers/cus_x"),
     ("POST", "/v1/portal-sessions"),
+    ("GET", "/v1/portal-sessions"),
+    ("POST", "/v1/portal-sessions/revoke"),
     ("DELETE", "/v1/portal-sessions/pts_x"),
+    ("GET", "/v1/limits"),
     ("PUT", "/v1/portal-settings"),
     ("GET", "/v1/portal-settings"),
 ]
 ADMIN_ROUTES = [
     ("POST", "/v1/tenants"),
     ("GET", "/v1/tenants"),
+    ("GET", "/v1/tenants/ten_x/limits"),
+    ("PATCH", "/v1/tenants/ten_x/limits"),
     ("POST", "/v1/reconcile"),
     ("GET", "/v1/reconcile/runs"),
     ("GET", "/v1/reconcile/runs/run_x"),
@@ -90,6 +95,7 @@ def test_every_v1_route_is_covered_here() -> None:
             .replace("{key_id}", "key_x")
             .replace("{customer_id}", "cus_x")
             .replace("{session_id}", "pts_x")
+            .replace("{tenant_id}", "ten_x")
             .replace("{name}", "order.paid"),
         )
         for m, p in documented

@@ -59,6 +59,8 @@ PATH_ROUTES = [
     ("GET", "/v1/events/{}"),
     ("POST", "/v1/api-keys/{}/revoke"),
     ("DELETE", "/v1/portal-sessions/{}"),
+    ("GET", "/v1/tenants/{}/limits"),
+    ("PATCH", "/v1/tenants/{}/limits"),
 ]
 KIND_OF = {
     "deliveries/redrive": "redrive job",
@@ -67,11 +69,12 @@ KIND_OF = {
     "events": "event",
     "api-keys": "API key",
     "portal-sessions": "portal session",
+    "tenants": "tenant",
 }
 
 
 def _headers(path: str, tenant: dict[str, str]) -> dict[str, str]:
-    return ADMIN if path.startswith("/v1/reconcile") else tenant
+    return ADMIN if path.startswith(("/v1/reconcile", "/v1/tenants")) else tenant
 
 
 def _kind(template: str) -> str:
@@ -136,17 +139,21 @@ ID_FIELDS = [
     ("GET", "/v1/deliveries", "query.event_id", "GET /v1/deliveries?event_id"),
     ("GET", "/v1/api-keys", "query.tenant_id", "GET /v1/api-keys?tenant_id"),
     ("POST", "/v1/api-keys", "body.tenant_id", "ApiKeyCreate.tenant_id"),
+    ("GET", "/v1/portal-sessions", "query.api_key_id", "GET /v1/portal-sessions?api_key_id"),
+    ("POST", "/v1/portal-sessions/revoke", "body.api_key_id", "PortalSessionsRevoke.api_key_id"),
 ]
 # What each id field must hold, as the problem says it.
 MUST_BE = {
     "endpoint_id": "an endpoint id (ep_ followed by 26 capital letters and digits)",
     "event_id": "an event id (evt_ followed by 26 capital letters and digits)",
     "tenant_id": "a tenant id (ten_ followed by 26 capital letters and digits)",
+    "api_key_id": "an API key id (key_ followed by 26 capital letters and digits)",
 }
 BODIES: dict[str, Callable[[str], dict[str, Any]]] = {
     "/v1/deliveries": _delivery,
     "/v1/deliveries/redrive": lambda v: {"endpoint_id": v},
     "/v1/api-keys": lambda v: {"tenant_id": v},
+    "/v1/portal-sessions/revoke": lambda v: {"api_key_id": v},
 }
 
 
@@ -236,6 +243,7 @@ LISTS = [
     ("/v1/reconcile/runs", "run", True),
     ("/v1/api-keys", "key", False),
     ("/v1/tenants", "ten", True),
+    ("/v1/portal-sessions", "pts", False),
 ]
 
 

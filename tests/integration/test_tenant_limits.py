@@ -8,8 +8,10 @@ import asyncio
 from typing import Any
 
 import httpx
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.programs.budget import FILTERS_PER_TENANT
 from tests.fixtures.api import new_endpoint, new_tenant, portal_bearer
 from tests.fixtures.stack import ADMIN
 from tests.fixtures.waiting import count_rows
@@ -125,3 +127,35 @@ async def test_an_event_reaching_more_endpoints_than_the_fanout_limit_is_refused
     )
     assert accepted.status_code == 202, accepted.text
     assert len(accepted.json()["deliveries"]) == 4
+
+
+async def test_a_tenants_distinct_filters_fit_its_share_of_the_compiled_filters(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    tenant_id = await _tenant_id(client, tenant)
+    await _set(client, tenant_id, max_endpoints_per_customer=5_000)
+    first = await new_endpoint(client, tenant, filter="payload.n == 0")
+    # 999 more endpoints, each with a filter of its own, written as the API would have.
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO endpoints SELECT (jsonb_populate_record(e, jsonb_build_object("
+                "'id', 'ep_' || lpad(n::text, 26, '0'), 'filter', 'payload.n == ' || n))).*"
+                " FROM endpoints e, generate_series(1, :more) n WHERE e.id = :id"
+            ),
+            {"more": FILTERS_PER_TENANT - 1, "id": first["id"]},
+        )
+    refused = await client.post(
+        "/v1/endpoints",
+        json={"url": "http://127.0.0.1:9/x", "filter": "payload.n == -1"},
+        headers=tenant,
+    )
+    assert refused.status_code == 409, refused.text
+    assert f"{FILTERS_PER_TENANT:,} different filters" in refused.json()["detail"]
+    changed = await client.patch(
+        f"/v1/endpoints/{first['id']}", json={"filter": "payload.n == -1"}, headers=tenant
+    )
+    assert changed.status_code == 409
+    # A filter another endpoint already has costs no more room.
+    await new_endpoint(client, tenant, filter="payload.n == 7")
+    await new_endpoint(client, tenant)  # nor does none

@@ -58,6 +58,7 @@ PRINTABLE = "printable text: no NUL or other control characters except tab and l
 ENDPOINT_ID = "an endpoint id (ep_ followed by 26 capital letters and digits)"
 EVENT_ID = "an event id (evt_ followed by 26 capital letters and digits)"
 TENANT_ID = "a tenant id (ten_ followed by 26 capital letters and digits)"
+KEY_ID = "an API key id (key_ followed by 26 capital letters and digits)"
 URL = "URL without spaces or control characters (encode a space as %20)"
 BAD_URLS = (
     "http://127.0.0.1/a b", "http://127.0.0.1/\x00", "http://127.0.0.1/\x7f", " ",
@@ -153,6 +154,15 @@ CASES = [
          "printable text on one line"),
     Case("PortalSessionCreate.customer_id", "POST /v1/portal-sessions",
          {"json": {"customer_id": VALUE}}, "body.customer_id", BAD_CUSTOMER_IDS, CUSTOMER_ID),
+    Case("PortalSessionsRevoke.customer_id", "POST /v1/portal-sessions/revoke",
+         {"json": {"customer_id": VALUE}}, "body.customer_id", BAD_CUSTOMER_IDS, CUSTOMER_ID),
+    Case("GET /v1/portal-sessions?customer_id", "GET /v1/portal-sessions",
+         {"params": {"customer_id": VALUE}}, "query.customer_id", BAD_CUSTOMER_IDS[1:],
+         CUSTOMER_ID),
+    Case("PortalSessionsRevoke.api_key_id", "POST /v1/portal-sessions/revoke",
+         {"json": {"api_key_id": VALUE}}, "body.api_key_id", ("nope", "ep_x", "\x00"), KEY_ID),
+    Case("GET /v1/portal-sessions?api_key_id", "GET /v1/portal-sessions",
+         {"params": {"api_key_id": VALUE}}, "query.api_key_id", ("nope", "\x00"), KEY_ID),
     Case("PortalSettingsPut.name", "PUT /v1/portal-settings",
          {"json": {"name": VALUE}}, "body.name", ("two\nlines", "nul\x00", "tab\t"),
          "printable text on one line"),

@@ -180,7 +180,7 @@ def test_a_hostile_filter_is_refused_or_its_loops_are_bounded(
         return  # refused when saved, in words
     assert not program.quadratic, program.text
     assert not program.builds_lists, program.text
-    published = filters.Events("order.paid", payload, len(json.dumps(payload)))
+    published = filters.Events("order.paid", payload, len(json.dumps(payload)), tenant_id="t")
     bound = published.bound(compiled)
     # Every turn of every loop is in the bound (ITERATION steps each, beside its body).
     assert program.turns({"payload": payload}) * ITERATION <= bound, program.text
@@ -376,7 +376,7 @@ def test_a_hostile_pattern_is_refused_or_compiled_once_and_priced_by_its_program
     assert counted <= MAX_INSTRUCTIONS
     payload = {"b": text}
     published = filters.Events(
-        text if on == "type" else "order.paid", payload, len(json.dumps(payload))
+        text if on == "type" else "order.paid", payload, len(json.dumps(payload)), tenant_id="t"
     )
     assert published.bound(program) >= SEARCH_STEP * counted * len(text.encode()), source
     matched, why = published.matches(source)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -29,6 +30,15 @@ async def insert_type(
 
 async def get(session: AsyncSession, tenant_id: str, name: str) -> EventTypeDef | None:
     return await session.get(EventTypeDef, (tenant_id, name))
+
+
+async def get_many(
+    session: AsyncSession, tenant_id: str, names: Collection[str]
+) -> list[EventTypeDef]:
+    query = select(EventTypeDef).where(
+        EventTypeDef.tenant_id == tenant_id, EventTypeDef.name.in_(list(names))
+    )
+    return list((await session.execute(query)).scalars())
 
 
 async def list_page(

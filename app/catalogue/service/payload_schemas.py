@@ -7,30 +7,36 @@ has run out, and a schema change reaches every process within that time (this on
 
 from __future__ import annotations
 
-import time
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.caches import SharedCache
 from app.catalogue.repository import event_types
 from app.errors import Unprocessable
+from app.models import EventTypeDef
 from app.programs.schema_violations import first_violation
 from app.programs.schemas import OverBudget, PayloadSchema, SchemaError, compile_schema, conforms
 
-_Entry = tuple[float, PayloadSchema | None, int]  # (valid until, schema or None, version)
+_Entry = tuple[PayloadSchema | None, int]  # (schema or None, version)
 
 
 class PayloadSchemas:
+    """Each tenant has a share of the cache (app/caches.py): a batch of a thousand event
+    types pushes out its own tenant's schemas, never another's."""
+
     def __init__(
         self,
         sessionmaker: async_sessionmaker[AsyncSession],
         seconds: float,
-        max_entries: int = 10_000,
+        per_tenant: int = 1_000,
+        total: int = 20_000,
     ) -> None:
         self._sessionmaker = sessionmaker
-        self._seconds = seconds
-        self._max_entries = max_entries
-        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._entries: SharedCache[tuple[str, str], _Entry] = SharedCache(
+            per_tenant=per_tenant, total=total, seconds=seconds
+        )
 
     async def refusal(
         self, tenant_id: str, event_type: str, payload: dict[str, Any], payload_bytes: int
@@ -64,15 +70,31 @@ class PayloadSchemas:
             raise refused
 
     def forget(self, tenant_id: str, event_type: str) -> None:
-        self._entries.pop((tenant_id, event_type), None)
+        self._entries.forget((tenant_id, event_type))
 
     async def _schema_of(self, tenant_id: str, event_type: str) -> tuple[PayloadSchema | None, int]:
         key = (tenant_id, event_type)
         entry = self._entries.get(key)
-        if entry is not None and entry[0] > time.monotonic():
-            return entry[1], entry[2]
+        if entry is not None:
+            return entry
         async with self._sessionmaker() as session:
             row = await event_types.get(session, tenant_id, event_type)
+        return self._keep(tenant_id, event_type, row)
+
+    async def prefetch(self, tenant_id: str, types: Collection[str]) -> None:
+        """The schemas of every type named, read in one query where this process has not got
+        them: a batch of a thousand types costs one catalogue read, not a thousand."""
+        wanted = {t for t in types if self._entries.get((tenant_id, t)) is None}
+        if not wanted:
+            return
+        async with self._sessionmaker() as session:
+            rows = {row.name: row for row in await event_types.get_many(session, tenant_id, wanted)}
+        for event_type in wanted:
+            self._keep(tenant_id, event_type, rows.get(event_type))
+
+    def _keep(
+        self, tenant_id: str, event_type: str, row: EventTypeDef | None
+    ) -> tuple[PayloadSchema | None, int]:
         compiled = None
         if row is not None and row.schema is not None:
             # Saved schemas compiled when saved; one that no longer compiles (a library
@@ -83,8 +105,5 @@ class PayloadSchemas:
             except SchemaError:
                 compiled = None
         version = row.version if row is not None else 0
-        if self._seconds > 0:
-            if len(self._entries) >= self._max_entries:
-                self._entries.clear()
-            self._entries[key] = (time.monotonic() + self._seconds, compiled, version)
+        self._entries.put(tenant_id, (tenant_id, event_type), (compiled, version))
         return compiled, version

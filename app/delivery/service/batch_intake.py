@@ -117,6 +117,7 @@ async def accept_batch(
     live = await endpoints.get_live_many(
         session, Scope(tenant_id), {c.intent.endpoint_id for c in candidates}
     )
+    await schemas.prefetch(tenant_id, {c.intent.event_type for c in candidates})
     accepted: list[_Candidate] = []
     for candidate in candidates:
         endpoint_id = candidate.intent.endpoint_id

@@ -29,7 +29,7 @@ async def targets_of(
     decided by how many endpoints it reaches, so that is what is bounded."""
     chosen: list[str] = []
     passed_by: list[FilteredOut] = []
-    event = filters.Events(event_type, payload, payload_bytes)
+    event = filters.Events(event_type, payload, payload_bytes, tenant_id=tenant_id)
     subscribers = await endpoints.subscribed_to(
         session, tenant_id, customer_id, event_type, limit=max_fanout + 1
     )

@@ -246,6 +246,17 @@ async def count_live(
     return int(every), int(of_customer)
 
 
+async def has_filter(session: AsyncSession, tenant_id: str, source: str) -> tuple[bool, int]:
+    """Whether one of the tenant's live endpoints has this filter already, and how many
+    distinct filters they have."""
+    query = select(
+        func.count(Endpoint.filter.distinct()),
+        func.count().filter(Endpoint.filter == source),
+    ).where(Endpoint.tenant_id == tenant_id, _live, Endpoint.filter.is_not(None))
+    distinct, same = (await session.execute(query)).one()
+    return bool(same), int(distinct)
+
+
 async def in_scope(session: AsyncSession, scope: Scope, endpoint_id: str) -> bool:
     """Whether the endpoint, deleted or not, is the scope's: what was sent to it is then the
     scope's to see -- a customer's, for an endpoint of its current life."""

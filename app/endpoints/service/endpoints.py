@@ -31,6 +31,7 @@ from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.errors import Conflict, DestinationRefused, HeraldError, NotFound
 from app.ids import new_id
 from app.models import Endpoint
+from app.programs.budget import FILTERS_PER_TENANT
 from app.proxies import EgressProxy
 from app.scope import Scope
 from app.sealing import KeyRing
@@ -102,6 +103,8 @@ async def create_endpoint(
     held = await limits.hold(session, scope.tenant_id, defaults)
     customer_id = await _customer_for(session, scope, spec.customer_id)
     await _room_for_one_more(session, scope.tenant_id, customer_id, held)
+    if spec.filter is not None:
+        await _room_for_filter(session, scope.tenant_id, spec.filter)
     endpoint = await endpoints.insert_endpoint(
         session,
         id=endpoint_id,
@@ -135,6 +138,17 @@ async def _room_for_one_more(
             f"{whose} {of_customer:,} endpoints, as many as one customer may "
             "(max_endpoints_per_customer, GET /v1/limits): delete one, or ask the operator for "
             "more"
+        )
+
+
+async def _room_for_filter(session: AsyncSession, tenant_id: str, source: str) -> None:
+    """A tenant's distinct filters all fit its share of each API process's compiled filters
+    (FILTERS_PER_TENANT): a tenant with more would make others pay for its compiles."""
+    known, distinct = await endpoints.has_filter(session, tenant_id, source)
+    if not known and distinct >= FILTERS_PER_TENANT:
+        raise Conflict(
+            f"the tenant's endpoints have {distinct:,} different filters, as many as it may "
+            "have: give this endpoint a filter another already has, or none"
         )
 
 
@@ -240,6 +254,9 @@ async def update_endpoint(
             values.update(credentials.key_pair_values(ring, endpoint_id))
     if "ordering" in values or "on_dead" in values:
         await _change_streams(session, scope, endpoint_id, values)
+    if values.get("filter") is not None:
+        await limits.lock(session, scope.tenant_id)  # counted one change at a time
+        await _room_for_filter(session, scope.tenant_id, values["filter"])
     endpoint = await endpoints.update_fields(session, scope, endpoint_id, values)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")

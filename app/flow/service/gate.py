@@ -88,6 +88,10 @@ class Grant:
         return f"{self.grant_id}:{i}"
 
 
+# Past this many cached policies, the expired ones are swept out before the next is kept.
+POLICIES_SWEPT_AT = 10_000
+
+
 class Gate:
     def __init__(
         self,
@@ -163,8 +167,19 @@ class Gate:
             )
         if self._generations.get(endpoint_id, 0) == generation:
             # Not when forget() ran meanwhile: this read may predate what it forgot.
+            if len(self._policies) >= POLICIES_SWEPT_AT:
+                self._sweep()
             self._policies[endpoint_id] = (time.monotonic() + self._cache_seconds, policy)
         return policy
+
+    def _sweep(self) -> None:
+        """Drop the policies that have expired: the cache keeps only what the last second's
+        work touched, however many endpoints there are. An expired entry is one nobody may
+        use, so no tenant's work loses a live one to another's. (``_generations`` stays: a
+        read that forget() disowned may still be running, and only its generation tells it
+        so; it holds an integer per endpoint whose flow state this process changed.)"""
+        now = time.monotonic()
+        self._policies = {e: kept for e, kept in self._policies.items() if kept[0] > now}
 
     def forget(self, endpoint_id: str) -> None:
         """This process just changed the endpoint's flow state: read it afresh next time (and

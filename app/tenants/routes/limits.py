@@ -44,7 +44,7 @@ async def own_limits(tenant_id: TenantDep, session: SessionDep, settings: Settin
     summary="What a tenant may use (admin)",
 )
 async def tenant_limits(
-    tenant_id: TenantIdPath, _admin: AdminDep, session: SessionDep, settings: SettingsDep
+    _admin: AdminDep, tenant_id: TenantIdPath, session: SessionDep, settings: SettingsDep
 ) -> LimitsOut:
     async with session.begin():
         tenant = await limits.tenant_of(session, tenant_id)
@@ -58,9 +58,9 @@ async def tenant_limits(
     summary="Set what a tenant may use (admin)",
 )
 async def change_limits(
+    _admin: AdminDep,
     tenant_id: TenantIdPath,
     change: LimitsChange,
-    _admin: AdminDep,
     session: SessionDep,
     settings: SettingsDep,
 ) -> LimitsOut:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.caches import SharedCache
 from app.errors import NotFound, Unprocessable
 from app.models import ApiKey
 from app.tenants.repository import api_keys, tenants
@@ -96,31 +96,22 @@ class PrincipalCache:
     """Keys this process looked up lately, so a request need not pay a database round trip to
     authenticate. Only known keys are kept (an unknown key always asks the database, so a key
     works the moment it is created), and only for ``seconds``: a revoked key stops working
-    within that. Bounded: when full, it starts over."""
+    within that. Each tenant has a share (app/caches.py): one with many keys pushes out its
+    own, never another tenant's."""
 
-    def __init__(self, seconds: float, max_entries: int = 10_000) -> None:
-        self._seconds = seconds
-        self._max_entries = max_entries
-        self._entries: dict[bytes, tuple[float, Principal]] = {}
+    def __init__(self, seconds: float, per_tenant: int = 100, total: int = 10_000) -> None:
+        self._entries: SharedCache[bytes, Principal] = SharedCache(
+            per_tenant=per_tenant, total=total, seconds=seconds
+        )
 
     def get(self, key_hash: bytes) -> Principal | None:
-        entry = self._entries.get(key_hash)
-        if entry is None:
-            return None
-        if entry[0] <= time.monotonic():
-            del self._entries[key_hash]
-            return None
-        return entry[1]
+        return self._entries.get(key_hash)
 
     def forget(self, key_hash: bytes) -> None:
-        self._entries.pop(key_hash, None)
+        self._entries.forget(key_hash)
 
     def put(self, key_hash: bytes, principal: Principal) -> None:
-        if self._seconds <= 0:
-            return
-        if len(self._entries) >= self._max_entries:
-            self._entries.clear()
-        self._entries[key_hash] = (time.monotonic() + self._seconds, principal)
+        self._entries.put(principal.tenant_id or "admin", key_hash, principal)
 
 
 async def principal_for(

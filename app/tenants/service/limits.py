@@ -49,13 +49,18 @@ async def tenant_of(session: AsyncSession, tenant_id: str) -> Tenant:
     return tenant
 
 
-async def hold(session: AsyncSession, tenant_id: str, defaults: Limits) -> Limits:
-    """The tenant's limits, its row locked until the transaction ends: a count checked against
-    them stays true until what it counts is made."""
+async def lock(session: AsyncSession, tenant_id: str) -> Tenant:
+    """The tenant's row, locked until the transaction ends: a count checked against its limits
+    stays true until what it counts is made."""
     tenant = await tenants.locked(session, tenant_id)
     if tenant is None:
         raise NotFound(f"tenant {tenant_id} not found")
-    return defaults.of(tenant)
+    return tenant
+
+
+async def hold(session: AsyncSession, tenant_id: str, defaults: Limits) -> Limits:
+    """The tenant's limits, its row locked (``lock``)."""
+    return defaults.of(await lock(session, tenant_id))
 
 
 async def set_limits(
