@@ -261,6 +261,10 @@ class RedriveJobOut(BaseModel):
     status: str = Field(description="queued | running | succeeded | failed")
     filter: RedriveFilterOut
     redriven: int = Field(description="Deliveries sent again so far.")
+    more: bool = Field(
+        description="The job stopped at the most one may revive (50,000), and more match: ask "
+        "again to go on."
+    )
     error: str | None
     created_at: datetime
     finished_at: datetime | None

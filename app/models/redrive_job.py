@@ -33,3 +33,8 @@ class RedriveJob(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    @property
+    def more(self) -> bool:
+        """It stopped at the most one job may revive, with more to go (its cursor says where)."""
+        return self.status == "succeeded" and self.cursor is not None

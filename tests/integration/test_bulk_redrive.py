@@ -226,3 +226,86 @@ async def test_a_replay_names_only_finished_states_it_can_revive(
         )
         assert response.status_code == 422, (states, response.text)
         assert response.headers["content-type"] == "application/problem+json"
+
+
+async def _dead(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, n: int
+) -> str:
+    endpoint = await new_endpoint(client, tenant)
+    await post_deliveries(client, tenant, endpoint["id"], n)
+    await fast_path_settled(engine)
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET state = 'dead', completed_at = now(), attempt_count = 1,"
+                " dead_reason = 'max_attempts_exhausted (1)'"
+            )
+        )
+    return str(endpoint["id"])
+
+
+async def _run(settings: Settings, engine: AsyncEngine, job_id: str) -> None:
+    assert settings.redis_url is not None
+    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    try:
+        await redrive.run_bulk_redrive(settings, create_sessionmaker(engine), redis, job_id)
+    finally:
+        await redis.aclose()
+
+
+async def test_asked_again_a_bulk_redrive_is_the_same_job_and_a_tenant_runs_two_at_most(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    await _dead(client, tenant, engine, 2)
+    first = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
+    again = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
+    assert first.status_code == again.status_code == 202
+    assert again.json()["id"] == first.json()["id"]
+    second = await client.post("/v1/deliveries/redrive", json={"event_type": "x"}, headers=tenant)
+    assert second.status_code == 202 and second.json()["id"] != first.json()["id"]
+    refused = await client.post("/v1/deliveries/redrive", json={"event_type": "y"}, headers=tenant)
+    assert refused.status_code == 429 and refused.headers["Retry-After"]
+    assert "2 bulk redrives of this tenant are queued or running" in refused.json()["detail"]
+    assert await count_rows(engine, "redrive_jobs") == 2
+    other = await new_tenant(client, "other")
+    assert (await client.post("/v1/deliveries/redrive", json={}, headers=other)).status_code == 202
+
+
+async def test_a_delivery_dead_again_after_a_bulk_redrive_was_asked_is_not_revived_by_it(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, settings: Settings
+) -> None:
+    await _dead(client, tenant, engine, 1)
+    async with engine.connect() as connection:
+        delivery_id = (await connection.execute(text("SELECT id FROM deliveries"))).scalar_one()
+    job = (await client.post("/v1/deliveries/redrive", json={}, headers=tenant)).json()
+    # Meanwhile: revived by another call, and dead again -- after this job was asked for.
+    revived = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
+    assert revived.status_code == 202, revived.text
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET state = 'dead', completed_at = clock_timestamp(),"
+                " dead_reason = 'max_attempts_exhausted (1)'"
+            )
+        )
+    await _run(settings, engine, job["id"])
+    done = (await client.get(f"/v1/deliveries/redrive/{job['id']}", headers=tenant)).json()
+    assert done["status"] == "succeeded" and done["redriven"] == 0
+    assert await count_rows(engine, "deliveries", "state = 'dead'") == 1
+
+
+async def test_one_bulk_redrive_revives_a_bounded_number_and_says_there_is_more(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    engine: AsyncEngine,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await _dead(client, tenant, engine, 10)
+    monkeypatch.setattr(redrive, "REDRIVE_BATCH", 4)
+    monkeypatch.setattr(redrive, "MAX_PER_JOB", 4)
+    first = (await client.post("/v1/deliveries/redrive", json={}, headers=tenant)).json()
+    await _run(settings, engine, first["id"])
+    done = (await client.get(f"/v1/deliveries/redrive/{first['id']}", headers=tenant)).json()
+    assert done["redriven"] == 4 and done["more"] is True
+    assert await count_rows(engine, "deliveries", "state = 'dead'") == 6

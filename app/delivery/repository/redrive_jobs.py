@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -52,3 +53,13 @@ async def update_job(session: AsyncSession, job_id: str, **values: Any) -> None:
 
 async def finish(session: AsyncSession, job_id: str, *, status: str, error: str | None) -> None:
     await update_job(session, job_id, status=status, error=error, finished_at=func.now())
+
+
+async def active(session: AsyncSession, tenant_id: str, *, since: timedelta) -> list[RedriveJob]:
+    """The tenant's jobs queued or running, asked for within ``since``."""
+    query = select(RedriveJob).where(
+        RedriveJob.tenant_id == tenant_id,
+        RedriveJob.status.in_(("queued", "running")),
+        RedriveJob.created_at > func.now() - since,
+    )
+    return list((await session.execute(query.order_by(RedriveJob.id))).scalars())

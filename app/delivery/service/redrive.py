@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -17,7 +18,7 @@ from app.delivery.repository import deliveries, redrive_jobs
 from app.delivery.schemas import RedriveFilter
 from app.delivery.service import listings
 from app.endpoints.service import endpoints
-from app.errors import Conflict
+from app.errors import Conflict, TooManyRequests
 from app.logs import log_failure
 from app.models import Delivery, RedriveJob
 from app.outbox.service import outbox
@@ -26,6 +27,7 @@ from app.outbox.service.publishing import publish_and_mark
 from app.scope import Scope
 from app.states import DeliveryState
 from app.streams.service.heads import lock_streams, requeue, requeuing, streams_of
+from app.tenants.service import limits
 
 log = structlog.get_logger("herald.redrive")
 
@@ -68,6 +70,14 @@ async def redrive_one(
 
 
 REDRIVE_BATCH = 500
+# What one bulk redrive may revive: past it the job ends, its `more` saying so, and another call
+# goes on (what this one revived is no longer dead, so it is not revived twice).
+MAX_PER_JOB = 50_000
+# Bulk redrives a tenant may have queued or running at once (they share the control queue with
+# reconcile runs); a job older than ACTIVE_FOR no longer counts, so one lost with Redis blocks
+# nothing for long.
+MAX_ACTIVE_PER_TENANT = 2
+ACTIVE_FOR = timedelta(minutes=15)
 
 
 async def _lock_streams_of(session: AsyncSession, delivery_ids: list[str]) -> None:
@@ -83,7 +93,9 @@ async def run_bulk_redrive(
 ) -> None:
     """The background job: pages of finished deliveries (dead, or succeeded for a replay), each
     redriven with its outbox rows in one short transaction that also advances the job's cursor
-    and count; published after commit."""
+    and count; published after commit. Only what finished before the job was asked for: a
+    delivery this job (or an earlier one) revived that dies again meanwhile is not revived
+    again by it. At most MAX_PER_JOB."""
     async with sessionmaker() as session, session.begin():
         job = await redrive_jobs.get(session, job_id)
         if job is None:
@@ -110,7 +122,7 @@ async def run_bulk_redrive(
                     endpoint_id=wanted.endpoint_id,
                     event_type=wanted.event_type,
                     dead_after=wanted.dead_after,
-                    dead_before=wanted.dead_before,
+                    dead_before=min(filter(None, (wanted.dead_before, job.created_at))),
                     states=[DeliveryState(state) for state in wanted.states],
                     before_reviving=functools.partial(_lock_streams_of, session),
                 )
@@ -120,7 +132,7 @@ async def run_bulk_redrive(
                 await redrive_jobs.update_job(session, job_id, cursor=cursor, redriven=total)
             if publications:
                 await publish_and_mark(sessionmaker, redis, job.region, publications)
-            if cursor is None:
+            if cursor is None or total >= MAX_PER_JOB:
                 break
     except asyncio.CancelledError:
         await asyncio.shield(_finish(sessionmaker, job_id, "failed", "interrupted: worker stopped"))
@@ -148,17 +160,33 @@ async def start_bulk_redrive(
     wanted: dict[str, Any],
 ) -> RedriveJob:
     """A bulk redrive of the tenant's finished deliveries matching ``wanted``, run in this
-    process's region."""
+    process's region. Asked again while the same one is queued or running, it is that job (and
+    queued again, which arq ignores unless Redis lost it); past MAX_ACTIVE_PER_TENANT others,
+    TooManyRequests."""
 
     async def fail(session: AsyncSession, job: RedriveJob, error: str) -> None:
         await redrive_jobs.finish(session, job.id, status="failed", error=error)
 
+    async def insert(session: AsyncSession) -> RedriveJob:
+        await limits.lock(session, tenant_id)  # counted one start at a time
+        active = await redrive_jobs.active(session, tenant_id, since=ACTIVE_FOR)
+        same = next((job for job in active if job.filter == wanted), None)
+        if same is not None:
+            return same
+        if len(active) >= MAX_ACTIVE_PER_TENANT:
+            raise TooManyRequests(
+                f"{len(active)} bulk redrives of this tenant are queued or running, as many as "
+                f"may be: wait for one to finish ({', '.join(job.id for job in active)})",
+                headers={"Retry-After": "10"},
+            )
+        return await redrive_jobs.insert_job(
+            session, tenant_id=tenant_id, region=settings.region, filter=wanted
+        )
+
     return await queue.start_tracked(
         sessionmaker,
         what="redrive job",
-        insert=lambda session: redrive_jobs.insert_job(
-            session, tenant_id=tenant_id, region=settings.region, filter=wanted
-        ),
+        insert=insert,
         enqueue=lambda job: queue.enqueue_bulk_redrive(redis, settings.region, job.id),
         fail=fail,
     )

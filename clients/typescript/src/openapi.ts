@@ -2175,6 +2175,11 @@ export interface components {
             /** Id */
             id: string;
             /**
+             * More
+             * @description The job stopped at the most one may revive (50,000), and more match: ask again to go on.
+             */
+            more: boolean;
+            /**
              * Redriven
              * @description Deliveries sent again so far.
              */
