@@ -188,6 +188,7 @@ class RedriveJob(_Answer):
     status: str
     filter: RedriveFilter
     redriven: int
+    more: bool  # stopped at the most one job revives, with more to go: ask again
     error: str | None
     created_at: datetime
     finished_at: datetime | None
