@@ -20,6 +20,7 @@ from app.delivery.routes import actions, deliveries, events
 from app.endpoints.routes import endpoints
 from app.engine.service.endpoint_test import EndpointTester
 from app.errors import install_error_handlers
+from app.flow.service.accept_rates import AcceptRates
 from app.logs import configure_logging
 from app.operations.routes import health, metrics
 from app.operations.service.fleet import FleetGauges
@@ -54,6 +55,7 @@ def create_app(settings: Settings) -> FastAPI:
             principals=PrincipalCache(settings.api_key_cache_seconds),
             schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
             tester=EndpointTester(settings, keys),
+            accept_rates=AcceptRates(settings, sessionmaker, redis),
         )
         try:
             yield

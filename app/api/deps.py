@@ -18,6 +18,7 @@ from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.config import Settings
 from app.engine.service.endpoint_test import EndpointTester
 from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
+from app.flow.service.accept_rates import AcceptRates
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
 from app.schemas import IDEMPOTENCY_KEY_RULE, is_idempotency_key
@@ -39,6 +40,7 @@ class Resources:
     principals: PrincipalCache
     schemas: PayloadSchemas
     tester: EndpointTester  # POST /v1/endpoints/{id}/test: a test event, sent now
+    accept_rates: AcceptRates  # each tenant's accept rate, counted across API processes
 
 
 # Every dependency here is ``async def`` although none awaits: FastAPI runs a plain ``def``

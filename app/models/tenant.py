@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Integer, Text, func
+from sqlalchemy import DateTime, Double, Integer, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base
@@ -18,3 +18,4 @@ class Tenant(Base):
     max_endpoints: Mapped[int | None] = mapped_column(Integer)
     max_endpoints_per_customer: Mapped[int | None] = mapped_column(Integer)
     max_fanout: Mapped[int | None] = mapped_column(Integer)
+    accept_rate: Mapped[float | None] = mapped_column(Double)  # intents a second; 0: no limit

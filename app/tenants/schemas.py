@@ -96,6 +96,9 @@ class LimitsChange(BaseModel):
         default=None, ge=1, le=100_000, description=_LIMIT_DOC
     )
     max_fanout: int | None = Field(default=None, ge=1, le=100_000, description=_LIMIT_DOC)
+    accept_rate: float | None = Field(
+        default=None, ge=0, le=1_000_000, description=_LIMIT_DOC + " 0: no limit."
+    )
 
 
 class LimitsOut(BaseModel):
@@ -106,6 +109,10 @@ class LimitsOut(BaseModel):
         "as one customer's."
     )
     max_fanout: int = Field(description="Deliveries one event may make.")
+    accept_rate: float = Field(
+        description="Intents (deliveries, batch items, events) accepted a second, across every "
+        "API process; past it, 429 with Retry-After and nothing stored. 0: no limit."
+    )
     set_by_operator: list[str] = Field(
         description="The limits the operator set for this tenant; the others are the defaults."
     )

@@ -42,6 +42,7 @@ from app.errors import (
     IdempotencyMismatch,
     NotFound,
     PayloadTooLarge,
+    TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
     problem_body,
@@ -67,6 +68,7 @@ async def create_delivery(
     response: Response,
     traceparent: TraceparentDep,
 ) -> DeliveryOut:
+    await resources.accept_rates.admit(tenant_id)
     # Nearly every accept is one statement -- key, event, delivery, outbox row -- and that
     # statement is the commit.
     crash_point("api.before_commit", settings.fault)
@@ -143,6 +145,7 @@ router.add_api_route(
             PayloadTooLarge,
             UnsupportedMediaType,
             IdempotencyMismatch,
+            TooManyRequests,
         ),
     },
     summary="Accept a delivery intent",
@@ -152,7 +155,7 @@ router.add_api_route(
 @router.post(
     "/batch",
     response_model=BatchAccepted,
-    responses=problem_responses(*_AUTH, PayloadTooLarge, UnsupportedMediaType),
+    responses=problem_responses(*_AUTH, PayloadTooLarge, UnsupportedMediaType, TooManyRequests),
     summary="Accept up to 1000 delivery intents in one transaction, each judged on its own",
 )
 async def create_deliveries_batch(
@@ -164,6 +167,7 @@ async def create_deliveries_batch(
     resources: ResourcesDep,
     traceparent: TraceparentDep,
 ) -> Response:
+    await resources.accept_rates.admit(tenant_id, len(batch.items))
     async with session.begin():  # every accepted item with its event and outbox row, or none
         outcomes, publications = await batch_intake.accept_batch(
             session, settings, tenant_id, batch.items, resources.schemas, traceparent

@@ -21,6 +21,7 @@ from app.errors import (
     IdempotencyMismatch,
     NotFound,
     PayloadTooLarge,
+    TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
     problem_responses,
@@ -43,6 +44,7 @@ router = APIRouter(prefix="/v1/events", tags=["events"])
             PayloadTooLarge,
             UnsupportedMediaType,
             IdempotencyMismatch,
+            TooManyRequests,
         ),
     },
     summary="Publish an event to every subscribed endpoint",
@@ -58,6 +60,7 @@ async def publish_event(
     response: Response,
     traceparent: TraceparentDep,
 ) -> EventAccepted:
+    await resources.accept_rates.admit(tenant_id)
     async with session.begin():  # the event and all its deliveries and outbox rows, atomically
         accepted = await intake.accept_event(
             session, settings, tenant_id, intent, idempotency_key, resources.schemas, traceparent

@@ -1738,6 +1738,11 @@ export interface components {
          */
         LimitsChange: {
             /**
+             * Accept Rate
+             * @description Null: the default every tenant gets (HERALD_TENANT_*). 0: no limit.
+             */
+            accept_rate?: number | null;
+            /**
              * Max Endpoints
              * @description Null: the default every tenant gets (HERALD_TENANT_*).
              */
@@ -1755,6 +1760,11 @@ export interface components {
         };
         /** LimitsOut */
         LimitsOut: {
+            /**
+             * Accept Rate
+             * @description Intents (deliveries, batch items, events) accepted a second, across every API process; past it, 429 with Retry-After and nothing stored. 0: no limit.
+             */
+            accept_rate: number;
             /**
              * Max Endpoints
              * @description Endpoints the tenant may have, all customers' too.
@@ -3154,6 +3164,16 @@ export interface operations {
                     "application/problem+json": unknown;
                 };
             };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
             /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
             503: {
                 headers: {
@@ -3230,6 +3250,16 @@ export interface operations {
             };
             /** @description Request validation failed */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Too many requests */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5019,6 +5049,16 @@ export interface operations {
             };
             /** @description Request validation failed; Idempotency key reused with a different request */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Too many requests */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
