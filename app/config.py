@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     # Intents one tenant may have accepted a second, across every API process (a batch counts
     # each item): past it, 429 with Retry-After, and nothing stored. 0: no limit.
     tenant_accept_rate: float = Field(default=0.0, ge=0, le=1_000_000)
+    # Attempts one tenant's deliveries may start a second, across every worker: past it they
+    # wait, by policy, and say so. 0: no limit.
+    tenant_delivery_rate: float = Field(default=0.0, ge=0, le=1_000_000)
     # Per-destination flow control, for endpoints that set no limits of their own (0: none).
     default_rate_limit_per_second: float = Field(default=0.0, ge=0, le=100_000)
     default_max_in_flight: int = Field(default=50, ge=0, le=10_000)

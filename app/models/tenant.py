@@ -19,3 +19,4 @@ class Tenant(Base):
     max_endpoints_per_customer: Mapped[int | None] = mapped_column(Integer)
     max_fanout: Mapped[int | None] = mapped_column(Integer)
     accept_rate: Mapped[float | None] = mapped_column(Double)  # intents a second; 0: no limit
+    delivery_rate: Mapped[float | None] = mapped_column(Double)  # attempts a second; 0: none

@@ -99,6 +99,9 @@ class LimitsChange(BaseModel):
     accept_rate: float | None = Field(
         default=None, ge=0, le=1_000_000, description=_LIMIT_DOC + " 0: no limit."
     )
+    delivery_rate: float | None = Field(
+        default=None, ge=0, le=1_000_000, description=_LIMIT_DOC + " 0: no limit."
+    )
 
 
 class LimitsOut(BaseModel):
@@ -112,6 +115,10 @@ class LimitsOut(BaseModel):
     accept_rate: float = Field(
         description="Intents (deliveries, batch items, events) accepted a second, across every "
         "API process; past it, 429 with Retry-After and nothing stored. 0: no limit."
+    )
+    delivery_rate: float = Field(
+        description="Attempts the tenant's deliveries may start a second, across every worker; "
+        "past it they wait by policy (status `throttled`, saying so). 0: no limit."
     )
     set_by_operator: list[str] = Field(
         description="The limits the operator set for this tenant; the others are the defaults."

@@ -57,6 +57,7 @@ async def endpoint_board(
                 in_flight=None if flow is None else flow.in_flight,
                 max_in_flight=ceiling,
                 rate_limit=FlowLimits(
+                    endpoint.tenant_id,
                     endpoint.rate_limit_per_second,
                     endpoint.max_in_flight,
                     0.0,

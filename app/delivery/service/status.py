@@ -139,6 +139,12 @@ def _due_now(
         )
     if flow.next_start_in > 0:
         return Explanation("throttled", "destination at its start-rate ceiling")
+    if flow.tenant_wait > 0:
+        return Explanation(
+            "throttled",
+            "its tenant at its delivery rate (delivery_rate, GET /v1/limits); it starts when "
+            "the rate allows",
+        )
     if flow.woken_in is not None and flow.woken_in > WAKE_SLACK_SECONDS:
         # Set for later than the delivery is due: told with its time, so that a destination
         # parked longer than its gate needs is visible, not hidden behind "queued".

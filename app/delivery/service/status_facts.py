@@ -78,7 +78,7 @@ async def _destination_now(
 ) -> FlowSnapshot | None:
     """The destination's gate and wake-up as Redis has them now; None if Redis cannot say."""
     ceiling = endpoint.max_in_flight or settings.default_max_in_flight
-    flow = await flow_snapshot(redis, endpoint.id, ceiling)
+    flow = await flow_snapshot(redis, endpoint.id, ceiling, endpoint.tenant_id)
     if flow is None:
         return None
     wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)

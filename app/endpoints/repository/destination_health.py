@@ -25,6 +25,7 @@ async def disable(session: AsyncSession, endpoint_id: str, reason: str) -> None:
 
 @dataclass(frozen=True)
 class FlowLimits:
+    tenant_id: str
     rate_limit_per_second: float | None
     max_in_flight: int | None
     paused_for: float  # seconds left of a pause, by the database clock
@@ -53,13 +54,14 @@ async def flow_limits(session: AsyncSession, endpoint_id: str) -> FlowLimits | N
                 func.coalesce(remaining, 0),
                 Endpoint.breaker_trips,
                 Endpoint.webhook_allowed_rate,
+                Endpoint.tenant_id,
             ).where(Endpoint.id == endpoint_id)
         )
     ).one_or_none()
     if row is None:
         return None
     allowed = None if row[4] is None else row[4] / 60
-    return FlowLimits(row[0], row[1], float(row[2]), row[3], allowed)
+    return FlowLimits(row[5], row[0], row[1], float(row[2]), row[3], allowed)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 from arq.connections import ArqRedis
@@ -26,10 +26,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.endpoints.service import endpoints
 from app.flow.service import gate_scripts
+from app.flow.service.delivery_rates import DeliveryRates
 from app.flow.service.gate_scripts import flow_keys
 from app.flow.service.rates import late_start_allowed, start_interval_us
 from app.flow.service.snapshot import FlowSnapshot
 from app.flow.service.wakeups import Arm, Wakeups, wake_waiting
+from app.tenants.service import limits
 
 log = structlog.get_logger("herald.flow")
 
@@ -53,6 +55,8 @@ class Policy:
     max_in_flight: int  # 0 = no ceiling
     paused_for: float  # seconds the database says the destination is paused
     half_open: bool  # the breaker tripped: after its cool-down, one probe at a time
+    tenant_id: str = ""
+    tenant_interval_us: int = 0  # between the tenant's starts (delivery_rate); 0 = none
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,9 @@ class Grant:
     # interval in the whole microseconds the script counted in.
     _tat: str = field(default="", repr=False, compare=False)
     _interval_us: int = field(default=0, repr=False, compare=False)
+    # The tenant whose delivery rate this grant's starts were taken from, and its interval.
+    _tenant_id: str = field(default="", repr=False, compare=False)
+    _tenant_interval_us: int = field(default=0, repr=False, compare=False)
 
     def start_offset(self, i: int) -> float:
         return self.first_start_in + i * self.interval
@@ -108,6 +115,8 @@ class Gate:
         self._reading: dict[str, asyncio.Future[Policy]] = {}
         self._generations: dict[str, int] = {}
         self._grant = redis.register_script(gate_scripts.GRANT)
+        self._tenant_rates = DeliveryRates(redis, RATE_HORIZON_US)
+        self._tenant_defaults = limits.Limits.defaults(settings)
         self._return_unused = redis.register_script(gate_scripts.RETURN_UNUSED)
         self._release_slots = redis.register_script(gate_scripts.RELEASE_SLOTS)
         self._pause = redis.register_script(gate_scripts.PAUSE)
@@ -153,17 +162,22 @@ class Gate:
     async def _read_policy(self, endpoint_id: str) -> Policy:
         generation = self._generations.get(endpoint_id, 0)
         async with self._sessionmaker() as session, session.begin():
-            limits = await endpoints.flow_limits(session, endpoint_id)
+            found = await endpoints.flow_limits(session, endpoint_id)
+            tenant = None if found is None else await limits.tenant_of(session, found.tenant_id)
         rate = self._settings.default_rate_limit_per_second
         in_flight = self._settings.default_max_in_flight
         policy = Policy(0, 0, 0.0, False)
-        if limits is not None:
-            rate = limits.rate(rate)
+        if found is not None and tenant is not None:
+            rate = found.rate(rate)
             policy = Policy(
                 interval_us=start_interval_us(rate),
-                max_in_flight=limits.max_in_flight or in_flight,
-                paused_for=limits.paused_for,
-                half_open=limits.breaker_trips > 0,
+                max_in_flight=found.max_in_flight or in_flight,
+                paused_for=found.paused_for,
+                half_open=found.breaker_trips > 0,
+                tenant_id=tenant.id,
+                tenant_interval_us=start_interval_us(
+                    self._tenant_defaults.of(tenant).delivery_rate
+                ),
             )
         if self._generations.get(endpoint_id, 0) == generation:
             # Not when forget() ran meanwhile: this read may predate what it forgot.
@@ -223,7 +237,7 @@ class Gate:
                 tenant_id,
             ],
         )
-        return Grant(
+        grant = Grant(
             endpoint_id,
             grant_id,
             int(count),
@@ -234,6 +248,26 @@ class Gate:
             _tat=_text(tat),
             _interval_us=policy.interval_us,
         )
+        if grant.count == 0 or not policy.tenant_interval_us:
+            return grant
+        return await self._within_tenant_rate(grant, policy)
+
+    async def _within_tenant_rate(self, grant: Grant, policy: Policy) -> Grant:
+        """The destination's grant cut to what the tenant's delivery rate allows, the rest
+        given back to the destination."""
+        taken = await self._tenant_rates.take(
+            policy.tenant_id, policy.tenant_interval_us, grant.count
+        )
+        if taken.count < grant.count:
+            await self.return_unused(grant, used=taken.count)
+        return replace(
+            grant,
+            count=taken.count,
+            reason="tenant_rate" if taken.count < grant.count else grant.reason,
+            reopens_in=taken.wait if taken.count < grant.count else grant.reopens_in,
+            _tenant_id=policy.tenant_id,
+            _tenant_interval_us=policy.tenant_interval_us,
+        )
 
     async def return_unused(self, grant: Grant, *, used: int) -> None:
         """The claim found fewer rows than granted: give the rest of the grant back, and wake
@@ -243,6 +277,15 @@ class Gate:
         lease, an unreturned start is a short gap. A wake Redis refuses raises."""
         if used >= grant.count:
             return
+        if grant._tenant_interval_us:
+            # The tenant's unused starts back first: a claim that found fewer rows than it was
+            # granted costs the tenant nothing of its rate.
+            try:
+                await self._tenant_rates.give_back(
+                    grant._tenant_id, grant._tenant_interval_us, grant.count - max(0, used)
+                )
+            except Exception as exc:
+                log.warning("flow.tenant_return_failed", error=type(exc).__name__)
         keys = flow_keys(grant.endpoint_id)
         try:
             waiting = await self._return_unused(
@@ -300,17 +343,21 @@ class Gate:
 
 
 async def flow_snapshot(
-    redis: ArqRedis, endpoint_id: str, max_in_flight: int
+    redis: ArqRedis, endpoint_id: str, max_in_flight: int, tenant_id: str | None = None
 ) -> FlowSnapshot | None:
-    """What the gate would see now; None if Redis cannot say."""
+    """What the gate would see now (and the tenant's delivery rate, when ``tenant_id`` is
+    given); None if Redis cannot say."""
     try:
         keys = flow_keys(endpoint_id)
         snapshot = redis.register_script(gate_scripts.SNAPSHOT)
         live, wait_us = await snapshot(keys=[keys.tat, keys.slots])
+        tenant_wait = 0.0
+        if tenant_id is not None:
+            tenant_wait = await DeliveryRates(redis, RATE_HORIZON_US).wait(tenant_id)
     except Exception as exc:
         log.warning("flow.snapshot_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
         return None
-    return FlowSnapshot(int(live), max_in_flight, int(wait_us) / 1e6)
+    return FlowSnapshot(int(live), max_in_flight, int(wait_us) / 1e6, tenant_wait=tenant_wait)
 
 
 async def clear_flow_state(

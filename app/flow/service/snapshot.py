@@ -15,3 +15,4 @@ class FlowSnapshot:
     max_in_flight: int  # 0: no ceiling
     next_start_in: float  # seconds until the start-rate ceiling admits the next start
     woken_in: float | None = None  # seconds until its destination's wake-up; None: it has none
+    tenant_wait: float = 0.0  # seconds until its tenant's delivery rate lets a start be taken

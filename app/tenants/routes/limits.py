@@ -22,6 +22,7 @@ def _shown(tenant: Tenant, defaults: limits.Limits) -> LimitsOut:
         max_endpoints_per_customer=effective.max_endpoints_per_customer,
         max_fanout=effective.max_fanout,
         accept_rate=effective.accept_rate,
+        delivery_rate=effective.delivery_rate,
         set_by_operator=limits.set_by_operator(tenant),
     )
 

@@ -21,6 +21,7 @@ class Limits:
     max_endpoints_per_customer: int  # the tenant's own endpoints (of no customer) count as one
     max_fanout: int  # deliveries one event may make
     accept_rate: float  # intents accepted a second, across every API process; 0: no limit
+    delivery_rate: float  # attempts started a second, across every worker; 0: no limit
 
     @classmethod
     def defaults(cls, settings: Settings) -> Limits:
@@ -29,6 +30,7 @@ class Limits:
             max_endpoints_per_customer=settings.tenant_max_endpoints_per_customer,
             max_fanout=settings.tenant_max_fanout,
             accept_rate=settings.tenant_accept_rate,
+            delivery_rate=settings.tenant_delivery_rate,
         )
 
     def of(self, tenant: Tenant) -> Limits:

@@ -1743,6 +1743,11 @@ export interface components {
              */
             accept_rate?: number | null;
             /**
+             * Delivery Rate
+             * @description Null: the default every tenant gets (HERALD_TENANT_*). 0: no limit.
+             */
+            delivery_rate?: number | null;
+            /**
              * Max Endpoints
              * @description Null: the default every tenant gets (HERALD_TENANT_*).
              */
@@ -1765,6 +1770,11 @@ export interface components {
              * @description Intents (deliveries, batch items, events) accepted a second, across every API process; past it, 429 with Retry-After and nothing stored. 0: no limit.
              */
             accept_rate: number;
+            /**
+             * Delivery Rate
+             * @description Attempts the tenant's deliveries may start a second, across every worker; past it they wait by policy (status `throttled`, saying so). 0: no limit.
+             */
+            delivery_rate: number;
             /**
              * Max Endpoints
              * @description Endpoints the tenant may have, all customers' too.

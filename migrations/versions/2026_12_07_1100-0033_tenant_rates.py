@@ -1,8 +1,9 @@
-"""tenant accept rate
+"""tenant rates
 
-The intents a tenant may have accepted a second (`tenants.accept_rate`), set by the operator;
-null: HERALD_TENANT_ACCEPT_RATE, 0: no limit. Expand only: a nullable column under a
-lock_timeout. Re-runnable.
+The intents a tenant may have accepted a second (`tenants.accept_rate`) and the attempts its
+deliveries may start a second (`tenants.delivery_rate`), set by the operator; null:
+HERALD_TENANT_ACCEPT_RATE and HERALD_TENANT_DELIVERY_RATE, 0: no limit. Expand only: nullable
+columns under a lock_timeout. Re-runnable.
 
 Revision ID: 0033
 Revises: 0032
@@ -22,7 +23,9 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.execute("SET LOCAL lock_timeout = '5s'")
     op.execute("ALTER TABLE tenants ADD COLUMN IF NOT EXISTS accept_rate double precision")
+    op.execute("ALTER TABLE tenants ADD COLUMN IF NOT EXISTS delivery_rate double precision")
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE tenants DROP COLUMN IF EXISTS delivery_rate")
     op.execute("ALTER TABLE tenants DROP COLUMN IF EXISTS accept_rate")
