@@ -181,6 +181,20 @@ def _mtls(r: dict[str, Any]) -> Row:
             "pooled: none; a handshake's signature per new connection")  # fmt: skip
 
 
+def _isolation(r: dict[str, Any], attack: str, label: str) -> Row:
+    beside = r["isolation"][attack]
+    alone = beside["alone"]
+    attacker = ", ".join(f"{n} x {status}" for status, n in beside["attacker_answers"].items())
+    return (f"quiet tenant beside {label}",
+            f"accept p50 {beside['accept_p50_ms']:.1f} / p95 {beside['accept_p95_ms']:.1f} ms, "
+            f"receipt p50 {beside['receipt_p50_ms']:.1f} / p95 {beside['receipt_p95_ms']:.1f} ms, "
+            f"{beside['refused']} refused, {beside['lost']} lost (attacker: {attacker or '-'})",
+            f"alone: accept p95 {alone['accept_p95_ms']:.1f} ms, receipt p50 "
+            f"{alone['receipt_p50_ms']:.1f} ms",
+            f"{beside['accept_p95_ratio']:.2f} / {beside['receipt_p50_ratio']:.2f}",
+            "<= 1.5 (accept p95 / receipt p50)")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, "accept_32")),
     ("accept_64", lambda r: _accept(r, "accept_64")),
@@ -204,6 +218,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("ordered_halted", _ordered_halted),
     ("credentials", _credentials),
     ("credentials", _mtls),
+    ("isolation", lambda r: _isolation(r, "batches", "1,000-item batches x3")),
+    ("isolation", lambda r: _isolation(r, "fanned_events", "events to 100 filtered endpoints")),
+    ("isolation", lambda r: _isolation(r, "half_open", "half-open connections")),
 ]
 
 

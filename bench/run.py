@@ -34,7 +34,15 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script: `bench` and `app` come from this checkout
 
-from bench import backlog, credentials, ordered, parking, probes, programs  # noqa: E402
+from bench import (  # noqa: E402
+    backlog,
+    credentials,
+    isolation,
+    ordered,
+    parking,
+    probes,
+    programs,
+)
 from bench.console import console_pages  # noqa: E402
 from bench.load import RECEIVERS, Client  # noqa: E402
 from bench.report import table  # noqa: E402
@@ -56,6 +64,7 @@ FIGURES = (
     "programs",
     "ordered",
     "credentials",
+    "isolation",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
 IN_FLIGHT = 200
@@ -79,15 +88,16 @@ class Volumes:
     ordered_keys: tuple[int, int]  # keys x deliveries each
     one_key: int
     halted_streams: tuple[int, int]  # streams x deliveries each (the dead head among them)
+    isolation_seconds: float  # the quiet tenant's measure, alone and beside each attack
 
 
 FULL = Volumes(
     6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000, 1_000_000,
-    (10_000, 10), 2_000, (1_000, 10),
+    (10_000, 10), 2_000, (1_000, 10), 8,
 )  # fmt: skip
 QUICK = Volumes(
     4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000, 100_000,
-    (1_000, 10), 500, (200, 10),
+    (1_000, 10), 500, (200, 10), 4,
 )  # fmt: skip
 # scale_out: every worker keeps this many in flight (the default), producers post with this
 # many clients.
@@ -254,6 +264,10 @@ async def endpoint_credentials(client: Client, v: Volumes, results: dict[str, An
     results["credentials"] = await asyncio.to_thread(credentials.measure_all)
 
 
+async def tenant_isolation(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    results["isolation"] = await isolation.measure(client, v.isolation_seconds)
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -268,6 +282,7 @@ RUNS = {
     "programs": tenant_programs,
     "ordered": ordered_delivery,
     "credentials": endpoint_credentials,
+    "isolation": tenant_isolation,
 }
 
 

@@ -1,0 +1,188 @@
+"""No tenant can cost another anything: a quiet tenant's accept latency and accept-to-receipt,
+alone and then beside each of the red team's attacks by another tenant, in the same run.
+
+The quiet tenant is the bench's own (its endpoint on the instant receiver), posting one intent
+at a time at a steady rate. The attacker is a tenant the operator has held to the limits an
+operator hosting several tenants sets (accept_rate, delivery_rate), and attacks as the red team
+did: 1,000-item batches on three connections; events fanning out to as many endpoints as one
+customer may have, each with a regex filter; half-open connections from an address of its own.
+Each figure is the quiet tenant's p50 and p95 with the attack, against the same alone measured
+just before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from bench.load import RECEIVERS, Client
+from bench.stack import ADMIN_KEY, API, percentile, progress
+
+QUIET_RATE = 50  # intents a second
+ATTACKER_ACCEPT_RATE = 500.0  # what the operator allows the attacker: intents a second
+ATTACKER_DELIVERY_RATE = 500.0  # and attempts started a second
+FILTER = 'payload.t.matches("(a|b)*a(a|b){20}c")'  # as costly a pattern as a filter may hold
+
+
+async def _attacker(client: Client) -> tuple[dict[str, str], str]:
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    async with client.http.post(
+        f"{API}/v1/tenants", json={"name": "attacker"}, headers=admin
+    ) as answer:
+        body = await answer.json()
+    tenant = {"Authorization": f"Bearer {body['api_key']}"}
+    limits = {"accept_rate": ATTACKER_ACCEPT_RATE, "delivery_rate": ATTACKER_DELIVERY_RATE}
+    async with client.http.patch(
+        f"{API}/v1/tenants/{body['id']}/limits", json=limits, headers=admin
+    ) as answer:
+        assert answer.status == 200, await answer.text()
+    url = f"{RECEIVERS['instant'].url}/hook"
+    async with client.http.put(f"{API}/v1/customers/victimised", json={}, headers=tenant):
+        pass
+    endpoint = ""
+    for _ in range(100):  # as many as one customer may have
+        spec = {"url": url, "customer_id": "victimised", "filter": FILTER}
+        async with client.http.post(f"{API}/v1/endpoints", json=spec, headers=tenant) as answer:
+            assert answer.status == 201, await answer.text()
+            endpoint = (await answer.json())["id"]
+    return tenant, endpoint
+
+
+async def _quiet(client: Client, seconds: float) -> dict[str, float]:
+    """The quiet tenant's figures over ``seconds`` at QUIET_RATE."""
+    await client.reset_receiver("instant")
+    body = {"endpoint_id": client.endpoints["instant"], "event_type": "bench", "payload": {}}
+    sent: dict[str, float] = {}
+    accepts: list[float] = []
+    refused = 0
+
+    async def one() -> None:
+        nonlocal refused
+        at, started = time.time(), time.perf_counter()
+        async with client.http.post(
+            f"{API}/v1/deliveries", json=body, headers=client.tenant
+        ) as answer:
+            accepts.append(time.perf_counter() - started)
+            if answer.status != 202:
+                refused += 1
+                return
+            sent[(await answer.json())["id"]] = at
+
+    tasks, start = [], time.perf_counter()
+    for n in range(int(QUIET_RATE * seconds)):
+        delay = start + n / QUIET_RATE - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one()))
+    await asyncio.gather(*tasks)
+    arrivals: dict[str, float] = {}
+    deadline = time.perf_counter() + 60
+    while time.perf_counter() < deadline:
+        arrivals = await client.arrivals("instant")
+        if all(d in arrivals for d in sent):
+            break
+        await asyncio.sleep(0.2)
+    receipts = [arrivals[d] - at for d, at in sent.items() if d in arrivals]
+    return {
+        "accept_p50_ms": percentile(accepts, 0.5) * 1000,
+        "accept_p95_ms": percentile(accepts, 0.95) * 1000,
+        "receipt_p50_ms": percentile(receipts, 0.5) * 1000,
+        "receipt_p95_ms": percentile(receipts, 0.95) * 1000,
+        "refused": refused,
+        "lost": len(sent) - len(receipts),
+    }
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    attack: Callable[[], Coroutine[Any, Any, None]], copies: int
+) -> AsyncIterator[None]:
+    tasks = [asyncio.create_task(attack()) for _ in range(copies)]
+    try:
+        await asyncio.sleep(1.0)  # under way before the quiet tenant is measured
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def measure(client: Client, seconds: float) -> dict[str, Any]:
+    tenant, endpoint = await _attacker(client)
+    answers: dict[int, int] = {}
+
+    async def post(path: str, body: Any) -> None:
+        async with client.http.post(f"{API}{path}", json=body, headers=tenant) as answer:
+            answers[answer.status] = answers.get(answer.status, 0) + 1
+            await answer.read()
+            if answer.status == 429:
+                await asyncio.sleep(float(answer.headers.get("Retry-After", "1")))
+
+    async def batches() -> None:
+        items = [
+            {"endpoint_id": endpoint, "event_type": "bench", "payload": {"t": "ab" * 100}}
+            for _ in range(1000)
+        ]
+        while True:
+            await post("/v1/deliveries/batch", {"items": items})
+
+    async def fanned_events() -> None:
+        event = {"event_type": "bench", "customer_id": "victimised", "payload": {"t": "ab" * 500}}
+        while True:
+            await post("/v1/events", event)
+
+    async def half_open() -> None:
+        """Connections that send part of a request line and nothing more, from 127.0.0.2."""
+        held: list[socket.socket] = []
+        try:
+            while True:
+                for _ in range(20):
+                    with contextlib.suppress(OSError):
+                        sock = socket.socket()
+                        sock.setblocking(False)
+                        sock.bind(("127.0.0.2", 0))
+                        with contextlib.suppress(BlockingIOError):
+                            sock.connect(("127.0.0.1", int(API.rsplit(":", 1)[1])))
+                        held.append(sock)
+                await asyncio.sleep(0.1)
+                for sock in held[-20:]:
+                    with contextlib.suppress(OSError):
+                        sock.send(b"GET /v1/deliver")
+                if len(held) > 1000:
+                    for sock in held[:200]:
+                        sock.close()
+                    del held[:200]
+        finally:
+            for sock in held:
+                sock.close()
+
+    await client.stack.clean_slate()
+    client.stack.start_workers()
+    await client.stack.wait_workers_idle()
+    progress("isolation: warming up")
+    await _quiet(client, 2)
+    results: dict[str, Any] = {}
+    for name, attack, copies in (
+        ("batches", batches, 3),
+        ("fanned_events", fanned_events, 1),
+        ("half_open", half_open, 1),
+    ):
+        # Each attack beside a measure of the quiet tenant alone just before it: what drifts on
+        # the machine drifts for both.
+        progress(f"isolation: the quiet tenant alone, then beside {name}")
+        alone = await _quiet(client, seconds)
+        answers.clear()
+        async with _running(attack, copies):
+            beside: dict[str, Any] = {**await _quiet(client, seconds)}
+        beside["attacker_answers"] = {str(status): n for status, n in sorted(answers.items())}
+        beside["alone"] = alone
+        beside["accept_p95_ratio"] = beside["accept_p95_ms"] / alone["accept_p95_ms"]
+        beside["receipt_p50_ratio"] = beside["receipt_p50_ms"] / alone["receipt_p50_ms"]
+        results[name] = beside
+        await client.stack.clean_slate()
+    client.stack.stop_workers()
+    return results
