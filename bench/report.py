@@ -195,6 +195,13 @@ def _isolation(r: dict[str, Any], attack: str, label: str) -> Row:
             "<= 1.5 (accept p95 / receipt p50)")  # fmt: skip
 
 
+def _event_types(r: dict[str, Any]) -> Row:
+    t = r["isolation"]["event_types"]
+    return ("batch of 1,000 intents of 1,000 event types", f"{t['many_types_ms']:.0f} ms",
+            f"1,000 of one type {t['one_type_ms']:.0f} ms",
+            f"{t['many_types_ms'] / t['one_type_ms']:.2f}", "one catalogue read a batch")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, "accept_32")),
     ("accept_64", lambda r: _accept(r, "accept_64")),
@@ -221,6 +228,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("isolation", lambda r: _isolation(r, "batches", "1,000-item batches x3")),
     ("isolation", lambda r: _isolation(r, "fanned_events", "events to 100 filtered endpoints")),
     ("isolation", lambda r: _isolation(r, "half_open", "half-open connections")),
+    ("isolation", _event_types),
 ]
 
 
