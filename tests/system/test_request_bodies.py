@@ -233,6 +233,8 @@ JSON_ROUTES = [
     ("PUT", "/v1/customers/acme", "tenant"),
     ("POST", "/v1/portal-sessions", "tenant"),
     ("PUT", "/v1/portal-settings", "tenant"),
+    ("POST", "/v1/portal-sessions/revoke", "tenant"),
+    ("PATCH", f"/v1/tenants/ten_{'0' * 26}/limits", "admin"),
 ]
 
 
@@ -266,7 +268,8 @@ def test_every_route_with_a_body_is_listed_above_and_documents_415() -> None:
             method.upper(),
             path.replace("{endpoint_id}", "ep_x")
             .replace("{name}", "order.paid")
-            .replace("{customer_id}", "acme"),
+            .replace("{customer_id}", "acme")
+            .replace("{tenant_id}", f"ten_{'0' * 26}"),
         )
         for path, operations in openapi_document()["paths"].items()
         for method, operation in operations.items()
