@@ -160,6 +160,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
                         "reuse one, or close one first",
                     )
                 )
+                self.transport.close()  # no linger: it would hold a slot the share refused
                 return
             _open_by_client[client] += 1
             self.counted_as = client

@@ -83,7 +83,7 @@ class Filter:
 # 1-8 ms (the checker, the cost walk, the runtime's plan), so one tenant's many filters must
 # never push out another's. A tenant has at most FILTERS_PER_TENANT distinct filters (the
 # endpoints service refuses more), so its share holds all of them.
-_COMPILED: SharedCache[tuple[str, str], Filter] = SharedCache(
+_COMPILED: SharedCache[tuple[str, str], Filter | FilterError] = SharedCache(
     per_tenant=FILTERS_PER_TENANT, total=50_000
 )
 
@@ -92,8 +92,13 @@ def cached(tenant_id: str, source: str) -> Filter:
     """The tenant's filter compiled, once per process while it stays in the tenant's share."""
     program = _COMPILED.get((tenant_id, source))
     if program is None:
-        program = compiled(source)
+        try:
+            program = compiled(source)
+        except FilterError as exc:  # saved under older rules: kept refused, not recompiled
+            program = exc
         _COMPILED.put(tenant_id, (tenant_id, source), program)
+    if isinstance(program, FilterError):
+        raise program
     return program
 
 

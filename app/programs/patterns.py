@@ -12,7 +12,8 @@ path -- the NFA it falls back to when a pattern's DFA keeps outgrowing its memor
 most a few nanoseconds per byte of text per instruction (docs/benchmarks.md measures it). A
 pattern over ``MAX_INSTRUCTIONS`` is refused when saved, before RE2 builds more of it than
 that: it is first compiled under a memory limit just above what the cap needs, then again
-with RE2's default, whose room for the DFA keeps searches on the fast path.
+with 1 MiB, room for the DFA to keep most searches on the fast path and a bound on what a
+kept pattern holds.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ SEARCH_STEP = 8
 # RE2 gives up compiling once a program would take more than about two thirds of this; 128 KiB
 # holds MAX_INSTRUCTIONS with room and refuses an 80,000-instruction pattern in under 1 ms.
 _COMPILE_MEMORY = 128 * 1024
+# What a kept pattern may use, its DFA's cache included (RE2's default is 8 MiB, and a pattern
+# that keeps meeting new states grows to it: a tenant's thousand filters would be gigabytes).
+# Past it RE2 falls back to the NFA, whose cost is what SEARCH_STEP prices.
+_SEARCH_MEMORY = 1024 * 1024
 
 
 class PatternError(ValueError):
@@ -65,7 +70,7 @@ def compiled(source: str) -> Pattern:
     if live is not None:
         return live
     instructions(source)
-    pattern = Pattern(source, re2.compile(source, _options(None)))
+    pattern = Pattern(source, re2.compile(source, _options(_SEARCH_MEMORY)))
     _LIVE[source] = pattern
     return pattern
 
@@ -82,11 +87,10 @@ def instructions(source: str) -> int:
     return int(probe.programsize)
 
 
-def _options(max_mem: int | None) -> re2.Options:
+def _options(max_mem: int) -> re2.Options:
     options = re2.Options()
     options.log_errors = False  # RE2 would write every refused pattern to stderr
-    if max_mem is not None:
-        options.max_mem = max_mem
+    options.max_mem = max_mem
     return options
 
 

@@ -49,6 +49,8 @@ async def test_the_operator_sets_a_tenants_limits_and_the_tenant_reads_them(
         await client.patch(f"/v1/tenants/{tenant_id}/limits", json={}, headers=tenant)
     ).status_code == 403
     assert (await client.get(f"/v1/tenants/{tenant_id}/limits", headers=tenant)).status_code == 403
+    unchanged = await client.patch(f"/v1/tenants/{tenant_id}/limits", json={}, headers=ADMIN)
+    assert unchanged.status_code == 200 and unchanged.json() == shown
     refused = await client.patch(
         f"/v1/tenants/{tenant_id}/limits", json={"max_endpoints": 0}, headers=ADMIN
     )

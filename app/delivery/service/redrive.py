@@ -164,14 +164,18 @@ async def start_bulk_redrive(
     queued again, which arq ignores unless Redis lost it); past MAX_ACTIVE_PER_TENANT others,
     TooManyRequests."""
 
+    found_running: set[str] = set()  # asked again: its own run may still be going
+
     async def fail(session: AsyncSession, job: RedriveJob, error: str) -> None:
-        await redrive_jobs.finish(session, job.id, status="failed", error=error)
+        if job.id not in found_running:
+            await redrive_jobs.finish(session, job.id, status="failed", error=error)
 
     async def insert(session: AsyncSession) -> RedriveJob:
         await limits.lock(session, tenant_id)  # counted one start at a time
         active = await redrive_jobs.active(session, tenant_id, since=ACTIVE_FOR)
         same = next((job for job in active if job.filter == wanted), None)
         if same is not None:
+            found_running.add(same.id)
             return same
         if len(active) >= MAX_ACTIVE_PER_TENANT:
             raise TooManyRequests(

@@ -82,6 +82,9 @@ class Grant:
     # The tenant whose delivery rate this grant's starts were taken from, and its interval.
     _tenant_id: str = field(default="", repr=False, compare=False)
     _tenant_interval_us: int = field(default=0, repr=False, compare=False)
+    # How many of its starts were given back to the tenant so far: a grant may be returned in
+    # steps (capacity short, then a claim that found fewer rows), each giving back the rest.
+    _tenant_returned: list[int] = field(default_factory=lambda: [0], repr=False, compare=False)
 
     def start_offset(self, i: int) -> float:
         return self.first_start_in + i * self.interval
@@ -277,12 +280,14 @@ class Gate:
         lease, an unreturned start is a short gap. A wake Redis refuses raises."""
         if used >= grant.count:
             return
-        if grant._tenant_interval_us:
+        unused = grant.count - max(0, used) - grant._tenant_returned[0]
+        if grant._tenant_interval_us and unused > 0:
             # The tenant's unused starts back first: a claim that found fewer rows than it was
             # granted costs the tenant nothing of its rate.
+            grant._tenant_returned[0] += unused
             try:
                 await self._tenant_rates.give_back(
-                    grant._tenant_id, grant._tenant_interval_us, grant.count - max(0, used)
+                    grant._tenant_id, grant._tenant_interval_us, unused
                 )
             except Exception as exc:
                 log.warning("flow.tenant_return_failed", error=type(exc).__name__)

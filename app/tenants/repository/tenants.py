@@ -48,8 +48,9 @@ async def list_page(session: AsyncSession, *, limit: int, before_id: str | None)
 
 async def locked(session: AsyncSession, tenant_id: str) -> Tenant | None:
     """The tenant's row, locked until the transaction ends: what counts against its limits is
-    made one at a time."""
-    query = select(Tenant).where(Tenant.id == tenant_id).with_for_update()
+    made one at a time. FOR NO KEY UPDATE: the foreign-key checks of the tenant's accepts take
+    KEY SHARE on this row, which this must neither wait for nor block."""
+    query = select(Tenant).where(Tenant.id == tenant_id).with_for_update(key_share=True)
     return (await session.execute(query)).scalar_one_or_none() if is_id(tenant_id) else None
 
 
@@ -59,5 +60,7 @@ async def set_limits(
     """The operator's limits for the tenant (None: the default); the row, or None."""
     if not is_id(tenant_id):
         return None
+    if not values:
+        return await get(session, tenant_id)
     statement = update(Tenant).where(Tenant.id == tenant_id).values(**values).returning(Tenant)
     return (await session.execute(statement)).scalar_one_or_none()
