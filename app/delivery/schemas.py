@@ -262,8 +262,8 @@ class RedriveJobOut(BaseModel):
     filter: RedriveFilterOut
     redriven: int = Field(description="Deliveries sent again so far.")
     more: bool = Field(
-        description="The job stopped at the most one may revive (50,000), and more match: ask "
-        "again to go on."
+        description="The job stopped at the most one redrive of dead deliveries may revive "
+        "(50,000), and more match: ask again to go on. A replay goes to the end."
     )
     error: str | None
     created_at: datetime

@@ -309,3 +309,20 @@ async def test_one_bulk_redrive_revives_a_bounded_number_and_says_there_is_more(
     done = (await client.get(f"/v1/deliveries/redrive/{first['id']}", headers=tenant)).json()
     assert done["redriven"] == 4 and done["more"] is True
     assert await count_rows(engine, "deliveries", "state = 'dead'") == 6
+
+
+async def test_a_replay_is_not_cut_at_the_per_job_bound_it_would_repeat_forever(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    engine: AsyncEngine,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await _dead(client, tenant, engine, 10)
+    monkeypatch.setattr(redrive, "REDRIVE_BATCH", 4)
+    monkeypatch.setattr(redrive, "MAX_PER_JOB", 4)
+    body = {"states": ["dead", "succeeded"]}
+    job = (await client.post("/v1/deliveries/redrive", json=body, headers=tenant)).json()
+    await _run(settings, engine, job["id"])
+    done = (await client.get(f"/v1/deliveries/redrive/{job['id']}", headers=tenant)).json()
+    assert done["redriven"] == 10 and done["more"] is False

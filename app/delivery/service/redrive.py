@@ -70,8 +70,8 @@ async def redrive_one(
 
 
 REDRIVE_BATCH = 500
-# What one bulk redrive may revive: past it the job ends, its `more` saying so, and another call
-# goes on (what this one revived is no longer dead, so it is not revived twice).
+# What one bulk redrive of the dead may revive: past it the job ends, its `more` saying so, and
+# another call goes on (what this one revived is no longer dead, so it is not revived twice).
 MAX_PER_JOB = 50_000
 # Bulk redrives a tenant may have queued or running at once (they share the control queue with
 # reconcile runs); a job older than ACTIVE_FOR no longer counts, so one lost with Redis blocks
@@ -104,6 +104,10 @@ async def run_bulk_redrive(
     cursor, total = job.cursor, job.redriven
     try:
         wanted = RedriveFilter.model_validate(job.filter)
+        # A replay goes to the end: what it replayed succeeds again, so a second job would
+        # find it again and never reach the rest. Only a redrive of the dead stops at
+        # MAX_PER_JOB: what it revived is no longer dead, and asking again goes on.
+        replaying = DeliveryState.SUCCEEDED.value in wanted.states
         while True:
             async with sessionmaker() as session, session.begin():
 
@@ -132,7 +136,7 @@ async def run_bulk_redrive(
                 await redrive_jobs.update_job(session, job_id, cursor=cursor, redriven=total)
             if publications:
                 await publish_and_mark(sessionmaker, redis, job.region, publications)
-            if cursor is None or total >= MAX_PER_JOB:
+            if cursor is None or (total >= MAX_PER_JOB and not replaying):
                 break
     except asyncio.CancelledError:
         await asyncio.shield(_finish(sessionmaker, job_id, "failed", "interrupted: worker stopped"))

@@ -2196,7 +2196,7 @@ export interface components {
             id: string;
             /**
              * More
-             * @description The job stopped at the most one may revive (50,000), and more match: ask again to go on.
+             * @description The job stopped at the most one redrive of dead deliveries may revive (50,000), and more match: ask again to go on. A replay goes to the end.
              */
             more: boolean;
             /**
