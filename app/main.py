@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -57,6 +58,11 @@ def create_app(settings: Settings) -> FastAPI:
             tester=EndpointTester(settings, keys),
             accept_rates=AcceptRates(settings, sessionmaker, redis),
         )
+        # Everything built so far lives as long as the process: out of the collector's reach,
+        # a full collection walks only what requests made since. Otherwise it walks the whole
+        # heap (~240,000 objects: 110 ms with the loop stopped for every tenant), and the
+        # tenant that allocates most decides how often.
+        gc.freeze()
         try:
             yield
         finally:

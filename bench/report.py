@@ -185,12 +185,14 @@ def _isolation(r: dict[str, Any], attack: str, label: str) -> Row:
     beside = r["isolation"][attack]
     alone = beside["alone"]
     attacker = ", ".join(f"{n} x {status}" for status, n in beside["attacker_answers"].items())
-    return (f"quiet tenant beside {label}",
+    return (f"quiet tenant beside {label}, attacker granted {beside['attacker_rate']:g}/s",
             f"accept p50 {beside['accept_p50_ms']:.1f} / p95 {beside['accept_p95_ms']:.1f} ms, "
             f"receipt p50 {beside['receipt_p50_ms']:.1f} / p95 {beside['receipt_p95_ms']:.1f} ms, "
-            f"{beside['refused']} refused, {beside['lost']} lost (attacker: {attacker or '-'})",
+            f"{beside['refused']} refused, {beside['lost']} lost (attacker: {attacker or '-'}); "
+            f"CPU: API {beside['api_cpu_percent']:.0f} %, workers {beside['worker_cpu_percent']:.0f} %",
             f"alone: accept p95 {alone['accept_p95_ms']:.1f} ms, receipt p50 "
-            f"{alone['receipt_p50_ms']:.1f} ms",
+            f"{alone['receipt_p50_ms']:.1f} ms; CPU: API {alone['api_cpu_percent']:.0f} %, "
+            f"workers {alone['worker_cpu_percent']:.0f} %",
             f"{beside['accept_p95_ratio']:.2f} / {beside['receipt_p50_ratio']:.2f}",
             "<= 1.5 (accept p95 / receipt p50)")  # fmt: skip
 
@@ -228,6 +230,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("isolation", lambda r: _isolation(r, "batches", "1,000-item batches x3")),
     ("isolation", lambda r: _isolation(r, "fanned_events", "events to 100 filtered endpoints")),
     ("isolation", lambda r: _isolation(r, "half_open", "half-open connections")),
+    ("isolation", lambda r: _isolation(r, "batches_most_of_the_machine", "1,000-item batches x3")),
     ("isolation", _event_types),
 ]
 

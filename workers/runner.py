@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from typing import Any
 
@@ -196,6 +197,8 @@ async def run_worker(settings: Settings) -> None:
     beating = asyncio.create_task(heartbeat.beat(settings.worker_heartbeat_file, stop))
     herald = WorkerContext(settings, sessionmaker, redis)
     ctx = herald.as_arq_ctx()
+    # What lives as long as the process, out of every full collection's walk (app/main.py).
+    gc.freeze()
     log.info("worker.started", region=settings.region, concurrency=settings.worker_concurrency)
     try:
         await supervise(settings, redis, ctx, pump, stop)

@@ -293,8 +293,11 @@ class BatchItemResult(BaseModel):
     error: dict[str, Any] | None = Field(default=None, description="RFC 9457 problem")
 
 
-class BatchAccepted(BaseModel):
+class BatchCounts(BaseModel):
     accepted: int
     replayed: int
     failed: int
+
+
+class BatchAccepted(BatchCounts):
     items: list[BatchItemResult]

@@ -59,6 +59,28 @@ async def test_bad_items_fail_alone(
     assert await count_rows(engine, "deliveries") == 2 and await count_rows(engine, "events") == 2
 
 
+async def test_items_are_judged_alike_in_every_part_of_a_batch(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
+) -> None:
+    """The batch is worked through a part at a time (the API's loop serves others between):
+    a bad item fails alone wherever it sits, and a key used twice is caught across parts."""
+    items = [item(endpoint["id"], n) for n in range(1000)]
+    items[250] = {"endpoint_id": endpoint["id"], "payload": {}}  # no event_type
+    items[999] = item(endpoint["id"], 999, surprise=True)
+    items[5] = item(endpoint["id"], 5, idempotency_key="twice")
+    items[705] = item(endpoint["id"], 705, idempotency_key="twice")
+    response = await client.post("/v1/deliveries/batch", json={"items": items}, headers=tenant)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["accepted"], body["replayed"], body["failed"]) == (997, 0, 3)
+    assert [r["index"] for r in body["items"]] == list(range(1000))
+    failed = {r["index"]: r["error"]["detail"] for r in body["items"] if r["status"] >= 400}
+    assert sorted(failed) == [250, 705, 999]
+    assert "event_type" in failed[250] and "surprise" in failed[999]
+    assert "appears twice" in failed[705]
+    assert await count_rows(engine, "deliveries") == 997
+
+
 async def test_per_item_keys_replay_conflict_and_stay_per_tenant(
     client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
 ) -> None:

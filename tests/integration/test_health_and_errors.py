@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -206,3 +207,13 @@ async def test_a_deadlock_is_503_with_retry_after_and_changes_nothing(
     assert "Traceback" not in response.text and "deadlock detected" not in response.text
     assert await count_rows(engine, "deliveries") == 0
     assert await count_rows(engine, "idempotency_keys") == 0
+
+
+async def test_the_startup_heap_is_left_out_of_every_collection(settings: Settings) -> None:
+    """What the lifespan built lives as long as the process: frozen, so that a full collection
+    (which stops the loop for every tenant) walks only what requests made since."""
+    gc.unfreeze()
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        frozen = gc.get_freeze_count()
+    assert frozen > 10_000

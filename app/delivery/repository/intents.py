@@ -8,6 +8,7 @@ hottest write Herald makes, and the atomicity is the invariant (design.md, invar
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -198,9 +199,11 @@ async def insert_many(
     region: str,
     intents: Sequence[NewIntent],
     traceparent: str | None,
+    chunk: int = 100,
 ) -> dict[str, tuple[int, dict[str, Any]]]:
     """Insert every intent inside the session's transaction; returns, by delivery id, the
-    outbox row's id and the delivery as inserted."""
+    outbox row's id and the delivery as inserted, read ``chunk`` rows at a time (what else
+    waits on the event loop runs between)."""
     if not intents:
         return {}
     columns = (
@@ -218,8 +221,10 @@ async def insert_many(
     )
     names = list(result.keys())
     inserted: dict[str, tuple[int, dict[str, Any]]] = {}
-    for values in result.all():
-        delivery = dict(zip(names, values, strict=True))
-        outbox_id = delivery.pop("outbox_id")
-        inserted[delivery["id"]] = (outbox_id, delivery)
+    for rows in result.partitions(chunk):
+        for values in rows:
+            delivery = dict(zip(names, values, strict=True))
+            outbox_id = delivery.pop("outbox_id")
+            inserted[delivery["id"]] = (outbox_id, delivery)
+        await asyncio.sleep(0)
     return inserted

@@ -45,7 +45,6 @@ from app.errors import (
     TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
-    problem_body,
     problem_responses,
 )
 from app.faults import crash_point
@@ -174,25 +173,7 @@ async def create_deliveries_batch(
         )
         crash_point("api.before_commit", settings.fault)
     publisher.submit(publications)
-    # Validated in one call and serialised here: FastAPI would validate the model it is given
-    # once more, a thousand items over.
-    accepted = BatchAccepted.model_validate(
-        {
-            "accepted": sum(o.status == 202 for o in outcomes),
-            "replayed": sum(o.status == 200 for o in outcomes),
-            "failed": sum(o.status >= 400 for o in outcomes),
-            "items": [
-                {
-                    "index": o.index,
-                    "status": o.status,
-                    "delivery": o.delivery,
-                    "error": problem_body(o.error) if o.error else None,
-                }
-                for o in outcomes
-            ],
-        }
-    )
-    return Response(accepted.model_dump_json(), media_type="application/json")
+    return Response(await batch_intake.answer(outcomes), media_type="application/json")
 
 
 @router.get(
