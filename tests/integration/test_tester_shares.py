@@ -6,6 +6,7 @@ and handshake go through. Customers cost a tenant nothing to make, so they share
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
@@ -69,9 +70,18 @@ async def test_a_tenant_holding_its_tests_on_a_silent_receiver_costs_another_ten
     assert len(receiver.on("/silent")) == IN_FLIGHT_PER_TENANT
 
 
+async def _a_minute_with_room() -> None:
+    """The limits count per clock minute: start a test's sends where a minute has 30 s left,
+    so that none of them is counted in the next one."""
+    left = 60 - time.time() % 60
+    if left < 30:
+        await asyncio.sleep(left + 0.1)
+
+
 async def test_a_tenants_customers_together_are_held_to_the_tenants_minute(
     client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
 ) -> None:
+    await _a_minute_with_room()
     answers = []
     for n in range(8):  # 8 customers x 10 a minute each would be 80
         customer = f"cus-{n}"
@@ -86,3 +96,33 @@ async def test_a_tenants_customers_together_are_held_to_the_tenants_minute(
     refused = [a for a in answers if a.status_code == 429]
     assert len(answers) - len(refused) == 60
     assert all("from all of a tenant's customers together" in a.text for a in refused)
+
+
+async def test_a_customer_refused_at_its_own_limit_leaves_the_tenants_minute_to_the_others(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
+) -> None:
+    """A refused test counts against nothing: one customer asking again and again past its
+    own 10 a minute must not use up the 60 its tenant's customers share."""
+    managed = []
+    for n in range(6):
+        customer = f"cus-{n}"
+        await client.put(f"/v1/customers/{customer}", json={}, headers=tenant)
+        endpoint = await new_endpoint(
+            client, tenant, url=receiver.url("/quick"), customer_id=customer
+        )
+        managed.append(
+            (endpoint, await portal_bearer(client, tenant, customer, "manage_endpoints"))
+        )
+
+    async def portal_test(n: int) -> httpx.Response:
+        endpoint, manager = managed[n]
+        return await client.post(f"/portal/api/endpoints/{endpoint['id']}/test", headers=manager)
+
+    await _a_minute_with_room()
+    greedy = [await portal_test(0) for _ in range(60)]
+    assert [a.status_code for a in greedy] == [200] * 10 + [429] * 50
+    assert all("per customer" in a.text for a in greedy[10:])
+    others = [await portal_test(n) for n in range(1, 6) for _ in range(10)]
+    assert [a.status_code for a in others] == [200] * 50
+    past = await portal_test(5)
+    assert past.status_code == 429
