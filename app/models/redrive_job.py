@@ -26,6 +26,8 @@ class RedriveJob(Base):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
     region: Mapped[str] = mapped_column(Text)
     filter: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    # The customer whose portal asked for it; None: the tenant did.
+    customer_id: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(Text)
     redriven: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # The last delivery id handled: the job resumes after it, so no batch is done twice.

@@ -14,7 +14,13 @@ from app import queue
 from app.config import Settings
 from app.db import create_sessionmaker
 from app.delivery.service import redrive
-from tests.fixtures.api import fast_path_settled, new_endpoint, new_tenant, post_deliveries
+from tests.fixtures.api import (
+    fast_path_settled,
+    new_endpoint,
+    new_tenant,
+    portal_bearer,
+    post_deliveries,
+)
 from tests.fixtures.database import postgres_refuses, sql
 from tests.fixtures.engine import pump
 from tests.fixtures.receiver import Receiver
@@ -326,3 +332,34 @@ async def test_a_replay_is_not_cut_at_the_per_job_bound_it_would_repeat_forever(
     await _run(settings, engine, job["id"])
     done = (await client.get(f"/v1/deliveries/redrive/{job['id']}", headers=tenant)).json()
     assert done["redriven"] == 10 and done["more"] is False
+
+
+async def test_portal_replays_have_a_share_of_their_own_beside_the_tenants_redrives(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    """A customer's replays never take the tenant's two bulk redrives, nor the tenant its
+    customers': one each, two for all of them together."""
+    for event_type in ("x", "y"):
+        taken = await client.post(
+            "/v1/deliveries/redrive", json={"event_type": event_type}, headers=tenant
+        )
+        assert taken.status_code == 202, taken.text
+
+    async def replay(customer: str, since: str) -> httpx.Response:
+        replayer = await portal_bearer(client, tenant, customer, "replay")
+        endpoint = await new_endpoint(client, tenant, customer_id=customer)
+        path = f"/portal/api/endpoints/{endpoint['id']}/replay"
+        return await client.post(path, data={"since": since}, headers=replayer)
+
+    first = await replay("cus-a", "2026-01-01T00:00")
+    assert first.status_code == 200, first.text
+    again = await replay("cus-a", "2026-02-01T00:00")
+    assert again.status_code == 429
+    assert "1 bulk redrives of this customer are queued or running" in again.json()["detail"]
+    assert (await replay("cus-b", "2026-01-01T00:00")).status_code == 200
+    third = await replay("cus-c", "2026-01-01T00:00")
+    assert third.status_code == 429
+    assert "of this tenant's customers together" in third.json()["detail"]
+    still = await client.post("/v1/deliveries/redrive", json={"event_type": "z"}, headers=tenant)
+    assert still.status_code == 429 and "of this tenant are" in still.json()["detail"]
+    assert await count_rows(engine, "redrive_jobs") == 4

@@ -11,7 +11,12 @@ from app.models import RedriveJob
 
 
 async def insert_job(
-    session: AsyncSession, *, tenant_id: str, region: str, filter: dict[str, Any]
+    session: AsyncSession,
+    *,
+    tenant_id: str,
+    region: str,
+    filter: dict[str, Any],
+    customer_id: str | None = None,
 ) -> RedriveJob:
     return (
         await session.execute(
@@ -19,6 +24,7 @@ async def insert_job(
             .values(
                 id=new_id("rdv"),
                 tenant_id=tenant_id,
+                customer_id=customer_id,
                 region=region,
                 filter=filter,
                 status="queued",

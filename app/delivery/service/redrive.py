@@ -75,8 +75,11 @@ REDRIVE_BATCH = 500
 MAX_PER_JOB = 50_000
 # Bulk redrives a tenant may have queued or running at once (they share the control queue with
 # reconcile runs); a job older than ACTIVE_FOR no longer counts, so one lost with Redis blocks
-# nothing for long.
+# nothing for long. Its customers' portal replays have a share of their own beside it -- one
+# each, two together -- so that they never take the tenant's.
 MAX_ACTIVE_PER_TENANT = 2
+MAX_ACTIVE_PER_CUSTOMER = 1
+MAX_ACTIVE_ALL_CUSTOMERS = 2
 ACTIVE_FOR = timedelta(minutes=15)
 
 
@@ -162,11 +165,12 @@ async def start_bulk_redrive(
     *,
     tenant_id: str,
     wanted: dict[str, Any],
+    customer_id: str | None = None,
 ) -> RedriveJob:
     """A bulk redrive of the tenant's finished deliveries matching ``wanted``, run in this
-    process's region. Asked again while the same one is queued or running, it is that job (and
-    queued again, which arq ignores unless Redis lost it); past MAX_ACTIVE_PER_TENANT others,
-    TooManyRequests."""
+    process's region; ``customer_id`` when a customer's portal asks. Asked again by the same
+    asker while the same one is queued or running, it is that job (and queued again, which arq
+    ignores unless Redis lost it); past the asker's share of others, TooManyRequests."""
 
     found_running: set[str] = set()  # asked again: its own run may still be going
 
@@ -177,18 +181,18 @@ async def start_bulk_redrive(
     async def insert(session: AsyncSession) -> RedriveJob:
         await limits.lock(session, tenant_id)  # counted one start at a time
         active = await redrive_jobs.active(session, tenant_id, since=ACTIVE_FOR)
-        same = next((job for job in active if job.filter == wanted), None)
+        mine = [job for job in active if job.customer_id == customer_id]
+        same = next((job for job in mine if job.filter == wanted), None)
         if same is not None:
             found_running.add(same.id)
             return same
-        if len(active) >= MAX_ACTIVE_PER_TENANT:
-            raise TooManyRequests(
-                f"{len(active)} bulk redrives of this tenant are queued or running, as many as "
-                f"may be: wait for one to finish ({', '.join(job.id for job in active)})",
-                headers={"Retry-After": "10"},
-            )
+        _refuse_past_share(active, mine, customer_id)
         return await redrive_jobs.insert_job(
-            session, tenant_id=tenant_id, region=settings.region, filter=wanted
+            session,
+            tenant_id=tenant_id,
+            region=settings.region,
+            filter=wanted,
+            customer_id=customer_id,
         )
 
     return await queue.start_tracked(
@@ -198,3 +202,25 @@ async def start_bulk_redrive(
         enqueue=lambda job: queue.enqueue_bulk_redrive(redis, settings.region, job.id),
         fail=fail,
     )
+
+
+def _refuse_past_share(
+    active: list[RedriveJob], mine: list[RedriveJob], customer_id: str | None
+) -> None:
+    """TooManyRequests when the asker (the tenant, or one of its customers) already has its
+    share of bulk redrives queued or running."""
+    if customer_id is None:
+        shares = [(mine, MAX_ACTIVE_PER_TENANT, "of this tenant")]
+    else:
+        customers = [job for job in active if job.customer_id is not None]
+        shares = [
+            (mine, MAX_ACTIVE_PER_CUSTOMER, "of this customer"),
+            (customers, MAX_ACTIVE_ALL_CUSTOMERS, "of this tenant's customers together"),
+        ]
+    for running, share, whose in shares:
+        if len(running) >= share:
+            raise TooManyRequests(
+                f"{len(running)} bulk redrives {whose} are queued or running, as many as may "
+                f"be: wait for one to finish ({', '.join(job.id for job in running)})",
+                headers={"Retry-After": "10"},
+            )

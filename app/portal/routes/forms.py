@@ -232,6 +232,7 @@ async def replay_since(
         resources.settings,
         tenant_id=visitor.scope.tenant_id,
         wanted=wanted,
+        customer_id=_customer(visitor),
     )
     return fragment(request, "replaying.html", visitor, endpoint=endpoint, job=job, since=since)
 
