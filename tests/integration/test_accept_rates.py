@@ -5,14 +5,17 @@ intent refused is accepted once the tenant's time has come (the same key include
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.config import Settings
 from app.flow.service.accept_rates import accepts_key
+from app.main import create_app
 from tests.fixtures.api import new_endpoint, new_tenant
-from tests.fixtures.stack import ADMIN
+from tests.fixtures.stack import ADMIN, client_for
 from tests.fixtures.waiting import count_rows
 
 # One intent every 100 s: the first is let in, every other waits -- however slow the machine.
@@ -79,3 +82,25 @@ async def test_a_refused_keyed_intent_is_accepted_when_the_tenants_time_comes(
     assert again.status_code == 202, again.text
     assert await count_rows(engine, "deliveries") == 2
     assert await count_rows(engine, "idempotency_keys") == 1
+
+
+async def test_without_redis_a_tenants_accepts_go_through_as_every_accept_does(
+    client: httpx.AsyncClient, tenant: dict[str, str], settings: Settings, tmp_path: Path
+) -> None:
+    """Redis is a pressure buffer, never the truth: when the count cannot be asked, a limited
+    tenant's accepts are let in (PostgreSQL still takes them) rather than refused or failed."""
+    endpoint = await new_endpoint(client, tenant)
+    await _limited(client, tenant, SLOW)
+    app = create_app(settings.model_copy(update={"redis_url": f"unix://{tmp_path}/none.sock"}))
+    async with app.router.lifespan_context(app), client_for(app) as no_redis:
+        answers = [
+            await no_redis.post("/v1/deliveries", json=_intent(endpoint, n), headers=tenant)
+            for n in range(3)
+        ]
+    assert [a.status_code for a in answers] == [202, 202, 202], answers[0].text
+    # And with Redis back, the same tenant is held to its rate again.
+    held = [
+        await client.post("/v1/deliveries", json=_intent(endpoint, n), headers=tenant)
+        for n in range(2)
+    ]
+    assert [a.status_code for a in held] == [202, 429]

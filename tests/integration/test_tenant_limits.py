@@ -5,15 +5,19 @@ refused in words at the limit; another tenant is never held to it."""
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
+import asyncpg
 import httpx
+from alembic import command
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.migrate import alembic_config
 from app.programs.budget import FILTERS_PER_TENANT
 from tests.fixtures.api import new_endpoint, new_tenant, portal_bearer
-from tests.fixtures.stack import ADMIN
+from tests.fixtures.stack import ADMIN, Stack, plain_dsn, scratch_database
 from tests.fixtures.waiting import count_rows
 
 
@@ -161,3 +165,47 @@ async def test_a_tenants_distinct_filters_fit_its_share_of_the_compiled_filters(
     # A filter another endpoint already has costs no more room.
     await new_endpoint(client, tenant, filter="payload.n == 7")
     await new_endpoint(client, tenant)  # nor does none
+
+
+_OVER_THE_DEFAULTS = """
+INSERT INTO tenants (id, name) VALUES ('ten_many', 'many'), ('ten_wide', 'wide'),
+                                      ('ten_few', 'few');
+INSERT INTO customers (tenant_id, id) VALUES ('ten_wide', 'big'), ('ten_few', 'small');
+INSERT INTO endpoints (id, tenant_id, url, secret_sealed, enabled, customer_id)
+SELECT 'ep_many' || n, 'ten_many', 'http://127.0.0.1:9/', 'x', true, NULL
+  FROM generate_series(1, 10050) AS n;
+INSERT INTO endpoints (id, tenant_id, url, secret_sealed, enabled, customer_id)
+SELECT 'ep_wide' || n, 'ten_wide', 'http://127.0.0.1:9/', 'x', true, 'big'
+  FROM generate_series(1, 150) AS n;
+INSERT INTO endpoints (id, tenant_id, url, secret_sealed, enabled, customer_id, deleted_at)
+SELECT 'ep_few' || n, 'ten_few', 'http://127.0.0.1:9/', 'x', true, 'small',
+       CASE WHEN n > 50 THEN now() END
+  FROM generate_series(1, 150) AS n;
+"""
+
+
+async def test_migration_0031_keeps_what_each_tenant_already_has(stack: Stack) -> None:
+    """A tenant already past a default gets what it has as its own limit -- no event it
+    publishes today is refused tomorrow -- and every other tenant keeps the defaults (null)."""
+    name = f"herald_limits_{os.getpid()}"
+    url = await scratch_database(stack.database_url, name, create=True)
+    config = alembic_config(url)
+    try:
+        await asyncio.to_thread(command.upgrade, config, "0030")
+        connection = await asyncpg.connect(plain_dsn(url))
+        try:
+            await connection.execute(_OVER_THE_DEFAULTS)
+            await asyncio.to_thread(command.upgrade, config, "0031")
+            rows = await connection.fetch(
+                "SELECT id, max_endpoints, max_endpoints_per_customer, max_fanout"
+                " FROM tenants ORDER BY id"
+            )
+        finally:
+            await connection.close()
+    finally:
+        await scratch_database(stack.database_url, name, create=False)
+    assert [tuple(row) for row in rows] == [
+        ("ten_few", None, None, None),  # 150 endpoints, 100 of them deleted
+        ("ten_many", 10050, 10050, 10050),  # its own endpoints count as one customer's
+        ("ten_wide", None, 150, 150),
+    ]
