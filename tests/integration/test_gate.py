@@ -15,7 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db import create_sessionmaker
-from app.flow.service.gate import RATE_HORIZON_US, Gate, Grant, flow_snapshot
+from app.flow.service.flow_state import flow_snapshot
+from app.flow.service.gate import Gate, Grant
+from app.flow.service.rates import RATE_HORIZON_US
 from app.flow.service.wakeups import Wakeups, waiting_flag
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.engine import redis_now_us

@@ -15,7 +15,7 @@ from app.console.service.sessions import Viewer
 from app.endpoints.schemas import EndpointUpdate
 from app.endpoints.service import credentials, endpoints
 from app.errors import Forbidden
-from app.flow.service.gate import clear_flow_state
+from app.flow.service.flow_state import clear_flow_state
 from app.ids import is_id
 from app.scope import Scope
 from app.streams.service import streams

@@ -16,7 +16,7 @@ from app.delivery.service.endpoint_stats import WindowCounts, last_hour
 from app.endpoints.schemas import current_pause
 from app.endpoints.schemas.tls import shown
 from app.endpoints.service.endpoints import FlowLimits, list_endpoints
-from app.flow.service.gate import flow_snapshot
+from app.flow.service.flow_state import flow_snapshot
 from app.models import Endpoint
 from app.scope import Scope
 

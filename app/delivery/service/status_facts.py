@@ -14,7 +14,7 @@ from app.delivery.schemas import CustodyEventOut, DeliveryDetail, DeliveryOut
 from app.delivery.service import status
 from app.endpoints.service import endpoints
 from app.errors import NotFound
-from app.flow.service.gate import flow_snapshot
+from app.flow.service.flow_state import flow_snapshot
 from app.flow.service.snapshot import FlowSnapshot
 from app.flow.service.wakeups import Wakeups
 from app.models import Delivery, Endpoint

@@ -36,7 +36,7 @@ from app.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
-from app.flow.service.gate import clear_flow_state, wake_destination
+from app.flow.service.flow_state import clear_flow_state, wake_destination
 from app.schemas import CustomerId, Page
 from app.scope import Scope
 from app.streams.schemas import StreamOut

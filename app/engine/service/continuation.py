@@ -31,7 +31,8 @@ from app import metrics
 from app.db import single_statements
 from app.engine.repository import delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
-from app.flow.service.gate import Gate, Policy
+from app.flow.service.gate import Gate
+from app.flow.service.policies import Policy
 from app.flow.service.wakeups import Arm
 from app.streams.service.heads import NewHead, StreamKey
 

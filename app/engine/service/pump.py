@@ -34,7 +34,8 @@ from app.engine.service.deadlines import (
 )
 from app.engine.service.recorder import Recorder
 from app.faults import crash_point, stall_point
-from app.flow.service.gate import Gate, Grant, Policy
+from app.flow.service.gate import Gate, Grant
+from app.flow.service.policies import Policy
 from app.flow.service.wakeups import Taken, Wakeups, waiting_flag
 
 log = structlog.get_logger("herald.delivery")

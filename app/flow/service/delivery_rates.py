@@ -2,7 +2,7 @@
 set by the operator (``delivery_rate``, app/tenants/service/limits.py).
 
 A ceiling beside each destination's own, kept like them in Redis on Redis's clock: one GCRA
-per tenant, over the same horizon as a destination's start rate (gate.RATE_HORIZON_US). The
+per tenant, over the same horizon as a destination's start rate (rates.RATE_HORIZON_US). The
 gate takes the tenant's starts after the destination's (a grant is the smaller of the two,
 the rest of the destination's given back), and gives back what a claim did not use, so a
 pump that asks for more than is due costs the tenant nothing. A destination the tenant's rate

@@ -9,12 +9,14 @@ Redis's clock, how many starts a destination may have now -- a batch for the pum
 
 Losing Redis only resets these counters: limits start over, nothing blocks forever. In-flight
 slots are leases that expire by themselves, so a dead worker's slot frees itself.
+
+What each grant keeps to is the destination's policy (policies.py), read from PostgreSQL and
+cached per process. The API's and the console's look at a destination's flow state, and their
+clearing and waking of it, are in flow_state.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,20 +26,14 @@ from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.endpoints.service import endpoints
 from app.flow.service import gate_scripts
 from app.flow.service.delivery_rates import DeliveryRates
 from app.flow.service.gate_scripts import flow_keys
-from app.flow.service.rates import late_start_allowed, start_interval_us
-from app.flow.service.snapshot import FlowSnapshot
-from app.flow.service.wakeups import Arm, Wakeups, wake_waiting
-from app.tenants.service import limits
+from app.flow.service.policies import Policy, PolicyCache
+from app.flow.service.rates import RATE_HORIZON_US, late_start_allowed
+from app.flow.service.wakeups import wake_waiting
 
 log = structlog.get_logger("herald.flow")
-
-# A batch grant schedules starts up to this far ahead on the rate ceiling: enough to keep a
-# fast destination busy between two grants, short enough that a batch is soon sent.
-RATE_HORIZON_US = 1_000_000
 
 
 def _mark(flag: bytes | str) -> str:
@@ -47,16 +43,6 @@ def _mark(flag: bytes | str) -> str:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-@dataclass(frozen=True)
-class Policy:
-    interval_us: int  # between starts; 0 = no rate ceiling
-    max_in_flight: int  # 0 = no ceiling
-    paused_for: float  # seconds the database says the destination is paused
-    half_open: bool  # the breaker tripped: after its cool-down, one probe at a time
-    tenant_id: str = ""
-    tenant_interval_us: int = 0  # between the tenant's starts (delivery_rate); 0 = none
 
 
 @dataclass(frozen=True)
@@ -98,10 +84,6 @@ class Grant:
         return f"{self.grant_id}:{i}"
 
 
-# Past this many cached policies, the expired ones are swept out before the next is kept.
-POLICIES_SWEPT_AT = 10_000
-
-
 class Gate:
     def __init__(
         self,
@@ -111,39 +93,32 @@ class Gate:
         cache_seconds: float = 1.0,
     ) -> None:
         self._settings = settings
-        self._sessionmaker = sessionmaker
         self._redis = redis
-        self._cache_seconds = cache_seconds
-        self._policies: dict[str, tuple[float, Policy]] = {}
-        self._reading: dict[str, asyncio.Future[Policy]] = {}
-        self._generations: dict[str, int] = {}
+        self._policies = PolicyCache(settings, sessionmaker, cache_seconds)
         self._grant = redis.register_script(gate_scripts.GRANT)
         self._tenant_rates = DeliveryRates(redis, RATE_HORIZON_US)
-        self._tenant_defaults = limits.Limits.defaults(settings)
         self._return_unused = redis.register_script(gate_scripts.RETURN_UNUSED)
         self._release_slots = redis.register_script(gate_scripts.RELEASE_SLOTS)
         self._pause = redis.register_script(gate_scripts.PAUSE)
         self._carry_slot = redis.register_script(gate_scripts.CARRY_SLOT)
 
     async def policy(self, endpoint_id: str) -> Policy:
-        cached = self._policies.get(endpoint_id)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        # Every attempt in flight to this endpoint misses at once when the entry expires: one
-        # of them reads, the rest wait for that read (shielded: a waiter's cancellation must
-        # not cancel the read the others are waiting for).
-        reading = self._reading.get(endpoint_id)
-        if reading is None:
-            reading = asyncio.ensure_future(self._read_policy(endpoint_id))
-            self._reading[endpoint_id] = reading
-            reading.add_done_callback(lambda done: self._read_done(endpoint_id, done))
-        return await asyncio.shield(reading)
+        return await self._policies.policy(endpoint_id)
 
     def cached_policy(self, endpoint_id: str) -> Policy | None:
         """The policy as this process last read it, if that is recent enough to use (no read:
         for a decision that must not wait for one)."""
-        cached = self._policies.get(endpoint_id)
-        return cached[1] if cached is not None and cached[0] > time.monotonic() else None
+        return self._policies.cached_policy(endpoint_id)
+
+    def forget(self, endpoint_id: str) -> None:
+        """This process just changed the endpoint's flow state: read it afresh next time (and
+        not from a read that was already under way)."""
+        self._policies.forget(endpoint_id)
+
+    def succeeded(self, endpoint_id: str) -> None:
+        """A success closes a tripped breaker: its policy is read afresh (a healthy one is
+        kept)."""
+        self._policies.succeeded(endpoint_id)
 
     async def carry_slot(self, endpoint_id: str, slot: str, policy: Policy) -> float:
         """Carry a finished attempt's in-flight slot over to the next delivery of its stream,
@@ -157,61 +132,6 @@ class Gate:
         )
         paused_ms = int(paused_ms)
         return -1.0 if paused_ms < 0 else paused_ms / 1000
-
-    def _read_done(self, endpoint_id: str, done: asyncio.Future[Policy]) -> None:
-        if self._reading.get(endpoint_id) is done:
-            del self._reading[endpoint_id]
-
-    async def _read_policy(self, endpoint_id: str) -> Policy:
-        generation = self._generations.get(endpoint_id, 0)
-        async with self._sessionmaker() as session, session.begin():
-            found = await endpoints.flow_limits(session, endpoint_id)
-            tenant = None if found is None else await limits.tenant_of(session, found.tenant_id)
-        rate = self._settings.default_rate_limit_per_second
-        in_flight = self._settings.default_max_in_flight
-        policy = Policy(0, 0, 0.0, False)
-        if found is not None and tenant is not None:
-            rate = found.rate(rate)
-            policy = Policy(
-                interval_us=start_interval_us(rate),
-                max_in_flight=found.max_in_flight or in_flight,
-                paused_for=found.paused_for,
-                half_open=found.breaker_trips > 0,
-                tenant_id=tenant.id,
-                tenant_interval_us=start_interval_us(
-                    self._tenant_defaults.of(tenant).delivery_rate
-                ),
-            )
-        if self._generations.get(endpoint_id, 0) == generation:
-            # Not when forget() ran meanwhile: this read may predate what it forgot.
-            if len(self._policies) >= POLICIES_SWEPT_AT:
-                self._sweep()
-            self._policies[endpoint_id] = (time.monotonic() + self._cache_seconds, policy)
-        return policy
-
-    def _sweep(self) -> None:
-        """Drop the policies that have expired: the cache keeps only what the last second's
-        work touched, however many endpoints there are. An expired entry is one nobody may
-        use, so no tenant's work loses a live one to another's. (``_generations`` stays: a
-        read that forget() disowned may still be running, and only its generation tells it
-        so; it holds an integer per endpoint whose flow state this process changed.)"""
-        now = time.monotonic()
-        self._policies = {e: kept for e, kept in self._policies.items() if kept[0] > now}
-
-    def forget(self, endpoint_id: str) -> None:
-        """This process just changed the endpoint's flow state: read it afresh next time (and
-        not from a read that was already under way)."""
-        self._policies.pop(endpoint_id, None)
-        self._reading.pop(endpoint_id, None)
-        self._generations[endpoint_id] = self._generations.get(endpoint_id, 0) + 1
-
-    def succeeded(self, endpoint_id: str) -> None:
-        """A success closes a tripped breaker (the record statement did that in the database):
-        a half-open policy must be read afresh. A healthy one has not changed, and keeping it
-        spares every success a policy read."""
-        cached = self._policies.get(endpoint_id)
-        if cached is not None and (cached[1].half_open or cached[1].paused_for > 0):
-            self.forget(endpoint_id)
 
     async def grant(
         self, endpoint_id: str, *, tenant_id: str, want: int, policy: Policy | None = None
@@ -345,46 +265,3 @@ class Gate:
             )
         except Exception as exc:
             log.warning("flow.pause_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
-
-
-async def flow_snapshot(
-    redis: ArqRedis, endpoint_id: str, max_in_flight: int, tenant_id: str | None = None
-) -> FlowSnapshot | None:
-    """What the gate would see now (and the tenant's delivery rate, when ``tenant_id`` is
-    given); None if Redis cannot say."""
-    try:
-        keys = flow_keys(endpoint_id)
-        snapshot = redis.register_script(gate_scripts.SNAPSHOT)
-        live, wait_us = await snapshot(keys=[keys.tat, keys.slots])
-        tenant_wait = 0.0
-        if tenant_id is not None:
-            tenant_wait = await DeliveryRates(redis, RATE_HORIZON_US).wait(tenant_id)
-    except Exception as exc:
-        log.warning("flow.snapshot_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
-        return None
-    return FlowSnapshot(int(live), max_in_flight, int(wait_us) / 1e6, tenant_wait=tenant_wait)
-
-
-async def clear_flow_state(
-    redis: ArqRedis, endpoint_id: str, *, tenant_id: str, region: str
-) -> None:
-    """A re-enabled endpoint starts afresh: no pause, no probe in the way, and its destination
-    woken now (it may be parked until the old pause's end). Best effort: a leftover pause
-    expires by itself, and reconcile arms the destination of any live delivery."""
-    keys = flow_keys(endpoint_id)
-    try:
-        await redis.delete(keys.pause, keys.probe)
-        await Wakeups(redis, region).arm([Arm(tenant_id, endpoint_id, 0.0)])
-    except Exception as exc:
-        log.warning("flow.clear_failed", endpoint_id=endpoint_id, error=type(exc).__name__)
-
-
-async def wake_destination(
-    redis: ArqRedis, endpoint_id: str, *, tenant_id: str, region: str
-) -> None:
-    """Look at the destination now (best effort: reconcile arms any destination with due work,
-    and an arm only ever moves a wake-up earlier)."""
-    try:
-        await Wakeups(redis, region).arm([Arm(tenant_id, endpoint_id, 0.0)])
-    except Exception as exc:
-        log.warning("flow.wake_failed", endpoint_id=endpoint_id, error=type(exc).__name__)

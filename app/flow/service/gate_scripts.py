@@ -1,4 +1,5 @@
-"""The Redis side of flow control (gate.py): its keys and the Lua scripts that decide atomically.
+"""The Redis side of flow control (gate.py, flow_state.py): its keys and the Lua scripts that
+decide atomically.
 
 Times are on Redis's clock (TIME). Start rates are in microseconds: a Lua number (a double)
 holds microseconds since the epoch exactly, so any start interval down to the microsecond is

@@ -1,6 +1,7 @@
-"""The start rate's arithmetic, pure: the interval between starts, how late after its slot a
-start may still begin, and the burst that makes. The gate (gate.py) hands out the slots; a
-worker's attempt (engine/service/claimed_runs.py) keeps to the window each grant gives it."""
+"""The start rate's arithmetic, pure: the interval between starts, how far ahead a grant
+schedules them, how late after its slot a start may still begin, and the burst that makes. The
+gate (gate.py) hands out the slots; a worker's attempt (engine/service/claimed_runs.py) keeps to
+the window each grant gives it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import math
 # Slower than one start in 35 years counts as one start in 35 years: it keeps every time in
 # the scripts under 2**53 µs, where doubles are exact.
 MAX_INTERVAL_US = 2**50
+
+# A batch grant schedules starts up to this far ahead on the rate ceiling: enough to keep a
+# fast destination busy between two grants, short enough that a batch is soon sent.
+RATE_HORIZON_US = 1_000_000
 
 # However short the interval, a start may begin this late after its slot: an event loop is
 # never more punctual than that, and a stricter rule would give back most starts.

@@ -1,6 +1,7 @@
 """What flow control holds for one destination at a moment: the gate's counters and its
-wake-up. Flow's own type -- the gate and the wake-ups fill it -- kept apart from gate.py so that
-delivery's pure explanation (delivery/service/status.py) can name it without importing Redis."""
+wake-up. Flow's own type -- the gate and the wake-ups fill it -- kept apart from flow_state.py,
+which reads it from Redis, so that delivery's pure explanation (delivery/service/status.py) can
+name it without importing Redis."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from app.delivery.service import redrive
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.service import credentials, endpoints
 from app.errors import Conflict, DestinationRefused, Unprocessable
-from app.flow.service.gate import clear_flow_state
+from app.flow.service.flow_state import clear_flow_state
 from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views
 from app.portal.service.sessions import Visitor
