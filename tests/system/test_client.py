@@ -1,6 +1,6 @@
 """The Python client (clients/python, ``herald_client``) against a real ``herald api`` process:
-typed answers from every resource, a receiver verifying with ``verify``, and a create retried
-through a database outage that still makes exactly one delivery."""
+typed answers from every resource (an admin key's too), a receiver verifying with ``verify``, and
+a create retried through a database outage that still makes exactly one delivery."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ from pathlib import Path
 import httpx
 import pytest
 from herald_client import AsyncHerald, Herald, HeraldError, InvalidSignature, verify
-from herald_client.models import Delivery, DeliveryDetail, EndpointCreated, Event, Page
+from herald_client.models import (
+    Delivery,
+    DeliveryDetail,
+    EndpointCreated,
+    Event,
+    Limits,
+    Page,
+    PortalSessionListed,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
@@ -21,7 +29,7 @@ from tests.fixtures.api import new_tenant
 from tests.fixtures.engine import pump
 from tests.fixtures.processes import ApiProcess, start_api, wait_healthy
 from tests.fixtures.receiver import Receiver
-from tests.fixtures.stack import OwnPostgres, Stack
+from tests.fixtures.stack import ADMIN_KEY, OwnPostgres, Stack
 from tests.fixtures.tls import Authority
 from tests.fixtures.waiting import count_rows, wait_state
 
@@ -226,3 +234,80 @@ async def test_the_client_puts_customers_and_mints_their_portal_sessions(
             link = session.url.split("#t=")[1]
             opened = await http.post("/portal/api/session", json={"link": link})
             assert opened.status_code == 401 and "revoked" in opened.json()["detail"]
+
+
+async def test_the_client_lists_portal_sessions_and_revokes_a_customers_or_a_keys(
+    stack: Stack, tmp_path: Path
+) -> None:
+    with api_process(stack, tmp_path) as api:
+        await wait_healthy(api)
+        key = await tenant_key(api)
+        with Herald(api.base_url, key) as herald:
+            for customer in ("cus_a", "cus_b"):
+                herald.customers.put(customer)
+            first = herald.portal_sessions.create("cus_a")
+            second = herald.portal_sessions.create("cus_a", capabilities=["replay"])
+            other = herald.portal_sessions.create("cus_b")
+            listed = herald.portal_sessions.list(customer_id="cus_a")
+            assert [s.id for s in listed.items] == [second.id, first.id]  # newest first
+            assert isinstance(listed.items[0], PortalSessionListed)
+            assert [(s.status, s.capabilities) for s in listed.items] == [
+                ("unopened", ["replay"]),
+                ("unopened", []),
+            ]
+            paged = herald.portal_sessions.list(limit=2)
+            assert [s.id for s in paged.items] == [other.id, second.id]
+            assert paged.next_cursor is not None
+            rest = herald.portal_sessions.list(limit=2, cursor=paged.next_cursor)
+            assert [s.id for s in rest.items] == [first.id] and rest.next_cursor is None
+            key_id = listed.items[0].api_key_id
+            assert key_id is not None and key_id.startswith("key_")
+            by_key = herald.portal_sessions.list(api_key_id=key_id)
+            assert [s.id for s in by_key.items] == [other.id, second.id, first.id]
+            assert herald.portal_sessions.revoke_all(customer_id="cus_a").revoked == 2
+            # Ended already: a second ask ends none.
+            assert herald.portal_sessions.revoke_all(customer_id="cus_a").revoked == 0
+        async with AsyncHerald(api.base_url, key) as herald_async:
+            listed_async = await herald_async.portal_sessions.list(customer_id="cus_b")
+            assert [(s.id, s.status) for s in listed_async.items] == [(other.id, "unopened")]
+            ended = await herald_async.portal_sessions.revoke_all(
+                customer_id="cus_b", api_key_id=key_id
+            )
+            assert ended.revoked == 1
+            every = (await herald_async.portal_sessions.list()).items
+            assert {s.status for s in every} == {"revoked"} and len(every) == 3
+            assert all(s.revoked_at is not None and s.opened_at is None for s in every)
+            with pytest.raises(HeraldError) as unnamed:
+                await herald_async.portal_sessions.revoke_all()  # whose: neither named
+            assert unnamed.value.status == 422
+
+
+async def test_the_client_reads_a_tenants_limits_and_an_admin_key_sets_them(
+    stack: Stack, tmp_path: Path
+) -> None:
+    with api_process(stack, tmp_path) as api:
+        await wait_healthy(api)
+        key = await tenant_key(api)
+        with Herald(api.base_url, key) as herald, Herald(api.base_url, ADMIN_KEY) as admin:
+            own = herald.limits.get()
+            assert isinstance(own, Limits) and own.tenant_id.startswith("ten_")
+            assert own.set_by_operator == []
+            assert admin.tenants.limits(own.tenant_id) == own
+            changed = admin.tenants.update_limits(own.tenant_id, max_fanout=3, accept_rate=0)
+            assert (changed.max_fanout, changed.accept_rate) == (3, 0)
+            assert sorted(changed.set_by_operator) == ["accept_rate", "max_fanout"]
+            assert changed.max_endpoints == own.max_endpoints  # not named: unchanged
+            assert herald.limits.get() == changed
+            with pytest.raises(HeraldError) as refused:
+                herald.tenants.limits(own.tenant_id)  # a tenant key: not an admin's
+            assert refused.value.status == 403
+            with pytest.raises(HeraldError) as missing:
+                admin.tenants.limits("ten_" + "0" * 26)
+            assert missing.value.status == 404
+        async with AsyncHerald(api.base_url, ADMIN_KEY) as admin_async:
+            default = await admin_async.tenants.update_limits(own.tenant_id, max_fanout=None)
+            assert default.max_fanout == own.max_fanout
+            assert default.set_by_operator == ["accept_rate"]
+            assert await admin_async.tenants.limits(own.tenant_id) == default
+        async with AsyncHerald(api.base_url, key) as herald_async:
+            assert await herald_async.limits.get() == default

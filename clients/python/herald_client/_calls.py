@@ -20,9 +20,12 @@ from herald_client.models import (
     EndpointCreated,
     Event,
     EventAccepted,
+    Limits,
     Page,
     PortalSession,
+    PortalSessionListed,
     RedriveJob,
+    SessionsRevoked,
     Stream,
 )
 
@@ -257,5 +260,37 @@ def create_portal_session(
     return Call("POST", "/v1/portal-sessions", _model(PortalSession), body, repeatable=False)
 
 
+def list_portal_sessions(
+    *, customer_id: str | None, api_key_id: str | None, limit: int | None, cursor: str | None
+) -> Call[Page[PortalSessionListed]]:
+    params = _present(customer_id=customer_id, api_key_id=api_key_id, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/portal-sessions", _model(Page[PortalSessionListed]), params=params)
+
+
 def revoke_portal_session(session_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/portal-sessions/{session_id}", _nothing)
+
+
+def revoke_portal_sessions(
+    *, customer_id: str | None, api_key_id: str | None
+) -> Call[SessionsRevoked]:
+    # Ending the same sessions again changes nothing (it counts none): repeatable.
+    body = _present(customer_id=customer_id, api_key_id=api_key_id)
+    return Call("POST", "/v1/portal-sessions/revoke", _model(SessionsRevoked), body)
+
+
+# Limits
+
+
+def own_limits() -> Call[Limits]:
+    return Call("GET", "/v1/limits", _model(Limits))
+
+
+def tenant_limits(tenant_id: str) -> Call[Limits]:
+    return Call("GET", f"/v1/tenants/{quote(tenant_id, safe='')}/limits", _model(Limits))
+
+
+def update_limits(tenant_id: str, changes: dict[str, Any]) -> Call[Limits]:
+    # Setting limits to values is idempotent: repeatable. (None here means "the default".)
+    path = f"/v1/tenants/{quote(tenant_id, safe='')}/limits"
+    return Call("PATCH", path, _model(Limits), json=changes)

@@ -18,6 +18,7 @@ from herald_client.customers import (
     Customers,
     PortalSessions,
 )
+from herald_client.limits import AsyncOwnLimits, AsyncTenants, OwnLimits, Tenants
 from herald_client.models import (
     Attempt,
     Delivery,
@@ -62,6 +63,8 @@ class Herald:
         self.endpoints = Endpoints(self)
         self.customers = Customers(self)
         self.portal_sessions = PortalSessions(self)
+        self.limits = OwnLimits(self)
+        self.tenants = Tenants(self)  # admin keys only
 
     def run(self, call: Call[T]) -> T:
         s, key = self._settings, key_for(call)
@@ -118,6 +121,8 @@ class AsyncHerald:
         self.endpoints = AsyncEndpoints(self)
         self.customers = AsyncCustomers(self)
         self.portal_sessions = AsyncPortalSessions(self)
+        self.limits = AsyncOwnLimits(self)
+        self.tenants = AsyncTenants(self)  # admin keys only
 
     async def run(self, call: Call[T]) -> T:
         s, key = self._settings, key_for(call)

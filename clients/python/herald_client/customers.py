@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from herald_client import _calls
-from herald_client.models import Customer, Page, PortalSession
+from herald_client.models import (
+    Customer,
+    Page,
+    PortalSession,
+    PortalSessionListed,
+    SessionsRevoked,
+)
 
 if TYPE_CHECKING:
     from herald_client.client import AsyncHerald, Herald
@@ -65,8 +71,33 @@ class PortalSessions:
             _calls.create_portal_session(customer_id, capabilities or [], lifetime_seconds)
         )
 
+    def list(
+        self,
+        *,
+        customer_id: str | None = None,
+        api_key_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[PortalSessionListed]:
+        """Newest first, each with its status (unopened, open, ended, revoked): all of them,
+        one customer's, or those one API key minted."""
+        return self._run(
+            _calls.list_portal_sessions(
+                customer_id=customer_id, api_key_id=api_key_id, limit=limit, cursor=cursor
+            )
+        )
+
     def revoke(self, session_id: str) -> None:
         self._run(_calls.revoke_portal_session(session_id))
+
+    def revoke_all(
+        self, *, customer_id: str | None = None, api_key_id: str | None = None
+    ) -> SessionsRevoked:
+        """End now every running session of a customer, or minted by an API key, or both
+        (those of that key for that customer); name at least one. ``revoked``: how many."""
+        return self._run(
+            _calls.revoke_portal_sessions(customer_id=customer_id, api_key_id=api_key_id)
+        )
 
 
 class AsyncPortalSessions:
@@ -84,5 +115,26 @@ class AsyncPortalSessions:
             _calls.create_portal_session(customer_id, capabilities or [], lifetime_seconds)
         )
 
+    async def list(
+        self,
+        *,
+        customer_id: str | None = None,
+        api_key_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[PortalSessionListed]:
+        return await self._run(
+            _calls.list_portal_sessions(
+                customer_id=customer_id, api_key_id=api_key_id, limit=limit, cursor=cursor
+            )
+        )
+
     async def revoke(self, session_id: str) -> None:
         await self._run(_calls.revoke_portal_session(session_id))
+
+    async def revoke_all(
+        self, *, customer_id: str | None = None, api_key_id: str | None = None
+    ) -> SessionsRevoked:
+        return await self._run(
+            _calls.revoke_portal_sessions(customer_id=customer_id, api_key_id=api_key_id)
+        )

@@ -238,6 +238,42 @@ class PortalSession(_Answer):
     expires_at: datetime
 
 
+PortalSessionStatus = Literal["unopened", "open", "ended", "revoked"]
+
+
+class PortalSessionListed(_Answer):
+    """A portal session as listed (GET /v1/portal-sessions): no link, where it stands."""
+
+    id: str
+    customer_id: str
+    capabilities: list[str]
+    api_key_id: str | None  # the key that minted it: revoking that key ends the session
+    # unopened (its link not used yet), open, ended (expired, or its link expired unused),
+    # revoked (by the tenant, or with its key)
+    status: PortalSessionStatus
+    created_at: datetime
+    link_expires_at: datetime
+    opened_at: datetime | None
+    expires_at: datetime
+    revoked_at: datetime | None
+
+
+class SessionsRevoked(_Answer):
+    revoked: int  # how many running sessions this ended
+
+
+class Limits(_Answer):
+    """What a tenant may use: the operator's setting for it, or the default every tenant gets."""
+
+    tenant_id: str
+    max_endpoints: int  # all its customers' too
+    max_endpoints_per_customer: int  # the tenant's own (of no customer) count as one customer's
+    max_fanout: int  # deliveries one event may make
+    accept_rate: float  # intents accepted a second (past it: 429); 0: no limit
+    delivery_rate: float  # attempts started a second (past it they wait, throttled); 0: no limit
+    set_by_operator: list[str]  # the limits the operator set; the others are the defaults
+
+
 OPENAPI_NAMES: dict[type[BaseModel], str] = {
     Delivery: "DeliveryOut",
     DeliveryDetail: "DeliveryDetail",
@@ -256,4 +292,7 @@ OPENAPI_NAMES: dict[type[BaseModel], str] = {
     Stream: "StreamOut",
     Customer: "CustomerOut",
     PortalSession: "PortalSessionCreated",
+    PortalSessionListed: "PortalSessionOut",
+    SessionsRevoked: "SessionsRevoked",
+    Limits: "LimitsOut",
 }

@@ -22,11 +22,16 @@ export type EventTypeUpdate = S["EventTypeUpdate"];
 export type Customer = S["CustomerOut"];
 export type PortalSessionCreate = S["PortalSessionCreate"];
 export type PortalSession = S["PortalSessionCreated"];
+export type PortalSessionListed = S["PortalSessionOut"];
+export type PortalSessionsRevoke = S["PortalSessionsRevoke"];
+export type SessionsRevoked = S["SessionsRevoked"];
 export type PortalSettings = S["PortalSettingsOut"];
 export type PortalSettingsPut = S["PortalSettingsPut"];
 export type RedriveFilter = S["RedriveFilter"];
 export type RedriveJob = S["RedriveJobOut"];
 export type Tenant = S["TenantCreated"];
+export type Limits = S["LimitsOut"];
+export type LimitsChange = S["LimitsChange"];
 export type ApiKey = S["ApiKeyCreated"];
 export interface Page<T> {
   items: T[];
@@ -166,8 +171,20 @@ export class PortalSessions extends Resource {
   create(spec: PortalSessionCreate): Promise<PortalSession> {
     return this.run({ method: "POST", path: "/v1/portal-sessions", body: spec });
   }
+  /** Newest first, each with its status (unopened, open, ended, revoked): all of them, one
+   * customer's, or those one API key minted. */
+  list(
+    options: PageOptions & { customer_id?: string; api_key_id?: string } = {},
+  ): Promise<Page<PortalSessionListed>> {
+    return this.run({ method: "GET", path: "/v1/portal-sessions", query: { ...options } });
+  }
   async revoke(id: string): Promise<void> {
     await this.run({ method: "DELETE", path: path("/v1/portal-sessions/{}", id) });
+  }
+  /** End now every running session of a customer, or minted by an API key, or both (that key's
+   * for that customer); name at least one. `revoked`: how many. */
+  revokeAll(which: PortalSessionsRevoke): Promise<SessionsRevoked> {
+    return this.run({ method: "POST", path: "/v1/portal-sessions/revoke", body: which });
   }
 }
 
@@ -180,10 +197,26 @@ export class PortalSettingsResource extends Resource {
   }
 }
 
+export class LimitsResource extends Resource {
+  /** This tenant's limits: endpoints, fan-out, accept and delivery rates. */
+  get(): Promise<Limits> {
+    return this.run({ method: "GET", path: "/v1/limits" });
+  }
+}
+
 export class Tenants extends Resource {
   /** Admin keys only: a tenant and its first API key. */
   create(name: string): Promise<Tenant> {
     return this.run({ method: "POST", path: "/v1/tenants", body: { name } });
+  }
+  /** Admin keys only: what a tenant may use. */
+  limits(id: string): Promise<Limits> {
+    return this.run({ method: "GET", path: path("/v1/tenants/{}/limits", id) });
+  }
+  /** Admin keys only: the limits named are set (null: back to the default every tenant gets),
+   * the others stay as they are. */
+  updateLimits(id: string, change: LimitsChange): Promise<Limits> {
+    return this.run({ method: "PATCH", path: path("/v1/tenants/{}/limits", id), body: change });
   }
 }
 
@@ -195,6 +228,7 @@ export class Herald {
   readonly customers: Customers;
   readonly portalSessions: PortalSessions;
   readonly portalSettings: PortalSettingsResource;
+  readonly limits: LimitsResource;
   readonly tenants: Tenants;
 
   constructor(options: ClientOptions) {
@@ -206,6 +240,7 @@ export class Herald {
     this.customers = new Customers(transport);
     this.portalSessions = new PortalSessions(transport);
     this.portalSettings = new PortalSettingsResource(transport);
+    this.limits = new LimitsResource(transport);
     this.tenants = new Tenants(transport);
   }
 }

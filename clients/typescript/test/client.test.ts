@@ -149,6 +149,73 @@ describe("the client", () => {
     assert.deepEqual(settings.allowed_origins, ["https://app.ts.test"]);
   });
 
+  test("lists portal sessions and revokes a customer's or a key's", async () => {
+    await herald.customers.put("cus_list_a");
+    await herald.customers.put("cus_list_b");
+    const first = await herald.portalSessions.create({ customer_id: "cus_list_a" });
+    const second = await herald.portalSessions.create({ customer_id: "cus_list_a", capabilities: ["replay"] });
+    const other = await herald.portalSessions.create({ customer_id: "cus_list_b" });
+    const listed = await herald.portalSessions.list({ customer_id: "cus_list_a" });
+    assert.deepEqual(
+      listed.items.map((s) => [s.id, s.status, s.capabilities]),
+      [
+        [second.id, "unopened", ["replay"]],
+        [first.id, "unopened", []],
+      ],
+    ); // newest first
+    const page = await herald.portalSessions.list({ customer_id: "cus_list_a", limit: 1 });
+    assert.deepEqual(
+      page.items.map((s) => s.id),
+      [second.id],
+    );
+    assert.ok(page.next_cursor);
+    const rest = await herald.portalSessions.list({ customer_id: "cus_list_a", limit: 1, cursor: page.next_cursor });
+    assert.deepEqual(
+      rest.items.map((s) => s.id),
+      [first.id],
+    );
+    const keyId = listed.items[0]?.api_key_id;
+    assert.ok(keyId);
+    assert.match(keyId, /^key_/);
+    const byKey = await herald.portalSessions.list({ api_key_id: keyId });
+    assert.ok([first.id, second.id, other.id].every((id) => byKey.items.some((s) => s.id === id)));
+
+    assert.equal((await herald.portalSessions.revokeAll({ customer_id: "cus_list_a" })).revoked, 2);
+    assert.equal((await herald.portalSessions.revokeAll({ customer_id: "cus_list_a" })).revoked, 0);
+    const ended = await herald.portalSessions.revokeAll({ customer_id: "cus_list_b", api_key_id: keyId });
+    assert.equal(ended.revoked, 1);
+    for (const customer_id of ["cus_list_a", "cus_list_b"]) {
+      const after = await herald.portalSessions.list({ customer_id });
+      assert.ok(after.items.every((s) => s.status === "revoked" && s.revoked_at));
+    }
+    await assert.rejects(herald.portalSessions.revokeAll({}), (error) => {
+      assert.ok(error instanceof HeraldError);
+      assert.equal(error.status, 422);
+      return true;
+    });
+  });
+
+  test("reads its limits, and an admin key sets them", async () => {
+    const admin = new Herald({ baseUrl, apiKey: adminKey });
+    const own = await herald.limits.get();
+    assert.match(own.tenant_id, /^ten_/);
+    assert.deepEqual(own.set_by_operator, []);
+    assert.deepEqual(await admin.tenants.limits(own.tenant_id), own);
+    const changed = await admin.tenants.updateLimits(own.tenant_id, { max_endpoints_per_customer: 50, delivery_rate: 0 });
+    assert.equal(changed.max_endpoints_per_customer, 50);
+    assert.equal(changed.delivery_rate, 0);
+    assert.equal(changed.max_endpoints, own.max_endpoints); // not named: unchanged
+    assert.deepEqual([...changed.set_by_operator].sort(), ["delivery_rate", "max_endpoints_per_customer"]);
+    assert.deepEqual(await herald.limits.get(), changed);
+    const back = await admin.tenants.updateLimits(own.tenant_id, { max_endpoints_per_customer: null, delivery_rate: null });
+    assert.deepEqual(back, own);
+    await assert.rejects(herald.tenants.limits(own.tenant_id), (error) => {
+      assert.ok(error instanceof HeraldError);
+      assert.equal(error.status, 403); // a tenant key, not an admin's
+      return true;
+    });
+  });
+
   test("its types are generated from the committed openapi/openapi.json", () => {
     const cli = new URL("node_modules/openapi-typescript/bin/cli.js", here);
     const spec = new URL("../../openapi/openapi.json", here);
