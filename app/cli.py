@@ -64,7 +64,7 @@ def _cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
 def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.http_limits import LimitedHttpToolsProtocol
+    from app.api.connection_limits import LimitedHttpToolsProtocol
 
     _require_servers_and_keys(settings)
     uvicorn.run(

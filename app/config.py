@@ -34,9 +34,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".herald")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
-    # `herald api`'s own HTTP server (uvicorn, with app/http_limits.py): what holds for a client
-    # that reaches it directly. The reverse proxy in front holds clients to tighter bounds
-    # (docs/operations.md, deploy/nginx/herald.conf); these are the backstop.
+    # `herald api`'s own HTTP server (uvicorn, with app/api/connection_limits.py): what holds for
+    # a client that reaches it directly. The reverse proxy in front holds clients to tighter
+    # bounds (docs/operations.md, deploy/nginx/herald.conf); these are the backstop.
     # A connection with no request under way is closed after this long, before its first too.
     api_keep_alive_seconds: int = Field(default=5, ge=1, le=3600)
     # A request's line and headers must all have arrived this long after their first byte (408);
@@ -48,9 +48,10 @@ class Settings(BaseSettings):
     # Per process: once this many connections are open (the new one's included) or requests
     # running, a request is answered 503 at once (uvicorn's limit_concurrency).
     api_max_connections: int = Field(default=1000, ge=2, le=100_000)
-    # Per process: connections one client address may hold open; past it, 503 at once. The
-    # proxies uvicorn trusts (FORWARDED_ALLOW_IPS) are not held to it: they carry many clients,
-    # and hold each to its own share (deploy/nginx: limit_conn).
+    # Per process: connections one client may hold open; past it, 503 at once. A client is an
+    # IPv4 address, or an IPv6 /64 (one customer's least delegation: app/api/client_shares.py).
+    # The proxies uvicorn trusts (FORWARDED_ALLOW_IPS) are not held to it: they carry many
+    # clients, and hold each to its own share (deploy/nginx: limit_conn).
     api_max_connections_per_client: int = Field(default=100, ge=1, le=100_000)
     admin_api_key: SecretStr | None = Field(default=None, min_length=16)
     # The key ring every stored secret is sealed under (app/sealing.py): `id:base64key`, comma

@@ -14,10 +14,10 @@ parser only, which costs every request its pure-Python parsing). So here, for ea
 - more than ``HERALD_API_MAX_HEADER_BYTES`` of them, or more than ``HERALD_API_MAX_HEADERS``
   fields: 431, as soon as the parser has seen that much (the memory a request holds before it
   is refused is that limit and one read);
-- more than ``HERALD_API_MAX_CONNECTIONS_PER_CLIENT`` open from one client address: 503 at
-  once, so that no one client can fill ``HERALD_API_MAX_CONNECTIONS`` (and every other client
-  with it) with connections it never finishes. The proxies uvicorn trusts (FORWARDED_ALLOW_IPS)
-  are not held to it: they carry many clients, each held to a share by the proxy;
+- more than ``HERALD_API_MAX_CONNECTIONS_PER_CLIENT`` open from one client (an IPv4 address,
+  an IPv6 /64): 503 and closed at once, so that no one client can fill
+  ``HERALD_API_MAX_CONNECTIONS`` (and every other client with it) with connections it never
+  finishes. Who the client is, and the proxies held to no share: app/api/client_shares.py;
 - while half of ``HERALD_API_MAX_CONNECTIONS`` are open, a connection waiting for its request
   and a request's header block each get at most ``PRESSED_SECONDS``: under a flood of
   half-sent requests, the connections they hold are given back soonest.
@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 import json
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +42,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from app.api.client_shares import ClientShares, client_of
 from app.config import load_settings
 from app.errors import PROBLEM_BASE, PROBLEM_JSON
 
@@ -51,8 +50,8 @@ log = structlog.get_logger("herald.api")
 
 # What a half-sent request, or a connection with none, is given while the process is pressed.
 PRESSED_SECONDS = 1.0
-# Connections open in this process, by client address (the per-client share's count).
-_open_by_client: Counter[str] = Counter()
+# Connections open in this process, by client (the per-client share's count).
+_shares = ClientShares()
 
 
 @dataclass(frozen=True)
@@ -77,23 +76,6 @@ def header_limits() -> HeaderLimits:
         max_connections=settings.api_max_connections,
         max_connections_per_client=settings.api_max_connections_per_client,
     )
-
-
-@functools.cache
-def _trusted(
-    forwarded_allow_ips: str,
-) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] | None:
-    """The proxies uvicorn trusts, as networks; None when it trusts every address ("*")."""
-    entries = [entry.strip() for entry in forwarded_allow_ips.split(",") if entry.strip()]
-    if "*" in entries:
-        return None
-    networks = []
-    for entry in entries:
-        try:
-            networks.append(ipaddress.ip_network(entry, strict=False))
-        except ValueError:
-            continue  # a unix socket path or a name: no TCP peer is ever it
-    return tuple(networks)
 
 
 @dataclass(frozen=True)
@@ -141,55 +123,36 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.closer: asyncio.TimerHandle | None = None
         self.header_deadline: asyncio.TimerHandle | None = None
         self.refused = False
-        self.counted_as: str | None = None  # its address, while counted in that client's share
+        self.counted_as: str | None = None  # its client, while counted in that client's share
 
     # The connection
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        client = self._client_address()
-        if client is not None:
-            if _open_by_client[client] >= self.limits.max_connections_per_client:
-                self._refuse(
-                    Refusal(
-                        503,
-                        "Service Unavailable",
-                        "unavailable",
-                        f"this client already has {self.limits.max_connections_per_client} "
-                        "connections open to this process (HERALD_API_MAX_CONNECTIONS_PER_CLIENT): "
-                        "reuse one, or close one first",
-                    )
+        client = client_of(transport.get_extra_info("peername"), self.config.forwarded_allow_ips)
+        share = self.limits.max_connections_per_client
+        if client is not None and not _shares.take(client, share):
+            self._refuse(
+                Refusal(
+                    503,
+                    "Service Unavailable",
+                    "unavailable",
+                    f"this client already has {share} connections open to this process "
+                    "(HERALD_API_MAX_CONNECTIONS_PER_CLIENT): reuse one, or close one first",
                 )
-                self.transport.close()  # no linger: it would hold a slot the share refused
-                return
-            _open_by_client[client] += 1
-            self.counted_as = client
+            )
+            self.transport.close()  # no linger: it would hold a slot the share refused
+            return
+        self.counted_as = client
         self._close_in(self._held(self.limits.keep_alive_seconds))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop(self.closer)
         self._stop(self.header_deadline)
         if self.counted_as is not None:
-            _open_by_client[self.counted_as] -= 1
-            if not _open_by_client[self.counted_as]:
-                del _open_by_client[self.counted_as]
+            _shares.give_back(self.counted_as)
             self.counted_as = None
         super().connection_lost(exc)
-
-    def _client_address(self) -> str | None:
-        """The TCP peer's address, unless it is a proxy uvicorn trusts (or no TCP peer)."""
-        peer = self.transport.get_extra_info("peername")
-        if not isinstance(peer, tuple) or not peer:
-            return None
-        try:
-            address = ipaddress.ip_address(peer[0])
-        except ValueError:
-            return None
-        allowed = self.config.forwarded_allow_ips
-        trusted = _trusted(allowed if isinstance(allowed, str) else ",".join(allowed))
-        if trusted is None or any(address in network for network in trusted):
-            return None
-        return str(address)
 
     def _held(self, seconds: float) -> float:
         """How long a connection may wait, made short while half the process's are in use."""

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.fixtures.processes import ApiProcess, start_api, wait_healthy
-from tests.fixtures.raw_http import GET, SAFETY_NET, Connection, problem
+from tests.fixtures.raw_http import GET, SAFETY_NET, Connection, problem, status_of
 from tests.fixtures.raw_http import connection as raw_connection
 from tests.fixtures.stack import Stack
 from tests.fixtures.waiting import eventually
@@ -145,10 +145,11 @@ async def test_a_websocket_upgrade_is_answered_as_plain_http(api: ApiProcess) ->
 
 @contextlib.asynccontextmanager
 async def from_address(api: ApiProcess, address: str) -> AsyncIterator[Connection]:
-    """A raw connection from another loopback address: a client uvicorn does not trust as a
-    proxy (FORWARDED_ALLOW_IPS is 127.0.0.1 and ::1)."""
+    """A raw connection from a loopback address: from one other than 127.0.0.1 or ::1, a
+    client uvicorn does not trust as a proxy (FORWARDED_ALLOW_IPS is 127.0.0.1 and ::1)."""
     port = int(api.base_url.rsplit(":", 1)[1])
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
+    to = "::1" if ":" in address else "127.0.0.1"
+    reader, writer = await asyncio.open_connection(to, port, local_addr=(address, 0))
     try:
         yield Connection(reader, writer)
     finally:
@@ -198,6 +199,82 @@ async def test_one_client_cannot_hold_the_connections_every_client_needs(
             await eventually(
                 served, lambda answer: answer.startswith(b"HTTP/1.1 200"), timeout=SAFETY_NET
             )
+    finally:
+        api.stop()
+
+
+async def answered(socket: Connection) -> int:
+    """The status a GET on ``socket`` is answered with: 200, the connection kept, or the
+    share's 503, the connection closed. The status line alone is read: a refused connection
+    is reset when the GET reaches it, and what the reset finds unread may be lost."""
+    socket.writer.write(GET + b"\r\n")
+    return status_of(await asyncio.wait_for(socket.reader.readuntil(b"\r\n"), SAFETY_NET))
+
+
+async def test_an_ipv6_client_is_held_to_its_share_and_an_ipv6_proxy_is_not(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Loopback has one IPv6 address, so one /64 with one address in it: that the share is the
+    # /64's, not the address's, is shown in tests/unit/test_client_shares.py.
+    share = {"HERALD_API_MAX_CONNECTIONS_PER_CLIENT": "2", "HERALD_API_KEEP_ALIVE_SECONDS": "600"}
+    for allowed, held_to_share in (("127.0.0.1", True), ("127.0.0.1,::1", False)):
+        api = start_api(
+            stack,
+            tmp_path_factory.mktemp("ipv6"),
+            HERALD_HOST="::1",
+            FORWARDED_ALLOW_IPS=allowed,
+            **share,
+        )
+        try:
+            await wait_healthy(api)
+            async with contextlib.AsyncExitStack() as held:
+                sockets = [
+                    await held.enter_async_context(from_address(api, "::1")) for _ in range(5)
+                ]
+                statuses = [await answered(socket) for socket in sockets]
+            assert statuses == ([200] * 2 + [503] * 3 if held_to_share else [200] * 5), allowed
+        finally:
+            api.stop()
+
+
+async def test_ipv4_clients_on_a_dual_stack_socket_each_have_their_own_share(
+    stack: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # `--workers 2` on "::": one socket for both protocols, every IPv4 peer seen as
+    # ::ffff:a.b.c.d -- all in one /64, and so one client, were they keyed as IPv6.
+    api = start_api(
+        stack,
+        tmp_path_factory.mktemp("dual"),
+        "--workers",
+        "2",
+        HERALD_HOST="::",
+        HERALD_API_MAX_CONNECTIONS_PER_CLIENT="2",
+        HERALD_API_KEEP_ALIVE_SECONDS="600",
+    )
+    try:
+        await wait_healthy(api)
+        async with contextlib.AsyncExitStack() as held:
+            # 127.0.0.2 takes its share in both processes: two each, wherever the kernel
+            # hands its connections (a refused one is closed, and another tried).
+            flooding = 0
+            for _ in range(200):
+                socket = await held.enter_async_context(from_address(api, "127.0.0.2"))
+                flooding += await answered(socket) == 200
+                if flooding == 4:
+                    break
+            assert flooding == 4
+            async with from_address(api, "127.0.0.2") as beyond:
+                assert await answered(beyond) == 503
+            # Another IPv4 client is served, whichever process takes it.
+            others = [
+                await held.enter_async_context(from_address(api, "127.0.0.3")) for _ in range(2)
+            ]
+            assert [await answered(socket) for socket in others] == [200, 200]
+            # And 127.0.0.1, a proxy uvicorn trusts, is held to no share though it is mapped.
+            proxied = [
+                await held.enter_async_context(from_address(api, "127.0.0.1")) for _ in range(5)
+            ]
+            assert [await answered(socket) for socket in proxied] == [200] * 5
     finally:
         api.stop()
 
