@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app import cli_endpoints, cli_keys, cli_migrate, cli_reconcile, cli_secrets, cli_streams
-from app.config import Settings, SettingsError, load_settings
-from app.logs import configure_logging
-from app.sealing import KeyRingError
+from app.core.config import Settings, SettingsError, load_settings
+from app.core.logs import configure_logging
+from app.core.sealing import KeyRingError
 
 
 def _require_servers_and_keys(settings: Settings) -> None:
@@ -145,7 +145,7 @@ def _cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _purge(settings: Settings, database_url: str) -> dict[str, int]:
-    from app.db import create_engine, create_sessionmaker
+    from app.core.db import create_engine, create_sessionmaker
     from app.operations.service.retention import purge
 
     engine = create_engine(database_url, pool_size=1)

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.cli_keys import in_session
-from app.config import Settings
+from app.core.config import Settings
 
 
 def add_parser(commands: Any) -> None:
@@ -28,7 +28,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(settings: Settings, database_url: str, args: argparse.Namespace) -> int:
-    from app.errors import HeraldError
+    from app.core.errors import HeraldError
 
     async def work(session: AsyncSession) -> int:
         if args.endpoints_command == "show":
@@ -43,8 +43,8 @@ def run(settings: Settings, database_url: str, args: argparse.Namespace) -> int:
 
 
 async def _endpoint(session: AsyncSession, endpoint_id: str) -> Any:
+    from app.core.errors import NotFound
     from app.endpoints.service.endpoints import get_any
-    from app.errors import NotFound
 
     endpoint = await get_any(session, endpoint_id)
     if endpoint is None or endpoint.deleted_at is not None:

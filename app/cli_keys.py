@@ -33,7 +33,7 @@ def add_parser(commands: Any) -> None:
 
 
 async def in_session(database_url: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    from app.db import create_engine, create_sessionmaker
+    from app.core.db import create_engine, create_sessionmaker
 
     engine = create_engine(database_url, pool_size=1)
     try:
@@ -44,7 +44,7 @@ async def in_session(database_url: str, work: Callable[[AsyncSession], Awaitable
 
 
 def run(database_url: str, args: argparse.Namespace) -> int:
-    from app.errors import NotFound
+    from app.core.errors import NotFound
     from app.tenants.service.api_keys import (
         Principal,
         PrincipalCache,

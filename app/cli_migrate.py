@@ -39,8 +39,8 @@ async def _schema_state(database_url: str) -> tuple[bool, str]:
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    from app.db import DATABASE_TROUBLE, create_engine
-    from app.migrate import alembic_config
+    from app.core.db import DATABASE_TROUBLE, create_engine
+    from app.core.migrate import alembic_config
 
     script = ScriptDirectory.from_config(alembic_config(database_url))
     heads = set(script.get_heads())
@@ -87,7 +87,7 @@ def _check_schema(database_url: str, *, wait: bool) -> int:
 def run(database_url: str, args: argparse.Namespace) -> int:
     if args.check or args.wait:
         return _check_schema(database_url, wait=args.wait)
-    from app.migrate import upgrade_to_head
+    from app.core.migrate import upgrade_to_head
 
     upgrade_to_head(database_url)
     print("database is at the latest migration")

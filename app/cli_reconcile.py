@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from app.config import Settings, SettingsError
+from app.core.config import Settings, SettingsError
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h)?$")
 _UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}

@@ -1,5 +1,5 @@
 """``herald secrets new-key | rotate``: the key ring every stored secret is sealed under
-(HERALD_SECRET_KEYS, app/sealing.py).
+(HERALD_SECRET_KEYS, app/core/sealing.py).
 
 Rotating a key: put a new entry first in HERALD_SECRET_KEYS (keep the old one after it), roll
 the API and workers -- they seal with the new key and open with either -- then run ``herald
@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from app.config import Settings
+from app.core.config import Settings
 
 if TYPE_CHECKING:
     from app.endpoints.service.credentials import Resealed
@@ -37,7 +37,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(settings: Settings, database_url: str | None, args: argparse.Namespace) -> int:
-    from app.sealing import KeyRingError, new_key
+    from app.core.sealing import KeyRingError, new_key
 
     try:
         if args.secrets_command == "new-key":
@@ -70,7 +70,7 @@ def run(settings: Settings, database_url: str | None, args: argparse.Namespace) 
 
 async def _rotate(settings: Settings, database_url: str, page: int) -> Resealed:
     from app.console.service import sign_in_forms
-    from app.db import create_engine, create_sessionmaker
+    from app.core.db import create_engine, create_sessionmaker
     from app.endpoints.service import credentials
 
     ring = settings.key_ring()

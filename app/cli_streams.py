@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.cli_keys import in_session
-from app.scope import Scope
+from app.core.scope import Scope
 
 
 def add_parser(commands: Any) -> None:
@@ -27,7 +27,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(database_url: str, region: str, args: argparse.Namespace) -> int:
-    from app.errors import HeraldError
+    from app.core.errors import HeraldError
 
     try:
         if args.streams_command == "halted":
@@ -62,8 +62,8 @@ async def _halted(session: AsyncSession, endpoint_id: str | None) -> int:
 
 
 async def _owner(session: AsyncSession, delivery_id: str) -> str:
+    from app.core.errors import NotFound
     from app.delivery.service import listings
-    from app.errors import NotFound
 
     owner = await listings.owner_of_delivery(session, delivery_id)
     if owner is None:

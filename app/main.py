@@ -9,25 +9,26 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
-from app import __version__, tracing
+from app import __version__
 from app.api.deps import Resources, require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.catalogue.routes import event_types
 from app.catalogue.service.payload_schemas import PayloadSchemas
-from app.config import Settings, load_settings
 from app.console import routes as console
-from app.db import create_engine, create_sessionmaker
+from app.core import tracing
+from app.core.config import Settings, load_settings
+from app.core.db import create_engine, create_sessionmaker
+from app.core.errors import install_error_handlers
+from app.core.logs import configure_logging
+from app.core.queue import create_queue_redis
 from app.delivery.routes import actions, deliveries, events
 from app.endpoints.routes import endpoints
 from app.engine.service.endpoint_test import EndpointTester
-from app.errors import install_error_handlers
 from app.flow.service.accept_rates import AcceptRates
-from app.logs import configure_logging
 from app.operations.routes import health, metrics
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
 from app.portal import routes as portal
-from app.queue import create_queue_redis
 from app.reconcile.routes import reconcile
 from app.tenants.routes import api_keys, customers, limits, tenants
 from app.tenants.service.api_keys import PrincipalCache

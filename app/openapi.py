@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 
 # The document does not depend on where the servers are; the lifespan never runs here.

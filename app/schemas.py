@@ -26,7 +26,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
-from app.ids import describe_id, id_regex
+from app.core.ids import describe_id, id_regex
 
 Item = TypeVar("Item")
 
@@ -73,7 +73,7 @@ class TextRule:
 
 
 def id_rule(prefix: str) -> TextRule:
-    """The id rule of ``app.ids`` for one kind of id, as a field constraint (422 in a body or a
+    """The id rule of ``app.core.ids`` for one kind of id, as a field constraint (422 in a body or a
     query; a path answers 404 instead, see ``app.api.paths``)."""
     return TextRule(id_regex(prefix), f"must be {describe_id(prefix)}")
 

@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 import aiohttp
 from aiohttp import web
 
-from app import certificates
+from app.core import certificates
+from app.core.sealing import KeyRing, OpenedSecrets, endpoint_purpose, new_key
 from app.endpoints.service.credentials import generate_secret
 from app.endpoints.service.endpoints import header_fault
 from app.endpoints.service.signing_keys import generate_key_pair
@@ -42,7 +43,6 @@ from app.engine.service.client_tls import ClientContexts
 from app.engine.service.sender import build_http_session
 from app.engine.service.signing import signed_headers
 from app.engine.service.tokens import Tokens
-from app.sealing import KeyRing, OpenedSecrets, endpoint_purpose, new_key
 from tests.fixtures.tls import Authority, server_context
 
 ROUNDS = 7

@@ -13,8 +13,8 @@ from typing import Any
 
 import aiohttp
 
+from app.core.ids import new_id
 from app.delivery.repository import intents
-from app.ids import new_id
 from app.outbox.repository import outbox
 from bench import probes
 from bench.stack import ADMIN_KEY, API, Stack, percentile, python

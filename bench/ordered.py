@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from statistics import median
 from typing import Any
 
-from app.db import create_engine, create_sessionmaker
+from app.core.db import create_engine, create_sessionmaker
+from app.core.states import DeliveryState
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service import record_writes
-from app.states import DeliveryState
 from app.streams.service.heads import NewHead, StreamKey
 from bench.load import RECEIVERS, Client
 from bench.parking import idle_cpu, waiting_window

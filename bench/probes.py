@@ -10,7 +10,7 @@ import aiohttp
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from app import queue
+from app.core import queue
 from app.flow.service.wakeups import Wakeups
 from bench.stack import Stack
 
@@ -58,7 +58,7 @@ async def delivery_updates(stack: Stack) -> tuple[int, int]:
     return int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])
 
 
-# The workers' own counters (app/metrics.py) that say how the engine did its work.
+# The workers' own counters (app/core/metrics.py) that say how the engine did its work.
 ENGINE_COUNTERS = {
     "herald_claims": "claims",
     "herald_claimed_rows": "claimed_rows",

@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 
-from app.config import Settings
+from app.core.config import Settings
 from app.programs import filters
 from app.programs.budget import STEPS_PER_EVALUATION, STEPS_PER_EVENT
 from app.programs.filter_cost import CONVERT_BYTE

@@ -11,9 +11,9 @@ import time
 
 import psutil
 
-from app.config import load_settings
-from app.db import create_engine, create_sessionmaker
-from app.queue import create_queue_redis
+from app.core.config import load_settings
+from app.core.db import create_engine, create_sessionmaker
+from app.core.queue import create_queue_redis
 from app.reconcile.repository import reconcile_runs
 from app.reconcile.service.reconcile import run_reconcile
 

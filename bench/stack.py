@@ -19,8 +19,8 @@ import aiohttp
 import asyncpg
 import psutil
 
-from app.migrate import upgrade_to_head
-from app.sealing import new_key
+from app.core.migrate import upgrade_to_head
+from app.core.sealing import new_key
 from devstack.dev import die_with_parent
 from devstack.embedded import EmbeddedPostgres, EmbeddedRedis, postgres_bin_dir
 from devstack.tcp_servers import TcpPostgres, TcpRedis

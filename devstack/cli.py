@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from app import cli as herald
-from app.config import SettingsError, load_settings
+from app.core.config import SettingsError, load_settings
 from devstack.dev import DevError, dev_stack_database, run_dev
 
 ONE_OFF_COMMANDS = ("migrate", "keys", "purge", "secrets", "streams")

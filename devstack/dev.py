@@ -28,10 +28,10 @@ from typing import IO
 
 import httpx
 
-from app.config import Settings, SettingsError
-from app.db import create_engine, create_sessionmaker
-from app.migrate import upgrade_to_head
-from app.sealing import new_key
+from app.core.config import Settings, SettingsError
+from app.core.db import create_engine, create_sessionmaker
+from app.core.migrate import upgrade_to_head
+from app.core.sealing import new_key
 from app.tenants.repository import api_keys
 from app.tenants.service.api_keys import generate_key, hash_key, issue_key_for_tenant_name
 from devstack.embedded import EmbeddedPostgres, EmbeddedRedis

@@ -12,8 +12,8 @@ from alembic.runtime.migration import MigrationInfo
 from sqlalchemy.engine import Connection
 
 import app.models  # noqa: F401  (registers every table on Base.metadata)
-from app.config import load_settings
-from app.db import Base, create_engine
+from app.core.config import load_settings
+from app.core.db import Base, create_engine
 
 config = context.config
 target_metadata = Base.metadata

@@ -22,11 +22,11 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import queue
-from app.config import Settings
-from app.db import Base, create_engine, is_transaction_conflict
+from app.core import queue
+from app.core.config import Settings
+from app.core.db import Base, create_engine, is_transaction_conflict
+from app.core.migrate import upgrade_to_head
 from app.main import create_app
-from app.migrate import upgrade_to_head
 from app.models import Delivery  # noqa: F401  (every table registered with Base)
 from devstack.embedded import EmbeddedPostgres, postgres_bin_dir, redis_server_program
 from devstack.tcp_servers import TcpPostgres, TcpRedis, free_port

@@ -11,7 +11,7 @@ from typing import Any
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.core.config import Settings
 
 _KEY = "herald"
 

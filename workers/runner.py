@@ -22,9 +22,10 @@ from arq.worker import Worker, func
 from prometheus_client import start_http_server
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import queue, tracing
-from app.config import Settings
-from app.db import create_engine, create_sessionmaker
+from app.core import queue, tracing
+from app.core.config import Settings
+from app.core.db import create_engine, create_sessionmaker
+from app.core.sealing import OpenedSecrets
 from app.engine.service import egress
 from app.engine.service.claimed_runs import AttemptRuns
 from app.engine.service.client_tls import ClientContexts
@@ -37,7 +38,6 @@ from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Wakeups
 from app.outbox.service.relay import run_relay
-from app.sealing import OpenedSecrets
 from workers import heartbeat
 from workers.context import WorkerContext
 from workers.jobs import bulk_redrive, reconcile

@@ -43,8 +43,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from app.api.client_shares import ClientShares, client_of
-from app.config import load_settings
-from app.errors import PROBLEM_BASE, PROBLEM_JSON
+from app.core.config import load_settings
+from app.core.errors import PROBLEM_BASE, PROBLEM_JSON
 
 log = structlog.get_logger("herald.api")
 

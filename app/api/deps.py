@@ -13,17 +13,17 @@ from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import tracing
 from app.catalogue.service.payload_schemas import PayloadSchemas
-from app.config import Settings
+from app.core import tracing
+from app.core.config import Settings
+from app.core.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
+from app.core.scope import Scope
+from app.core.sealing import KeyRing
 from app.engine.service.endpoint_test import EndpointTester
-from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.flow.service.accept_rates import AcceptRates
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher
 from app.schemas import IDEMPOTENCY_KEY_RULE, is_idempotency_key
-from app.scope import Scope
-from app.sealing import KeyRing
 from app.tenants.service.api_keys import Principal, PrincipalCache, principal_for
 
 
@@ -198,7 +198,7 @@ def require_json_media_type(content_type: str) -> None:
 
 async def accept_trace(request: Request) -> AsyncIterator[str | None]:
     """The accept's span, under the producer's W3C trace if it sent one; the traceparent to keep
-    with the event (app/tracing.py)."""
+    with the event (app/core/tracing.py)."""
     with tracing.accepting(request.headers) as traceparent:
         yield traceparent
 

@@ -10,7 +10,7 @@ from typing import Annotated, TypeVar
 from fastapi import Query
 from fastapi.exceptions import RequestValidationError
 
-from app.ids import looks_like
+from app.core.ids import looks_like
 from app.schemas import Page
 
 Row = TypeVar("Row")
@@ -52,7 +52,8 @@ def decode_cursor(cursor: str | None, valid: Callable[[str], bool]) -> str | Non
 
 
 def decode_id_cursor(cursor: str | None, prefix: str) -> str | None:
-    """A cursor over a list of ``prefix`` ids holds one of them (the id rule of ``app.ids``)."""
+    """A cursor over a list of ``prefix`` ids holds one of them (the id rule of
+    ``app.core.ids``)."""
     return decode_cursor(cursor, lambda position: looks_like(prefix, position))
 
 

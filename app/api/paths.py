@@ -11,8 +11,8 @@ from typing import Annotated
 
 from fastapi import Depends, Path
 
-from app.errors import NotFound, Unprocessable
-from app.ids import KINDS, describe_id, looks_like
+from app.core.errors import NotFound, Unprocessable
+from app.core.ids import KINDS, describe_id, looks_like
 from app.schemas import CUSTOMER_ID_RULE
 
 

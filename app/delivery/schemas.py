@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from app.core.states import DeliveryState, Outcome
 from app.schemas import (
     MAX_PAYLOAD_DEPTH,
     CustomerId,
@@ -16,7 +17,6 @@ from app.schemas import (
     OrderingKey,
     Timestamp,
 )
-from app.states import DeliveryState, Outcome
 
 MAX_DEFER = timedelta(days=365)
 _PAYLOAD = (

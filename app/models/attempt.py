@@ -15,8 +15,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
-from app.states import OUTCOMES
+from app.core.db import Base
+from app.core.states import OUTCOMES
 
 
 class Attempt(Base):

@@ -5,7 +5,7 @@ from datetime import datetime
 from sqlalchemy import DateTime, LargeBinary, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
+from app.core.db import Base
 
 
 class ConsoleSecret(Base):
@@ -16,6 +16,6 @@ class ConsoleSecret(Base):
     __tablename__ = "console_secrets"
 
     purpose: Mapped[str] = mapped_column(Text, primary_key=True)
-    # Sealed under HERALD_SECRET_KEYS for the purpose "console:<purpose>" (app/sealing.py).
+    # Sealed under HERALD_SECRET_KEYS for the purpose "console:<purpose>" (app/core/sealing.py).
     sealed: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

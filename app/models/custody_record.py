@@ -14,7 +14,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
+from app.core.db import Base
 
 CUSTODY_RECORD_EVENTS = ("dead", "succeeded", "redriven")
 

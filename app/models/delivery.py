@@ -18,8 +18,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
-from app.states import DELIVERY_STATES, OUTCOMES, TERMINAL_STATES
+from app.core.db import Base
+from app.core.states import DELIVERY_STATES, OUTCOMES, TERMINAL_STATES
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:

@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, column_property, mapped_column
 
-from app.db import Base
+from app.core.db import Base
 
 
 class Endpoint(Base):
@@ -76,7 +76,7 @@ class Endpoint(Base):
     max_in_flight: Mapped[int | None] = mapped_column(Integer)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
-    # Every secret here is sealed (app/sealing.py) under HERALD_SECRET_KEYS, for the purposes
+    # Every secret here is sealed (app/core/sealing.py) under HERALD_SECRET_KEYS, for the purposes
     # app/endpoints/service/sealed.py names: the database never holds one in plain text.
     secret_sealed: Mapped[bytes] = mapped_column(LargeBinary)
     # What the request body is: the payload as accepted ("raw"), the Standard Webhooks
@@ -119,7 +119,7 @@ class Endpoint(Base):
     # audience; the client secret sealed beside them. NULL: no token is fetched.
     oauth2: Mapped[dict[str, str] | None] = mapped_column(JSONB)
     oauth2_secret_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
-    # Mutual TLS and the receiver's own CA (app/certificates.py): the certificate, key and CA
+    # Mutual TLS and the receiver's own CA (app/core/certificates.py): the certificate, key and CA
     # bundle sealed as one JSON object -- the key is secret, and sealing the rest binds it to
     # this row too, so a written-over CA bundle cannot open -- with what identifies them in
     # the clear. Replaced material stays a fallback until previous_tls_expires_at.
@@ -128,7 +128,7 @@ class Endpoint(Base):
     previous_tls_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
     previous_tls: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     previous_tls_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # The endpoint's own egress proxy (app/proxies.py): its URL with any credentials sealed,
+    # The endpoint's own egress proxy (app/core/proxies.py): its URL with any credentials sealed,
     # and {url (less credentials), credentials (whether any)} in the clear.
     egress_proxy_sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
     egress_proxy: Mapped[dict[str, Any] | None] = mapped_column(JSONB)

@@ -6,7 +6,7 @@ from sqlalchemy import DateTime, ForeignKey, LargeBinary, Text, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
+from app.core.db import Base
 
 
 class Event(Base):

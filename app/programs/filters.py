@@ -22,8 +22,8 @@ from typing import Any
 import cel_expr_python.cel as cel
 from google.protobuf import any_pb2
 
-from app.caches import SharedCache
-from app.metrics import PROGRAM_BUDGET_EXCEEDED
+from app.core.caches import SharedCache
+from app.core.metrics import PROGRAM_BUDGET_EXCEEDED
 from app.programs.budget import (
     FILTERS_PER_TENANT,
     PAYLOAD,
@@ -79,7 +79,7 @@ class Filter:
     cost: FilterCost
 
 
-# A process's compiled filters, each tenant with a share (app/caches.py): compiling one costs
+# A process's compiled filters, each tenant with a share (app/core/caches.py): compiling one costs
 # 1-8 ms (the checker, the cost walk, the runtime's plan), so one tenant's many filters must
 # never push out another's. A tenant has at most FILTERS_PER_TENANT distinct filters (the
 # endpoints service refuses more), so its share holds all of them.

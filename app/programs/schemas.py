@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from app.metrics import PROGRAM_BUDGET_EXCEEDED
+from app.core.metrics import PROGRAM_BUDGET_EXCEEDED
 from app.programs.budget import REFERENCE_PAYLOAD_BYTES, STEPS_PER_EVALUATION, Unbounded
 from app.programs.schema_cost import SchemaCost, cost_of
 

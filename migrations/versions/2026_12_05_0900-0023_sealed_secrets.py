@@ -1,6 +1,6 @@
 """sealed secrets
 
-Every secret at rest is sealed with AES-256-GCM under HERALD_SECRET_KEYS (app/sealing.py,
+Every secret at rest is sealed with AES-256-GCM under HERALD_SECRET_KEYS (app/core/sealing.py,
 issue 28): the endpoints' signing secrets (current and previous) and the console's signing
 key. In three steps in one transaction -- expand (the sealed columns, and `secret_headers_*`
 for static headers that are credentials), migrate (seal what exists, 500 rows a batch), contract
@@ -58,7 +58,7 @@ def upgrade() -> None:
 
 
 def _seal_existing() -> None:
-    from app.config import load_settings  # read only when there is something to seal
+    from app.core.config import load_settings  # read only when there is something to seal
 
     bind = op.get_bind()
     waiting = bind.execute(
@@ -119,7 +119,7 @@ def downgrade() -> None:
     ).all()
     console = bind.execute(sa.text("SELECT purpose, sealed FROM console_secrets")).all()
     if rows or console:
-        from app.config import load_settings
+        from app.core.config import load_settings
 
         ring = load_settings().key_ring()
         for endpoint_id, sealed, previous in rows:

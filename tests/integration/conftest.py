@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, single_statements
+from app.core.db import create_sessionmaker, single_statements
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from app.flow.service.accept_rates import accepts_key
 from app.main import create_app
 from tests.fixtures.api import new_endpoint, new_tenant

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 from tests.fixtures.api import new_tenant
 from tests.fixtures.stack import ADMIN, Stack, client_for

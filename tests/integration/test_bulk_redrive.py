@@ -10,9 +10,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
 
-from app import queue
-from app.config import Settings
-from app.db import create_sessionmaker
+from app.core import queue
+from app.core.config import Settings
+from app.core.db import create_sessionmaker
 from app.delivery.service import redrive
 from tests.fixtures.api import (
     fast_path_settled,

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.api import fast_path_settled, new_endpoint, post_deliveries, reconcile_now
 from tests.fixtures.database import sql
 from tests.fixtures.engine import pump

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.sealing import KeyRing
 from app.engine.repository import delivery_leases, delivery_records
-from app.sealing import KeyRing
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.database import sql
 from tests.fixtures.leases import (

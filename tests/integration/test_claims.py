@@ -14,8 +14,8 @@ from prometheus_client import REGISTRY
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.db import create_engine, create_sessionmaker, single_statements
+from app.core.config import Settings
+from app.core.db import create_engine, create_sessionmaker, single_statements
 from app.engine.repository import delivery_leases
 from app.engine.service.pump import HOLD_SECONDS
 from tests.fixtures.api import fast_path_settled, one_delivery, post_deliveries

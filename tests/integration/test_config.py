@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import DEFAULT_RETRY_SCHEDULE, Settings, SettingsError, load_settings
+from app.core.config import DEFAULT_RETRY_SCHEDULE, Settings, SettingsError, load_settings
 
 
 @pytest.fixture(autouse=True)

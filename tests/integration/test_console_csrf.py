@@ -12,10 +12,10 @@ from fastapi import FastAPI
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
 from app.console.service.sign_in_forms import LIFETIME_SECONDS, PURPOSE, mint
+from app.core.config import Settings
+from app.core.sealing import KeyRing
 from app.main import create_app
-from app.sealing import KeyRing
 from tests.fixtures.console_forms import hidden, sign_in
 from tests.fixtures.stack import ADMIN_KEY, SECRET_KEYS, client_for
 from tests.fixtures.waiting import count_rows

@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 from tests.fixtures.console_forms import hidden, sign_in, tenant_key
 from tests.fixtures.stack import ADMIN_KEY, client_for

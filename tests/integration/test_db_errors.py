@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_engine, is_transient
+from app.core.db import create_engine, is_transient
 from tests.fixtures.stack import Stack, plain_dsn
 
 

@@ -10,7 +10,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.ids import looks_like
+from app.core.ids import looks_like
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.waiting import count_rows
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.api import new_endpoint, new_tenant, post_deliveries
 from tests.fixtures.engine import pump
 from tests.fixtures.receiver import Receiver

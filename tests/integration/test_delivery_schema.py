@@ -18,14 +18,14 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.config import Settings
-from app.db import create_sessionmaker
+from app.core.config import Settings
+from app.core.db import create_sessionmaker
+from app.core.migrate import alembic_config
+from app.core.queue import create_queue_redis
+from app.core.states import DeliveryState
 from app.delivery.repository import deliveries
 from app.engine.repository import delivery_leases
-from app.migrate import alembic_config
 from app.operations.service.fleet import FleetGauges
-from app.queue import create_queue_redis
-from app.states import DeliveryState
 from tests.fixtures.api import fast_path_settled, post_deliveries
 from tests.fixtures.stack import SECRET_KEYS, Stack, plain_dsn, scratch_database
 from tests.fixtures.waiting import delivery_row

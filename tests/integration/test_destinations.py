@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.errors import DestinationRefused
 from app.endpoints.service.destinations import check_endpoint_url, refusal_reason
-from app.errors import DestinationRefused
 from app.main import create_app
 from tests.fixtures.api import new_endpoint, new_tenant
 from tests.fixtures.observed import ip_addresses_in

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.engine import pump
 from tests.fixtures.receiver import Receiver, Reply

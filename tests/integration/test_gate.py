@@ -13,8 +13,8 @@ from arq.connections import ArqRedis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.db import create_sessionmaker
+from app.core.config import Settings
+from app.core.db import create_sessionmaker
 from app.flow.service.flow_state import flow_snapshot
 from app.flow.service.gate import Gate, Grant
 from app.flow.service.rates import RATE_HORIZON_US

@@ -14,8 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.config import Settings
-from app.db import is_transaction_conflict
+from app.core.config import Settings
+from app.core.db import is_transaction_conflict
 from app.main import create_app
 from tests.fixtures.api import new_endpoint, new_tenant
 from tests.fixtures.stack import client_for

@@ -1,6 +1,6 @@
-"""Every id input follows the one id rule (app/ids.py): an id that cannot be one of ours is 404 in
-a path and 422 in a query or a body, in words, and never reaches PostgreSQL (where a NUL byte is
-a 500, not "not found")."""
+"""Every id input follows the one id rule (app/core/ids.py): an id that cannot be one of ours is
+404 in a path and 422 in a query or a body, in words, and never reaches PostgreSQL (where a NUL
+byte is a 500, not "not found")."""
 
 from __future__ import annotations
 

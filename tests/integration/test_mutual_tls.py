@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.engine import pump
 from tests.fixtures.receiver import Receiver, Reply, running_receiver

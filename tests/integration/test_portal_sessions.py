@@ -12,9 +12,9 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.db import create_sessionmaker
-from app.errors import Unauthorized
+from app.core.config import Settings
+from app.core.db import create_sessionmaker
+from app.core.errors import Unauthorized
 from app.operations.service import retention
 from app.portal.service.sessions import visitor_for
 from tests.fixtures.api import new_tenant

@@ -9,7 +9,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, single_statements
+from app.core.db import create_sessionmaker, single_statements
 from app.outbox.repository import outbox
 from tests.fixtures.api import fast_path_settled
 

@@ -13,8 +13,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
 
-from app import queue
-from app.config import Settings
+from app.core import queue
+from app.core.config import Settings
 from tests.fixtures.api import fast_path_settled, new_endpoint, post_deliveries, reconcile_now
 from tests.fixtures.database import postgres_refuses, sql
 from tests.fixtures.engine import armed_destinations

@@ -7,7 +7,7 @@ import math
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 from tests.fixtures.api import reconcile_now
 from tests.fixtures.database import sql

@@ -12,9 +12,9 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.states import DeliveryState
 from app.engine.repository import delivery_records
-from app.states import DeliveryState
 from tests.fixtures.database import sql
 from tests.fixtures.leases import accepted, claim, expire_lease, success, wake
 from tests.fixtures.waiting import count_rows, delivery_row

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 from tests.fixtures.api import new_tenant
 from tests.fixtures.stack import client_for

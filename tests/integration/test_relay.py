@@ -9,9 +9,9 @@ import httpx
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import queue
-from app.config import Settings
-from app.db import create_sessionmaker
+from app.core import queue
+from app.core.config import Settings
+from app.core.db import create_sessionmaker
 from app.main import create_app
 from app.outbox.service.relay import FAST_PATH_HEADSTART_SECONDS, relay_once
 from tests.fixtures.api import fast_path_settled, new_endpoint, new_tenant

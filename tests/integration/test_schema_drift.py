@@ -10,7 +10,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import app.models  # noqa: F401  (registers the tables)
-from app.db import Base
+from app.core.db import Base
 from app.delivery.schemas import DeliveryIntent, EventIntent
 from app.endpoints.schemas import EndpointCreate
 from app.openapi import openapi_document

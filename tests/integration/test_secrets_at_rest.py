@@ -1,4 +1,4 @@
-"""Every secret Herald stores is sealed (app/sealing.py): a dump of the database holds none of
+"""Every secret Herald stores is sealed (app/core/sealing.py): a dump of the database holds none of
 them in plain text; secret headers are sent and never shown; `herald secrets rotate` re-seals
 under a new key while what was sealed under the old one still opens; migration 0023 seals what
 an older release stored."""
@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.migrate import alembic_config
-from app.sealing import KeyRing, new_key, sealed_with
+from app.core.config import Settings
+from app.core.migrate import alembic_config
+from app.core.sealing import KeyRing, new_key, sealed_with
 from devstack.embedded import postgres_bin_dir
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.engine import pump

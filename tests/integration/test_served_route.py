@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import Settings
+from app.core.config import Settings
 from app.delivery.routes import deliveries
 from app.delivery.schemas import DeliveryOut
 from app.main import create_app

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.engine import pump
 from tests.fixtures.leases import endpoint_tenant

@@ -10,7 +10,7 @@ import time
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from app.flow.service.rates import late_start_allowed, start_burst
 from tests.fixtures.api import fast_path_settled, new_endpoint, post_deliveries
 from tests.fixtures.engine import pump

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from app.delivery.service import status
 from app.main import create_app
 from tests.fixtures.api import accept, fast_path_settled, new_endpoint

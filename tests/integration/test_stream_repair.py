@@ -10,7 +10,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.api import fast_path_settled, new_endpoint, reconcile_now
 from tests.fixtures.database import sql
 from tests.fixtures.engine import armed_destinations

@@ -14,7 +14,7 @@ from alembic import command
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.migrate import alembic_config
+from app.core.migrate import alembic_config
 from app.programs.budget import FILTERS_PER_TENANT
 from tests.fixtures.api import new_endpoint, new_tenant, portal_bearer
 from tests.fixtures.stack import ADMIN, Stack, plain_dsn, scratch_database

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.engine import pump
 from tests.fixtures.receiver import Receiver

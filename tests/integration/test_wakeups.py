@@ -11,7 +11,7 @@ from arq.connections import ArqRedis
 from prometheus_client import REGISTRY
 from redis.asyncio import ConnectionPool
 
-from app.config import Settings
+from app.core.config import Settings
 from app.flow.service.wakeups import Arm, Taken, WakeSnapshot, Wakeups
 from tests.fixtures.engine import redis_now_us
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.db import create_sessionmaker
+from app.core.config import Settings
+from app.core.db import create_sessionmaker
 from app.endpoints.service.endpoints import flow_limits
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.engine import pump

@@ -24,7 +24,7 @@ from herald_client.models import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.api import new_tenant
 from tests.fixtures.engine import pump
 from tests.fixtures.processes import ApiProcess, start_api, wait_healthy

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import text
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 from tests.fixtures.api import fast_path_settled, new_endpoint, new_tenant, post_deliveries
 from tests.fixtures.processes import running_worker

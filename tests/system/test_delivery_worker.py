@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app import __version__
-from app.ids import id_floor
+from app.core.ids import id_floor
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.processes import HeraldProcess, free_port, running_worker
 from tests.fixtures.receiver import Receiver, Reply

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.faults import FAULT_EXIT_CODE
+from app.core.config import Settings
+from app.core.faults import FAULT_EXIT_CODE
 from app.main import create_app
 from tests.fixtures.api import new_endpoint, new_tenant, post_deliveries
 from tests.fixtures.processes import (

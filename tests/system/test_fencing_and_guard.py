@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.db import create_sessionmaker, single_statements
+from app.core.config import Settings
+from app.core.db import create_sessionmaker, single_statements
+from app.core.states import DeliveryState
 from app.engine.repository import delivery_leases, delivery_records
-from app.states import DeliveryState
 from tests.fixtures.api import accept, fast_path_settled, new_endpoint
 from tests.fixtures.engine import arm, pump
 from tests.fixtures.observed import ip_addresses_in

@@ -10,7 +10,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.ids import new_id
+from app.core.ids import new_id
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.processes import running_worker, running_workers
 from tests.fixtures.receiver import Receiver, Reply

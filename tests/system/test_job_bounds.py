@@ -13,8 +13,8 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
 
-from app.config import Settings
-from app.db import create_engine
+from app.core.config import Settings
+from app.core.db import create_engine
 from tests.fixtures.api import one_delivery
 from tests.fixtures.database import stalled_statements
 from tests.fixtures.engine import pump

@@ -13,9 +13,9 @@ from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.queue import create_queue_redis, queue_name
 from app.flow.service.wakeups import Wakeups
-from app.queue import create_queue_redis, queue_name
 from tests.fixtures.api import new_endpoint, post_deliveries, reconcile_now
 from tests.fixtures.processes import running_worker
 from tests.fixtures.receiver import Receiver, Reply

@@ -27,7 +27,7 @@ import psutil
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.faults import FAULT_EXIT_CODE
+from app.core.faults import FAULT_EXIT_CODE
 from tests.fixtures.processes import clean_env, free_port, herald_env, start_api, wait_healthy
 from tests.fixtures.receiver import Receiver
 from tests.fixtures.stack import ADMIN, Stack

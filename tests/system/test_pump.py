@@ -14,9 +14,9 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.queue import create_queue_redis
 from app.flow.service.wakeups import Wakeups
-from app.queue import create_queue_redis
 from tests.fixtures.api import fast_path_settled, new_endpoint, post_deliveries
 from tests.fixtures.database import row_locked
 from tests.fixtures.engine import pump

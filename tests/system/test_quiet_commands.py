@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from alembic.script import ScriptDirectory
 
-from app.migrate import alembic_config
+from app.core.migrate import alembic_config
 from tests.fixtures.processes import herald_env, start_api, wait_healthy
 from tests.fixtures.stack import Stack, scratch_database
 

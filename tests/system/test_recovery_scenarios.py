@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.db import create_sessionmaker, single_statements
+from app.core.config import Settings
+from app.core.db import create_sessionmaker, single_statements
 from app.engine.repository import delivery_leases
 from app.main import create_app
 from devstack.embedded import EmbeddedRedis

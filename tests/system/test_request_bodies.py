@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
+from app.core.config import Settings
 from app.main import create_app
 from app.openapi import openapi_document
 from app.schemas import MAX_PAYLOAD_DEPTH

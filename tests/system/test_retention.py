@@ -11,9 +11,9 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
-from app.db import create_sessionmaker
-from app.ids import id_floor
+from app.core.config import Settings
+from app.core.db import create_sessionmaker
+from app.core.ids import id_floor
 from app.operations.service import retention
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.processes import herald_env

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.sealing import KeyRing, new_key
+from app.core.sealing import KeyRing, new_key
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.processes import HeraldProcess, running_worker
 from tests.fixtures.receiver import Receiver

@@ -12,8 +12,8 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import queue
-from app.config import Settings
+from app.core import queue
+from app.core.config import Settings
 from app.main import create_app
 from devstack.embedded import EmbeddedRedis
 from tests.fixtures.api import accept, fast_path_settled, new_endpoint, new_tenant

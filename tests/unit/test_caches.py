@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from app.caches import SharedCache
+from app.core.caches import SharedCache
 
 
 def test_a_tenant_past_its_share_evicts_its_own_least_recently_used() -> None:

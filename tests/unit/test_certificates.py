@@ -1,4 +1,4 @@
-"""app/certificates.py: an endpoint's TLS material checked for real -- each rule refused with a
+"""app/core/certificates.py: an endpoint's TLS material checked for real -- each rule refused with a
 message naming the field and quoting nothing uploaded, inputs bounded before they are parsed,
 and whatever a tenant uploads (fuzzed) either passes or is refused, never anything else."""
 
@@ -17,8 +17,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import certificates
-from app.certificates import CertificateError, ClientTLS
+from app.core import certificates
+from app.core.certificates import CertificateError, ClientTLS
 from tests.fixtures.tls import Authority
 
 

@@ -14,7 +14,7 @@ import yaml
 from compose_pydantic import ComposeSpecification
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.worker_stop import settings_from, worker_stop_seconds
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

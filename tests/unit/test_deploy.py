@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.worker_stop import settings_from, worker_stop_seconds
 
 KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"

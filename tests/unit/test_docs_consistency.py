@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from app.ids import KINDS
+from app.core.ids import KINDS
 from tests.fixtures.worker_stop import RULE, settings_from, worker_stop_seconds
 
 REPO = Path(__file__).resolve().parents[2]

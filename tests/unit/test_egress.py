@@ -7,8 +7,8 @@ import base64
 
 import pytest
 
-from app.config import SettingsError, load_settings
-from app.proxies import EgressProxy
+from app.core.config import SettingsError, load_settings
+from app.core.proxies import EgressProxy
 
 
 def test_credentials_leave_the_url_for_the_proxy_authorization_header() -> None:

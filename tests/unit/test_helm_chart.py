@@ -14,7 +14,7 @@ import yaml
 from helm_python import Chart
 from helm_python.errors import HelmRenderError, HelmValuesError
 
-from app.config import Settings
+from app.core.config import Settings
 from tests.fixtures.worker_stop import settings_from, worker_stop_seconds
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "herald"

@@ -77,7 +77,7 @@ def assert_breaks(copy: Path, module: str, line: str, contract: str) -> None:
             "Across the product: routes, then the HTTP plumbing",
         ),
         (  # the shared kernel reaching into a domain
-            "app/db.py",
+            "app/core/db.py",
             "from app.outbox.service import publishing",
             "The shared kernel knows no domain",
         ),

@@ -17,7 +17,7 @@ import yaml
 from prometheus_client import REGISTRY
 from prometheus_client.core import Metric
 
-import app.metrics  # noqa: F401  (registers the workers' counters and histograms)
+import app.core.metrics  # noqa: F401  (registers the workers' counters and histograms)
 from app.operations.service.fleet import FleetSnapshot, _SnapshotCollector
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,6 +9,7 @@ from email.utils import format_datetime
 import pytest
 from standardwebhooks.webhooks import Webhook
 
+from app.core.states import DeliveryState, Outcome
 from app.engine.service.outcomes import (
     Transition,
     backoff_seconds,
@@ -17,7 +18,6 @@ from app.engine.service.outcomes import (
     parse_retry_after,
 )
 from app.engine.service.signing import signed_headers
-from app.states import DeliveryState, Outcome
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""The key ring (app/sealing.py): what seals opens only under its own key and for its own
+"""The key ring (app/core/sealing.py): what seals opens only under its own key and for its own
 purpose, a malformed HERALD_SECRET_KEYS is refused in words that name no key, and the worker's
 cache opens a value once."""
 
@@ -10,8 +10,8 @@ import secrets
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from app.config import SettingsError, load_settings
-from app.sealing import (
+from app.core.config import SettingsError, load_settings
+from app.core.sealing import (
     KeyRing,
     KeyRingError,
     OpenedSecrets,
@@ -36,7 +36,7 @@ def test_the_first_key_seals_and_every_key_opens() -> None:
 
 
 def test_a_sealed_value_is_aes_gcm_any_implementation_opens_with_the_key() -> None:
-    """The format is documented (app/sealing.py): AES-256-GCM, the purpose as associated data,
+    """The format is documented (app/core/sealing.py): AES-256-GCM, the purpose as associated data,
     so an operator holding the key can read a value without Herald."""
     sealed = KeyRing.parse(NEW).seal("whsec_x", "endpoint:ep_2:signing")
     key = base64.urlsafe_b64decode(NEW.split(":", 1)[1])

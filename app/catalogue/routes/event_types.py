@@ -10,7 +10,7 @@ from app.api.deps import ResourcesDep, SessionDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_cursor, page_of
 from app.catalogue.schemas import EventTypeCreate, EventTypeOut, EventTypeUpdate
 from app.catalogue.service import event_types
-from app.errors import (
+from app.core.errors import (
     Conflict,
     Forbidden,
     NotFound,

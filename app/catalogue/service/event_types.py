@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.catalogue.repository import event_types
 from app.catalogue.schemas import EventTypeCreate, EventTypeUpdate
 from app.catalogue.service.payload_schemas import PayloadSchemas
-from app.errors import Conflict, NotFound
+from app.core.errors import Conflict, NotFound
 from app.models import EventTypeDef
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.caches import SharedCache
 from app.catalogue.repository import event_types
-from app.errors import Unprocessable
+from app.core.caches import SharedCache
+from app.core.errors import Unprocessable
 from app.models import EventTypeDef
 from app.programs.schema_violations import first_violation
 from app.programs.schemas import OverBudget, PayloadSchema, SchemaError, compile_schema, conforms
@@ -23,7 +23,7 @@ _Entry = tuple[PayloadSchema | None, int]  # (schema or None, version)
 
 
 class PayloadSchemas:
-    """Each tenant has a share of the cache (app/caches.py): a batch of a thousand event
+    """Each tenant has a share of the cache (app/core/caches.py): a batch of a thousand event
     types pushes out its own tenant's schemas, never another's."""
 
     def __init__(

@@ -10,7 +10,7 @@ from datetime import timedelta
 from sqlalchemy import delete, insert, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import new_id
+from app.core.ids import new_id
 from app.models import ConsoleSession
 
 

@@ -12,7 +12,7 @@ from fastapi.templating import Jinja2Templates
 from app.api.formatting import FILTERS
 from app.console.routes import actions, auth, endpoints, pages
 from app.console.routes.deps import SignInNeeded, render, sign_in_redirect
-from app.errors import HeraldError, herald_problem
+from app.core.errors import HeraldError, herald_problem
 
 _HERE = Path(__file__).resolve().parents[1]
 

@@ -12,9 +12,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
 from app.api.deps import Resources, ResourcesDep
-from app.config import Settings
 from app.console.service.sessions import Viewer, csrf_ok, viewer_of
-from app.errors import Forbidden
+from app.core.config import Settings
+from app.core.errors import Forbidden
 
 log = structlog.get_logger("herald.console")
 

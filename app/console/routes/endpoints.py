@@ -12,12 +12,12 @@ from app.api.deps import ResourcesDep
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.endpoint_board import endpoint_board
 from app.console.service.sessions import Viewer
+from app.core.errors import Forbidden
+from app.core.ids import is_id
+from app.core.scope import Scope
 from app.endpoints.schemas import EndpointUpdate
 from app.endpoints.service import credentials, endpoints
-from app.errors import Forbidden
 from app.flow.service.flow_state import clear_flow_state
-from app.ids import is_id
-from app.scope import Scope
 from app.streams.service import streams
 
 router = APIRouter(prefix="/console/endpoints", include_in_schema=False)

@@ -8,8 +8,8 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
+from app.core.errors import Unprocessable
 from app.delivery.schemas import RedriveFilter
-from app.errors import Unprocessable
 
 FIELDS = ("endpoint_id", "event_type", "dead_after", "dead_before")
 _LABELS = {"dead_after": "Died after", "dead_before": "Died before"}

@@ -14,14 +14,14 @@ from app.console.routes.charts import stacked_bars
 from app.console.routes.deps import ViewerDep, render
 from app.console.routes.filters import FIELDS, dead_filter
 from app.console.routes.payloads import PREVIEW_BYTES, payload_view
+from app.core.errors import Forbidden
+from app.core.ids import is_id
+from app.core.scope import Scope
+from app.core.states import DeliveryState
 from app.delivery.service import event_detail, listings, status_facts
 from app.delivery.service.endpoint_stats import outcomes_per_minute
 from app.endpoints.service.endpoints import troubled_endpoints
-from app.errors import Forbidden
-from app.ids import is_id
 from app.reconcile.service.reconcile import recent_runs
-from app.scope import Scope
-from app.states import DeliveryState
 from app.tenants.service.tenants import list_tenants
 
 router = APIRouter(prefix="/console", include_in_schema=False)

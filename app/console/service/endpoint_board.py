@@ -11,14 +11,14 @@ from typing import Any
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.scope import Scope
 from app.delivery.service.endpoint_stats import WindowCounts, last_hour
 from app.endpoints.schemas import current_pause
 from app.endpoints.schemas.tls import shown
 from app.endpoints.service.endpoints import FlowLimits, list_endpoints
 from app.flow.service.flow_state import flow_snapshot
 from app.models import Endpoint
-from app.scope import Scope
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
 from app.console.repository import console_sessions
-from app.errors import Forbidden, NotFound
+from app.core.config import Settings
+from app.core.errors import Forbidden, NotFound
 from app.tenants.service.api_keys import PrincipalCache, hash_key, principal_for
 from app.tenants.service.tenants import get_tenant
 

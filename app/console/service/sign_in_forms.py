@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.console.repository import console_secrets
-from app.sealing import KeyRing, SealedValueError
+from app.core.sealing import KeyRing, SealedValueError
 
 PURPOSE = "sign-in form"
 LIFETIME_SECONDS = 3600

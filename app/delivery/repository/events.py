@@ -3,7 +3,7 @@ from __future__ import annotations
 from sqlalchemy import LargeBinary, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import is_id
+from app.core.ids import is_id
 from app.models import Event
 
 

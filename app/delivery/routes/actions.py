@@ -8,9 +8,7 @@ from fastapi import APIRouter, Response
 
 from app.api.deps import PublisherDep, ResourcesDep, SessionDep, SettingsDep, TenantDep
 from app.api.paths import DeliveryIdPath, RedriveJobIdPath
-from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
-from app.delivery.service import cancel, listings, redrive, skip
-from app.errors import (
+from app.core.errors import (
     Conflict,
     Forbidden,
     NotFound,
@@ -19,7 +17,9 @@ from app.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
-from app.scope import Scope
+from app.core.scope import Scope
+from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
+from app.delivery.service import cancel, listings, redrive, skip
 
 # Beside the deliveries router under the same prefix, and included before it: its
 # /redrive/{job_id} must match before /{delivery_id}/... does.

@@ -4,7 +4,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app import tracing
 from app.api.deps import (
     IdempotencyKeyDep,
     PublisherDep,
@@ -26,16 +25,8 @@ from app.api.pagination import (
 )
 from app.api.paths import DeliveryIdPath
 from app.api.served import json_body, json_response, resources_of, served_by, validated
-from app.delivery.schemas import (
-    AttemptOut,
-    BatchAccepted,
-    BatchIntents,
-    DeliveryDetail,
-    DeliveryIntent,
-    DeliveryOut,
-)
-from app.delivery.service import batch_intake, intake, listings, status_facts
-from app.errors import (
+from app.core import tracing
+from app.core.errors import (
     BadRequest,
     Conflict,
     Forbidden,
@@ -47,10 +38,19 @@ from app.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
-from app.faults import crash_point
+from app.core.faults import crash_point
+from app.core.scope import Scope
+from app.core.states import DeliveryState
+from app.delivery.schemas import (
+    AttemptOut,
+    BatchAccepted,
+    BatchIntents,
+    DeliveryDetail,
+    DeliveryIntent,
+    DeliveryOut,
+)
+from app.delivery.service import batch_intake, intake, listings, status_facts
 from app.schemas import EndpointId, EventId, EventTypeSelector, Page
-from app.scope import Scope
-from app.states import DeliveryState
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
 _AUTH = (Unauthorized, Forbidden)

@@ -12,10 +12,7 @@ from app.api.deps import (
     TraceparentDep,
 )
 from app.api.paths import EventIdPath
-from app.delivery.routes.deliveries import REPLAYED_HEADER
-from app.delivery.schemas import EventAccepted, EventIntent, EventOut, FanoutDelivery
-from app.delivery.service import event_detail, intake
-from app.errors import (
+from app.core.errors import (
     BadRequest,
     Forbidden,
     IdempotencyMismatch,
@@ -26,7 +23,10 @@ from app.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
-from app.faults import crash_point
+from app.core.faults import crash_point
+from app.delivery.routes.deliveries import REPLAYED_HEADER
+from app.delivery.schemas import EventAccepted, EventIntent, EventOut, FanoutDelivery
+from app.delivery.service import event_detail, intake
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 

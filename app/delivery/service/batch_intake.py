@@ -21,7 +21,15 @@ from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue.service.payload_schemas import PayloadSchemas
-from app.config import Settings
+from app.core.config import Settings
+from app.core.errors import (
+    HeraldError,
+    IdempotencyMismatch,
+    Unprocessable,
+    problem_body,
+)
+from app.core.ids import new_id
+from app.core.scope import Scope
 from app.delivery.repository import deliveries, idempotency_keys, intents
 from app.delivery.repository.idempotency_keys import KeyClaim
 from app.delivery.schemas import (
@@ -34,15 +42,7 @@ from app.delivery.schemas import (
 from app.delivery.service.intake import encode_payload, request_fingerprint
 from app.endpoints.service import endpoints
 from app.endpoints.service.endpoints import refusal_for
-from app.errors import (
-    HeraldError,
-    IdempotencyMismatch,
-    Unprocessable,
-    problem_body,
-)
-from app.ids import new_id
 from app.outbox.service.outbox import PendingPublication
-from app.scope import Scope
 
 ROUTE = "POST /v1/deliveries"  # a batch item replays (and is replayed by) the single route
 # A thousand items are 4-7 ms of the API's loop at each step (validating, encoding, reading the

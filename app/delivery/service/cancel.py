@@ -15,13 +15,13 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import metrics
+from app.core import metrics
+from app.core.errors import Conflict, NotFound
+from app.core.states import DeliveryState
 from app.delivery.repository import deliveries
-from app.errors import Conflict, NotFound
 from app.models import Delivery
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
-from app.states import DeliveryState
 from app.streams.service.heads import StreamKey, handing_on
 
 

@@ -11,12 +11,12 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.scope import Scope
+from app.core.states import OUTCOMES
 from app.delivery.repository import attempts
 from app.delivery.repository.attempts import WindowCounts as WindowCounts
 from app.endpoints.schemas import EndpointStats, WindowStats, current_pause
 from app.endpoints.service.endpoints import get_endpoint
-from app.scope import Scope
-from app.states import OUTCOMES
 
 WINDOWS = {"last_hour": timedelta(hours=1), "last_day": timedelta(days=1)}
 

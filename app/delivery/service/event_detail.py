@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.errors import NotFound
 from app.delivery.repository import deliveries, events
 from app.delivery.schemas import EventDelivery, EventOut, FilteredOut
-from app.errors import NotFound
 
 
 async def event_detail(session: AsyncSession, tenant_id: str, event_id: str) -> EventOut:

@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.errors import Unprocessable
 from app.delivery.schemas import FilteredOut
 from app.endpoints.service import endpoints
-from app.errors import Unprocessable
 from app.programs import filters
 
 

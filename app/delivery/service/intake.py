@@ -12,20 +12,26 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.catalogue.service.payload_schemas import PayloadSchemas
-from app.config import Settings
-from app.db import single_statements
+from app.core.config import Settings
+from app.core.db import single_statements
+from app.core.errors import (
+    HeraldError,
+    IdempotencyMismatch,
+    NotFound,
+    PayloadTooLarge,
+    Unprocessable,
+)
+from app.core.ids import is_id, new_id
+from app.core.scope import Scope
 from app.delivery.repository import deliveries, events, idempotency_keys, intents
 from app.delivery.schemas import DeliveryIntent, DeliveryOut, EventIntent, FilteredOut
 from app.delivery.service import fanout
 from app.endpoints.service import endpoints
 from app.endpoints.service.endpoints import refusal_for, refusal_to_deliver
-from app.errors import HeraldError, IdempotencyMismatch, NotFound, PayloadTooLarge, Unprocessable
-from app.ids import is_id, new_id
 from app.models import Delivery
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.schemas import MAX_PAYLOAD_DEPTH
-from app.scope import Scope
 from app.tenants.service import customers, limits
 
 # Where an accept sends its deliveries, and the subscribed endpoints a filter passed by.

@@ -8,12 +8,12 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.errors import NotFound
+from app.core.scope import Scope
+from app.core.states import DeliveryState
 from app.delivery.repository import attempts, deliveries, events, idempotency_keys, redrive_jobs
 from app.endpoints.service import endpoints
-from app.errors import NotFound
 from app.models import Attempt, Delivery, RedriveJob
-from app.scope import Scope
-from app.states import DeliveryState
 
 
 async def list_deliveries(

@@ -12,20 +12,20 @@ import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import queue
-from app.config import Settings
+from app.core import queue
+from app.core.config import Settings
+from app.core.errors import Conflict, TooManyRequests
+from app.core.logs import log_failure
+from app.core.scope import Scope
+from app.core.states import DeliveryState
 from app.delivery.repository import deliveries, redrive_jobs
 from app.delivery.schemas import RedriveFilter
 from app.delivery.service import listings
 from app.endpoints.service import endpoints
-from app.errors import Conflict, TooManyRequests
-from app.logs import log_failure
 from app.models import Delivery, RedriveJob
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.outbox.service.publishing import publish_and_mark
-from app.scope import Scope
-from app.states import DeliveryState
 from app.streams.service.heads import lock_streams, requeue, requeuing, streams_of
 from app.tenants.service import limits
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.errors import Conflict, NotFound
 from app.delivery.repository import deliveries
-from app.errors import Conflict, NotFound
 from app.models import Delivery
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication

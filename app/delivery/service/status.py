@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.states import TERMINAL_STATES, DeliveryState
 from app.flow.service.snapshot import FlowSnapshot
 from app.models import Attempt, CustodyRecord, Delivery, Endpoint
 from app.outbox.service.outbox import Publication
-from app.states import TERMINAL_STATES, DeliveryState
 from app.streams.service.streams import StreamView
 
 # How an explanation writes a moment: the API as ISO 8601, like every time in its JSON; the

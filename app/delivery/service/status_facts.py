@@ -8,18 +8,18 @@ from datetime import UTC, datetime
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.errors import NotFound
+from app.core.states import DeliveryState
 from app.delivery.repository import attempts, custody_records, deliveries
 from app.delivery.schemas import CustodyEventOut, DeliveryDetail, DeliveryOut
 from app.delivery.service import status
 from app.endpoints.service import endpoints
-from app.errors import NotFound
 from app.flow.service.flow_state import flow_snapshot
 from app.flow.service.snapshot import FlowSnapshot
 from app.flow.service.wakeups import Wakeups
 from app.models import Delivery, Endpoint
 from app.outbox.service import outbox
-from app.states import DeliveryState
 from app.streams.service import streams
 
 

@@ -8,10 +8,10 @@ from sqlalchemy import ColumnElement, Row, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from app.ids import is_id
+from app.core.ids import is_id
+from app.core.scope import Scope
 from app.models import Customer, Endpoint
 from app.schemas import selectors_of
-from app.scope import Scope
 
 _live = Endpoint.deleted_at.is_(None)
 # RETURNING an entity leaves its column properties unloaded (and an async session cannot load

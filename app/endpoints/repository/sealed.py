@@ -7,7 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import Endpoint
 
-# Every sealed column of an endpoint, with the purpose it is sealed for (app/sealing.py).
+# Every sealed column of an endpoint, with the purpose it is sealed for (app/core/sealing.py).
 SEALED_COLUMNS = {
     "secret_sealed": "signing",
     "previous_secret_sealed": "signing",

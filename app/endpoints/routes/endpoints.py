@@ -14,6 +14,16 @@ from app.api.pagination import (
     stream_position,
 )
 from app.api.paths import EndpointIdPath
+from app.core.errors import (
+    DestinationRefused,
+    Forbidden,
+    NotFound,
+    TooManyRequests,
+    Unauthorized,
+    UnsupportedMediaType,
+    problem_responses,
+)
+from app.core.scope import Scope
 from app.delivery.service import endpoint_stats
 from app.endpoints.schemas import (
     EndpointCreate,
@@ -27,18 +37,8 @@ from app.endpoints.schemas import (
     RotatedSigningKey,
 )
 from app.endpoints.service import credentials, endpoints, handshakes
-from app.errors import (
-    DestinationRefused,
-    Forbidden,
-    NotFound,
-    TooManyRequests,
-    Unauthorized,
-    UnsupportedMediaType,
-    problem_responses,
-)
 from app.flow.service.flow_state import clear_flow_state, wake_destination
 from app.schemas import CustomerId, Page
-from app.scope import Scope
 from app.streams.schemas import StreamOut
 from app.streams.service import streams
 from app.tenants.service import limits

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from app.proxies import EgressProxy
+from app.core.proxies import EgressProxy
 from app.schemas import TextRule
 
 URL_RULE = TextRule(

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
-from app import certificates
+from app.core import certificates
 
 TLS_DOC = (
     "Mutual TLS and the receiver's own CA: `client_certificate` (PEM, the leaf first, then any "
@@ -20,7 +20,7 @@ TLS_DOC = (
 )
 
 
-# Bounded before anything parses them (app/certificates.py bounds them again, in bytes).
+# Bounded before anything parses them (app/core/certificates.py bounds them again, in bytes).
 ChainPem = Annotated[str, StringConstraints(min_length=1, max_length=certificates.MAX_CHAIN_BYTES)]
 KeyPem = Annotated[str, StringConstraints(min_length=1, max_length=certificates.MAX_KEY_BYTES)]
 BundlePem = Annotated[

@@ -22,12 +22,12 @@ from typing import Any
 
 import structlog
 
+from app.core.errors import Unprocessable
+from app.core.scope import Scope
+from app.core.sealing import KeyRing
 from app.endpoints.schemas import EndpointUpdate
 from app.endpoints.service.credentials import oauth2_values, secret_header_values, tls_values
-from app.errors import Unprocessable
 from app.models import Endpoint
-from app.scope import Scope
-from app.sealing import KeyRing
 
 log = structlog.get_logger()
 

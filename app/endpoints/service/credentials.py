@@ -1,6 +1,6 @@
 """An endpoint's credentials: the signing secret (v1), the ed25519 pair (v1a), the secret static
 headers, OAuth2 client credentials, TLS material. Each is sealed here before it reaches the
-repository and opened here for the API (app/sealing.py); the worker opens what its claim read
+repository and opened here for the API (app/core/sealing.py); the worker opens what its claim read
 (app/engine/service/envelope.py, client_tls.py)."""
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ from typing import Any
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.errors import Conflict, NotFound, Unprocessable
+from app.core.proxies import EgressProxy
+from app.core.scope import Scope
+from app.core.sealing import KeyRing, SealedValueError, endpoint_purpose
 from app.endpoints.repository import endpoints
 from app.endpoints.repository import sealed as sealed_columns
 from app.endpoints.schemas import combined_header_fault
 from app.endpoints.schemas.credentials import EgressProxySpec, OAuth2Spec
 from app.endpoints.schemas.tls import ClientTLSSpec
 from app.endpoints.service import signing_keys
-from app.errors import Conflict, NotFound, Unprocessable
 from app.models import Endpoint
-from app.proxies import EgressProxy
-from app.scope import Scope
-from app.sealing import KeyRing, SealedValueError, endpoint_purpose
 
 SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
 

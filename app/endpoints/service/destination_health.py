@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.states import Outcome
 from app.endpoints.repository import destination_health as health
-from app.states import Outcome
 
 FAILURES = (Outcome.RETRYABLE, Outcome.UNKNOWN)
 

@@ -17,7 +17,7 @@ from urllib.parse import SplitResult, urlsplit
 import structlog
 from yarl import URL
 
-from app.errors import DestinationRefused
+from app.core.errors import DestinationRefused
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -8,6 +8,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.errors import Conflict, DestinationRefused, HeraldError, NotFound
+from app.core.ids import new_id
+from app.core.proxies import EgressProxy
+from app.core.scope import Scope
+from app.core.sealing import KeyRing
 from app.endpoints.repository import endpoints
 
 # Other domains reach the endpoints table only through this service (make lint): what they read
@@ -28,13 +33,8 @@ from app.endpoints.schemas import header_fault as header_fault
 from app.endpoints.schemas.credentials import EgressProxySpec
 from app.endpoints.service import credential_origins, credentials, handshakes
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
-from app.errors import Conflict, DestinationRefused, HeraldError, NotFound
-from app.ids import new_id
 from app.models import Endpoint
 from app.programs.budget import FILTERS_PER_TENANT
-from app.proxies import EgressProxy
-from app.scope import Scope
-from app.sealing import KeyRing
 from app.streams.service import policy
 from app.tenants.service import customers, limits
 

@@ -16,16 +16,16 @@ from typing import Any
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.certificates import ClientTLS
+from app.core.certificates import ClientTLS
+from app.core.errors import Conflict, DestinationRefused, NotFound
+from app.core.proxies import EgressProxy
+from app.core.scope import Scope
+from app.core.sealing import KeyRing, endpoint_purpose
 from app.endpoints.repository import endpoints as rows
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.service import credentials
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
-from app.errors import Conflict, DestinationRefused, NotFound
 from app.models import Endpoint
-from app.proxies import EgressProxy
-from app.scope import Scope
-from app.sealing import KeyRing, endpoint_purpose
 
 
 @dataclass(frozen=True)

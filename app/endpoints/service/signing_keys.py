@@ -1,6 +1,6 @@
 """An endpoint's ed25519 key pair for Standard Webhooks ``v1a`` signatures, serialised as the
 specification asks: ``whsk_`` + base64 of the 32-byte private key (RFC 8032's seed), ``whpk_``
-+ base64 of the 32-byte public key. The private key is sealed at rest (app/sealing.py); the
++ base64 of the 32-byte public key. The private key is sealed at rest (app/core/sealing.py); the
 public key is the receiver's to hold, readable by API and in the console."""
 
 from __future__ import annotations

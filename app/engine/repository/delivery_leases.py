@@ -37,7 +37,7 @@ class ClaimedDelivery:
     attempts_used: int  # since the last redrive
     url: str
     # The signing secrets (the current first; a rotated-out one until it expires) and the
-    # secret static headers, sealed as stored (app/sealing.py): opened by whoever sends.
+    # secret static headers, sealed as stored (app/core/sealing.py): opened by whoever sends.
     sealed_secrets: list[bytes]
     signature_schemes: list[str]  # v1, v1a or both
     sealed_keys: list[bytes]  # the ed25519 private keys for v1a, likewise
@@ -50,7 +50,7 @@ class ClaimedDelivery:
     sealed_headers: bytes | None
     event_type: str
     event_at: datetime  # when the event was accepted: the envelope's timestamp
-    traceparent: str | None  # the producer's trace at accept (app/tracing.py)
+    traceparent: str | None  # the producer's trace at accept (app/core/tracing.py)
     lease_left: float  # seconds, by the database's clock, as the claim returned
     token: uuid.UUID  # this row's lease token: only its holder may record or release
     tenant_id: str
@@ -60,7 +60,7 @@ class ClaimedDelivery:
     stream_seq: int | None = None
     ordering_key: str | None = None
     oauth2: OAuth2Client | None = None
-    # The TLS material (app/certificates.py), sealed: the current, then while it is a
+    # The TLS material (app/core/certificates.py), sealed: the current, then while it is a
     # fallback the one it replaced. Empty: the receiver is reached with the defaults.
     sealed_tls: list[bytes] = field(default_factory=list)
     # The endpoint's own egress proxy (its URL, credentials and all), sealed; None: the

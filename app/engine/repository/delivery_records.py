@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.states import DeliveryState
+from app.core.states import DeliveryState
 
 
 @dataclass(frozen=True)

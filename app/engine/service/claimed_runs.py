@@ -14,19 +14,19 @@ from dataclasses import dataclass
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics
-from app.config import Settings
-from app.db import DATABASE_TROUBLE, single_statements
+from app.core import metrics
+from app.core.config import Settings
+from app.core.db import DATABASE_TROUBLE, single_statements
+from app.core.faults import crash_point
+from app.core.logs import log_failure
 from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import sender
 from app.engine.service.deadlines import STEP_SECONDS, unstoppable
 from app.engine.service.recorder import Recorder
 from app.engine.service.send_or_refuse import Attempts, Ended
-from app.faults import crash_point
 from app.flow.service.gate import Gate, Grant
 from app.flow.service.wakeups import Arm, Wakeups
-from app.logs import log_failure
 
 log = structlog.get_logger("herald.delivery")
 

@@ -1,5 +1,5 @@
 """The worker's TLS contexts for endpoints with TLS material (mutual TLS, a CA of their own):
-made once per process per sealed value, as secrets are opened once (app/sealing.py) -- a
+made once per process per sealed value, as secrets are opened once (app/core/sealing.py) -- a
 replacement writes new sealed bytes, so nothing here is ever stale."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 import ssl
 from collections import OrderedDict
 
-from app import certificates
+from app.core import certificates
+from app.core.sealing import KeyRing, OpenedSecrets, SealedValueError, endpoint_purpose
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service.envelope import RequestNotBuilt
-from app.sealing import KeyRing, OpenedSecrets, SealedValueError, endpoint_purpose
 
 # An SSLContext holds its trust store: a few hundred KiB with the system's. Endpoints with TLS
 # material are few; the least recently used context goes first beyond this.

@@ -27,8 +27,8 @@ from typing import Protocol
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics
-from app.db import single_statements
+from app.core import metrics
+from app.core.db import single_statements
 from app.engine.repository import delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.flow.service.gate import Gate

@@ -15,7 +15,7 @@ T = TypeVar("T")
 
 # Before the lease: the destination's gate (its flow policy, read from PostgreSQL at most once a
 # second, and one Redis script) and the claim, together. A pool that is saturated for longer
-# answers with its own timeout first (5 s, app/db.py).
+# answers with its own timeout first (5 s, app/core/db.py).
 BEFORE_LEASE_SECONDS = 10.0
 # Any other step outside the attempt: giving a lease back, the first try to record an attempt.
 STEP_SECONDS = 5.0

@@ -16,13 +16,13 @@ from typing import Any
 
 from yarl import URL
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.errors import DestinationRefused
+from app.core.proxies import EgressProxy
+from app.core.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 from app.endpoints.service.destinations import IPAddress, IPNetwork, refusal, resolve
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service.envelope import RequestNotBuilt
-from app.errors import DestinationRefused
-from app.proxies import EgressProxy
-from app.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 
 
 def from_settings(settings: Settings) -> EgressProxy | None:

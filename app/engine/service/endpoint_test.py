@@ -19,18 +19,18 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
-from app.config import Settings
+from app.core.config import Settings
+from app.core.errors import DestinationRefused, TooManyRequests
+from app.core.ids import new_id
+from app.core.sealing import KeyRing, OpenedSecrets
+from app.core.states import Outcome
 from app.endpoints.service.destinations import check_endpoint_url
 from app.endpoints.service.handshakes import Consent, HandshakeTarget
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
 from app.engine.service import egress, envelope, handshake, sender
 from app.engine.service.client_tls import ClientContexts
 from app.engine.service.tokens import TokenFailed, Tokens
-from app.errors import DestinationRefused, TooManyRequests
-from app.ids import new_id
 from app.models import Endpoint
-from app.sealing import KeyRing, OpenedSecrets
-from app.states import Outcome
 
 TEST_EVENT_TYPE = "herald.test"
 # Test sends a tenant may make a minute, across API processes: a test is a request Herald

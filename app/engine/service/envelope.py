@@ -9,11 +9,11 @@ from datetime import UTC
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from app.core.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 from app.endpoints.service import endpoints, signing_keys
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import cloudevents
 from app.engine.service.signing import signed_headers
-from app.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 
 
 class RequestNotBuilt(Exception):

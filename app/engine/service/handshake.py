@@ -17,13 +17,13 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from app import certificates
+from app.core import certificates
+from app.core.errors import DestinationRefused, Unprocessable
+from app.core.proxies import EgressProxy
 from app.endpoints.service.destinations import IPNetwork
 from app.endpoints.service.handshakes import Consent, HandshakeTarget
 from app.engine.service import egress
 from app.engine.service.sender import DestinationBlocked, SendProgress, vet_literal
-from app.errors import DestinationRefused, Unprocessable
-from app.proxies import EgressProxy
 
 REQUEST_ORIGIN = "WebHook-Request-Origin"
 REQUEST_RATE = "WebHook-Request-Rate"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app.states import DeliveryState, Outcome
+from app.core.states import DeliveryState, Outcome
 
 RETRYABLE_STATUSES = frozenset({408, 425, 429})
 # Only these answers carry a Retry-After that Herald honours (RFC 9110 §10.2.3).

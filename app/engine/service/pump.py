@@ -20,9 +20,10 @@ from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics
-from app.config import Settings
-from app.db import DATABASE_TROUBLE, single_statements
+from app.core import metrics
+from app.core.config import Settings
+from app.core.db import DATABASE_TROUBLE, single_statements
+from app.core.faults import crash_point, stall_point
 from app.engine.repository import delivery_leases
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service.capacity import Capacity
@@ -33,7 +34,6 @@ from app.engine.service.deadlines import (
     unstoppable,
 )
 from app.engine.service.recorder import Recorder
-from app.faults import crash_point, stall_point
 from app.flow.service.gate import Gate, Grant
 from app.flow.service.policies import Policy
 from app.flow.service.wakeups import Taken, Wakeups, waiting_flag

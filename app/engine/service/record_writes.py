@@ -14,15 +14,15 @@ from typing import Protocol
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import tracing
-from app.config import Settings
-from app.db import single_statements
+from app.core import tracing
+from app.core.config import Settings
+from app.core.db import single_statements
+from app.core.states import DeliveryState
 from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service.send_or_refuse import Ended
-from app.states import DeliveryState
 from app.streams.service.heads import NewHead, StreamKey, handing_on
 
 log = structlog.get_logger("herald.delivery")

@@ -26,18 +26,18 @@ from typing import TypeVar
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics
-from app.config import Settings
-from app.db import DATABASE_TROUBLE, is_transient
+from app.core import metrics
+from app.core.config import Settings
+from app.core.db import DATABASE_TROUBLE, is_transient
+from app.core.faults import crash_point
+from app.core.states import DeliveryState, Outcome
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service import record_writes
 from app.engine.service.continuation import Continuer, Continuing
 from app.engine.service.deadlines import STEP_SECONDS
 from app.engine.service.send_or_refuse import Ended
-from app.faults import crash_point
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Arm, Wakeups
-from app.states import DeliveryState, Outcome
 from app.streams.service.heads import StreamKey
 
 log = structlog.get_logger("herald.delivery")

@@ -16,18 +16,18 @@ from dataclasses import dataclass
 import aiohttp
 import structlog
 
-from app import tracing
-from app.config import Settings
+from app.core import tracing
+from app.core.config import Settings
+from app.core.logs import log_failure
+from app.core.proxies import EgressProxy
+from app.core.sealing import OpenedSecrets
+from app.core.states import Outcome
 from app.endpoints.service import destination_health
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import egress, envelope, outcomes, sender, tokens
 from app.engine.service.client_tls import ClientContexts
 from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
-from app.logs import log_failure
-from app.proxies import EgressProxy
-from app.sealing import OpenedSecrets
-from app.states import Outcome
 
 log = structlog.get_logger("herald.delivery")
 UNAUTHORIZED = 401
@@ -77,7 +77,7 @@ class Attempts:
     settings: Settings
     http: aiohttp.ClientSession
     gate: Gate
-    # The endpoints' secrets, opened once per process (app/sealing.py), not once per attempt.
+    # The endpoints' secrets, opened once per process (app/core/sealing.py), not once per attempt.
     opened: OpenedSecrets
     # OAuth2 access tokens of the endpoints with client credentials, shared by their attempts.
     tokens: Tokens

@@ -24,12 +24,12 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
+from app.core.errors import DestinationRefused
+from app.core.proxies import EgressProxy
+from app.core.states import Outcome
 from app.endpoints.service.destinations import IPNetwork, refusal
 from app.engine.service import egress
 from app.engine.service.outcomes import RETRY_AFTER_STATUSES, classify_status, parse_retry_after
-from app.errors import DestinationRefused
-from app.proxies import EgressProxy
-from app.states import Outcome
 
 log = structlog.get_logger("herald.sender")
 

@@ -19,13 +19,13 @@ from urllib.parse import quote_plus
 import aiohttp
 from yarl import URL
 
+from app.core.errors import DestinationRefused
+from app.core.proxies import EgressProxy
+from app.core.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 from app.endpoints.service.destinations import IPNetwork
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
 from app.engine.service import egress
 from app.engine.service.sender import DestinationBlocked, SendProgress, read_capped, vet_literal
-from app.errors import DestinationRefused
-from app.proxies import EgressProxy
-from app.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 
 # A token endpoint's answer is given at most this long, and no longer than an attempt.
 TOKEN_TIMEOUT_SECONDS = 10.0

@@ -22,9 +22,9 @@ import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.caches import SharedCache
-from app.config import Settings
-from app.errors import TooManyRequests
+from app.core.caches import SharedCache
+from app.core.config import Settings
+from app.core.errors import TooManyRequests
 from app.tenants.service import limits
 
 log = structlog.get_logger("herald.flow")

@@ -25,7 +25,7 @@ import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.core.config import Settings
 from app.flow.service import gate_scripts
 from app.flow.service.delivery_rates import DeliveryRates
 from app.flow.service.gate_scripts import flow_keys

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.core.config import Settings
 from app.endpoints.service import endpoints
 from app.flow.service.rates import start_interval_us
 from app.tenants.service import limits

@@ -34,8 +34,8 @@ from arq.connections import ArqRedis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from app.core.metrics import WAKEUPS
 from app.flow.service import wakeup_scripts
-from app.metrics import WAKEUPS
 from app.streams.service.heads import NewHead, seconds_until
 
 ARMS_PER_CALL = 500  # bounds how long one script holds Redis; a pipeline carries the rest

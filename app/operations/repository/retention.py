@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, exists, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import id_floor
+from app.core.ids import id_floor
+from app.core.states import TERMINAL_STATES
 from app.models import Delivery, Event, IdempotencyKey, PortalSession, ReconcileRun, Stream
-from app.states import TERMINAL_STATES
 
 
 async def purge_deliveries(

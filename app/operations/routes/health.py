@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from app.api.deps import ResourcesDep
-from app.errors import problem_response, problem_response_doc
+from app.core.errors import problem_response, problem_response_doc
 from app.reconcile.service import reconcile
 
 router = APIRouter(tags=["health"])

@@ -7,7 +7,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import BEARER, ResourcesDep, authenticate
-from app.errors import Forbidden, Unauthorized, problem_responses
+from app.core.errors import Forbidden, Unauthorized, problem_responses
 
 router = APIRouter(tags=["operations"])
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.core.config import Settings
 from app.operations.repository import retention
 
 log = structlog.get_logger("herald.retention")

@@ -9,7 +9,7 @@ import asyncpg
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import any_of
+from app.core.db import any_of
 from app.models import Delivery, OutboxEntry
 
 

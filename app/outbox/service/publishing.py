@@ -16,9 +16,9 @@ import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import tracing
-from app.db import single_statements
-from app.faults import crash_point
+from app.core import tracing
+from app.core.db import single_statements
+from app.core.faults import crash_point
 from app.flow.service.wakeups import Arm, Wakeups
 from app.outbox.repository import outbox
 from app.outbox.repository.outbox import PendingPublication

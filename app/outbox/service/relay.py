@@ -12,7 +12,7 @@ import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.core.config import Settings
 from app.outbox.repository import outbox
 from app.outbox.service.publishing import publish_and_mark
 

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from app.api.deps import ResourcesDep
-from app.errors import Unauthorized
+from app.core.errors import Unauthorized
 from app.portal.service.sessions import Visitor, visitor_for
 
 # A fragment is read by the portal's own script, never shown as a page of its own: not

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import SessionDep
-from app.errors import Unauthorized, UnsupportedMediaType, problem_responses
+from app.core.errors import Unauthorized, UnsupportedMediaType, problem_responses
 from app.portal.service import sessions
 
 router = APIRouter(prefix="/portal/api", tags=["portal"], include_in_schema=False)

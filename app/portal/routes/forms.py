@@ -14,11 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.deps import ResourcesDep
 from app.api.paths import DeliveryIdPath, EndpointIdPath
+from app.core.errors import Conflict, DestinationRefused, Unprocessable
 from app.delivery.schemas import RedriveFilter
 from app.delivery.service import redrive
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.service import credentials, endpoints
-from app.errors import Conflict, DestinationRefused, Unprocessable
 from app.flow.service.flow_state import clear_flow_state
 from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views

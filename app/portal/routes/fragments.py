@@ -11,8 +11,8 @@ from fastapi.responses import HTMLResponse
 
 from app.api.deps import ResourcesDep
 from app.api.paths import DeliveryIdPath, EndpointIdPath
-from app.errors import Unprocessable
-from app.ids import looks_like
+from app.core.errors import Unprocessable
+from app.core.ids import looks_like
 from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views
 

@@ -8,7 +8,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from app.api.deps import ResourcesDep
-from app.errors import NotFound
+from app.core.errors import NotFound
 from app.portal.service import sessions, settings
 from app.portal.service.settings import Look
 

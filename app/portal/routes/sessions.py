@@ -9,7 +9,13 @@ from fastapi import APIRouter, Request, Response
 from app.api.deps import PrincipalDep, SessionDep, SettingsDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import PortalSessionIdPath
-from app.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType, problem_responses
+from app.core.errors import (
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    UnsupportedMediaType,
+    problem_responses,
+)
 from app.portal.schemas import (
     PortalSessionCreate,
     PortalSessionCreated,

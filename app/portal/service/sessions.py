@@ -11,13 +11,13 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import NotFound, Unauthorized
+from app.core.errors import NotFound, Unauthorized
+from app.core.scope import Scope
 from app.models import PortalSession
 from app.portal.repository import portal_sessions
 from app.portal.repository.portal_sessions import Listed as Listed
 from app.portal.repository.portal_sessions import tenant_of as tenant_of
 from app.portal.schemas import LINK_SECONDS, PortalSessionCreate, SessionStatus
-from app.scope import Scope
 from app.tenants.service import customers
 
 LINK_PREFIX, SESSION_PREFIX = "hpl_", "hps_"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import Unprocessable
+from app.core.errors import Unprocessable
 from app.models import PortalSettings
 from app.portal.repository import portal_settings
 from app.portal.schemas import LOGO_MAX_BYTES, PortalSettingsOut, PortalSettingsPut

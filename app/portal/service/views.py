@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue.service import event_types
+from app.core.errors import Forbidden
 from app.delivery.service import listings
 from app.endpoints.service import endpoints
-from app.errors import Forbidden
 from app.models import Attempt, Delivery, Endpoint, EventTypeDef
 from app.portal.service.sessions import Visitor
 

@@ -6,7 +6,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import is_id, new_id
+from app.core.ids import is_id, new_id
 from app.models import ReconcileRun
 
 

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Body, Response
 from app.api.deps import AdminDep, ResourcesDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import RunIdPath
-from app.errors import (
+from app.core.errors import (
     Forbidden,
     NotFound,
     ServiceUnavailable,

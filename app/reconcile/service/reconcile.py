@@ -20,11 +20,11 @@ import structlog
 from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics, queue
-from app.config import Settings
-from app.db import single_statements
+from app.core import metrics, queue
+from app.core.config import Settings
+from app.core.db import single_statements
+from app.core.logs import log_failure
 from app.flow.service.wakeups import Arm, Wakeups
-from app.logs import log_failure
 from app.models import ReconcileRun
 from app.operations.service import retention
 from app.outbox.service import outbox

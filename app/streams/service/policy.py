@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import Conflict
+from app.core.errors import Conflict
 from app.streams.repository import streams
 
 UNORDERED = "none"

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import is_id, new_id
+from app.core.ids import is_id, new_id
 from app.models import ApiKey
 
 

@@ -4,7 +4,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import is_id, new_id
+from app.core.ids import is_id, new_id
 from app.models import Tenant
 
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 from app.api.deps import PrincipalDep, ResourcesDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import KeyIdPath
-from app.errors import (
+from app.core.errors import (
     Forbidden,
     NotFound,
     Unauthorized,

@@ -4,7 +4,7 @@ from fastapi import APIRouter
 
 from app.api.deps import AdminDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
-from app.errors import (
+from app.core.errors import (
     Conflict,
     Forbidden,
     Unauthorized,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.caches import SharedCache
-from app.errors import NotFound, Unprocessable
+from app.core.caches import SharedCache
+from app.core.errors import NotFound, Unprocessable
 from app.models import ApiKey
 from app.tenants.repository import api_keys, tenants
 from app.tenants.repository.api_keys import Principal as Principal
@@ -96,7 +96,7 @@ class PrincipalCache:
     """Keys this process looked up lately, so a request need not pay a database round trip to
     authenticate. Only known keys are kept (an unknown key always asks the database, so a key
     works the moment it is created), and only for ``seconds``: a revoked key stops working
-    within that. Each tenant has a share (app/caches.py): one with many keys pushes out its
+    within that. Each tenant has a share (app/core/caches.py): one with many keys pushes out its
     own, never another tenant's."""
 
     def __init__(self, seconds: float, per_tenant: int = 100, total: int = 10_000) -> None:

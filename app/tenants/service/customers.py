@@ -1,11 +1,11 @@
 """A tenant's customers: the level under a tenant that owns endpoints and receives events
-(app/scope.py says how a customer's scope narrows every query)."""
+(app/core/scope.py says how a customer's scope narrows every query)."""
 
 from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.errors import NotFound
+from app.core.errors import NotFound
 from app.models import Customer
 from app.tenants.repository import customers
 

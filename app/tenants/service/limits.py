@@ -9,8 +9,8 @@ from dataclasses import dataclass, fields
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
-from app.errors import NotFound
+from app.core.config import Settings
+from app.core.errors import NotFound
 from app.models import Tenant
 from app.tenants.repository import tenants
 

@@ -19,7 +19,7 @@ from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.errors import ServiceUnavailable
+from app.core.errors import ServiceUnavailable
 
 RECONCILE_FUNCTION = "reconcile"
 REDRIVE_FUNCTION = "bulk_redrive"

@@ -15,8 +15,8 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.db import DATABASE_TROUBLE, DRIVER_OUTAGES, is_transaction_conflict
-from app.json_errors import is_number_too_long, malformed_json, number_too_long
+from app.core.db import DATABASE_TROUBLE, DRIVER_OUTAGES, is_transaction_conflict
+from app.core.json_errors import is_number_too_long, malformed_json, number_too_long
 from app.schemas import MAX_PAYLOAD_DEPTH
 
 PROBLEM_JSON = "application/problem+json"

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.sealing import NEW_KEY_HINT, KeyRing, KeyRingError
+from app.core.sealing import NEW_KEY_HINT, KeyRing, KeyRingError
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     # clients, and hold each to its own share (deploy/nginx: limit_conn).
     api_max_connections_per_client: int = Field(default=100, ge=1, le=100_000)
     admin_api_key: SecretStr | None = Field(default=None, min_length=16)
-    # The key ring every stored secret is sealed under (app/sealing.py): `id:base64key`, comma
+    # The key ring every stored secret is sealed under (app/core/sealing.py): `id:base64key`, comma
     # separated, the newest first -- it seals, every one listed opens. The API and workers
     # refuse to start without it; `herald secrets new-key` makes an entry.
     secret_keys: SecretStr | None = Field(default=None, repr=False)
@@ -161,7 +161,7 @@ class Settings(BaseSettings):
     @field_validator("fault")
     @classmethod
     def _check_fault(cls, value: str | None) -> str | None:
-        from app.faults import FAULT_POINTS
+        from app.core.faults import FAULT_POINTS
 
         if value and value not in FAULT_POINTS:
             raise ValueError(f"unknown fault point; known: {', '.join(sorted(FAULT_POINTS))}")
