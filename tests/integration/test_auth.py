@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.cli.openapi import openapi_document
 from app.core.config import Settings
 from app.main import create_app
-from app.openapi import openapi_document
 from app.tenants.service.api_keys import hash_key
 from tests.fixtures.api import new_endpoint, new_tenant
 from tests.fixtures.stack import ADMIN, client_for

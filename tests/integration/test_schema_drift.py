@@ -10,10 +10,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import app.models  # noqa: F401  (registers the tables)
+from app.cli.openapi import openapi_document
 from app.core.db import Base
 from app.delivery.schemas import DeliveryIntent, EventIntent
 from app.endpoints.schemas import EndpointCreate
-from app.openapi import openapi_document
 
 OPENAPI_FILE = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 

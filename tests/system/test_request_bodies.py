@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.cli.openapi import openapi_document
 from app.core.config import Settings
 from app.main import create_app
-from app.openapi import openapi_document
 from app.schemas import MAX_PAYLOAD_DEPTH
 from tests.fixtures.processes import start_api, wait_healthy
 from tests.fixtures.stack import ADMIN, Stack, client_for

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app import cli_endpoints, cli_keys, cli_migrate, cli_reconcile, cli_secrets, cli_streams
+from app.cli import endpoints, keys, migrate, reconcile, secrets, streams
 from app.core.config import Settings, SettingsError, load_settings
 from app.core.logs import configure_logging
 from app.core.sealing import KeyRingError
@@ -135,13 +135,11 @@ def _cmd_health(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    return cli_migrate.run(_database(settings), args)
+    return migrate.run(_database(settings), args)
 
 
 def _cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
-    from app import cli_keys
-
-    return cli_keys.run(_database(settings), args)
+    return keys.run(_database(settings), args)
 
 
 async def _purge(settings: Settings, database_url: str) -> dict[str, int]:
@@ -156,16 +154,16 @@ async def _purge(settings: Settings, database_url: str) -> dict[str, int]:
 
 
 def _cmd_streams(settings: Settings, args: argparse.Namespace) -> int:
-    return cli_streams.run(_database(settings), settings.region, args)
+    return streams.run(_database(settings), settings.region, args)
 
 
 def _cmd_endpoints(settings: Settings, args: argparse.Namespace) -> int:
-    return cli_endpoints.run(settings, _database(settings), args)
+    return endpoints.run(settings, _database(settings), args)
 
 
 def _cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
     database = settings.async_database_url if settings.database_url is not None else None
-    return cli_secrets.run(settings, database, args)
+    return secrets.run(settings, database, args)
 
 
 def _cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
@@ -175,7 +173,7 @@ def _cmd_purge(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_openapi(settings: Settings, args: argparse.Namespace) -> int:
-    from app.openapi import openapi_document
+    from app.cli.openapi import openapi_document
 
     sys.stdout.write(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n")
     return 0
@@ -193,13 +191,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit 0 if the worker in this container beat lately (its health check)",
     )
-    cli_reconcile.add_parser(commands)
+    reconcile.add_parser(commands)
     commands.add_parser("health", help="the container health check, fitted to its role")
-    cli_migrate.add_parser(commands)
-    cli_keys.add_parser(commands)
-    cli_streams.add_parser(commands)
-    cli_endpoints.add_parser(commands)
-    cli_secrets.add_parser(commands)
+    migrate.add_parser(commands)
+    keys.add_parser(commands)
+    streams.add_parser(commands)
+    endpoints.add_parser(commands)
+    secrets.add_parser(commands)
     commands.add_parser("purge", help="purge data older than HERALD_RETENTION_DAYS now")
     commands.add_parser("openapi", help="print the OpenAPI document")
     return parser
@@ -214,7 +212,7 @@ _COMMANDS = {
     "streams": _cmd_streams,
     "endpoints": _cmd_endpoints,
     "secrets": _cmd_secrets,
-    "reconcile": cli_reconcile.run,
+    "reconcile": reconcile.run,
     "health": _cmd_health,
     "purge": _cmd_purge,
     "openapi": _cmd_openapi,
@@ -242,7 +240,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"herald: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

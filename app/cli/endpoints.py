@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.cli_keys import in_session
+from app.cli.keys import in_session
 from app.core.config import Settings
 
 

@@ -1,4 +1,5 @@
-"""The OpenAPI document, exported to ``openapi/openapi.json`` (a test fails on drift)."""
+"""``herald openapi``'s document, exported to ``openapi/openapi.json`` (a test fails on drift).
+Built from the app itself, so it lives above it, with the command."""
 
 from __future__ import annotations
 
