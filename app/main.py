@@ -10,28 +10,21 @@ from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api.deps import Resources, require_json_body
+from app.api.deps import require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.catalogue.routes import event_types
-from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.console import routes as console
 from app.core import tracing
 from app.core.config import Settings, load_settings
-from app.core.db import create_engine, create_sessionmaker
 from app.core.errors import install_error_handlers
 from app.core.logs import configure_logging
-from app.core.queue import create_queue_redis
 from app.delivery.routes import actions, deliveries, events
 from app.endpoints.routes import endpoints
-from app.engine.service.endpoint_test import EndpointTester
-from app.flow.service.accept_rates import AcceptRates
 from app.operations.routes import health, metrics
-from app.operations.service.fleet import FleetGauges
-from app.outbox.service.publishing import FastPublisher
 from app.portal import routes as portal
 from app.reconcile.routes import reconcile
+from app.runtime.resources import open_resources
 from app.tenants.routes import api_keys, customers, limits, tenants
-from app.tenants.service.api_keys import PrincipalCache
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -40,37 +33,15 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        keys = settings.key_ring()  # first: every stored secret is sealed under it
         tracing.configure("herald-api")
-        engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
-        sessionmaker = create_sessionmaker(engine)
-        redis = create_queue_redis(str(settings.redis_url), region=settings.region)
-        publisher = FastPublisher(sessionmaker, redis, settings.region)
-        publisher.start()
-        app.state.resources = Resources(
-            settings=settings,
-            keys=keys,
-            sessionmaker=sessionmaker,
-            redis=redis,
-            publisher=publisher,
-            fleet=FleetGauges(sessionmaker, redis, settings.region, settings.metrics_cache_seconds),
-            principals=PrincipalCache(settings.api_key_cache_seconds),
-            schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
-            tester=EndpointTester(settings, keys),
-            accept_rates=AcceptRates(settings, sessionmaker, redis),
-        )
-        # Everything built so far lives as long as the process: out of the collector's reach,
-        # a full collection walks only what requests made since. Otherwise it walks the whole
-        # heap (~240,000 objects: 110 ms with the loop stopped for every tenant), and the
-        # tenant that allocates most decides how often.
-        gc.freeze()
-        try:
+        async with open_resources(settings) as resources:
+            app.state.resources = resources
+            # Everything built so far lives as long as the process: out of the collector's
+            # reach, a full collection walks only what requests made since. Otherwise it walks
+            # the whole heap (~240,000 objects: 110 ms with the loop stopped for every tenant),
+            # and the tenant that allocates most decides how often.
+            gc.freeze()
             yield
-        finally:
-            await app.state.resources.tester.close()
-            await publisher.stop()
-            await redis.aclose()
-            await engine.dispose()
 
     # /docs as FastAPI makes it, but with Swagger UI's files served by the API itself
     # (fastapi-offline ships them): FastAPI's own page loads them from a CDN, and is blank

@@ -1,58 +1,28 @@
-"""Request dependencies: the app's resources, the caller's identity, common headers."""
+"""Request dependencies: the app's resources (app/runtime/), the caller's identity, common
+headers."""
 
 from __future__ import annotations
 
 import hmac
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Annotated
 
-from arq.connections import ArqRedis
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.core import tracing
 from app.core.config import Settings
 from app.core.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.core.scope import Scope
-from app.core.sealing import KeyRing
-from app.engine.service.endpoint_test import EndpointTester
-from app.flow.service.accept_rates import AcceptRates
-from app.operations.service.fleet import FleetGauges
-from app.outbox.service.publishing import FastPublisher
+from app.runtime.resources import Resources, ResourcesDep
 from app.schemas import IDEMPOTENCY_KEY_RULE, is_idempotency_key
-from app.tenants.service.api_keys import Principal, PrincipalCache, principal_for
-
-
-@dataclass
-class Resources:
-    """Everything a request may use, built once in the lifespan and shared."""
-
-    settings: Settings
-    keys: KeyRing  # HERALD_SECRET_KEYS: what every stored secret is sealed under
-    sessionmaker: async_sessionmaker[AsyncSession]
-    redis: ArqRedis
-    publisher: FastPublisher
-    fleet: FleetGauges
-    principals: PrincipalCache
-    schemas: PayloadSchemas
-    tester: EndpointTester  # POST /v1/endpoints/{id}/test: a test event, sent now
-    accept_rates: AcceptRates  # each tenant's accept rate, counted across API processes
+from app.tenants.service.api_keys import Principal, principal_for
 
 
 # Every dependency here is ``async def`` although none awaits: FastAPI runs a plain ``def``
 # dependency in a worker thread, and those hops were a measurable share of each request.
-async def get_resources(request: Request) -> Resources:
-    resources: Resources = request.app.state.resources
-    return resources
-
-
-ResourcesDep = Annotated[Resources, Depends(get_resources)]
-
-
 async def get_settings(resources: ResourcesDep) -> Settings:
     return resources.settings
 
@@ -62,12 +32,7 @@ async def get_session(resources: ResourcesDep) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-async def get_publisher(resources: ResourcesDep) -> FastPublisher:
-    return resources.publisher
-
-
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-PublisherDep = Annotated[FastPublisher, Depends(get_publisher)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
 
 

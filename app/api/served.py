@@ -24,7 +24,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
-from app.api.deps import Resources, require_json_media_type
+from app.api.deps import require_json_media_type
+from app.runtime.resources import Resources
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 Model = TypeVar("Model", bound=BaseModel)

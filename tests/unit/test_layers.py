@@ -76,6 +76,16 @@ def assert_breaks(copy: Path, module: str, line: str, contract: str) -> None:
             "from app.api import deps",
             "Across the product: routes, then the HTTP plumbing",
         ),
+        (  # a service reaching up to the app's resources, which hold it
+            "app/outbox/service/publishing.py",
+            "from app.runtime import resources",
+            "Across the product: routes, then the HTTP plumbing",
+        ),
+        (  # the HTTP plumbing reaching past the resources into a domain
+            "app/api/deps.py",
+            "from app.outbox.service import publishing",
+            "The HTTP plumbing reaches the domains through the app's resources",
+        ),
         (  # the shared kernel reaching into a domain
             "app/core/db.py",
             "from app.outbox.service import publishing",

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response
 
-from app.api.deps import ResourcesDep, SessionDep, TenantDep
+from app.api.deps import SessionDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_cursor, page_of
 from app.catalogue.schemas import EventTypeCreate, EventTypeOut, EventTypeUpdate
 from app.catalogue.service import event_types
@@ -18,6 +18,7 @@ from app.core.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
+from app.runtime.resources import ResourcesDep
 from app.schemas import EVENT_TYPE_RULE, Page
 
 router = APIRouter(prefix="/v1/event-types", tags=["event types"])

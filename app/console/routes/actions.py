@@ -7,13 +7,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.api.deps import ResourcesDep
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.routes.filters import dead_filter
 from app.console.service.sessions import Viewer
 from app.core.errors import Forbidden
 from app.core.scope import Scope
 from app.delivery.service import cancel, listings, redrive, skip
+from app.runtime.resources import ResourcesDep
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app.api.deps import Resources, ResourcesDep
 from app.console.routes.deps import COOKIE, FormDep, ViewerDep, render, same_origin
 from app.console.service import sessions, sign_in_forms
+from app.runtime.resources import Resources, ResourcesDep
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 SIGN_IN = "/console/sign-in"

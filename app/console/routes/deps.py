@@ -11,10 +11,10 @@ from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
-from app.api.deps import Resources, ResourcesDep
 from app.console.service.sessions import Viewer, csrf_ok, viewer_of
 from app.core.config import Settings
 from app.core.errors import Forbidden
+from app.runtime.resources import Resources, ResourcesDep
 
 log = structlog.get_logger("herald.console")
 

@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from app.api.deps import ResourcesDep
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.endpoint_board import endpoint_board
 from app.console.service.sessions import Viewer
@@ -18,6 +17,7 @@ from app.core.scope import Scope
 from app.endpoints.schemas import EndpointUpdate
 from app.endpoints.service import credentials, endpoints
 from app.flow.service.flow_state import clear_flow_state
+from app.runtime.resources import ResourcesDep
 from app.streams.service import streams
 
 router = APIRouter(prefix="/console/endpoints", include_in_schema=False)

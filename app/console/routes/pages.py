@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from app.api.deps import ResourcesDep
 from app.api.formatting import when
 from app.console.routes.charts import stacked_bars
 from app.console.routes.deps import ViewerDep, render
@@ -22,6 +21,7 @@ from app.delivery.service import event_detail, listings, status_facts
 from app.delivery.service.endpoint_stats import outcomes_per_minute
 from app.endpoints.service.endpoints import troubled_endpoints
 from app.reconcile.service.reconcile import recent_runs
+from app.runtime.resources import ResourcesDep
 from app.tenants.service.tenants import list_tenants
 
 router = APIRouter(prefix="/console", include_in_schema=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import PublisherDep, ResourcesDep, SessionDep, SettingsDep, TenantDep
+from app.api.deps import SessionDep, SettingsDep, TenantDep
 from app.api.paths import DeliveryIdPath, RedriveJobIdPath
 from app.core.errors import (
     Conflict,
@@ -20,6 +20,7 @@ from app.core.errors import (
 from app.core.scope import Scope
 from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
 from app.delivery.service import cancel, listings, redrive, skip
+from app.runtime.resources import PublisherDep, ResourcesDep
 
 # Beside the deliveries router under the same prefix, and included before it: its
 # /redrive/{job_id} must match before /{delivery_id}/... does.

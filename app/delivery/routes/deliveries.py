@@ -6,8 +6,6 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import (
     IdempotencyKeyDep,
-    PublisherDep,
-    ResourcesDep,
     SessionDep,
     SettingsDep,
     TenantDep,
@@ -50,6 +48,7 @@ from app.delivery.schemas import (
     DeliveryOut,
 )
 from app.delivery.service import batch_intake, intake, listings, status_facts
+from app.runtime.resources import PublisherDep, ResourcesDep
 from app.schemas import EndpointId, EventId, EventTypeSelector, Page
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])

@@ -2,15 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import (
-    IdempotencyKeyDep,
-    PublisherDep,
-    ResourcesDep,
-    SessionDep,
-    SettingsDep,
-    TenantDep,
-    TraceparentDep,
-)
+from app.api.deps import IdempotencyKeyDep, SessionDep, SettingsDep, TenantDep, TraceparentDep
 from app.api.paths import EventIdPath
 from app.core.errors import (
     BadRequest,
@@ -27,6 +19,7 @@ from app.core.faults import crash_point
 from app.delivery.routes.deliveries import REPLAYED_HEADER
 from app.delivery.schemas import EventAccepted, EventIntent, EventOut, FanoutDelivery
 from app.delivery.service import event_detail, intake
+from app.runtime.resources import PublisherDep, ResourcesDep
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import Resources, ResourcesDep, ScopeDep, SessionDep
+from app.api.deps import ScopeDep, SessionDep
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -38,6 +38,7 @@ from app.endpoints.schemas import (
 )
 from app.endpoints.service import credentials, endpoints, handshakes
 from app.flow.service.flow_state import clear_flow_state, wake_destination
+from app.runtime.resources import Resources, ResourcesDep
 from app.schemas import CustomerId, Page
 from app.streams.schemas import StreamOut
 from app.streams.service import streams

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
-from app.api.deps import ResourcesDep
 from app.core.errors import problem_response, problem_response_doc
 from app.reconcile.service import reconcile
+from app.runtime.resources import ResourcesDep
 
 router = APIRouter(tags=["health"])
 _CHECK_TIMEOUT_SECONDS = 2.0

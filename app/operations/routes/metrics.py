@@ -6,8 +6,9 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.api.deps import BEARER, ResourcesDep, authenticate
+from app.api.deps import BEARER, authenticate
 from app.core.errors import Forbidden, Unauthorized, problem_responses
+from app.runtime.resources import ResourcesDep
 
 router = APIRouter(tags=["operations"])
 

@@ -13,9 +13,9 @@ from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from app.api.deps import ResourcesDep
 from app.core.errors import Unauthorized
 from app.portal.service.sessions import Visitor, visitor_for
+from app.runtime.resources import ResourcesDep
 
 # A fragment is read by the portal's own script, never shown as a page of its own: not
 # cached (a secret may be in it), not framed, loading nothing.

@@ -12,7 +12,6 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.deps import ResourcesDep
 from app.api.paths import DeliveryIdPath, EndpointIdPath
 from app.core.errors import Conflict, DestinationRefused, Unprocessable
 from app.delivery.schemas import RedriveFilter
@@ -23,6 +22,7 @@ from app.flow.service.flow_state import clear_flow_state
 from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views
 from app.portal.service.sessions import Visitor
+from app.runtime.resources import ResourcesDep
 from app.tenants.service import limits
 
 router = APIRouter(prefix="/portal/api", include_in_schema=False)

@@ -9,12 +9,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from app.api.deps import ResourcesDep
 from app.api.paths import DeliveryIdPath, EndpointIdPath
 from app.core.errors import Unprocessable
 from app.core.ids import looks_like
 from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views
+from app.runtime.resources import ResourcesDep
 
 router = APIRouter(prefix="/portal/api", include_in_schema=False)
 

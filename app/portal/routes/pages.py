@@ -7,10 +7,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from app.api.deps import ResourcesDep
 from app.core.errors import NotFound
 from app.portal.service import sessions, settings
 from app.portal.service.settings import Look
+from app.runtime.resources import ResourcesDep
 
 router = APIRouter(prefix="/portal", include_in_schema=False)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import PrincipalDep, ResourcesDep, SessionDep
+from app.api.deps import PrincipalDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import KeyIdPath
 from app.core.errors import (
@@ -17,6 +17,7 @@ from app.core.errors import (
     UnsupportedMediaType,
     problem_responses,
 )
+from app.runtime.resources import ResourcesDep
 from app.schemas import Page, TenantId
 from app.tenants.repository import api_keys as key_rows
 from app.tenants.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut

@@ -1,0 +1,90 @@
+"""``Resources``: everything a request may use, built once in the API's lifespan (never at
+import) from one ``Settings``, shared by every request, and closed when the process stops; and
+the dependencies a route takes them, or the publisher among them, with."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated
+
+from arq.connections import ArqRedis
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.catalogue.service.payload_schemas import PayloadSchemas
+from app.core.config import Settings
+from app.core.db import create_engine, create_sessionmaker
+from app.core.queue import create_queue_redis
+from app.core.sealing import KeyRing
+from app.engine.service.endpoint_test import EndpointTester
+from app.flow.service.accept_rates import AcceptRates
+from app.operations.service.fleet import FleetGauges
+from app.outbox.service.publishing import FastPublisher
+from app.tenants.service.api_keys import PrincipalCache
+
+
+@dataclass
+class Resources:
+    """Everything a request may use, built once in the lifespan and shared."""
+
+    settings: Settings
+    keys: KeyRing  # HERALD_SECRET_KEYS: what every stored secret is sealed under
+    sessionmaker: async_sessionmaker[AsyncSession]
+    redis: ArqRedis
+    publisher: FastPublisher
+    fleet: FleetGauges
+    principals: PrincipalCache
+    schemas: PayloadSchemas
+    tester: EndpointTester  # POST /v1/endpoints/{id}/test: a test event, sent now
+    accept_rates: AcceptRates  # each tenant's accept rate, counted across API processes
+
+
+@asynccontextmanager
+async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
+    """The API process's resources, open while the context lasts: the key ring first (every
+    stored secret is sealed under it, so a bad HERALD_SECRET_KEYS stops the start here), then
+    the database, Redis and the publisher's task."""
+    keys = settings.key_ring()
+    engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
+    sessionmaker = create_sessionmaker(engine)
+    redis = create_queue_redis(str(settings.redis_url), region=settings.region)
+    publisher = FastPublisher(sessionmaker, redis, settings.region)
+    publisher.start()
+    resources = Resources(
+        settings=settings,
+        keys=keys,
+        sessionmaker=sessionmaker,
+        redis=redis,
+        publisher=publisher,
+        fleet=FleetGauges(sessionmaker, redis, settings.region, settings.metrics_cache_seconds),
+        principals=PrincipalCache(settings.api_key_cache_seconds),
+        schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
+        tester=EndpointTester(settings, keys),
+        accept_rates=AcceptRates(settings, sessionmaker, redis),
+    )
+    try:
+        yield resources
+    finally:
+        await resources.tester.close()
+        await publisher.stop()
+        await redis.aclose()
+        await engine.dispose()
+
+
+# ``async def`` although they await nothing: FastAPI runs a plain ``def`` dependency in a worker
+# thread, and those hops were a measurable share of each request.
+async def get_resources(request: Request) -> Resources:
+    resources: Resources = request.app.state.resources
+    return resources
+
+
+ResourcesDep = Annotated[Resources, Depends(get_resources)]
+
+
+async def get_publisher(resources: ResourcesDep) -> FastPublisher:
+    return resources.publisher
+
+
+PublisherDep = Annotated[FastPublisher, Depends(get_publisher)]
