@@ -12,11 +12,11 @@ from fastapi_offline import FastAPIOffline
 from app import __version__
 from app.api.deps import require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
+from app.api.problems import install_error_handlers
 from app.catalogue.routes import event_types
 from app.console import routes as console
 from app.core import tracing
 from app.core.config import Settings, load_settings
-from app.core.errors import install_error_handlers
 from app.core.logs import configure_logging
 from app.delivery.routes import actions, deliveries, events
 from app.endpoints.routes import endpoints

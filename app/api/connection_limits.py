@@ -43,8 +43,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from app.api.client_shares import ClientShares, client_of
+from app.api.problems import PROBLEM_JSON
 from app.core.config import load_settings
-from app.core.errors import PROBLEM_BASE, PROBLEM_JSON
+from app.core.errors import PROBLEM_BASE
 
 log = structlog.get_logger("herald.api")
 

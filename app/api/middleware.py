@@ -6,7 +6,8 @@ from __future__ import annotations
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.core.errors import PayloadTooLarge, problem_response, unexpected_error
+from app.api.problems import problem_response, unexpected_error
+from app.core.errors import PayloadTooLarge
 
 # Room for the JSON envelope around the payload and for a client's pretty-printing; the payload
 # itself is measured exactly once it is encoded (docs/decisions.md, "Payload bytes").

@@ -91,6 +91,11 @@ def assert_breaks(copy: Path, module: str, line: str, contract: str) -> None:
             "from app.outbox.service import publishing",
             "The shared kernel knows no domain",
         ),
+        (  # the kernel's errors rendering themselves as HTTP (app/api/problems.py does)
+            "app/core/errors.py",
+            "from fastapi.responses import JSONResponse",
+            "The shared kernel knows no domain",
+        ),
         (  # an attempt writing its own record
             "app/engine/service/send_or_refuse.py",
             "from app.engine.repository import delivery_records",

@@ -8,16 +8,10 @@ from fastapi import APIRouter, Depends, Path, Response
 
 from app.api.deps import SessionDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_cursor, page_of
+from app.api.problems import problem_responses
 from app.catalogue.schemas import EventTypeCreate, EventTypeOut, EventTypeUpdate
 from app.catalogue.service import event_types
-from app.core.errors import (
-    Conflict,
-    Forbidden,
-    NotFound,
-    Unauthorized,
-    UnsupportedMediaType,
-    problem_responses,
-)
+from app.core.errors import Conflict, Forbidden, NotFound, Unauthorized, UnsupportedMediaType
 from app.runtime.resources import ResourcesDep
 from app.schemas import EVENT_TYPE_RULE, Page
 

@@ -10,9 +10,10 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app.api.formatting import FILTERS
+from app.api.problems import herald_problem
 from app.console.routes import actions, auth, endpoints, pages
 from app.console.routes.deps import SignInNeeded, render, sign_in_redirect
-from app.core.errors import HeraldError, herald_problem
+from app.core.errors import HeraldError
 
 _HERE = Path(__file__).resolve().parents[1]
 

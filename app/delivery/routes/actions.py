@@ -8,6 +8,7 @@ from fastapi import APIRouter, Response
 
 from app.api.deps import SessionDep, SettingsDep, TenantDep
 from app.api.paths import DeliveryIdPath, RedriveJobIdPath
+from app.api.problems import problem_responses
 from app.core.errors import (
     Conflict,
     Forbidden,
@@ -15,7 +16,6 @@ from app.core.errors import (
     ServiceUnavailable,
     Unauthorized,
     UnsupportedMediaType,
-    problem_responses,
 )
 from app.core.scope import Scope
 from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut

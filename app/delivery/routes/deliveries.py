@@ -22,6 +22,7 @@ from app.api.pagination import (
     page_of,
 )
 from app.api.paths import DeliveryIdPath
+from app.api.problems import problem_responses
 from app.api.served import json_body, json_response, resources_of, served_by, validated
 from app.core import tracing
 from app.core.errors import (
@@ -34,7 +35,6 @@ from app.core.errors import (
     TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
-    problem_responses,
 )
 from app.core.faults import crash_point
 from app.core.scope import Scope

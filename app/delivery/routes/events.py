@@ -4,6 +4,7 @@ from fastapi import APIRouter, Response
 
 from app.api.deps import IdempotencyKeyDep, SessionDep, SettingsDep, TenantDep, TraceparentDep
 from app.api.paths import EventIdPath
+from app.api.problems import problem_responses
 from app.core.errors import (
     BadRequest,
     Forbidden,
@@ -13,7 +14,6 @@ from app.core.errors import (
     TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
-    problem_responses,
 )
 from app.core.faults import crash_point
 from app.delivery.routes.deliveries import REPLAYED_HEADER

@@ -14,6 +14,7 @@ from app.api.pagination import (
     stream_position,
 )
 from app.api.paths import EndpointIdPath
+from app.api.problems import problem_responses
 from app.core.errors import (
     DestinationRefused,
     Forbidden,
@@ -21,7 +22,6 @@ from app.core.errors import (
     TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
-    problem_responses,
 )
 from app.core.scope import Scope
 from app.delivery.service import endpoint_stats

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
-from app.core.errors import problem_response, problem_response_doc
+from app.api.problems import problem_response, problem_response_doc
 from app.reconcile.service import reconcile
 from app.runtime.resources import ResourcesDep
 

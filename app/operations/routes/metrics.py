@@ -7,7 +7,8 @@ from fastapi.security import HTTPAuthorizationCredentials
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import BEARER, authenticate
-from app.core.errors import Forbidden, Unauthorized, problem_responses
+from app.api.problems import problem_responses
+from app.core.errors import Forbidden, Unauthorized
 from app.runtime.resources import ResourcesDep
 
 router = APIRouter(tags=["operations"])

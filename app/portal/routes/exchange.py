@@ -10,7 +10,8 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import SessionDep
-from app.core.errors import Unauthorized, UnsupportedMediaType, problem_responses
+from app.api.problems import problem_responses
+from app.core.errors import Unauthorized, UnsupportedMediaType
 from app.portal.service import sessions
 
 router = APIRouter(prefix="/portal/api", tags=["portal"], include_in_schema=False)

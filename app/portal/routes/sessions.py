@@ -9,13 +9,8 @@ from fastapi import APIRouter, Request, Response
 from app.api.deps import PrincipalDep, SessionDep, SettingsDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import PortalSessionIdPath
-from app.core.errors import (
-    Forbidden,
-    NotFound,
-    Unauthorized,
-    UnsupportedMediaType,
-    problem_responses,
-)
+from app.api.problems import problem_responses
+from app.core.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType
 from app.portal.schemas import (
     PortalSessionCreate,
     PortalSessionCreated,

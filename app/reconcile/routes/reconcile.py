@@ -5,13 +5,13 @@ from fastapi import APIRouter, Body, Response
 from app.api.deps import AdminDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import RunIdPath
+from app.api.problems import problem_responses
 from app.core.errors import (
     Forbidden,
     NotFound,
     ServiceUnavailable,
     Unauthorized,
     UnsupportedMediaType,
-    problem_responses,
 )
 from app.reconcile.repository import reconcile_runs
 from app.reconcile.schemas import ReconcileAccepted, ReconcileRequest, ReconcileRunOut

@@ -10,13 +10,8 @@ from fastapi import APIRouter, Query
 from app.api.deps import PrincipalDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
 from app.api.paths import KeyIdPath
-from app.core.errors import (
-    Forbidden,
-    NotFound,
-    Unauthorized,
-    UnsupportedMediaType,
-    problem_responses,
-)
+from app.api.problems import problem_responses
+from app.core.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType
 from app.runtime.resources import ResourcesDep
 from app.schemas import Page, TenantId
 from app.tenants.repository import api_keys as key_rows

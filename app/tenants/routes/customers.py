@@ -5,13 +5,8 @@ from fastapi import APIRouter, Response
 from app.api.deps import SessionDep, TenantDep
 from app.api.pagination import Cursor, Limit, decode_cursor, page_of
 from app.api.paths import CustomerIdPath, NewCustomerIdPath
-from app.core.errors import (
-    Forbidden,
-    NotFound,
-    Unauthorized,
-    UnsupportedMediaType,
-    problem_responses,
-)
+from app.api.problems import problem_responses
+from app.core.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType
 from app.core.scope import Scope
 from app.endpoints.service import endpoints
 from app.schemas import CUSTOMER_ID_RULE, Page

@@ -6,13 +6,8 @@ from fastapi import APIRouter
 
 from app.api.deps import AdminDep, SessionDep, SettingsDep, TenantDep
 from app.api.paths import TenantIdPath
-from app.core.errors import (
-    Forbidden,
-    NotFound,
-    Unauthorized,
-    UnsupportedMediaType,
-    problem_responses,
-)
+from app.api.problems import problem_responses
+from app.core.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType
 from app.models import Tenant
 from app.tenants.schemas import LimitsChange, LimitsOut
 from app.tenants.service import limits

@@ -4,13 +4,8 @@ from fastapi import APIRouter
 
 from app.api.deps import AdminDep, SessionDep
 from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
-from app.core.errors import (
-    Conflict,
-    Forbidden,
-    Unauthorized,
-    UnsupportedMediaType,
-    problem_responses,
-)
+from app.api.problems import problem_responses
+from app.core.errors import Conflict, Forbidden, Unauthorized, UnsupportedMediaType
 from app.schemas import Page
 from app.tenants.repository import tenants
 from app.tenants.schemas import TenantCreate, TenantCreated, TenantOut
