@@ -25,8 +25,8 @@ from app.core.config import Settings
 from app.programs import filters
 from app.programs.budget import STEPS_PER_EVALUATION, STEPS_PER_EVENT
 from app.programs.filter_cost import CONVERT_BYTE
-from app.programs.schema_violations import first_violation
-from app.programs.schemas import PayloadSchema, compile_schema
+from app.programs.payload_schema_violations import first_violation
+from app.programs.payload_schemas import CompiledSchema, compile_schema
 
 TIMINGS = 7  # each evaluation this many times; the median is reported
 MAX_PAYLOAD_BYTES = Settings.model_fields["max_payload_bytes"].default
@@ -153,7 +153,7 @@ def _schema_figures() -> list[dict[str, Any]]:
     for name, schema, payload_of in SCHEMAS:
         compiled = compile_schema(schema)
 
-        def fits(n: int, compiled: PayloadSchema = compiled, payload_of: Any = payload_of) -> bool:
+        def fits(n: int, compiled: CompiledSchema = compiled, payload_of: Any = payload_of) -> bool:
             size = len(json.dumps(payload_of(n)))
             return size <= MAX_PAYLOAD_BYTES and compiled.cost.at(size) <= STEPS_PER_EVALUATION
 

@@ -15,9 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core import tracing
 from app.core.config import Settings
 from app.core.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
+from app.core.fields import IDEMPOTENCY_KEY_RULE, is_idempotency_key
 from app.core.scope import Scope
 from app.runtime.resources import Resources, ResourcesDep
-from app.schemas import IDEMPOTENCY_KEY_RULE, is_idempotency_key
 from app.tenants.service.api_keys import Principal, principal_for
 
 

@@ -1,20 +1,30 @@
-"""Keyset pagination: ask for one row more than the page to learn whether another page exists."""
+"""Keyset pagination: ask for one row more than the page to learn whether another page exists;
+the ``Page`` every list answers with."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 from collections.abc import Callable, Sequence
-from typing import Annotated, TypeVar
+from typing import Annotated, Generic, TypeVar
 
 from fastapi import Query
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
 
 from app.core.ids import looks_like
-from app.schemas import Page
 
 Row = TypeVar("Row")
 Item = TypeVar("Item")
+
+
+class Page(BaseModel, Generic[Item]):
+    """One page of a keyset-paginated list; pass ``next_cursor`` back as ``cursor`` for the
+    next page. ``null`` means this was the last page."""
+
+    items: list[Item]
+    next_cursor: str | None = Field(default=None)
+
 
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size.")]
 Cursor = Annotated[str | None, Query(max_length=200, description="next_cursor of the last page.")]

@@ -2,7 +2,7 @@
 as a well-formed id that does not exist -- and it never reaches SQL.
 
 (In a body or a query the same id rule answers 422 and names the field; see
-``app.schemas.id_rule``.)
+``app.core.fields.id_rule``.)
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Annotated
 from fastapi import Depends, Path
 
 from app.core.errors import NotFound, Unprocessable
+from app.core.fields import CUSTOMER_ID_RULE
 from app.core.ids import KINDS, describe_id, looks_like
-from app.schemas import CUSTOMER_ID_RULE
 
 
 def known_id(prefix: str, value: str) -> str:

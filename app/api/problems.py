@@ -18,8 +18,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.db import DATABASE_TROUBLE, DRIVER_OUTAGES, is_transaction_conflict
 from app.core.errors import PROBLEM_BASE, BadRequest, HeraldError, Problem, Unprocessable
+from app.core.fields import MAX_PAYLOAD_DEPTH
 from app.core.json_errors import is_number_too_long, malformed_json, number_too_long
-from app.schemas import MAX_PAYLOAD_DEPTH
 
 PROBLEM_JSON = "application/problem+json"
 # How long a client should wait before retrying while the database is unreachable.

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from app.programs import schemas as payload_schemas
-from app.schemas import PRINTABLE_RULE, STORABLE_JSON, EventType
+from app.core.fields import PRINTABLE_RULE, STORABLE_JSON, EventType
+from app.programs import payload_schemas
 
 
 def _compiles(schema: dict[str, Any]) -> dict[str, Any]:

@@ -6,8 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from app.core.states import DeliveryState, Outcome
-from app.schemas import (
+from app.core.fields import (
     MAX_PAYLOAD_DEPTH,
     CustomerId,
     EndpointId,
@@ -17,6 +16,7 @@ from app.schemas import (
     OrderingKey,
     Timestamp,
 )
+from app.core.states import DeliveryState, Outcome
 
 MAX_DEFER = timedelta(days=365)
 _PAYLOAD = (

@@ -104,7 +104,7 @@ class Endpoint(Base):
     # and what a stream does when its head dies: halt (wait for an operator) or skip it.
     ordering: Mapped[str] = mapped_column(Text, server_default="none")
     on_dead: Mapped[str] = mapped_column(Text, server_default="halt")
-    # Static headers sent on every attempt, vetted at save (app/endpoints/schemas.py).
+    # Static headers sent on every attempt, vetted at save (app/endpoints/schemas/headers.py).
     headers: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     # Static headers whose values are credentials: sealed as one JSON object, their names kept
     # in the clear so the API and console can say what is set.

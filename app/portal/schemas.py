@@ -5,7 +5,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.schemas import ONE_LINE_RULE, CustomerId, KeyId, TextRule
+from app.core.fields import ONE_LINE_RULE, CustomerId, KeyId, TextRule
 
 Capability = Literal["manage_endpoints", "replay"]
 # How long a session may last, and how long its link may wait to be opened (minutes: the

@@ -7,9 +7,10 @@ its cost bounded when it is saved, as a linear form over what the event brings:
     cost <= constant + coefficient * payload_bytes + sum(weight * size of one payload field)
 
 The form comes from the program's own parse (filter_cost.py walks CEL's checked AST,
-schema_cost.py the schema's graph); nothing is measured at run time. Before each evaluation
-the form is worked out for the event at hand -- its payload's size, the length of each field
-the program loops over -- and a program whose bound is over ``STEPS_PER_EVALUATION`` is not run.
+payload_schema_cost.py the schema's graph); nothing is measured at run time. Before each
+evaluation the form is worked out for the event at hand -- its payload's size, the length of
+each field the program loops over -- and a program whose bound is over ``STEPS_PER_EVALUATION``
+is not run.
 Because the bound is an upper bound, "not over the budget" means "cannot take longer".
 """
 

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas import TextRule
+from app.core.fields import TextRule
 
 TRIGGER_RULE = TextRule(
     r"^[A-Za-z0-9_.:\-]{1,100}$", "must be 1-100 characters: letters, digits and _ . : -"

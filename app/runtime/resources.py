@@ -36,7 +36,7 @@ class Resources:
     publisher: FastPublisher
     fleet: FleetGauges
     principals: PrincipalCache
-    schemas: PayloadSchemas
+    payload_schemas: PayloadSchemas
     tester: EndpointTester  # POST /v1/endpoints/{id}/test: a test event, sent now
     accept_rates: AcceptRates  # each tenant's accept rate, counted across API processes
 
@@ -60,7 +60,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         publisher=publisher,
         fleet=FleetGauges(sessionmaker, redis, settings.region, settings.metrics_cache_seconds),
         principals=PrincipalCache(settings.api_key_cache_seconds),
-        schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
+        payload_schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
         tester=EndpointTester(settings, keys),
         accept_rates=AcceptRates(settings, sessionmaker, redis),
     )

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.schemas import ONE_LINE_RULE, TenantId
+from app.core.fields import ONE_LINE_RULE, TenantId
 
 
 class TenantCreate(BaseModel):

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.cli.openapi import openapi_document
 from app.core.config import Settings
+from app.core.fields import MAX_PAYLOAD_DEPTH
 from app.main import create_app
-from app.schemas import MAX_PAYLOAD_DEPTH
 from tests.fixtures.processes import start_api, wait_healthy
 from tests.fixtures.stack import ADMIN, Stack, client_for
 from tests.fixtures.waiting import count_rows

@@ -21,9 +21,9 @@ from app.programs.budget import STEPS_PER_EVALUATION
 from app.programs.cel_ast import syntax_pb2
 from app.programs.filter_cost import ITERATION, checked_ast
 from app.programs.patterns import MAX_INSTRUCTIONS, SEARCH_STEP
-from app.programs.schema_cost import KEYWORD
-from app.programs.schema_violations import first_violation
-from app.programs.schemas import OverBudget, SchemaError, compile_schema, conforms
+from app.programs.payload_schema_cost import KEYWORD
+from app.programs.payload_schema_violations import first_violation
+from app.programs.payload_schemas import OverBudget, SchemaError, compile_schema, conforms
 
 FUZZ = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True

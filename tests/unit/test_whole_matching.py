@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.core.config import Settings
-from app.schemas import EVENT_TYPE_RULE, ONE_LINE_RULE, TextRule
+from app.core.fields import EVENT_TYPE_RULE, ONE_LINE_RULE, TextRule
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("app", "workers", "devstack")

@@ -7,13 +7,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response
 
 from app.api.deps import SessionDep, TenantDep
-from app.api.pagination import Cursor, Limit, decode_cursor, page_of
+from app.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
 from app.api.problems import problem_responses
 from app.catalogue.schemas import EventTypeCreate, EventTypeOut, EventTypeUpdate
 from app.catalogue.service import event_types
 from app.core.errors import Conflict, Forbidden, NotFound, Unauthorized, UnsupportedMediaType
+from app.core.fields import EVENT_TYPE_RULE
 from app.runtime.resources import ResourcesDep
-from app.schemas import EVENT_TYPE_RULE, Page
 
 router = APIRouter(prefix="/v1/event-types", tags=["event types"])
 _AUTH = (Unauthorized, Forbidden)
@@ -46,7 +46,7 @@ async def create_event_type(
     response: Response,
 ) -> EventTypeOut:
     async with session.begin():
-        created = await event_types.create_type(session, tenant_id, body, resources.schemas)
+        created = await event_types.create_type(session, tenant_id, body, resources.payload_schemas)
     response.headers["Location"] = f"/v1/event-types/{created.name}"
     return EventTypeOut.model_validate(created)
 
@@ -91,5 +91,7 @@ async def update_event_type(
     resources: ResourcesDep,
 ) -> EventTypeOut:
     async with session.begin():
-        updated = await event_types.update_type(session, tenant_id, name, body, resources.schemas)
+        updated = await event_types.update_type(
+            session, tenant_id, name, body, resources.payload_schemas
+        )
     return EventTypeOut.model_validate(updated)

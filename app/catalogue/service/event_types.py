@@ -13,7 +13,7 @@ from app.models import EventTypeDef
 
 
 async def create_type(
-    session: AsyncSession, tenant_id: str, spec: EventTypeCreate, schemas: PayloadSchemas
+    session: AsyncSession, tenant_id: str, spec: EventTypeCreate, payload_schemas: PayloadSchemas
 ) -> EventTypeDef:
     created = await event_types.insert_type(
         session,
@@ -24,7 +24,7 @@ async def create_type(
     )
     if created is None:
         raise Conflict(f"event type {spec.name} is already in the catalogue; PATCH it to change it")
-    schemas.forget(tenant_id, spec.name)
+    payload_schemas.forget(tenant_id, spec.name)
     return created
 
 
@@ -46,7 +46,7 @@ async def update_type(
     tenant_id: str,
     name: str,
     change: EventTypeUpdate,
-    schemas: PayloadSchemas,
+    payload_schemas: PayloadSchemas,
 ) -> EventTypeDef:
     values = change.model_dump(exclude_unset=True, by_alias=True)
     if not values:
@@ -54,5 +54,5 @@ async def update_type(
     updated = await event_types.update_type(session, tenant_id, name, values)
     if updated is None:
         raise NotFound(f"event type {name} is not in the catalogue")
-    schemas.forget(tenant_id, name)
+    payload_schemas.forget(tenant_id, name)
     return updated

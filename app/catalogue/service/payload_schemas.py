@@ -16,10 +16,16 @@ from app.catalogue.repository import event_types
 from app.core.caches import SharedCache
 from app.core.errors import Unprocessable
 from app.models import EventTypeDef
-from app.programs.schema_violations import first_violation
-from app.programs.schemas import OverBudget, PayloadSchema, SchemaError, compile_schema, conforms
+from app.programs.payload_schema_violations import first_violation
+from app.programs.payload_schemas import (
+    CompiledSchema,
+    OverBudget,
+    SchemaError,
+    compile_schema,
+    conforms,
+)
 
-_Entry = tuple[PayloadSchema | None, int]  # (schema or None, version)
+_Entry = tuple[CompiledSchema | None, int]  # (schema or None, version)
 
 
 class PayloadSchemas:
@@ -72,7 +78,9 @@ class PayloadSchemas:
     def forget(self, tenant_id: str, event_type: str) -> None:
         self._entries.forget((tenant_id, event_type))
 
-    async def _schema_of(self, tenant_id: str, event_type: str) -> tuple[PayloadSchema | None, int]:
+    async def _schema_of(
+        self, tenant_id: str, event_type: str
+    ) -> tuple[CompiledSchema | None, int]:
         key = (tenant_id, event_type)
         entry = self._entries.get(key)
         if entry is not None:
@@ -94,7 +102,7 @@ class PayloadSchemas:
 
     def _keep(
         self, tenant_id: str, event_type: str, row: EventTypeDef | None
-    ) -> tuple[PayloadSchema | None, int]:
+    ) -> tuple[CompiledSchema | None, int]:
         compiled = None
         if row is not None and row.schema is not None:
             # Saved schemas compiled when saved; one that no longer compiles (a library

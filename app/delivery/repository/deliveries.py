@@ -17,10 +17,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.fields import family_of
 from app.core.ids import is_id
 from app.core.states import TERMINAL_STATES, DeliveryState
 from app.models import CustodyRecord, Delivery, Endpoint
-from app.schemas import family_of
 from app.streams.repository.streams import numbering
 
 # One event's deliveries, one per target ($3 delivery ids, $4 endpoint ids, in the event's

@@ -7,8 +7,8 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.fields import is_idempotency_key
 from app.models import IdempotencyKey
-from app.schemas import is_idempotency_key
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,7 @@ from app.api.deps import (
     idempotency_key_from,
     tenant_of,
 )
-from app.api.pagination import (
-    Cursor,
-    Limit,
-    decode_id_cursor,
-    decode_number_cursor,
-    page_of,
-)
+from app.api.pagination import Cursor, Limit, Page, decode_id_cursor, decode_number_cursor, page_of
 from app.api.paths import DeliveryIdPath
 from app.api.problems import problem_responses
 from app.api.served import json_body, json_response, resources_of, served_by, validated
@@ -37,6 +31,7 @@ from app.core.errors import (
     UnsupportedMediaType,
 )
 from app.core.faults import crash_point
+from app.core.fields import EndpointId, EventId, EventTypeSelector
 from app.core.scope import Scope
 from app.core.states import DeliveryState
 from app.delivery.schemas import (
@@ -49,7 +44,6 @@ from app.delivery.schemas import (
 )
 from app.delivery.service import batch_intake, intake, listings, status_facts
 from app.runtime.resources import PublisherDep, ResourcesDep
-from app.schemas import EndpointId, EventId, EventTypeSelector, Page
 
 router = APIRouter(prefix="/v1/deliveries", tags=["deliveries"])
 _AUTH = (Unauthorized, Forbidden)
@@ -76,7 +70,7 @@ async def create_delivery(
         tenant_id,
         intent,
         idempotency_key,
-        resources.schemas,
+        resources.payload_schemas,
         traceparent,
     )
     if accepted is None:
@@ -89,7 +83,7 @@ async def create_delivery(
                 tenant_id,
                 intent,
                 idempotency_key,
-                resources.schemas,
+                resources.payload_schemas,
                 traceparent,
             )
     delivery = accepted.deliveries[0]
@@ -168,7 +162,7 @@ async def create_deliveries_batch(
     await resources.accept_rates.admit(tenant_id, len(batch.items))
     async with session.begin():  # every accepted item with its event and outbox row, or none
         outcomes, publications = await batch_intake.accept_batch(
-            session, settings, tenant_id, batch.items, resources.schemas, traceparent
+            session, settings, tenant_id, batch.items, resources.payload_schemas, traceparent
         )
         crash_point("api.before_commit", settings.fault)
     publisher.submit(publications)

@@ -56,7 +56,13 @@ async def publish_event(
     await resources.accept_rates.admit(tenant_id)
     async with session.begin():  # the event and all its deliveries and outbox rows, atomically
         accepted = await intake.accept_event(
-            session, settings, tenant_id, intent, idempotency_key, resources.schemas, traceparent
+            session,
+            settings,
+            tenant_id,
+            intent,
+            idempotency_key,
+            resources.payload_schemas,
+            traceparent,
         )
         crash_point("api.before_commit", settings.fault)
     if accepted.replayed:

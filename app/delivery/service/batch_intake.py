@@ -112,7 +112,7 @@ async def accept_batch(
     settings: Settings,
     tenant_id: str,
     items: list[dict[str, Any]],
-    schemas: PayloadSchemas,
+    payload_schemas: PayloadSchemas,
     traceparent: str | None = None,
 ) -> tuple[list[ItemOutcome], list[PendingPublication]]:
     outcomes: dict[int, ItemOutcome] = {}
@@ -140,13 +140,13 @@ async def accept_batch(
     live = await endpoints.get_live_many(
         session, Scope(tenant_id), {c.intent.endpoint_id for c in candidates}
     )
-    await schemas.prefetch(tenant_id, {c.intent.event_type for c in candidates})
+    await payload_schemas.prefetch(tenant_id, {c.intent.event_type for c in candidates})
     accepted: list[_Candidate] = []
     for n, candidate in enumerate(candidates):
         if n % CHUNK == CHUNK - 1:
             await asyncio.sleep(0)
         endpoint_id = candidate.intent.endpoint_id
-        refused = refusal_for(endpoint_id, live.get(endpoint_id)) or await schemas.refusal(
+        refused = refusal_for(endpoint_id, live.get(endpoint_id)) or await payload_schemas.refusal(
             tenant_id, candidate.intent.event_type, candidate.intent.payload, len(candidate.payload)
         )
         if refused is not None:

@@ -21,6 +21,7 @@ from app.core.errors import (
     PayloadTooLarge,
     Unprocessable,
 )
+from app.core.fields import MAX_PAYLOAD_DEPTH
 from app.core.ids import is_id, new_id
 from app.core.scope import Scope
 from app.delivery.repository import deliveries, events, idempotency_keys, intents
@@ -31,7 +32,6 @@ from app.endpoints.service.endpoints import refusal_for, refusal_to_deliver
 from app.models import Delivery
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
-from app.schemas import MAX_PAYLOAD_DEPTH
 from app.tenants.service import customers, limits
 
 # Where an accept sends its deliveries, and the subscribed endpoints a filter passed by.
@@ -188,7 +188,7 @@ async def accept_delivery(
     tenant_id: str,
     intent: DeliveryIntent,
     idempotency_key: str | None,
-    schemas: PayloadSchemas,
+    payload_schemas: PayloadSchemas,
     traceparent: str | None = None,
 ) -> Accepted:
     """One delivery to the named endpoint (whatever its event_types: the intent is explicit)."""
@@ -207,7 +207,7 @@ async def accept_delivery(
         intent,
         idempotency_key,
         targets,
-        schemas,
+        payload_schemas,
         traceparent,
     )
 
@@ -218,7 +218,7 @@ async def accept_delivery_at_once(
     tenant_id: str,
     intent: DeliveryIntent,
     idempotency_key: str | None,
-    schemas: PayloadSchemas,
+    payload_schemas: PayloadSchemas,
     traceparent: str | None = None,
 ) -> Accepted | None:
     """``accept_delivery`` as one statement -- the key's claim, endpoint check, event, delivery,
@@ -236,7 +236,7 @@ async def accept_delivery_at_once(
             request_fingerprint("POST /v1/deliveries", intent, payload),
             timedelta(hours=settings.idempotency_key_ttl_hours),
         )
-    refused: HeraldError | None = await schemas.refusal(
+    refused: HeraldError | None = await payload_schemas.refusal(
         tenant_id, intent.event_type, intent.payload, len(payload)
     )
     if refused is None and not is_id(intent.endpoint_id):
@@ -291,7 +291,7 @@ async def accept_event(
     tenant_id: str,
     intent: EventIntent,
     idempotency_key: str | None,
-    schemas: PayloadSchemas,
+    payload_schemas: PayloadSchemas,
     traceparent: str | None = None,
 ) -> Accepted:
     """Fan out to every enabled endpoint subscribed to the event type whose filter lets it
@@ -320,7 +320,7 @@ async def accept_event(
         intent,
         idempotency_key,
         targets,
-        schemas,
+        payload_schemas,
         traceparent,
     )
 
@@ -333,7 +333,7 @@ async def _accept(
     intent: DeliveryIntent | EventIntent,
     idempotency_key: str | None,
     targets: Callable[[int], Awaitable[Targets]],  # given the payload's size in bytes
-    schemas: PayloadSchemas,
+    payload_schemas: PayloadSchemas,
     traceparent: str | None,
 ) -> Accepted:
     payload = encode_payload(intent.payload, settings.max_payload_bytes)
@@ -354,7 +354,7 @@ async def _accept(
             earlier, intent.event_type, _out(replayed), replayed=True, filtered_out=passed_by
         )
     # After the key: a replay answers what was accepted, whatever the schema says now.
-    await schemas.check(tenant_id, intent.event_type, intent.payload, len(payload))
+    await payload_schemas.check(tenant_id, intent.event_type, intent.payload, len(payload))
     endpoint_ids, filtered_out = await targets(len(payload))
     rows, publications = await _insert(
         session,

@@ -8,10 +8,10 @@ from sqlalchemy import ColumnElement, Row, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from app.core.fields import selectors_of
 from app.core.ids import is_id
 from app.core.scope import Scope
 from app.models import Customer, Endpoint
-from app.schemas import selectors_of
 
 _live = Endpoint.deleted_at.is_(None)
 # RETURNING an entity leaves its column properties unloaded (and an async session cannot load
@@ -207,7 +207,7 @@ async def subscribed_to(
     their filters: the customer's own endpoints, or -- published to no customer -- the tenant's
     endpoints that belong to none (so a tenant that never names a customer sees no change).
     Found by index, each subscription matched by one array overlap with the selectors that
-    select the type (app.schemas.selectors_of). At most ``limit``, in id order."""
+    select the type (app.core.fields.selectors_of). At most ``limit``, in id order."""
     query = (
         select(Endpoint.id, Endpoint.filter)
         .where(

@@ -8,6 +8,7 @@ from app.api.deps import ScopeDep, SessionDep
 from app.api.pagination import (
     Cursor,
     Limit,
+    Page,
     decode_id_cursor,
     decode_stream_cursor,
     page_of,
@@ -23,6 +24,7 @@ from app.core.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
+from app.core.fields import CustomerId
 from app.core.scope import Scope
 from app.delivery.service import endpoint_stats
 from app.endpoints.schemas import (
@@ -39,7 +41,6 @@ from app.endpoints.schemas import (
 from app.endpoints.service import credentials, endpoints, handshakes
 from app.flow.service.flow_state import clear_flow_state, wake_destination
 from app.runtime.resources import Resources, ResourcesDep
-from app.schemas import CustomerId, Page
 from app.streams.schemas import StreamOut
 from app.streams.service import streams
 from app.tenants.service import limits

@@ -16,6 +16,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.core.fields import PRINTABLE_RULE, STORABLE_TEXT, CustomerId, EventTypeSelector
 from app.endpoints.schemas.credentials import (
     SIGNATURE_SCHEMES_DOC,
     EgressProxyOut,
@@ -34,7 +35,6 @@ from app.endpoints.schemas.headers import combined_header_fault as combined_head
 from app.endpoints.schemas.headers import header_fault as header_fault
 from app.endpoints.schemas.tls import TLS_DOC, ClientTLSOut, ClientTLSSpec, shown
 from app.models import Endpoint
-from app.schemas import PRINTABLE_RULE, STORABLE_TEXT, CustomerId, EventTypeSelector
 
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 

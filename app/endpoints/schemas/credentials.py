@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
+from app.core.fields import TextRule
 from app.core.proxies import EgressProxy
-from app.schemas import TextRule
 
 URL_RULE = TextRule(
     r"^[^\x00-\x20\x7f]+$",

@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request, Response
 
 from app.api.deps import PrincipalDep, SessionDep, SettingsDep, TenantDep
-from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.api.pagination import Cursor, Limit, Page, decode_id_cursor, page_of
 from app.api.paths import PortalSessionIdPath
 from app.api.problems import problem_responses
 from app.core.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType
+from app.core.fields import CustomerId, KeyId
 from app.portal.schemas import (
     PortalSessionCreate,
     PortalSessionCreated,
@@ -21,7 +22,6 @@ from app.portal.schemas import (
     SessionsRevoked,
 )
 from app.portal.service import sessions, settings
-from app.schemas import CustomerId, KeyId, Page
 
 router = APIRouter(tags=["portal"])
 _AUTH = (Unauthorized, Forbidden)

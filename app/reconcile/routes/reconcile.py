@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Body, Response
 
 from app.api.deps import AdminDep, SessionDep
-from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.api.pagination import Cursor, Limit, Page, decode_id_cursor, page_of
 from app.api.paths import RunIdPath
 from app.api.problems import problem_responses
 from app.core.errors import (
@@ -17,7 +17,6 @@ from app.reconcile.repository import reconcile_runs
 from app.reconcile.schemas import ReconcileAccepted, ReconcileRequest, ReconcileRunOut
 from app.reconcile.service import reconcile
 from app.runtime.resources import ResourcesDep
-from app.schemas import Page
 
 router = APIRouter(prefix="/v1/reconcile", tags=["reconcile"])
 _AUTH = (Unauthorized, Forbidden)

@@ -6,8 +6,8 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.fields import CUSTOMER_ID_RULE
 from app.models import Customer
-from app.schemas import CUSTOMER_ID_RULE
 
 _live = Customer.deleted_at.is_(None)
 

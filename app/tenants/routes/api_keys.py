@@ -8,12 +8,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import PrincipalDep, SessionDep
-from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.api.pagination import Cursor, Limit, Page, decode_id_cursor, page_of
 from app.api.paths import KeyIdPath
 from app.api.problems import problem_responses
 from app.core.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType
+from app.core.fields import TenantId
 from app.runtime.resources import ResourcesDep
-from app.schemas import Page, TenantId
 from app.tenants.repository import api_keys as key_rows
 from app.tenants.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut
 from app.tenants.service import api_keys

@@ -3,13 +3,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.api.deps import SessionDep, TenantDep
-from app.api.pagination import Cursor, Limit, decode_cursor, page_of
+from app.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
 from app.api.paths import CustomerIdPath, NewCustomerIdPath
 from app.api.problems import problem_responses
 from app.core.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType
+from app.core.fields import CUSTOMER_ID_RULE
 from app.core.scope import Scope
 from app.endpoints.service import endpoints
-from app.schemas import CUSTOMER_ID_RULE, Page
 from app.tenants.schemas import CustomerOut, CustomerPut
 from app.tenants.service import customers
 

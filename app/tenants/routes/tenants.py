@@ -3,10 +3,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import AdminDep, SessionDep
-from app.api.pagination import Cursor, Limit, decode_id_cursor, page_of
+from app.api.pagination import Cursor, Limit, Page, decode_id_cursor, page_of
 from app.api.problems import problem_responses
 from app.core.errors import Conflict, Forbidden, Unauthorized, UnsupportedMediaType
-from app.schemas import Page
 from app.tenants.repository import tenants
 from app.tenants.schemas import TenantCreate, TenantCreated, TenantOut
 from app.tenants.service.api_keys import issue_key

@@ -1,4 +1,8 @@
-"""Field types every schema shares: ids, event types, printable text, timestamps and pages.
+"""Field types the API's models (each domain's schemas) share, and the rules behind them: ids,
+event types and their selectors, printable and storable text, idempotency and ordering keys,
+timestamps, how deep a payload may nest. The repositories and the programs keep to the same
+rules, so they live in the kernel; a page of results is the HTTP plumbing's
+(app/api/pagination.py).
 
 Each rule lives here once and answers in words. pydantic's own ``pattern=`` would answer
 "String should match pattern '^[^\\x00-\\x20\\x7f]+$'", which helps nobody; a ``TextRule`` checks
@@ -13,22 +17,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any
 
-from pydantic import (
-    AfterValidator,
-    AwareDatetime,
-    BaseModel,
-    Field,
-    GetCoreSchemaHandler,
-    GetJsonSchemaHandler,
-)
+from pydantic import AfterValidator, AwareDatetime, GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from app.core.ids import describe_id, id_regex
-
-Item = TypeVar("Item")
 
 # How deep a payload's objects and arrays may nest (the payload itself is level 1). Whatever
 # Herald accepts, a receiver must be able to parse: 64 is .NET's System.Text.Json default, the
@@ -232,11 +227,3 @@ def _representable(value: datetime) -> datetime:
 
 
 Timestamp = Annotated[AwareDatetime, AfterValidator(_representable)]
-
-
-class Page(BaseModel, Generic[Item]):
-    """One page of a keyset-paginated list; pass ``next_cursor`` back as ``cursor`` for the
-    next page. ``null`` means this was the last page."""
-
-    items: list[Item]
-    next_cursor: str | None = Field(default=None)

@@ -1,12 +1,14 @@
-"""JSON Schema for the event-type catalogue: a schema checked, bounded and compiled once when
-saved, payloads checked against it at accept (jsonschema-rs, Draft 2020-12 unless the schema's
-``$schema`` says otherwise).
+"""Payload schemas: the JSON Schema an event type of the catalogue holds its payloads to,
+checked, bounded and compiled once when saved, payloads checked against it at accept
+(jsonschema-rs, Draft 2020-12 unless the schema's ``$schema`` says otherwise). Not to be
+confused with a domain's ``schemas``, the API's request and response models.
 
 Herald fetches nothing and resolves every reference itself: a ``$ref`` must be a JSON pointer
 into the schema (``#/...``), and nothing may move the base it is read from (no ``$id`` below
 the root, no anchors, no dynamic references). That keeps the schema one graph Herald can walk
-(schema_cost.py) to bound what checking a payload costs. Patterns run on the linear-time regex
-engine. Messages name the JSON pointer that fails and the rule, never a value from the payload.
+(payload_schema_cost.py) to bound what checking a payload costs. Patterns run on the
+linear-time regex engine. Messages name the JSON pointer that fails and the rule, never a value
+from the payload.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import jsonschema_rs
 
 from app.core.metrics import PROGRAM_BUDGET_EXCEEDED
 from app.programs.budget import REFERENCE_PAYLOAD_BYTES, STEPS_PER_EVALUATION, Unbounded
-from app.programs.schema_cost import SchemaCost, cost_of
+from app.programs.payload_schema_cost import SchemaCost, cost_of
 
 MAX_SCHEMA_BYTES = 64 * 1024
 _REFS = ("$ref",)
@@ -40,7 +42,7 @@ DRAFTS = frozenset(
 )
 # Linear-time matching: no lookaround or backreferences, so no pattern can backtrack. 64 KiB of
 # program holds a pattern to about 1,000-1,700 of RE2's instructions (measured), under the
-# patterns.MAX_INSTRUCTIONS a pattern RE2 cannot count is priced at (schema_cost.py).
+# patterns.MAX_INSTRUCTIONS a pattern RE2 cannot count is priced at (payload_schema_cost.py).
 PATTERNS = jsonschema_rs.RegexOptions(size_limit=64 * 1024, dfa_size_limit=1 << 20)
 
 
@@ -53,7 +55,7 @@ class SchemaError(ValueError):
 
 
 @dataclass
-class PayloadSchema:
+class CompiledSchema:
     """A schema ready to check payloads: its validator and the bound on what a check costs."""
 
     schema: dict[str, Any]
@@ -63,7 +65,7 @@ class PayloadSchema:
     parts: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
-def compile_schema(schema: dict[str, Any]) -> PayloadSchema:
+def compile_schema(schema: dict[str, Any]) -> CompiledSchema:
     """The schema made ready; SchemaError when it is too large, refers outside itself, has
     no bound on its cost or is not a valid JSON Schema."""
     if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
@@ -93,7 +95,7 @@ def compile_schema(schema: dict[str, Any]) -> PayloadSchema:
             f"take {reference:,} steps; a schema may take at most {STEPS_PER_EVALUATION:,} "
             "(fewer anyOf/oneOf branches sharing one $ref, smaller enums, shorter patterns)"
         )
-    return PayloadSchema(schema, checker, cost)
+    return CompiledSchema(schema, checker, cost)
 
 
 def validator(schema: Any, registry: Any = None) -> Any:
@@ -147,7 +149,7 @@ class OverBudget(Exception):
         self.steps = steps
 
 
-def conforms(compiled: PayloadSchema, payload: Any, payload_bytes: int) -> bool:
+def conforms(compiled: CompiledSchema, payload: Any, payload_bytes: int) -> bool:
     """Whether the payload matches; OverBudget, before checking anything, when its bound on
     this payload is over the budget."""
     bound = compiled.cost.at(payload_bytes)

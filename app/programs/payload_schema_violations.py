@@ -22,8 +22,8 @@ from typing import Any
 import jsonschema_rs
 
 from app.programs.budget import STEPS_PER_EVALUATION
-from app.programs.schema_cost import escape, ref_pointer, resolve
-from app.programs.schemas import PayloadSchema, validator
+from app.programs.payload_schema_cost import escape, ref_pointer, resolve
+from app.programs.payload_schemas import CompiledSchema, validator
 
 HOME = "urn:herald:schema"
 # The applicators, in the order they are looked into: in place, then one level down, then
@@ -45,7 +45,7 @@ _SIBLINGS = {
 }
 
 
-def first_violation(compiled: PayloadSchema, payload: Any, payload_bytes: int) -> str:
+def first_violation(compiled: CompiledSchema, payload: Any, payload_bytes: int) -> str:
     """Where and how ``payload`` (which failed ``compiled``) fails, in words."""
     checks = STEPS_PER_EVALUATION // compiled.cost.at(payload_bytes)
     try:
@@ -59,7 +59,7 @@ class _OutOfChecks(Exception):
 
 
 class _Search:
-    def __init__(self, compiled: PayloadSchema, checks: int) -> None:
+    def __init__(self, compiled: CompiledSchema, checks: int) -> None:
         self._checks = checks  # each costs at most the whole check's bound
         self._compiled = compiled
         self._root = compiled.schema

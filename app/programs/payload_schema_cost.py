@@ -25,6 +25,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.fields import MAX_PAYLOAD_DEPTH
 from app.programs.budget import Unbounded
 from app.programs.patterns import (
     MAX_INSTRUCTIONS,
@@ -33,7 +34,6 @@ from app.programs.patterns import (
     PatternTooLarge,
     instructions,
 )
-from app.schemas import MAX_PAYLOAD_DEPTH
 
 # Steps (about a nanosecond each here: docs/benchmarks.md), for jsonschema-rs.
 KEYWORD = 20  # one keyword checked on one value
