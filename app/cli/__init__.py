@@ -52,15 +52,6 @@ def _database(settings: Settings) -> str:
     return settings.async_database_url
 
 
-def _cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
-    print(
-        "herald: the dev stack is `herald-dev` (or `make run`); it needs the embedded extra: "
-        "pip install -e '.[embedded]'",
-        file=sys.stderr,
-    )
-    return 2
-
-
 def _cmd_api(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -182,7 +173,6 @@ def _cmd_openapi(settings: Settings, args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="herald", description="Herald webhook delivery")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("dev", help="moved: the dev stack is `herald-dev`")
     api = commands.add_parser("api", help="run the HTTP API (uvicorn)")
     api.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     worker = commands.add_parser("worker", help="run a delivery worker (arq) with the outbox relay")
@@ -204,7 +194,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _COMMANDS = {
-    "dev": _cmd_dev,
     "api": _cmd_api,
     "worker": _cmd_worker,
     "migrate": _cmd_migrate,

@@ -373,12 +373,6 @@ def test_the_product_cli_never_reaches_for_the_dev_stack(
     assert not (tmp_path / "data").exists()
 
 
-def test_herald_dev_says_where_the_dev_stack_went(tmp_path: Path) -> None:
-    result = run_cli(clean_env(HERALD_DATA_DIR=str(tmp_path / "data")), "dev")
-    assert result.returncode == 2 and "herald-dev" in result.stderr
-    assert not (tmp_path / "data").exists()
-
-
 async def test_dev_with_its_port_taken_says_so_before_starting_anything(
     dev: DevHarness, receiver: Receiver
 ) -> None:
