@@ -27,12 +27,12 @@ from app.core.config import Settings
 from app.core.db import create_engine, create_sessionmaker
 from app.core.sealing import OpenedSecrets
 from app.engine.service import egress
-from app.engine.service.claimed_runs import AttemptRuns
+from app.engine.service.attempt_runs import AttemptRuns
+from app.engine.service.attempts import Attempts
 from app.engine.service.client_tls import ClientContexts
 from app.engine.service.deadlines import cancel_until_done
 from app.engine.service.pump import Pump
 from app.engine.service.recorder import Recorder
-from app.engine.service.send_or_refuse import Attempts
 from app.engine.service.sender import build_http_session
 from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate

@@ -62,7 +62,7 @@ async def _show(session: AsyncSession, endpoint_id: str) -> int:
 
 
 async def _test(session: AsyncSession, endpoint_id: str, settings: Settings) -> int:
-    from app.engine.service.endpoint_test import EndpointTester
+    from app.engine.service.endpoint_tester import EndpointTester
 
     endpoint = await _endpoint(session, endpoint_id)
     tester = EndpointTester(settings, settings.key_ring())

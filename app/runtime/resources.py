@@ -18,7 +18,7 @@ from app.core.config import Settings
 from app.core.db import create_engine, create_sessionmaker
 from app.core.queue import create_queue_redis
 from app.core.sealing import KeyRing
-from app.engine.service.endpoint_test import EndpointTester
+from app.engine.service.endpoint_tester import EndpointTester
 from app.flow.service.accept_rates import AcceptRates
 from app.operations.service.fleet import FleetGauges
 from app.outbox.service.publishing import FastPublisher

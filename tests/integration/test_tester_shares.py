@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from app.engine.service.endpoint_test import IN_FLIGHT_PER_TENANT
+from app.engine.service.endpoint_tester import IN_FLIGHT_PER_TENANT
 from tests.fixtures.api import new_endpoint, new_tenant, portal_bearer
 from tests.fixtures.receiver import Receiver, Reply
 

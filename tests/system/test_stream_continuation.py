@@ -1,4 +1,4 @@
-"""A stream continued on the worker that ended its head (app/engine/service/continuation.py):
+"""A stream continued on the worker that ended its head (app/engine/service/continuing.py):
 the record that ends a head leases the next delivery and the worker sends it without a wake-up
 or a claim -- in order, each delivery sent once, and within the destination's ceilings."""
 

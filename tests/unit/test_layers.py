@@ -97,7 +97,7 @@ def assert_breaks(copy: Path, module: str, line: str, contract: str) -> None:
             "The shared kernel knows no domain",
         ),
         (  # an attempt writing its own record
-            "app/engine/service/send_or_refuse.py",
+            "app/engine/service/attempts.py",
             "from app.engine.repository import delivery_records",
             "An attempt decides and sends",
         ),

@@ -26,8 +26,8 @@ from app.core.db import DATABASE_TROUBLE, single_statements
 from app.core.faults import crash_point, stall_point
 from app.engine.repository import delivery_leases
 from app.engine.repository.delivery_leases import ClaimedDelivery
+from app.engine.service.attempt_runs import AttemptRuns, StartWindow
 from app.engine.service.capacity import Capacity
-from app.engine.service.claimed_runs import AttemptRuns, StartWindow
 from app.engine.service.deadlines import (
     BEFORE_LEASE_SECONDS,
     cancel_until_done,
@@ -82,7 +82,7 @@ class Pump:
         self._skipped: dict[str, int] = {}
 
     def reserve(self, tenant_id: str, endpoint_id: str) -> Policy | None:
-        """Continuation.py's ``Continuer``: a unit for a stream's next delivery, where nothing
+        """The ``Continuer`` of continuing.py: a unit for a stream's next delivery, where nothing
         needs asking first -- a fresh policy with no start rate, no pause, no half-open
         breaker -- and this worker has room (a busy one leaves it to the wake-ups)."""
         policy = self._gate.cached_policy(endpoint_id)

@@ -1,7 +1,7 @@
 """The recorder's writes (recorder.py decides when): the row each ending writes; a group of
 endings as one statement, or -- when some of them end an ordered stream's head -- one
 transaction that also hands those streams on (app/streams/) and leases the new heads the worker
-continues with (continuation.py); the same one row at a time, when a bad row spoils the group;
+continues with (continuing.py); the same one row at a time, when a bad row spoils the group;
 and an ending that judges its destination, in a transaction with that judgement."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from app.endpoints.service import destination_health, endpoints
 from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
-from app.engine.service.send_or_refuse import Ended
+from app.engine.service.attempts import Ended
 from app.streams.service.heads import NewHead, StreamKey, handing_on
 
 log = structlog.get_logger("herald.delivery")
@@ -38,7 +38,7 @@ class Written:
 
 
 class HeadsToLease(Protocol):
-    """Which of a commit's new heads to lease in it (continuation.Continuing)."""
+    """Which of a commit's new heads to lease in it (continuing.Continuing)."""
 
     def heads_to_lease(self, new_heads: Sequence[NewHead]) -> list[str]: ...
 

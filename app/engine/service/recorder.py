@@ -1,4 +1,4 @@
-"""Recording how attempts ended (send_or_refuse.py decides it): the row each ending writes, and the
+"""Recording how attempts ended (attempts.py decides it): the row each ending writes, and the
 group commit that writes many of them in one statement and one commit.
 
 No timers: whenever fewer than ``MAX_FLUSHES`` flushes are running, a new one takes everything
@@ -33,9 +33,9 @@ from app.core.faults import crash_point
 from app.core.states import DeliveryState, Outcome
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service import record_writes
-from app.engine.service.continuation import Continuer, Continuing
+from app.engine.service.attempts import Ended
+from app.engine.service.continuing import Continuer, Continuing
 from app.engine.service.deadlines import STEP_SECONDS
-from app.engine.service.send_or_refuse import Ended
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Arm, Wakeups
 from app.streams.service.heads import StreamKey
@@ -96,7 +96,7 @@ class Recorder:
 
     def continue_streams_with(self, continuer: Continuer) -> None:
         """Let group commits continue the streams whose heads they end (the pump lends
-        itself: continuation.py)."""
+        itself: continuing.py)."""
         self._continuer = continuer
 
     async def record(self, ended: Ended, *, slot: str | None) -> bool:
@@ -204,7 +204,7 @@ class Recorder:
                 delay, deadline = min(delay * 2, MAX_RETRY_SECONDS), lease_ends
 
     def _continuing(self, group: Sequence[_Pending]) -> Continuing | None:
-        """The streams of ``group`` this worker may continue (continuation.py), if any."""
+        """The streams of ``group`` this worker may continue (continuing.py), if any."""
         heads = [
             (stream, p.ended.claimed.tenant_id, p.slot)
             for p in group

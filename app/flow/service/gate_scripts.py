@@ -144,7 +144,7 @@ end
 return redis.call('GETDEL', KEYS[3])
 """
 
-# A stream continued on the worker that ended its head (app/engine/service/continuation.py):
+# A stream continued on the worker that ended its head (app/engine/service/continuing.py):
 # the head's in-flight slot is carried over to its successor -- one out, one in -- and lives
 # as long as the successor's lease. Unless the destination is paused: returns the pause's ms
 # left (the slot is left as it was, to be released); -1 when the slot has expired (its place

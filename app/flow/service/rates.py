@@ -1,6 +1,6 @@
 """The start rate's arithmetic, pure: the interval between starts, how far ahead a grant
 schedules them, how late after its slot a start may still begin, and the burst that makes. The
-gate (gate.py) hands out the slots; a worker's attempt (engine/service/claimed_runs.py) keeps to
+gate (gate.py) hands out the slots; a worker's attempt (engine/service/attempt_runs.py) keeps to
 the window each grant gives it."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 send it, and hand the ending to the recorder's group commit -- or give its lease back unsent
 when it can no longer start in time. Whatever happens, nothing stays leased by this worker.
 
-The pump (pump.py) decides what to claim; send_or_refuse.py what an answer means.
+The pump (pump.py) decides what to claim; attempts.py what an answer means.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from app.core.logs import log_failure
 from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import sender
+from app.engine.service.attempts import Attempts, Ended
 from app.engine.service.deadlines import STEP_SECONDS, unstoppable
 from app.engine.service.recorder import Recorder
-from app.engine.service.send_or_refuse import Attempts, Ended
 from app.flow.service.gate import Gate, Grant
 from app.flow.service.wakeups import Arm, Wakeups
 
