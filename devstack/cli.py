@@ -23,6 +23,9 @@ ONE_OFF_COMMANDS = ("migrate", "keys", "purge", "secrets", "streams")
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     if args and args[0] not in ONE_OFF_COMMANDS:
         print(__doc__, file=sys.stderr)
         return 2

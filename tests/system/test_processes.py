@@ -358,6 +358,16 @@ def test_keys_create_with_no_urls_and_no_dev_stack_says_what_to_do(tmp_path: Pat
     assert "herald-dev" in result.stderr and "HERALD_DATABASE_URL" in result.stderr
 
 
+def test_dev_help_prints_what_it_runs_and_an_unknown_command_is_refused(tmp_path: Path) -> None:
+    env = clean_env(HERALD_DATA_DIR=str(tmp_path / "never-used"))
+    helped = run_cli(env, "--help", program=DEV_CLI)
+    assert helped.returncode == 0 and "herald-dev keys create" in helped.stdout, helped.stderr
+    refused = run_cli(env, "serve", program=DEV_CLI)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "herald-dev keys create" in refused.stderr
+    assert not (tmp_path / "never-used").exists()
+
+
 ONE_OFF = [["keys", "create", "--tenant", "acme"], ["purge"], ["migrate"]]
 
 
