@@ -17,7 +17,7 @@ AXE := tests/browser/axe/node_modules/axe-core/axe.min.js
 # The TypeScript client's build and test tools, from npm at the versions its lockfile pins.
 TS_TOOLS := clients/typescript/node_modules/.bin/tsc
 
-.PHONY: run test lint typecheck pytest openapi bench bench-quick clean lock
+.PHONY: run test lint typecheck pytest openapi docs bench bench-quick clean lock
 
 # Installed from the lockfile: every machine gets the same versions. Herald itself on top,
 # editable, without resolving anything again.
@@ -102,6 +102,10 @@ bench-quick: $(STAMP) $(SYSTEM_POSTGRES) $(SYSTEM_REDIS)
 
 openapi: $(STAMP)
 	$(BIN)/herald openapi > openapi/openapi.json
+
+# docs/configuration.md, written from Settings; a test fails when it is out of date.
+docs: $(STAMP)
+	$(BIN)/python -m devstack.settings_doc
 
 clean:
 	rm -rf $(VENV) .herald .mypy_cache .pytest_cache .ruff_cache

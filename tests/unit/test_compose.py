@@ -1,7 +1,7 @@
 """deploy/compose.yaml against the Compose specification (compose-pydantic's models of it, extra
 fields refused: there is no Docker engine here to ask), and held to what Herald needs: the
 cron, health checks that fit each role, the migration first, secrets only from the env file, a
-worker's stop timeout by the README's rule."""
+worker's stop timeout by the rule docs/operations.md states."""
 
 from __future__ import annotations
 

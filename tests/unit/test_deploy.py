@@ -1,7 +1,7 @@
 """deploy/kubernetes, validated offline against the Kubernetes API's schemas (kubernetes-validate:
 there is no cluster here), and held to what Herald needs of it: the cron, a worker's grace by the
-README's rule (computed from the settings the manifests give it), health checks that fit each
-role, settings that exist."""
+rule docs/operations.md states (computed from the settings the manifests give it), health checks
+that fit each role, settings that exist."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The README and the operator docs say one thing, and it is what the code does: read the files
-and hold them to the code they describe."""
+"""The docs say one thing, and it is what the code does: read the pages and hold them to the code
+they describe."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from app.core.ids import KINDS
 from tests.fixtures.worker_stop import RULE, settings_from, worker_stop_seconds
 
 REPO = Path(__file__).resolve().parents[2]
-README = (REPO / "README.md").read_text()
+API = (REPO / "docs" / "api.md").read_text()
+OPERATIONS = (REPO / "docs" / "operations.md").read_text()
 
 
 def prose(text: str) -> str:
@@ -24,7 +25,6 @@ def prose(text: str) -> str:
 def test_every_doc_about_stopping_a_worker_states_the_one_rule() -> None:
     rule = prose(RULE)
     for path in (
-        "README.md",
         "docs/operations.md",
         "deploy/kubernetes/README.md",
         "deploy/kubernetes/30-worker.yaml",
@@ -33,11 +33,12 @@ def test_every_doc_about_stopping_a_worker_states_the_one_rule() -> None:
         assert rule in prose((REPO / path).read_text()), path
 
 
-def test_the_readmes_stop_figures_are_the_rule_at_the_defaults_and_in_deploy() -> None:
+def test_the_stop_figures_are_the_rule_at_the_defaults_and_in_deploy() -> None:
     said = re.search(
-        r"(\d+) s with the defaults \((\d+) \+ (\d+) \+ (\d+)\), (\d+) s in deploy/", prose(README)
+        r"(\d+) s with the defaults \((\d+) \+ (\d+) \+ (\d+)\), (\d+) s in deploy/",
+        prose(OPERATIONS),
     )
-    assert said, "the README no longer gives the rule's figures"
+    assert said, "docs/operations.md no longer gives the rule's figures"
     total, grace, lease, margin, in_deploy = (float(n) for n in said.groups())
     defaults = settings_from({})
     assert (grace, lease) == (defaults.shutdown_grace, defaults.lease_duration)
@@ -46,16 +47,16 @@ def test_the_readmes_stop_figures_are_the_rule_at_the_defaults_and_in_deploy() -
     assert in_deploy == worker_stop_seconds(settings_from(config))
 
 
-def test_the_readme_names_every_id_prefix_herald_makes_and_what_it_names() -> None:
-    paragraph = prose(README).split("**Ids** are", 1)[1].split("#", 1)[0]
+def test_the_api_guide_names_every_id_prefix_herald_makes_and_what_it_names() -> None:
+    paragraph = prose(API.split("**Ids** are", 1)[1].split("\n\n", 1)[0])
     listed = dict(re.findall(r"\b([a-z]+)_ an? ([A-Za-z ]+?)[,.(]", paragraph))
     assert set(listed) == set(KINDS), paragraph
     for prefix, kind in KINDS.items():
         assert kind.lower() in listed[prefix].lower(), (prefix, listed[prefix])
 
 
-def test_the_readme_says_what_an_endpoint_without_event_types_receives() -> None:
-    said = prose(README)
+def test_the_api_guide_says_what_an_endpoint_without_event_types_receives() -> None:
+    said = prose(API)
     assert "event_types is left out or null receives every event type" in said
     assert "an empty list [] receives no event" in said
 
