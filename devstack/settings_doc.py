@@ -18,7 +18,7 @@ import annotated_types
 from pydantic import AnyHttpUrl, SecretStr
 from pydantic.fields import FieldInfo
 
-from app.config import Settings
+from app.core.config import Settings
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 PREFIX = "HERALD_"
@@ -368,8 +368,8 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         [
             (
                 "fault",
-                "A named crash point (`app/faults.py`): the process exits abruptly there. For the"
-                " fault tests; leave it unset.",
+                "A named crash point (`app/core/faults.py`): the process exits abruptly there. For"
+                " the fault tests; leave it unset.",
             ),
         ],
     ),
@@ -378,7 +378,7 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
 HEADER = """\
 # Configuration
 
-<!-- Written by `make docs` from Settings (app/config.py) and devstack/settings_doc.py, which
+<!-- Written by `make docs` from Settings (app/core/config.py) and devstack/settings_doc.py, which
      holds the descriptions: edit those, not this page. A test fails when they differ. -->
 
 Herald reads its settings from the environment, each named `HERALD_` and the setting's name.

@@ -1,7 +1,7 @@
 """live index and HOT-friendly deliveries
 
-The expand step of issue 12 (docs/plans/issue-12-delivery-engine.md, section 6): three partial
-indexes keyed on ``completed_at`` and ``dead_reason`` rather than ``state``, room on each page
+The expand step of moving the live-delivery indexes off ``state`` (the wake-up engine): three
+partial indexes keyed on ``completed_at`` and ``dead_reason`` rather than ``state``, room on each page
 for HOT updates, and two checks that make "completed_at IS NULL" mean "live" and "dead_reason IS
 NOT NULL" mean "dead" -- which is what lets queries reach the new indexes. The old indexes on
 ``state`` stay until the contract migration, once no process runs the per-attempt job path.

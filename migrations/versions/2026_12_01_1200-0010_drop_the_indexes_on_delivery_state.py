@@ -1,6 +1,6 @@
 """drop the indexes on delivery state
 
-The contract step of issue 12 (docs/plans/issue-12-delivery-engine.md, section 6), once no
+The contract step of moving the live-delivery indexes off ``state`` (the wake-up engine), once no
 process runs the per-attempt job path: the five indexes that name ``state`` go, replaced by
 migration 0009's indexes on ``completed_at`` and ``dead_reason``. No index names ``state`` or
 ``lease_until`` any more, so a claim, a publish mark and a give-back change no indexed column

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.config import Settings
+from app.core.config import Settings
 from devstack import settings_doc
 
 
