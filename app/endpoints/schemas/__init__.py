@@ -176,6 +176,20 @@ class EndpointCreate(BaseModel):
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
 
 
+# Every endpoint has one of these: null in a change leaves it as it is, like a field left out.
+_KEPT_ON_NULL = frozenset(
+    {
+        "url",
+        "enabled",
+        "payload_format",
+        "signature_schemes",
+        "webhook_handshake",
+        "ordering",
+        "on_dead",
+    }
+)
+
+
 class EndpointUpdate(BaseModel):
     """Fields to change; fields left out stay as they are, explicit nulls clear them."""
 
@@ -224,6 +238,17 @@ class EndpointUpdate(BaseModel):
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
     on_dead: OnDead | None = Field(default=None, description=_ON_DEAD)
+
+    def sent(self, name: str) -> bool:
+        """Whether the change says what becomes of the field ``name``. Each field is one of
+        three things, as in Svix's patch types: left out, it stays as it is (False); null
+        clears it -- unless every endpoint has one (a URL, a payload format...), when null too
+        leaves it as it is; a value sets it."""
+        if name not in type(self).model_fields:
+            raise KeyError(name)
+        if name not in self.model_fields_set:
+            return False
+        return name not in _KEPT_ON_NULL or getattr(self, name) is not None
 
 
 def current_pause(endpoint: Endpoint) -> dict[str, Any]:
