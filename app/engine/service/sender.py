@@ -253,15 +253,7 @@ async def send(
                 ssl=tls if tls is not None else True,  # True: aiohttp's default checks
                 **through,
             ) as response:
-                if proxy is not None and response.status == PROXY_AUTHENTICATION_REQUIRED:
-                    # Plain http through the proxy: the proxy answered, the receiver never
-                    # heard of it. The operator's proxy: Herald's configuration, not the
-                    # receiver's failure; the endpoint's own: the endpoint's.
-                    error = "egress proxy: 407 Proxy Authentication Required"
-                    return progress.result(
-                        Outcome.RETRYABLE, error=error, failed_inside_herald=proxy.trusted
-                    )
-                return await _answer(response, progress, retry_after_max, on_answer)
+                return await _answer(response, progress, retry_after_max, on_answer, proxy)
     except (DestinationBlocked, DestinationRefused) as exc:
         return progress.result(Outcome.BLOCKED, error=str(exc))
     except egress.ResolveFailed as exc:
@@ -273,24 +265,33 @@ async def send(
     except aiohttp.InvalidURL as exc:
         return not_built(progress, f"invalid URL: {exc}")
     except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
-        said = (
-            f"refused the CONNECT (HTTP {exc.status})"
-            if isinstance(exc, aiohttp.ClientHttpProxyError)
-            else "unreachable"
-        )
-        if proxy is not None and not proxy.trusted:
-            # The endpoint's own proxy is part of its way to the receiver: its failure is
-            # the endpoint's, counted as a receiver's would be.
-            return _failed(progress, f"the endpoint's egress proxy: {said}")
-        # The operator's proxy is Herald's infrastructure: its failure says nothing of the
-        # receiver, and where it is is the operator's to read (the log), not the tenant's.
-        log.warning("egress_proxy.failed", error=f"{type(exc).__name__}: {exc}")
-        return failed_inside(progress, f"egress proxy: {said}")
+        return _proxy_failed(progress, exc, proxy)
     except (aiohttp.ClientError, OSError) as exc:
         failed = _failed(progress, f"{type(exc).__name__}: {exc}")
         return dataclasses.replace(
             failed, refused_by_peer=progress.status is None and _refused_by_peer(exc)
         )
+
+
+def _proxy_failed(
+    progress: SendProgress,
+    exc: aiohttp.ClientProxyConnectionError | aiohttp.ClientHttpProxyError,
+    proxy: EgressProxy | None,
+) -> AttemptResult:
+    """A proxy that could not be reached or refused the CONNECT."""
+    said = (
+        f"refused the CONNECT (HTTP {exc.status})"
+        if isinstance(exc, aiohttp.ClientHttpProxyError)
+        else "unreachable"
+    )
+    if proxy is not None and not proxy.trusted:
+        # The endpoint's own proxy is part of its way to the receiver: its failure is the
+        # endpoint's, counted as a receiver's would be.
+        return _failed(progress, f"the endpoint's egress proxy: {said}")
+    # The operator's proxy is Herald's infrastructure: its failure says nothing of the
+    # receiver, and where it is is the operator's to read (the log), not the tenant's.
+    log.warning("egress_proxy.failed", error=f"{type(exc).__name__}: {exc}")
+    return failed_inside(progress, f"egress proxy: {said}")
 
 
 def _refused_by_peer(exc: BaseException) -> bool:
@@ -310,7 +311,15 @@ async def _answer(
     progress: SendProgress,
     retry_after_max: float,
     on_answer: OnAnswer,
+    proxy: EgressProxy | None,
 ) -> AttemptResult:
+    """The receiver's answer -- or the proxy's, refusing its credentials."""
+    if proxy is not None and response.status == PROXY_AUTHENTICATION_REQUIRED:
+        # Plain http through the proxy: the proxy answered, the receiver never heard of it.
+        # The operator's proxy: Herald's configuration, not the receiver's failure; the
+        # endpoint's own: the endpoint's.
+        error = "egress proxy: 407 Proxy Authentication Required"
+        return progress.result(Outcome.RETRYABLE, error=error, failed_inside_herald=proxy.trusted)
     progress.answered(response, retry_after_max)
     # Before the body, which may trickle in for the rest of the timeout: a receiver's
     # Retry-After is acted on as soon as it is heard.
