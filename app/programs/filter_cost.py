@@ -27,8 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from google.protobuf import any_pb2
-
 from app.programs.budget import PAYLOAD, Linear, Unbounded, larger, smaller
 from app.programs.cel_ast import checked_pb2, syntax_pb2
 from app.programs.patterns import SEARCH_STEP, Pattern, compiled
@@ -80,16 +78,6 @@ class FilterCost:
     paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reads_payload: bool = False  # then the event's payload is made CEL's, once (CONVERT_BYTE)
     patterns: dict[str, Pattern] = field(default_factory=dict)  # its matches(), compiled
-
-
-def checked_ast(serialized: bytes) -> checked_pb2.CheckedExpr:
-    """The checked AST out of ``Expression.serialize()``: a ``google.protobuf.Any``."""
-    wrapper = any_pb2.Any()
-    wrapper.ParseFromString(serialized)
-    checked = checked_pb2.CheckedExpr()
-    if not wrapper.Unpack(checked):
-        raise ValueError(f"not a checked CEL expression: {wrapper.type_url}")
-    return checked
 
 
 def cost_of(checked: checked_pb2.CheckedExpr) -> FilterCost:
