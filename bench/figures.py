@@ -181,7 +181,7 @@ async def worker_rss(client: Client, v: Volumes, results: dict[str, Any]) -> Non
 
 
 async def scale_out(client: Client, v: Volumes, results: dict[str, Any]) -> None:
-    """Issue 15: one API process and one worker against two and three (the shape the scale-out
+    """One API process and one worker against two and three (the shape the scale-out
     test in make test kills and restarts), producers posting one intent a request while the
     workers deliver. Every worker keeps the same number in flight: more workers, more room."""
     stack = client.stack

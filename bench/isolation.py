@@ -1,10 +1,10 @@
 """No tenant can cost another anything: a quiet tenant's accept latency and accept-to-receipt,
-alone and then beside each of the red team's attacks by another tenant, in the same run.
+alone and then beside each of another tenant's attacks, in the same run.
 
 The quiet tenant is the bench's own (its endpoint on the instant receiver), posting one intent
 at a time at a steady rate. The attacker is a tenant the operator has held to the limits an
-operator hosting several tenants sets (accept_rate, delivery_rate), and attacks as the red team
-did: 1,000-item batches on three connections; events fanning out to as many endpoints as one
+operator hosting several tenants sets (accept_rate, delivery_rate), and attacks every shared
+resource: 1,000-item batches on three connections; events fanning out to as many endpoints as one
 customer may have, each with a regex filter; half-open connections from an address of its own.
 Each figure is the quiet tenant's p50 and p95 with the attack, against the same alone measured
 just before it, and each run with the attacker at its limit.
@@ -242,8 +242,8 @@ async def _alone_then_beside(
 
 
 async def _many_types(client: Client) -> dict[str, float]:
-    """A batch of 1,000 intents of 1,000 event types beside one of a single type (the red team
-    measured 3.7 s against 0.28 s, each type a catalogue read of its own): the median of 3."""
+    """A batch of 1,000 intents of 1,000 event types beside one of a single type (3.7 s against
+    0.28 s when each type was a catalogue read of its own): the median of 3."""
     endpoint = client.endpoints["instant"]
 
     async def timed(types: int, round_: int) -> float:

@@ -31,7 +31,7 @@ RECEIVERS = {
     r.name: r
     for r in (
         Receiver("instant", 8942, max_in_flight=1000),
-        # The figure: 200 in flight, as many as the raw loop keeps.
+        # 200 in flight, as many as the raw loop it is measured against keeps.
         Receiver("slow", 8943, "0.05", max_in_flight=200),
         # One slot, and a receiver that holds it for 2 s: is the slot ever idle?
         Receiver("slot", 8944, "2", max_in_flight=1),

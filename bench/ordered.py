@@ -1,4 +1,4 @@
-"""Ordered delivery (issue 27): many streams against the same work unordered; one stream
+"""Ordered delivery: many streams against the same work unordered; one stream
 against the best it could be -- one request-and-answer, then the record that hands the stream
 on, one after the other, with nothing between; and halted streams, which should cost nothing
 while they wait."""

@@ -55,7 +55,8 @@ def gated(
     return made
 
 
-# 2000/s and 1500/s were unlimited (a whole-millisecond interval of 0); 600/s was 1000/s.
+# Intervals that are no whole number of milliseconds: counted in milliseconds, 2000/s and
+# 1500/s would have no interval at all and 600/s would be 1000/s.
 @pytest.mark.parametrize("rate", [2000, 1500, 600, 333.3])
 async def test_the_gate_holds_any_start_rate_on_redis_clock(
     gated: Gated, redis: ArqRedis, rate: float

@@ -1,4 +1,4 @@
-"""Ordered delivery (issue 27) through real `herald worker` processes to a receiver that
+"""Ordered delivery through real `herald worker` processes to a receiver that
 records the order each stream arrives in."""
 
 from __future__ import annotations

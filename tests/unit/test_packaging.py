@@ -1,5 +1,5 @@
 """What the product is made of: no embedded server in its dependencies, no dev tooling in its
-imports (docs/decisions.md, "Codebase (issue 13)")."""
+imports (docs/decisions.md, on the codebase)."""
 
 from __future__ import annotations
 

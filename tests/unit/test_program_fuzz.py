@@ -154,7 +154,7 @@ def test_a_hostile_schema_is_refused_or_its_work_is_bounded(schema: Schema, payl
 
 # ---------------------------------------------------------------- regular expressions
 
-# Pieces of patterns, from the cheap to the red team's: Unicode classes are ~1,200 RE2
+# Pieces of patterns, from the cheap to an attacker's: Unicode classes are ~1,200 RE2
 # instructions each, a counted repetition repeats its part, (a|b)*a(a|b){n} keeps a DFA from
 # settling. Every piece is RE2 syntax and ECMA-262 syntax alike.
 PIECES = st.sampled_from(

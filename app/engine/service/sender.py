@@ -55,7 +55,7 @@ class AttemptResult:
     failed_inside_herald: bool = False
     # The connection ended as a receiver refusing the client certificate ends it: a TLS
     # alert, or a reset or close before any answer -- under TLS 1.3 only once the request was
-    # written (docs/decisions.md, "Issue 28: mTLS"). Never a failure to verify the receiver.
+    # written (docs/decisions.md, on mutual TLS). Never a failure to verify the receiver.
     refused_by_peer: bool = False
 
     def retry_after_left(self) -> float | None:
