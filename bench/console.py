@@ -1,4 +1,4 @@
-"""The console's pages over a million deliveries (issue 16): how long one page takes to render,
+"""The console's pages over a million deliveries: how long one page takes to render,
 beside the API's own listing of the same rows (GET /v1/deliveries) in the same run."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What an endpoint's credentials cost an attempt (issue 28), in this process: building one
+"""What an endpoint's credentials cost an attempt, in this process: building one
 attempt's headers (a signing secret, a secret header) with its secrets sealed at rest --
 opened from the worker's cache, as every attempt after an endpoint's first is, and opened
 afresh, as its first is -- beside building them from plain-text secrets, as before sealing;

@@ -1,4 +1,4 @@
-"""Ordered delivery (issue 27): many streams against the same work unordered; one stream
+"""Ordered delivery: many streams against the same work unordered; one stream
 against the best it could be -- one request-and-answer, then the record that hands the stream
 on, one after the other, with nothing between; and halted streams, which should cost nothing
 while they wait."""
@@ -20,6 +20,7 @@ from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service import record_writes
 from app.streams.service.heads import NewHead, StreamKey
+from bench import baselines
 from bench.load import RECEIVERS, Client
 from bench.parking import idle_cpu, waiting_window
 from bench.stack import percentile
@@ -111,7 +112,7 @@ async def one_key(client: Client, deliveries: int) -> dict[str, Any]:
         await order.close()
     starts = [arrivals[i] for i in ids]
     between = [b - a for a, b in itertools.pairwise(starts)]
-    raw_per_second = await client.raw_loop("instant", deliveries, 1)
+    raw_per_second = await baselines.raw_loop("instant", deliveries, 1)
     record_seconds = await record_baseline(client, continuing=False)
     continuing_seconds = await record_baseline(client, continuing=True)
     best = 1 / (1 / raw_per_second + record_seconds)

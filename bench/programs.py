@@ -1,4 +1,4 @@
-"""Tenant programs at their budget (issue 24): for the costliest filters and schemas Herald
+"""Tenant programs at their budget: for the costliest filters and schemas Herald
 accepts, the payload grown until the program's bound is just within its budget (a filter's
 with the payload made CEL's, which its event pays once), then the evaluation timed, cold, as
 each event's is -- beside the time to parse that payload, which every request pays anyway.
@@ -55,7 +55,7 @@ FILTERS: list[tuple[str, Callable[[int], dict[str, Any]]]] = [
     ('payload.s.contains("abcabcabd")', lambda n: {"s": "abc" * n}),
     ('payload.s.matches("^(a|b)*c")', lambda n: {"s": "ab" * n}),
     # Regular expressions at their slowest, each compiled once when saved and priced by the
-    # instructions RE2 compiled it to: the red team's costly program was this kind.
+    # instructions RE2 compiled it to: the costliest kind of filter a tenant can write.
     ('payload.s.matches("(a|b)*a(a|b){20}c")', lambda n: {"s": _ab(n)}),
     ('payload.s.matches("(?:a|b)*a(?:a|b){110}c")', lambda n: {"s": _ab(n)}),
     ('payload.s.matches("[a-z]{60}x")', lambda n: {"s": "abcdefghij" * (n // 10 + 1)}),

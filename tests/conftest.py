@@ -41,6 +41,9 @@ from tests.fixtures.stack import (
     scratch_database,
 )
 
+# Fixtures more than one tier of tests uses, kept beside the helpers they run.
+pytest_plugins = ["tests.fixtures.forward_proxy"]
+
 # Every table Herald has, from its metadata: a table added later is emptied too.
 TABLES = ", ".join(table.name for table in Base.metadata.sorted_tables)
 

@@ -1,2 +1,2 @@
-"""The operator console (issue 16): server-rendered pages at /console, signed in with an API key
+"""The operator console: server-rendered pages at /console, signed in with an API key
 exchanged for a server-side session."""

@@ -23,6 +23,7 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 MAX_CHAIN_BYTES = 32 * 1024
@@ -97,9 +98,13 @@ def private_key(pem: str) -> PrivateKey:
         raise CertificateError(f"client_key is larger than {MAX_KEY_BYTES // 1024} KiB")
     if "ENCRYPTED" in pem:
         raise CertificateError("client_key is encrypted: give the key without a passphrase")
+    return _of_a_usable_kind(_parsed_key(pem))
+
+
+def _parsed_key(pem: str) -> PrivateKeyTypes:
+    """The key parsed, an RSA key validated only once its size is one Herald takes: RSA's
+    validation costs more the larger the key (an 8192-bit key takes seconds)."""
     try:
-        # Checked first without RSA's validation (its cost grows with the size: an 8192-bit
-        # key takes seconds), which runs only once the size is known to be one Herald takes.
         key = serialization.load_pem_private_key(
             pem.encode(), password=None, unsafe_skip_rsa_key_validation=True
         )
@@ -111,6 +116,10 @@ def private_key(pem: str) -> PrivateKey:
         ) from None
     except Exception:
         raise CertificateError("client_key is of a kind Herald cannot use") from None
+    return key
+
+
+def _of_a_usable_kind(key: PrivateKeyTypes) -> PrivateKey:
     if isinstance(key, rsa.RSAPrivateKey):
         if not MIN_RSA_BITS <= key.key_size <= MAX_RSA_BITS:
             raise CertificateError(f"client_key: RSA keys of {MIN_RSA_BITS}-{MAX_RSA_BITS} bits")

@@ -10,8 +10,9 @@ from app.core.db import Base
 
 class ConsoleSecret(Base):
     """A key the console signs with: made by the first API process that needs it, then read by
-    every process, so that one process checks what another issued (issue 24). Today one row:
-    the sign-in form's tokens (app/console/service/sign_in_forms.py)."""
+    every process, so that one process checks what another issued (a load balancer may send
+    the sign-in page and its post to different ones). Today one row: the sign-in form's tokens
+    (app/console/service/sign_in_forms.py)."""
 
     __tablename__ = "console_secrets"
 

@@ -11,7 +11,7 @@ from app.core.db import Base
 class ConsoleSession(Base):
     """A signed-in console user: an API key exchanged for a session. The browser holds a random
     token in a cookie; only its SHA-256 is stored, beside the SHA-256 of the key it came from,
-    so that revoking the key ends its sessions (issue 16)."""
+    so that revoking the key ends its sessions."""
 
     __tablename__ = "console_sessions"
     __table_args__ = (Index("ix_console_sessions_expires_at", "expires_at"),)

@@ -97,7 +97,7 @@ class Delivery(Base):
     # NULL only while the delivery waits behind its stream's head: nothing claims, wakes or
     # reconciles it until the head ends and it is given a schedule (app/streams/).
     next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    # Ordered delivery (issue 27). The producer's key, as sent; the stream of the endpoint it is
+    # Ordered delivery. The producer's key, as sent; the stream of the endpoint it is
     # sequenced in ('' for the endpoint's one stream or its keyless one; NULL: unordered) and
     # its number there; and its own not-before time, kept for when it becomes the head.
     ordering_key: Mapped[str | None] = mapped_column(Text)

@@ -100,7 +100,7 @@ class Endpoint(Base):
     previous_signing_key_expires_at: Mapped[datetime | None] = mapped_column(
         DateTime(timezone=True)
     )
-    # Ordered delivery (issue 27): none, one stream for the endpoint, or one per ordering key;
+    # Ordered delivery: none, one stream for the endpoint, or one per ordering key;
     # and what a stream does when its head dies: halt (wait for an operator) or skip it.
     ordering: Mapped[str] = mapped_column(Text, server_default="none")
     on_dead: Mapped[str] = mapped_column(Text, server_default="halt")

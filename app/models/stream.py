@@ -9,7 +9,7 @@ from app.core.db import Base
 
 
 class Stream(Base):
-    """One ordered stream of an endpoint (issue 27): the numbers it hands out and the delivery
+    """One ordered stream of an endpoint: the numbers it hands out and the delivery
     it waits on. Its row's lock is what orders the stream -- an accept takes its number under
     it, and whatever ends the head hands the stream on under it (docs/decisions.md)."""
 

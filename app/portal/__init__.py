@@ -1,2 +1,2 @@
 """The customer portal: what a tenant's customer sees of its own endpoints and deliveries,
-embedded in the tenant's site (docs/decisions.md, "Issue 29")."""
+embedded in the tenant's site (docs/decisions.md, on the customer portal)."""

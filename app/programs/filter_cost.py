@@ -27,8 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from google.protobuf import any_pb2
-
 from app.programs.budget import PAYLOAD, Linear, Unbounded, larger, smaller
 from app.programs.cel_ast import checked_pb2, syntax_pb2
 from app.programs.patterns import SEARCH_STEP, Pattern, compiled
@@ -80,16 +78,6 @@ class FilterCost:
     paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reads_payload: bool = False  # then the event's payload is made CEL's, once (CONVERT_BYTE)
     patterns: dict[str, Pattern] = field(default_factory=dict)  # its matches(), compiled
-
-
-def checked_ast(serialized: bytes) -> checked_pb2.CheckedExpr:
-    """The checked AST out of ``Expression.serialize()``: a ``google.protobuf.Any``."""
-    wrapper = any_pb2.Any()
-    wrapper.ParseFromString(serialized)
-    checked = checked_pb2.CheckedExpr()
-    if not wrapper.Unpack(checked):
-        raise ValueError(f"not a checked CEL expression: {wrapper.type_url}")
-    return checked
 
 
 def cost_of(checked: checked_pb2.CheckedExpr) -> FilterCost:
@@ -189,39 +177,36 @@ class _Walk:
         operands += [self.shape(a, scope) for a in call.args]
         steps = sum((o.steps for o in operands), Linear(NODE))
         sizes = [o.size for o in operands]
-        function = call.function
-        scalar = Linear(SCALAR_BYTES)
+        work = self._work_to_a_scalar(node, sizes)
+        if work is not None:
+            return Shape(Linear(SCALAR_BYTES), steps + work)
+        return _value_call(call.function, sizes, steps)
+
+    def _work_to_a_scalar(self, node: syntax_pb2.Expr, sizes: list[Linear]) -> Linear | None:
+        """What a call whose result is a scalar (a number, a bool...) does beyond computing
+        its operands; None for a call whose result is another value."""
+        function = node.call_expr.function
         if function in _LOGIC or function in _ARITHMETIC:
-            return Shape(scalar, steps)
+            return Linear()
         if function == "_+_" and self.is_scalar(node):  # numbers, durations, timestamps
-            return Shape(scalar, steps)
-        if function == "_+_":  # strings, bytes, lists: a copy of both
-            total = sizes[0] + sizes[1]
-            return Shape(total, steps + total.times(COPY_BYTE))
+            return Linear()
         if function in _TIME_PARTS:  # an optional time zone's name looked up
-            return Shape(scalar, steps + sum(sizes[1:], Linear()).times(COMPARE_BYTE))
-        if function == "_?_:_":
-            return Shape(larger(sizes[1], sizes[2]), steps)
+            return sum(sizes[1:], Linear()).times(COMPARE_BYTE)
         if function in _COMPARE or function in _PREFIX:
-            return Shape(scalar, steps + self._comparison(node, sizes))
+            return self._comparison(node, sizes)
         if function == "@in":  # an element against every element of a list, or a key hashed
-            return Shape(scalar, steps + (sizes[0] + sizes[1]).times(COMPARE_BYTE))
-        if function == "_[_]":
-            return Shape(sizes[0], steps + sizes[1].times(COMPARE_BYTE))
+            return (sizes[0] + sizes[1]).times(COMPARE_BYTE)
         if function == "size":
-            return Shape(scalar, steps + sizes[0].times(COUNT_BYTE))
+            return sizes[0].times(COUNT_BYTE)
         if function == "contains":
             why = (
                 "contains() over two values that come from the event costs the product of "
                 "their lengths: one of them must be a literal"
             )
-            return Shape(scalar, steps + sizes[0].product(sizes[1], why).times(SCAN_BYTE))
+            return sizes[0].product(sizes[1], why).times(SCAN_BYTE)
         if function == MATCHES:
-            pattern = self._pattern(node)
-            return Shape(scalar, steps + sizes[0].times(SEARCH_STEP * pattern.instructions))
-        if function in _CONVERT:
-            return Shape(sizes[0], steps + sizes[0].times(COPY_BYTE))
-        raise Unbounded(f"Herald has no cost for the function {function}")
+            return sizes[0].times(SEARCH_STEP * self._pattern(node).instructions)
+        return None
 
     def _pattern(self, node: syntax_pb2.Expr) -> Pattern:
         """The pattern of a ``matches`` call, compiled; PatternError when RE2 refuses it."""
@@ -342,3 +327,18 @@ def _constant_bytes(constant: syntax_pb2.Constant) -> int:
     if kind == "bytes_value":
         return max(len(constant.bytes_value), 1)
     return SCALAR_BYTES
+
+
+def _value_call(function: str, sizes: list[Linear], steps: Linear) -> Shape:
+    """A call whose result is a value made of its operands: its size, and the work of making
+    it on top of ``steps``."""
+    if function == "_+_":  # strings, bytes, lists: a copy of both
+        total = sizes[0] + sizes[1]
+        return Shape(total, steps + total.times(COPY_BYTE))
+    if function == "_?_:_":
+        return Shape(larger(sizes[1], sizes[2]), steps)
+    if function == "_[_]":
+        return Shape(sizes[0], steps + sizes[1].times(COMPARE_BYTE))
+    if function in _CONVERT:
+        return Shape(sizes[0], steps + sizes[0].times(COPY_BYTE))
+    raise Unbounded(f"Herald has no cost for the function {function}")

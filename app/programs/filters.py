@@ -38,7 +38,6 @@ from app.programs.filter_cost import (
     MATCHES,
     ROOT,
     FilterCost,
-    checked_ast,
     cost_of,
 )
 from app.programs.patterns import PatternError, search
@@ -132,6 +131,16 @@ def compiled(source: str) -> Filter:
     if cost.patterns:
         expression = _ENVIRONMENT.deserialize(_searching_compiled(checked))
     return Filter(expression, cost)
+
+
+def checked_ast(serialized: bytes) -> checked_pb2.CheckedExpr:
+    """The checked AST out of ``Expression.serialize()``: a ``google.protobuf.Any``."""
+    wrapper = any_pb2.Any()
+    wrapper.ParseFromString(serialized)
+    checked = checked_pb2.CheckedExpr()
+    if not wrapper.Unpack(checked):
+        raise ValueError(f"not a checked CEL expression: {wrapper.type_url}")
+    return checked
 
 
 def _searching_compiled(checked: checked_pb2.CheckedExpr) -> bytes:

@@ -132,11 +132,6 @@ def _collect(root: Any, nodes: dict[str, _Node]) -> None:
 def _edges(root: Any, pointer: str, schema: dict[str, Any], node: _Node) -> list[tuple[str, Any]]:
     """Fills in ``node``'s keywords and edges; answers the subschemas it reaches."""
     reached: list[tuple[str, Any]] = []
-
-    def child(keyword_pointer: str, value: Any, into: list[str]) -> None:
-        into.append(keyword_pointer)
-        reached.append((keyword_pointer, value))
-
     for keyword, value in schema.items():
         at = f"{pointer}/{escape(keyword)}"
         node.steps += KEYWORD
@@ -144,36 +139,54 @@ def _edges(root: Any, pointer: str, schema: dict[str, Any], node: _Node) -> list
             target = ref_pointer(value)
             node.in_place.append(target)
             reached.append((target, resolve(root, target)))
-        elif keyword in IN_PLACE_ONE:
-            child(at, value, node.in_place)
-        elif keyword in IN_PLACE_MANY and isinstance(value, list):
-            for i, item in enumerate(value):
-                child(f"{at}/{i}", item, node.in_place)
-        elif keyword in IN_PLACE_MAP and isinstance(value, dict):
-            for name, item in value.items():
-                if isinstance(item, dict | bool):  # dependencies may also list names
-                    child(f"{at}/{escape(name)}", item, node.in_place)
-        elif keyword == "properties" and isinstance(value, dict):
-            for name, item in value.items():
-                child(f"{at}/{escape(name)}", item, node.property_schemas)
-        elif keyword == "patternProperties" and isinstance(value, dict):
-            for pattern, item in value.items():
-                node.per_byte += _pattern_per_byte(pattern, at)  # each key against each
-                child(f"{at}/{escape(pattern)}", item, node.object_schemas)
-        elif keyword in CHILD_OF_OBJECT_ONE:
-            child(at, value, node.object_schemas)
-        elif keyword in ("prefixItems", "items") and isinstance(value, list):
-            for i, item in enumerate(value):
-                child(f"{at}/{i}", item, node.position_schemas)
-        elif keyword == "items" or keyword in CHILD_OF_ARRAY_ONE:
-            child(at, value, node.array_schemas)
-        elif keyword in SCHEMA_MAPS and isinstance(value, dict):
-            for name, item in value.items():  # costs nothing until referred to
-                reached.append((f"{at}/{escape(name)}", item))
-        else:
+            continue
+        held = _subschemas(keyword, value, at)
+        if held is None:  # a keyword that checks the value itself
             node.steps += _keyword_steps(keyword, value)
             node.per_byte += _keyword_per_byte(keyword, value, at)
+            continue
+        if keyword == "patternProperties":  # each key against each pattern
+            node.per_byte += sum(_pattern_per_byte(pattern, at) for pattern in value)
+        edges = _applied_as(node, keyword, value)
+        if edges is not None:
+            edges += [subpointer for subpointer, _ in held]
+        reached += held
     return reached
+
+
+def _subschemas(keyword: str, value: Any, at: str) -> list[tuple[str, Any]] | None:
+    """The subschemas ``keyword`` holds, by pointer; None when it holds none: it checks the
+    value itself."""
+    if keyword in IN_PLACE_ONE or keyword in CHILD_OF_OBJECT_ONE or keyword in CHILD_OF_ARRAY_ONE:
+        return [(at, value)]
+    if keyword in (*IN_PLACE_MANY, "prefixItems", "items") and isinstance(value, list):
+        return [(f"{at}/{i}", item) for i, item in enumerate(value)]
+    if keyword == "items":
+        return [(at, value)]
+    if keyword in IN_PLACE_MAP and isinstance(value, dict):
+        named = {name: item for name, item in value.items() if isinstance(item, dict | bool)}
+    elif keyword in ("properties", "patternProperties", *SCHEMA_MAPS) and isinstance(value, dict):
+        named = value
+    else:
+        return None
+    return [(f"{at}/{escape(name)}", item) for name, item in named.items()]
+
+
+def _applied_as(node: _Node, keyword: str, value: Any) -> list[str] | None:
+    """Where the subschemas of ``keyword`` apply, as ``node``'s list of them: in place, to one
+    property, to every property, to one element, to every element; None for those that
+    wait to be referred to ($defs)."""
+    if keyword in IN_PLACE_ONE or keyword in IN_PLACE_MANY or keyword in IN_PLACE_MAP:
+        return node.in_place
+    if keyword == "properties":
+        return node.property_schemas
+    if keyword == "patternProperties" or keyword in CHILD_OF_OBJECT_ONE:
+        return node.object_schemas
+    if keyword in ("prefixItems", "items") and isinstance(value, list):
+        return node.position_schemas
+    if keyword == "items" or keyword in CHILD_OF_ARRAY_ONE:
+        return node.array_schemas
+    return None
 
 
 def _keyword_steps(keyword: str, value: Any) -> int:

@@ -1,2 +1,2 @@
-"""Ordered delivery (issue 27): an endpoint's streams, their numbers and their heads. The
+"""Ordered delivery: an endpoint's streams, their numbers and their heads. The
 engine claims only heads; what ends a head hands its stream on (docs/decisions.md)."""

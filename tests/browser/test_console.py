@@ -1,4 +1,4 @@
-"""The operator console in a real browser (issue 16): sign in with a key, find a dead delivery,
+"""The operator console in a real browser: sign in with a key, find a dead delivery,
 redrive it and watch it succeed; the session's guards (CSRF, sign-out, tenants apart)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the console's pages show besides their figures (issue 24): the why's times written as
+"""What the console's pages show besides their figures: the why's times written as
 the page's others, what an endpoint receives, a delivery's payload (escaped, pretty, bounded,
 the tenant's only), and an icon on every page."""
 

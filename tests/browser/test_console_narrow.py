@@ -1,4 +1,4 @@
-"""The console on a phone (issue 24): at 390 x 844 nothing makes the page scroll sideways (a
+"""The console on a phone: at 390 x 844 nothing makes the page scroll sideways (a
 wide table scrolls inside its own box), the header's dark band spans the content, and the badge
 in it is readable: its text's contrast over what is really painted under it is computed in the
 page by WCAG's formula."""

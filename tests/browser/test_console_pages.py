@@ -1,4 +1,4 @@
-"""The console's other pages in a real browser (issue 16): endpoints with their figures and
+"""The console's other pages in a real browser: endpoints with their figures and
 actions, the overview's chart, search by every handle, reconcile history, and the dead-letter
 filter with its bulk redrive."""
 

@@ -1,4 +1,4 @@
-"""Ordered streams in the console (issue 27): a waiting delivery names the head it waits
+"""Ordered streams in the console: a waiting delivery names the head it waits
 behind, the dead head says it halts its stream, and Skip lets the stream go on."""
 
 from __future__ import annotations

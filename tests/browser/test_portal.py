@@ -1,4 +1,4 @@
-"""The customer portal in a real browser (issue 29): a tenant's site on another origin frames
+"""The customer portal in a real browser: a tenant's site on another origin frames
 it; its customer adds an endpoint, sends a test event, sees what was sent and replays it --
 and another customer sees none of it. Checked with axe-core, on a phone, by keyboard."""
 

@@ -18,12 +18,12 @@ from tests.fixtures.api import (
     fast_path_settled,
     new_endpoint,
     new_tenant,
-    portal_bearer,
     post_deliveries,
 )
 from tests.fixtures.database import postgres_refuses, sql
 from tests.fixtures.engine import pump
 from tests.fixtures.receiver import Receiver
+from tests.fixtures.redrive import dead_deliveries, run_bulk_redrive
 from tests.fixtures.stack import client_for
 from tests.fixtures.waiting import count_rows, wait_state
 
@@ -168,15 +168,6 @@ async def test_a_bulk_redrive_with_redis_down_is_503_and_recorded_failed(
     assert await count_rows(engine, "redrive_jobs") == 1
 
 
-async def run_job(settings: Settings, engine: AsyncEngine, job_id: str) -> None:
-    assert settings.redis_url is not None
-    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    try:
-        await redrive.run_bulk_redrive(settings, create_sessionmaker(engine), redis, job_id)
-    finally:
-        await redis.aclose()
-
-
 async def test_a_replay_sends_succeeded_deliveries_again_under_their_ids(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
@@ -200,7 +191,7 @@ async def test_a_replay_sends_succeeded_deliveries_again_under_their_ids(
 
         # The default selects dead deliveries only: the succeeded ones stay as they are.
         dead_only = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
-        await run_job(settings, engine, dead_only.json()["id"])
+        await run_bulk_redrive(settings, engine, dead_only.json()["id"])
         await wait_state(engine, dead_id, "succeeded")
         assert await count_rows(engine, "custody_records", "event = 'succeeded'") == 0
 
@@ -211,7 +202,7 @@ async def test_a_replay_sends_succeeded_deliveries_again_under_their_ids(
         )
         assert replay.status_code == 202, replay.text
         assert replay.json()["filter"]["states"] == ["succeeded"]
-        await run_job(settings, engine, replay.json()["id"])
+        await run_bulk_redrive(settings, engine, replay.json()["id"])
         await receiver.wait_for("/replay", 7)  # 3 first sends, 1 redrive, 3 replays
         for delivery_id in ids:
             await wait_state(engine, delivery_id, "succeeded")
@@ -234,53 +225,10 @@ async def test_a_replay_names_only_finished_states_it_can_revive(
         assert response.headers["content-type"] == "application/problem+json"
 
 
-async def _dead(
-    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, n: int
-) -> str:
-    endpoint = await new_endpoint(client, tenant)
-    await post_deliveries(client, tenant, endpoint["id"], n)
-    await fast_path_settled(engine)
-    async with engine.begin() as connection:
-        await connection.execute(
-            text(
-                "UPDATE deliveries SET state = 'dead', completed_at = now(), attempt_count = 1,"
-                " dead_reason = 'max_attempts_exhausted (1)'"
-            )
-        )
-    return str(endpoint["id"])
-
-
-async def _run(settings: Settings, engine: AsyncEngine, job_id: str) -> None:
-    assert settings.redis_url is not None
-    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    try:
-        await redrive.run_bulk_redrive(settings, create_sessionmaker(engine), redis, job_id)
-    finally:
-        await redis.aclose()
-
-
-async def test_asked_again_a_bulk_redrive_is_the_same_job_and_a_tenant_runs_two_at_most(
-    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
-) -> None:
-    await _dead(client, tenant, engine, 2)
-    first = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
-    again = await client.post("/v1/deliveries/redrive", json={}, headers=tenant)
-    assert first.status_code == again.status_code == 202
-    assert again.json()["id"] == first.json()["id"]
-    second = await client.post("/v1/deliveries/redrive", json={"event_type": "x"}, headers=tenant)
-    assert second.status_code == 202 and second.json()["id"] != first.json()["id"]
-    refused = await client.post("/v1/deliveries/redrive", json={"event_type": "y"}, headers=tenant)
-    assert refused.status_code == 429 and refused.headers["Retry-After"]
-    assert "2 bulk redrives of this tenant are queued or running" in refused.json()["detail"]
-    assert await count_rows(engine, "redrive_jobs") == 2
-    other = await new_tenant(client, "other")
-    assert (await client.post("/v1/deliveries/redrive", json={}, headers=other)).status_code == 202
-
-
 async def test_a_delivery_dead_again_after_a_bulk_redrive_was_asked_is_not_revived_by_it(
     client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, settings: Settings
 ) -> None:
-    await _dead(client, tenant, engine, 1)
+    await dead_deliveries(client, tenant, engine, 1)
     async with engine.connect() as connection:
         delivery_id = (await connection.execute(text("SELECT id FROM deliveries"))).scalar_one()
     job = (await client.post("/v1/deliveries/redrive", json={}, headers=tenant)).json()
@@ -294,72 +242,7 @@ async def test_a_delivery_dead_again_after_a_bulk_redrive_was_asked_is_not_reviv
                 " dead_reason = 'max_attempts_exhausted (1)'"
             )
         )
-    await _run(settings, engine, job["id"])
+    await run_bulk_redrive(settings, engine, job["id"])
     done = (await client.get(f"/v1/deliveries/redrive/{job['id']}", headers=tenant)).json()
     assert done["status"] == "succeeded" and done["redriven"] == 0
     assert await count_rows(engine, "deliveries", "state = 'dead'") == 1
-
-
-async def test_one_bulk_redrive_revives_a_bounded_number_and_says_there_is_more(
-    client: httpx.AsyncClient,
-    tenant: dict[str, str],
-    engine: AsyncEngine,
-    settings: Settings,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    await _dead(client, tenant, engine, 10)
-    monkeypatch.setattr(redrive, "REDRIVE_BATCH", 4)
-    monkeypatch.setattr(redrive, "MAX_PER_JOB", 4)
-    first = (await client.post("/v1/deliveries/redrive", json={}, headers=tenant)).json()
-    await _run(settings, engine, first["id"])
-    done = (await client.get(f"/v1/deliveries/redrive/{first['id']}", headers=tenant)).json()
-    assert done["redriven"] == 4 and done["more"] is True
-    assert await count_rows(engine, "deliveries", "state = 'dead'") == 6
-
-
-async def test_a_replay_is_not_cut_at_the_per_job_bound_it_would_repeat_forever(
-    client: httpx.AsyncClient,
-    tenant: dict[str, str],
-    engine: AsyncEngine,
-    settings: Settings,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    await _dead(client, tenant, engine, 10)
-    monkeypatch.setattr(redrive, "REDRIVE_BATCH", 4)
-    monkeypatch.setattr(redrive, "MAX_PER_JOB", 4)
-    body = {"states": ["dead", "succeeded"]}
-    job = (await client.post("/v1/deliveries/redrive", json=body, headers=tenant)).json()
-    await _run(settings, engine, job["id"])
-    done = (await client.get(f"/v1/deliveries/redrive/{job['id']}", headers=tenant)).json()
-    assert done["redriven"] == 10 and done["more"] is False
-
-
-async def test_portal_replays_have_a_share_of_their_own_beside_the_tenants_redrives(
-    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
-) -> None:
-    """A customer's replays never take the tenant's two bulk redrives, nor the tenant its
-    customers': one each, two for all of them together."""
-    for event_type in ("x", "y"):
-        taken = await client.post(
-            "/v1/deliveries/redrive", json={"event_type": event_type}, headers=tenant
-        )
-        assert taken.status_code == 202, taken.text
-
-    async def replay(customer: str, since: str) -> httpx.Response:
-        replayer = await portal_bearer(client, tenant, customer, "replay")
-        endpoint = await new_endpoint(client, tenant, customer_id=customer)
-        path = f"/portal/api/endpoints/{endpoint['id']}/replay"
-        return await client.post(path, data={"since": since}, headers=replayer)
-
-    first = await replay("cus-a", "2026-01-01T00:00")
-    assert first.status_code == 200, first.text
-    again = await replay("cus-a", "2026-02-01T00:00")
-    assert again.status_code == 429
-    assert "1 bulk redrives of this customer are queued or running" in again.json()["detail"]
-    assert (await replay("cus-b", "2026-01-01T00:00")).status_code == 200
-    third = await replay("cus-c", "2026-01-01T00:00")
-    assert third.status_code == 429
-    assert "of this tenant's customers together" in third.json()["detail"]
-    still = await client.post("/v1/deliveries/redrive", json={"event_type": "z"}, headers=tenant)
-    assert still.status_code == 429 and "of this tenant are" in still.json()["detail"]
-    assert await count_rows(engine, "redrive_jobs") == 4

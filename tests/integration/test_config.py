@@ -1,4 +1,4 @@
-"""Settings: defaults from the issue, comma lists, and start-up errors that name the setting."""
+"""Settings: their defaults, comma lists, and start-up errors that name the setting."""
 
 from __future__ import annotations
 

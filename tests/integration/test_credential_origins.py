@@ -55,7 +55,7 @@ async def test_a_customer_moving_its_url_elsewhere_never_receives_the_tenants_cr
     endpoint = await _credentialed(client, tenant, authorization)
     manager = await portal_bearer(client, tenant, "cus-1", "manage_endpoints")
 
-    # The red team's steps: the customer points the endpoint at its own receiver...
+    # The attack, step by step: the customer points the endpoint at its own receiver...
     moved = await client.post(
         f"/portal/api/endpoints/{endpoint['id']}",
         data={"url": receiver.url("/mine")},

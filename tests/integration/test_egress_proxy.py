@@ -5,12 +5,9 @@ reaches the proxy at all; the proxy's own failure is not held against the receiv
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -24,17 +21,10 @@ from tests.fixtures.forward_proxy import (
     USER,
     ForwardProxy,
     localhost_addresses,
-    running_forward_proxy,
 )
 from tests.fixtures.oauth import CLIENT_ID, CLIENT_SECRET, running_authorization
 from tests.fixtures.receiver import Receiver
 from tests.fixtures.waiting import attempts_of, eventually, wait_state
-
-
-@pytest.fixture
-async def forward_proxy(tmp_path: Path) -> AsyncIterator[ForwardProxy]:
-    async with running_forward_proxy(tmp_path / "proxy") as running:
-        yield running
 
 
 async def test_the_proxy_is_asked_for_the_vetted_address_never_the_name(

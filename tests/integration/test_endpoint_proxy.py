@@ -5,12 +5,10 @@ and on every connection; and, being the tenant's, its failures count against the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook
@@ -18,16 +16,10 @@ from standardwebhooks.webhooks import Webhook
 from app.core.config import Settings
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.engine import pump
-from tests.fixtures.forward_proxy import PASSWORD, ForwardProxy, running_forward_proxy
+from tests.fixtures.forward_proxy import PASSWORD, ForwardProxy
 from tests.fixtures.receiver import Receiver, running_receiver
 from tests.fixtures.tls import Authority, server_context
 from tests.fixtures.waiting import attempts_of, eventually, wait_state
-
-
-@pytest.fixture
-async def forward_proxy(tmp_path: Path) -> AsyncIterator[ForwardProxy]:
-    async with running_forward_proxy(tmp_path / "proxy") as running:
-        yield running
 
 
 async def test_attempts_go_through_the_endpoints_proxy_whose_credentials_are_never_shown(

@@ -16,8 +16,8 @@ from tests.fixtures.waiting import count_rows
 BIG_EUROS = 'payload.amount > 100 && payload.currency == "EUR"'
 
 
-# The issue's own attack: three loops over one list, cubic in its length (7.6 s for 250
-# elements before). Its raw-string disguise is read by CEL's own parser, never a regex.
+# An attack on the API's loop: three loops over one list, cubic in its length (7.6 s for 250
+# elements, unbounded). Its raw-string disguise is read by CEL's own parser, never a regex.
 CUBIC = "payload.a.all(type, payload.a.all(type, payload.a.all(type, true)))"
 NESTED_OVER_PAYLOAD = "each turn may cost only what its own element does"
 
@@ -30,7 +30,7 @@ NESTED_OVER_PAYLOAD = "each turn may cost only what its own element does"
         ("paylod.amount > 100", "unknown name paylod: a filter sees type and payload"),
         ("payload.a == 1 || " * 60 + "true", "a filter is at most 1000 characters"),
         (CUBIC, NESTED_OVER_PAYLOAD),
-        # The issue's text: CEL's parser finds no raw string there, so nothing is hidden...
+        # The attack as written: CEL's parser finds no raw string there, so nothing hides...
         ('r"\\" == "" || ' + CUBIC + ' || "" == ""', "at line 1, column 1: Invalid string"),
         # ... and a raw string it does take hides nothing from the AST either.
         ('r"\\\\" == "" || ' + CUBIC + ' || "" == ""', NESTED_OVER_PAYLOAD),
@@ -49,8 +49,8 @@ NESTED_OVER_PAYLOAD = "each turn may cost only what its own element does"
         # A pattern is compiled when saved: one RE2 cannot build is refused then, in words...
         ('type.matches("(a")', "the pattern is not a regular expression RE2 reads (missing ))"),
         (r'payload.t.matches("[\\p{L}\\p{N}]{1000}")', "more RE2 instructions than a pattern may"),
-        # ... and its search is priced by the program RE2 made of it, not by its text: the
-        # red team's 16 characters are 80,524 instructions, 68 ms a call when rebuilt per event.
+        # ... and its search is priced by the program RE2 made of it, not by its text: these
+        # 16 characters are 80,524 instructions, 68 ms a call when rebuilt per event.
         (r'payload.t.matches("[\\p{L}\\p{N}]{60}")', "more RE2 instructions than a pattern may"),
         (r'type.matches("\\pL\\pL")', "compiles to 2,396 RE2 instructions"),
         (r'payload.t.matches("\\pL")', "could take 19,660,924 steps on a 2,048-byte event"),

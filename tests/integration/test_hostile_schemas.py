@@ -17,7 +17,7 @@ from tests.fixtures.waiting import count_rows
 
 
 def fan(depth: int) -> dict[str, Any]:
-    """The issue's schema: each level two branches sharing one $ref to the next, the last
+    """A schema that fans out: each level two branches sharing one $ref to the next, the last
     matching nothing -- 2**depth checks of one value, about 70 bytes a level."""
     levels: dict[str, Any] = {
         f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}

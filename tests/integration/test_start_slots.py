@@ -1,4 +1,4 @@
-"""A rate-limited start keeps to its window (issue 24): it begins no earlier than its slot and
+"""A rate-limited start keeps to its window: it begins no earlier than its slot and
 no later than the grant's allowance after it, or it is given back unsent -- never sent on top
 of the next start. The pump runs in this process; the test stops the whole process at the
 first arrival, as a stall would stop a worker, and looks at what reached the receiver."""

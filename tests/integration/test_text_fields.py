@@ -224,8 +224,9 @@ async def test_each_route_accepts_the_body_this_test_starts_from(
 
 
 # Where the text is a program, the hostile character must sit where the program allows any
-# text -- inside a literal -- or the program's own parser refuses it first. The red team's
-# filter compiled, and PostgreSQL refused it after validation had passed.
+# text -- inside a literal -- or the program's own parser refuses it first. There the filter
+# compiles: only the text rule stops it before PostgreSQL, which would refuse it after
+# validation had passed.
 PROGRAMS = [
     (
         "POST",

@@ -159,7 +159,7 @@ async def from_address(api: ApiProcess, address: str) -> AsyncIterator[Connectio
 async def test_one_client_cannot_hold_the_connections_every_client_needs(
     stack: Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    # The red team's flood, in small: half-sent request lines from one address, and the
+    # A flood, in small: half-sent request lines from one address, and the
     # configured header time long, so that only the per-client share can be what stops it.
     api = start_api(
         stack,

@@ -1,4 +1,4 @@
-"""An in-flight ceiling holds when two workers claim in batches (issue 12): each grant
+"""An in-flight ceiling holds when two workers claim in batches: each grant
 reserves its slots before its claim, so batches taken side by side by different workers never
 add up past the ceiling. Counted at a real receiver, never timed."""
 

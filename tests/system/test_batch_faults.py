@@ -1,7 +1,7 @@
-"""The fault suite's worker crash points with batches (issue 12): a worker's pump claims up to
+"""The fault suite's worker crash points with batches: a worker's pump claims up to
 ``DELIVERY_BATCH_MAX`` deliveries in one statement, so a worker that dies holds a whole batch.
 Recovery must still lose nothing, and cost each delivery at most one extra send: the rows a
-crash touches are exactly those the dead worker had claimed (plan, sections 5 and 8)."""
+crash touches are exactly those the dead worker had claimed."""
 
 from __future__ import annotations
 

@@ -63,13 +63,13 @@ async def test_a_taker_that_meets_a_database_outage_tries_again_and_delivers(
     assert await count_rows(own_postgres.engine, "reconcile_runs") == 0
 
 
-# arq's job timeout for delivery jobs used to be the request timeout + 20 s, shorter than the
-# time a worker goes on retrying to record a request it sent.
+# A worker goes on retrying to record a request it sent for as long as its lease lasts: longer
+# than a job timeout of the request timeout + 20 s, which would cut that record short.
 # The held answer is let go only once the database has stopped, and stopping it can take
 # seconds on a loaded machine: the request must not time out meanwhile (it would be `unknown`
 # and sent again, correctly, but not what these tests are about).
 REQUEST_TIMEOUT = 15.0
-OLD_JOB_TIMEOUT = REQUEST_TIMEOUT + 20
+SHORT_JOB_TIMEOUT = REQUEST_TIMEOUT + 20
 SLOW = {"HERALD_REQUEST_TIMEOUT_SECONDS": str(REQUEST_TIMEOUT), "HERALD_LEASE_SECONDS": "90"}
 
 
@@ -85,8 +85,8 @@ async def test_a_sent_attempt_is_recorded_through_an_outage_longer_than_a_job_ti
         await asyncio.to_thread(own_postgres.server.stop)
         answer.set()
         await asyncio.to_thread(worker.wait_for_log, "delivery.record_retry")
-        # Down for longer than arq's old job timeout, counted from the send.
-        await asyncio.sleep(sent.at + OLD_JOB_TIMEOUT + 1 - time.monotonic())
+        # Down for longer than such a job timeout, counted from the send.
+        await asyncio.sleep(sent.at + SHORT_JOB_TIMEOUT + 1 - time.monotonic())
         await restart(own_postgres)
         # Recorded by the worker that sent it, before its lease ran out: no resend.
         await wait_state(own_postgres.engine, delivery_id, "succeeded", timeout=40)

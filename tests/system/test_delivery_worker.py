@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import httpx
 import pytest
@@ -17,53 +14,10 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from app import __version__
 from app.core.ids import id_floor
 from tests.fixtures.api import new_endpoint
-from tests.fixtures.processes import HeraldProcess, free_port, running_worker
+from tests.fixtures.deliveries import attempt_log, deliver, settled
+from tests.fixtures.processes import free_port
 from tests.fixtures.receiver import Receiver, Reply
-from tests.fixtures.stack import ADMIN, Stack
-from tests.fixtures.waiting import eventually
-
-TERMINAL = ("succeeded", "dead")
-
-
-@pytest.fixture(scope="module")
-def worker(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
-    with running_worker(stack, tmp_path_factory.mktemp("worker") / "worker.log") as process:
-        yield process
-
-
-async def deliver(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, payload: Any = None
-) -> str:
-    response = await client.post(
-        "/v1/deliveries",
-        json={"endpoint_id": endpoint_id, "event_type": "order.paid", "payload": payload or {}},
-        headers=tenant,
-    )
-    assert response.status_code == 202, response.text
-    delivery_id: str = response.json()["id"]
-    return delivery_id
-
-
-async def settled(
-    client: httpx.AsyncClient, tenant: dict[str, str], delivery_id: str, timeout: float = 20.0
-) -> dict[str, Any]:
-    """Poll until the delivery is terminal; returns it."""
-
-    async def read() -> dict[str, Any]:
-        body: dict[str, Any] = (
-            await client.get(f"/v1/deliveries/{delivery_id}", headers=tenant)
-        ).json()
-        return body
-
-    return await eventually(read, lambda body: body["state"] in TERMINAL, timeout=timeout)
-
-
-async def attempt_log(
-    client: httpx.AsyncClient, tenant: dict[str, str], delivery_id: str
-) -> list[dict[str, Any]]:
-    response = await client.get(f"/v1/deliveries/{delivery_id}/attempts", headers=tenant)
-    items: list[dict[str, Any]] = response.json()["items"]
-    return items
+from tests.fixtures.stack import ADMIN
 
 
 @pytest.mark.usefixtures("worker")
@@ -255,37 +209,6 @@ async def test_connection_refused_is_retryable(
 
 
 @pytest.mark.usefixtures("worker")
-async def test_redrive_of_a_dead_delivery_succeeds_under_the_same_id(
-    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
-) -> None:
-    receiver.script("/later", Reply(400))
-    endpoint = await new_endpoint(client, tenant, url=receiver.url("/later"))
-    delivery_id = await deliver(client, tenant, endpoint["id"])
-    assert (await settled(client, tenant, delivery_id))["state"] == "dead"
-
-    redriven = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
-    assert redriven.status_code == 202 and redriven.json()["state"] == "pending"
-    again = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
-    assert again.status_code in (202, 409)  # 409 once it is no longer dead
-
-    final = await settled(client, tenant, delivery_id)
-    requests = await receiver.wait_for("/later", 2)
-    assert final["state"] == "succeeded" and final["id"] == delivery_id
-    assert {r.headers["Idempotency-Key"] for r in requests} == {delivery_id}
-    log = await attempt_log(client, tenant, delivery_id)
-    assert [a["outcome"] for a in log] == ["permanent", "success"]
-
-
-async def test_redrive_of_a_live_delivery_is_409(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
-) -> None:
-    delivery_id = await deliver(client, tenant, endpoint["id"])
-    response = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
-    assert response.status_code == 409
-    assert response.headers["content-type"] == "application/problem+json"
-
-
-@pytest.mark.usefixtures("worker")
 async def test_a_reconcile_run_is_carried_out_by_a_worker(
     client: httpx.AsyncClient, engine: AsyncEngine
 ) -> None:
@@ -346,65 +269,3 @@ async def test_rotated_secret_signs_alongside_the_old_one_during_the_overlap(
     assert Webhook(new).verify(after.body, after.headers) == {"v": 2}
     with pytest.raises(WebhookVerificationError):
         Webhook(old).verify(after.body, after.headers)
-
-
-@pytest.mark.usefixtures("worker")
-async def test_bulk_redrive_sends_again_only_what_the_filter_matches(
-    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver, engine: AsyncEngine
-) -> None:
-    receiver.script("/bulk-a", *[Reply(400)] * 6)
-    receiver.script("/bulk-b", *[Reply(400)] * 2)
-    first = await new_endpoint(client, tenant, url=receiver.url("/bulk-a"))
-    second = await new_endpoint(client, tenant, url=receiver.url("/bulk-b"))
-    mine = [await deliver(client, tenant, first["id"], {"n": n}) for n in range(6)]
-    others = [await deliver(client, tenant, second["id"], {"n": n}) for n in range(2)]
-    for delivery_id in mine + others:
-        assert (await settled(client, tenant, delivery_id))["state"] == "dead"
-
-    started = await client.post(
-        "/v1/deliveries/redrive", json={"endpoint_id": first["id"]}, headers=tenant
-    )
-    assert started.status_code == 202 and started.json()["status"] == "queued"
-    location = started.headers["location"]
-
-    async def progress() -> dict[str, Any]:
-        body: dict[str, Any] = (await client.get(location, headers=tenant)).json()
-        assert body["status"] in ("queued", "running", "succeeded"), body
-        return body
-
-    job = await eventually(progress, lambda body: body["status"] == "succeeded", timeout=20)
-    assert job["redriven"] == 6
-    for delivery_id in mine:
-        assert (await settled(client, tenant, delivery_id))["state"] == "succeeded"
-    for delivery_id in others:
-        got = (await client.get(f"/v1/deliveries/{delivery_id}", headers=tenant)).json()
-        assert got["state"] == "dead"
-    assert len(receiver.on("/bulk-b")) == 2
-
-
-@pytest.mark.usefixtures("worker")
-async def test_timeline_after_a_redrive_tells_the_whole_story(
-    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
-) -> None:
-    receiver.script("/story", *[Reply(500)] * 5)  # MAX_ATTEMPTS: 4 + 1, all refused
-    endpoint = await new_endpoint(client, tenant, url=receiver.url("/story"))
-    delivery_id = await deliver(client, tenant, endpoint["id"])
-    assert (await settled(client, tenant, delivery_id))["state"] == "dead"
-    redriven = await client.post(f"/v1/deliveries/{delivery_id}/redrive", headers=tenant)
-    assert redriven.status_code == 202
-
-    timeline = (await settled(client, tenant, delivery_id))["timeline"]
-    # Durations are the clock's business; everything else is the story.
-    steps = [(s["event"], re.sub(r", \d+ ms\)$", ")", s["detail"] or "")) for s in timeline]
-    assert steps == [
-        ("accepted", ""),
-        ("published", "handed to the queue"),
-        *[("attempt", f"#{n}: retryable (500)") for n in range(1, 6)],
-        ("dead", "max_attempts_exhausted (5)"),
-        ("redriven", "on request"),
-        ("published", "handed to the queue"),
-        ("attempt", "#6: success (200)"),
-        ("succeeded", ""),
-    ]
-    times = [step["at"] for step in timeline]
-    assert times == sorted(times)

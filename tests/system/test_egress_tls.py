@@ -5,7 +5,6 @@ certificate) and so does Host; a proxy that refuses the worker is not the receiv
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks.webhooks import Webhook
 
 from tests.fixtures.api import new_endpoint, post_deliveries
-from tests.fixtures.forward_proxy import ForwardProxy, localhost_addresses, running_forward_proxy
+from tests.fixtures.forward_proxy import ForwardProxy, localhost_addresses
 from tests.fixtures.processes import running_worker
 from tests.fixtures.receiver import running_receiver
 from tests.fixtures.stack import Stack
@@ -26,12 +25,6 @@ from tests.fixtures.waiting import attempts_of, eventually, wait_state
 @pytest.fixture
 def authority(tmp_path: Path) -> Authority:
     return Authority(tmp_path / "tls")
-
-
-@pytest.fixture
-async def forward_proxy(tmp_path: Path) -> AsyncIterator[ForwardProxy]:
-    async with running_forward_proxy(tmp_path / "proxy") as running:
-        yield running
 
 
 async def test_https_goes_by_connect_to_the_vetted_address_with_the_name_in_sni_and_host(

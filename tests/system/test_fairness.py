@@ -1,4 +1,4 @@
-"""Fairness (issue 12): a destination with a deep backlog and a slow receiver, or a tenant with
+"""Fairness: a destination with a deep backlog and a slow receiver, or a tenant with
 many such destinations, does not delay others beyond their own ceilings. Asserted on the order
 in which a real receiver saw the requests, never on times."""
 

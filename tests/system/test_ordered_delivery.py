@@ -1,16 +1,14 @@
-"""Ordered delivery (issue 27) through real `herald worker` processes to a receiver that
+"""Ordered delivery through real `herald worker` processes to a receiver that
 records the order each stream arrives in."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import signal
 import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import httpx
 from redis.asyncio import Redis
@@ -18,47 +16,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.api import new_endpoint
 from tests.fixtures.processes import RECOVERY_ENV, herald_env, running_worker, running_workers
-from tests.fixtures.receiver import Received, Receiver, Reply
+from tests.fixtures.receiver import Receiver, Reply
 from tests.fixtures.recovery import reconcile_until_succeeded
 from tests.fixtures.stack import Stack
+from tests.fixtures.streams import (
+    accept_in_order,
+    arrivals_by_stream,
+    in_order,
+    sequences,
+    settled_states,
+)
 from tests.fixtures.waiting import count_rows, eventually
-
-SEQUENCE, KEY = "Herald-Stream-Sequence", "Herald-Ordering-Key"
-
-
-async def accept_in_order(
-    client: httpx.AsyncClient,
-    tenant: dict[str, str],
-    endpoint_id: str,
-    keys: list[str | None],
-) -> list[dict[str, Any]]:
-    """One intent per key, each accepted before the next is sent: the producer's order."""
-    accepted = []
-    for n, key in enumerate(keys):
-        body: dict[str, Any] = {
-            "endpoint_id": endpoint_id,
-            "event_type": "a.b",
-            "payload": {"n": n},
-        }
-        if key is not None:
-            body["ordering_key"] = key
-        response = await client.post("/v1/deliveries", json=body, headers=tenant)
-        assert response.status_code == 202, response.text
-        accepted.append(response.json())
-    return accepted
-
-
-def arrivals_by_stream(requests: list[Received]) -> dict[str, list[int]]:
-    """Each stream's sequence numbers in the order the receiver saw them."""
-    streams: dict[str, list[int]] = defaultdict(list)
-    for request in requests:
-        streams[request.headers.get(KEY, "")].append(int(request.headers[SEQUENCE]))
-    return streams
-
-
-def in_order(numbers: list[int]) -> bool:
-    """Never a number before a smaller one: a retry (or a duplicate) repeats, nothing jumps."""
-    return all(a <= b for a, b in itertools.pairwise(numbers))
 
 
 async def test_every_stream_arrives_in_sequence_through_retries_and_two_workers(
@@ -108,21 +76,6 @@ async def test_every_stream_arrives_in_sequence_through_retries_and_two_workers(
         assert sorted(set(numbers)) == [1, 2, 3, 4, 5]
     # The failures really happened, and were retried in place.
     assert len(receiver.on("/ordered")) == len(accepted) + 6
-
-
-async def settled_states(
-    client: httpx.AsyncClient, tenant: dict[str, str], ids: list[str], wanted: list[str]
-) -> list[dict[str, Any]]:
-    """Wait until the deliveries are in ``wanted`` states (in order); their status pages."""
-
-    async def read() -> list[dict[str, Any]]:
-        return [(await client.get(f"/v1/deliveries/{i}", headers=tenant)).json() for i in ids]
-
-    return await eventually(read, lambda pages: [p["state"] for p in pages] == wanted)
-
-
-def sequences(receiver: Receiver, path: str) -> list[int]:
-    return [int(r.headers[SEQUENCE]) for r in receiver.on(path)]
 
 
 async def test_a_dead_head_halts_its_stream_until_an_operator_skips_it(

@@ -1,4 +1,4 @@
-"""Work held back by policy costs nothing while it waits (issue 12): a destination paused by a
+"""Work held back by policy costs nothing while it waits: a destination paused by a
 receiver's Retry-After or by the circuit breaker keeps its deliveries in PostgreSQL, untouched,
 and one wake-up in Redis -- however often reconcile runs meanwhile. Counted, never timed."""
 

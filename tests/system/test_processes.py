@@ -2,25 +2,21 @@
 the whole transaction, and the `herald` CLI does what it prints.
 
 Nothing here is mocked: each test runs ``python -m app.cli ...`` as a child process and looks at
-the operating system's process table and at the database afterwards.
+the operating system's process table (tests/fixtures/dev_stack.py) and at the database
+afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
@@ -28,15 +24,21 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.faults import FAULT_EXIT_CODE
-from tests.fixtures.processes import clean_env, free_port, herald_env, start_api, wait_healthy
+from tests.fixtures.dev_stack import (
+    DevHarness,
+    DevRun,
+    describe,
+    herald_command,
+    is_postgres,
+    is_redis,
+    stop_process,
+)
+from tests.fixtures.processes import clean_env, herald_env, start_api, wait_healthy
 from tests.fixtures.receiver import Receiver
 from tests.fixtures.stack import ADMIN, Stack
 from tests.fixtures.waiting import count_rows
 
 REPO = Path(__file__).resolve().parents[2]
-BANNER_TIMEOUT = 90.0
-EXIT_TIMEOUT = 60.0
-BANNER_END = "Press Ctrl-C to stop."
 NOT_FINISHED = ("pending", "enqueued", "leased")
 
 
@@ -44,183 +46,7 @@ def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def tail(path: Path, chars: int = 3000) -> str:
-    return path.read_text(errors="replace")[-chars:] if path.exists() else "(no output)"
-
-
-def is_alive(process: Any) -> bool:
-    """``process`` (a psutil.Process) still exists as something other than a zombie."""
-    try:
-        return bool(process.is_running()) and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def describe(processes: list[Any]) -> str:
-    lines = []
-    for process in processes:
-        try:
-            lines.append(f"{process.pid}: {' '.join(process.cmdline())}")
-        except psutil.Error:
-            lines.append(f"{process.pid}: (gone)")
-    return "\n".join(lines) or "(none)"
-
-
-def processes_using(data_dir: Path) -> list[Any]:
-    """Live processes whose command line names ``data_dir`` or a path inside it."""
-    marker = str(data_dir)
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline: list[str] = process.info["cmdline"] or []
-        if any(arg == marker or marker + "/" in arg for arg in cmdline) and is_alive(process):
-            found.append(process)
-    return found
-
-
-def kill_all(processes: list[Any]) -> None:
-    """Terminate, wait, kill: the last line of defence against orphans."""
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            process.terminate()
-    _, still_alive = psutil.wait_procs(processes, timeout=15)
-    for process in still_alive:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(still_alive, timeout=5)
-
-
-def stop_process(process: subprocess.Popen[bytes], grace: float = 20) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def is_postgres(process: Any) -> bool:
-    try:
-        return bool(process.name() == "postgres")
-    except psutil.Error:
-        return False
-
-
-def is_redis(process: Any) -> bool:
-    try:
-        return "redis-server" in process.name()
-    except psutil.Error:
-        return False
-
-
-def herald_command(process: Any) -> str | None:
-    """``api`` for a ``python -m app.cli api`` process, and so on; None for anything else."""
-    try:
-        cmdline: list[str] = process.cmdline()
-    except psutil.Error:
-        return None
-    if "app.cli" in cmdline and cmdline.index("app.cli") + 1 < len(cmdline):
-        return cmdline[cmdline.index("app.cli") + 1]
-    return None
-
-
 # --- herald-dev ---------------------------------------------------------------------------------
-
-
-@dataclass
-class DevRun:
-    process: subprocess.Popen[bytes]
-    stdout: Path
-    stderr: Path
-    base_url: str = ""
-    tenant_key: str = ""
-    admin_key: str = ""
-    # Every process it started (API, redis-server) and the postmaster's own children, recorded
-    # while it ran: all of them must be gone once it has stopped.
-    started: list[Any] = field(default_factory=list)
-
-    def output(self) -> str:
-        return f"stdout:\n{tail(self.stdout)}\nstderr:\n{tail(self.stderr)}"
-
-
-class DevHarness:
-    """Runs `herald-dev` on one data dir; ``close()`` leaves nothing running, whatever happened."""
-
-    def __init__(self, data_dir: Path, logs: Path) -> None:
-        self.data_dir = data_dir
-        self.logs = logs
-        self.runs: list[DevRun] = []
-
-    def start(self, label: str) -> DevRun:
-        port = free_port()
-        env = clean_env(HERALD_DATA_DIR=str(self.data_dir), HERALD_PORT=str(port))
-        stdout, stderr = self.logs / f"{label}.out", self.logs / f"{label}.err"
-        with stdout.open("wb") as out, stderr.open("wb") as err:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "devstack.cli"],
-                cwd=REPO,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-            )
-        run = DevRun(process=process, stdout=stdout, stderr=stderr)
-        self.runs.append(run)
-
-        deadline = time.monotonic() + BANNER_TIMEOUT
-        while BANNER_END not in (text := stdout.read_text(errors="replace")):
-            if process.poll() is not None:
-                pytest.fail(
-                    f"herald-dev exited ({process.returncode}) before its banner\n{run.output()}"
-                )
-            if time.monotonic() > deadline:
-                pytest.fail(f"no banner within {BANNER_TIMEOUT:.0f} s\n{run.output()}")
-            time.sleep(0.1)
-
-        base = re.search(r"Herald is running at (\S+)", text)
-        tenant = re.search(r"dev tenant API key:\s*(\S+)", text)
-        admin = re.search(r"admin API key:\s*(\S+)", text)
-        assert base and tenant and admin, run.output()
-        assert base.group(1) == f"http://127.0.0.1:{port}"
-        run.base_url, run.tenant_key, run.admin_key = base.group(1), tenant.group(1), admin.group(1)
-        run.started = psutil.Process(process.pid).children(recursive=True)
-        for postmaster in filter(is_postgres, self.servers()):
-            run.started += postmaster.children(recursive=True)
-        return run
-
-    def servers(self) -> list[Any]:
-        return processes_using(self.data_dir)
-
-    def assert_servers_running(self, run: DevRun) -> tuple[Any, Any]:
-        """Exactly one PostgreSQL and one Redis on this data dir, and the API as a child."""
-        servers = self.servers()
-        postgres = [p for p in servers if is_postgres(p)]
-        redis = [p for p in servers if is_redis(p)]
-        assert len(postgres) == 1, describe(servers)
-        assert len(redis) == 1, describe(servers)
-        assert "api" in map(herald_command, run.started), describe(run.started)
-        return postgres[0], redis[0]
-
-    def stop(self, run: DevRun, signum: signal.Signals) -> int:
-        run.process.send_signal(signum)
-        try:
-            return run.process.wait(EXIT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"herald-dev still running {EXIT_TIMEOUT:.0f} s after {signum.name}")
-
-    def assert_nothing_left(self, *runs: DevRun) -> None:
-        left = self.servers()
-        assert left == [], f"still running on {self.data_dir}:\n{describe(left)}"
-        for run in runs:
-            assert run.process.poll() is not None
-            children = [p for p in run.started if is_alive(p)]
-            assert children == [], f"orphaned children:\n{describe(children)}"
-
-    def close(self) -> None:
-        for run in self.runs:
-            stop_process(run.process, grace=EXIT_TIMEOUT)
-        leftovers = self.servers() + [p for run in self.runs for p in run.started if is_alive(p)]
-        kill_all(leftovers)
 
 
 @pytest.fixture

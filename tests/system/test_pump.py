@@ -1,7 +1,7 @@
 """The delivery pump end to end: a real `herald worker` and an API that arms destinations,
 against a receiver on 127.0.0.1.
 
-What the issue asks of it is measured here in counts: rows claimed per statement, claims per
+What it promises is measured here in counts: rows claimed per statement, claims per
 delivery behind a ceiling, and Redis entries left behind -- never in time."""
 
 from __future__ import annotations

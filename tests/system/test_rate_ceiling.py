@@ -1,4 +1,4 @@
-"""A start-rate ceiling holds at the receiver (issue 24): two real workers claim in batches
+"""A start-rate ceiling holds at the receiver: two real workers claim in batches
 for one rate-limited destination, and the receiver's own arrival times are counted over every
 sliding window. The bound is the gate's: at most floor(R·W + burst) starts in W seconds."""
 
@@ -36,8 +36,8 @@ async def test_a_rate_ceiling_holds_in_every_sliding_window_at_the_receiver(
     engine: AsyncEngine,
     tmp_path: Path,
 ) -> None:
-    # The issue's case: 5 in flight to a receiver that answers in 100 ms would allow 50 starts
-    # a second, so the rate is what binds.
+    # A ceiling the in-flight limit alone would not keep: 5 in flight to a receiver that answers
+    # in 100 ms would allow 50 starts a second, so the rate is what binds.
     receiver.script("/rated", *[Reply(200, delay=0.1)] * DELIVERIES)
     endpoint = await new_endpoint(
         client, tenant, url=receiver.url("/rated"), rate_limit_per_second=RATE, max_in_flight=5

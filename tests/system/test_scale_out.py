@@ -1,4 +1,4 @@
-"""Scale-out in production shape (issue 15): two `herald api` processes and three `herald worker`
+"""Scale-out in production shape: two `herald api` processes and three `herald worker`
 processes against one PostgreSQL and one Redis, the reconcile cron as a process of its own, and
 5,000 deliveries to ten destinations. Mid-run one worker is killed (SIGKILL) while it has
 requests out, and one API is killed and started again on its port while producers post.

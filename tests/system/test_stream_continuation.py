@@ -14,14 +14,8 @@ from tests.fixtures.observed import sample
 from tests.fixtures.processes import free_port, running_worker
 from tests.fixtures.receiver import Receiver, Reply
 from tests.fixtures.stack import Stack
+from tests.fixtures.streams import KEY, SEQUENCE, accept_in_order, arrivals_by_stream, in_order
 from tests.fixtures.waiting import count_rows, eventually
-from tests.system.test_ordered_delivery import (
-    KEY,
-    SEQUENCE,
-    accept_in_order,
-    arrivals_by_stream,
-    in_order,
-)
 
 
 async def scrape(port: int) -> str:

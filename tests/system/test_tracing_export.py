@@ -1,4 +1,4 @@
-"""Spans are exported over OTLP when configured (issue 15): `herald api` and `herald worker` run
+"""Spans are exported over OTLP when configured: `herald api` and `herald worker` run
 as processes with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at a collector on 127.0.0.1 that
 decodes what it is sent (OTLP/HTTP, protobuf). The producer's trace reaches the collector from
 both processes, and the receiver's parent is the exported attempt span."""

@@ -11,7 +11,7 @@ from app.core.caches import SharedCache
 def test_a_tenant_past_its_share_evicts_its_own_least_recently_used() -> None:
     cache: SharedCache[str, int] = SharedCache(per_tenant=3, total=100)
     cache.put("quiet", "q", 0)
-    for n in range(1000):  # the red team's many event types, or keys, or filters
+    for n in range(1000):  # one tenant's many event types, or keys, or filters
         cache.put("noisy", f"k{n}", n)
     assert cache.get("q") == 0
     assert cache.held_by("noisy") == 3

@@ -147,7 +147,8 @@ ORDER = "Domain services import only those below them"
 @pytest.mark.parametrize(
     ("module", "line"),
     [
-        # The two knots issue 25 untied, planted back: flow's gate taking delivery's type ...
+        # Two knots between domains, untied once and planted back: flow's gate taking delivery's
+        # type ...
         ("app/flow/service/gate.py", "from app.delivery.service import status"),
         # ... and the endpoints service building its stats from delivery's service.
         ("app/endpoints/service/endpoints.py", "from app.delivery.service import endpoint_stats"),

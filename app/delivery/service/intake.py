@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -18,15 +15,16 @@ from app.core.errors import (
     HeraldError,
     IdempotencyMismatch,
     NotFound,
-    PayloadTooLarge,
-    Unprocessable,
 )
-from app.core.fields import MAX_PAYLOAD_DEPTH
 from app.core.ids import is_id, new_id
 from app.core.scope import Scope
 from app.delivery.repository import deliveries, events, idempotency_keys, intents
 from app.delivery.schemas import DeliveryIntent, DeliveryOut, EventIntent, FilteredOut
 from app.delivery.service import fanout
+
+# Every accept path encodes its payload and fingerprints its request by payloads.py's rules.
+from app.delivery.service.payloads import encode_payload as encode_payload
+from app.delivery.service.payloads import request_fingerprint as request_fingerprint
 from app.endpoints.service import endpoints
 from app.endpoints.service.endpoints import refusal_for, refusal_to_deliver
 from app.models import Delivery
@@ -50,66 +48,6 @@ class Accepted:
     # Outbox rows written with this accept, for the API's fast-path publish after commit.
     publications: list[PendingPublication] = field(default_factory=list)
     filtered_out: list[FilteredOut] = field(default_factory=list)
-
-
-def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
-    """The bytes every attempt will send: compact JSON, encoded once, never re-serialised.
-
-    Every accept path comes through here, so this is where a payload's limits are enforced:
-    its depth (before anything walks it recursively) and its size."""
-    if _nests_deeper_than(payload, MAX_PAYLOAD_DEPTH):
-        raise Unprocessable(
-            f"payload nests too deeply: objects and arrays may nest at most {MAX_PAYLOAD_DEPTH} "
-            "levels (the payload itself is level 1)"
-        )
-    try:
-        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        encoded = body.encode()
-    except UnicodeEncodeError:
-        raise Unprocessable(
-            "payload contains an unpaired UTF-16 surrogate (\\ud800-\\udfff)"
-        ) from None
-    except ValueError:
-        raise Unprocessable("payload must be JSON: NaN and Infinity are not allowed") from None
-    if len(encoded) > limit:
-        raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is {limit}")
-    return encoded
-
-
-def _nests_deeper_than(payload: dict[str, Any], limit: int) -> bool:
-    """Level by level, not recursively: recursion is what a deep payload breaks (pydantic's
-    serialiser gives up near 255 levels, the JSON encoder near 1000)."""
-    level: list[dict[str, Any] | list[Any]] = [payload]
-    for _ in range(limit):
-        below = [
-            child
-            for container in level
-            for child in (container.values() if isinstance(container, dict) else container)
-            if isinstance(child, dict | list)
-        ]
-        if not below:
-            return False
-        level = below
-    return True
-
-
-def request_fingerprint(route: str, intent: DeliveryIntent | EventIntent, payload: bytes) -> bytes:
-    """What makes two requests with one idempotency key the same request: the route, the
-    intent's fields, and the payload as encoded -- the bytes already made, never a second
-    serialisation of the payload."""
-    # A batch item's own key is not part of what it asks for: it replays the single route.
-    asked = intent.model_dump(mode="json", exclude={"payload", "idempotency_key"})
-    if asked.get("customer_id", "") is None:
-        # Fields added later count only when given: a key's retry from before they existed
-        # is still the same request.
-        del asked["customer_id"]
-    fields = json.dumps(
-        asked,
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    # Neither line can hold a newline (JSON escapes it), so the parts cannot run together.
-    return hashlib.sha256(f"{route}\n{fields}\n".encode() + payload).digest()
 
 
 async def _claim_key(

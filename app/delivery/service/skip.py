@@ -1,4 +1,4 @@
-"""Skip: an operator moves a halted stream past its dead head (issue 27). The delivery stays
+"""Skip: an operator moves a halted stream past its dead head. The delivery stays
 dead -- shown as skipped -- and the stream's next delivery becomes its head; its outbox row
 (``publications``) wakes the destination. The other way on is a redrive of the head, which
 retries it in place."""

@@ -44,30 +44,14 @@ def explain(
 ) -> Explanation:
     """Why the delivery is where it is; ``stream``, for an ordered one, is its stream now."""
     state = DeliveryState(delivery.state)
-    if state is DeliveryState.SUCCEEDED:
-        return Explanation("succeeded", None)
-    if state is DeliveryState.DEAD:
-        return Explanation("dead", _dead(delivery, stream))
-    if state is DeliveryState.CANCELLED:
-        return Explanation("cancelled", "cancelled by its producer; it is not sent again")
+    if state in TERMINAL_STATES:
+        return _ended(state, delivery, stream)
     if endpoint.deleted_at is not None:
         return Explanation("endpoint_disabled", "the endpoint was deleted")
     if not endpoint.enabled:
         return Explanation("endpoint_disabled", endpoint.disabled_reason)
     if state is DeliveryState.LEASED:
-        assert delivery.lease_until is not None
-        if delivery.lease_until > now:
-            return Explanation(
-                "in_flight",
-                f"attempt {delivery.attempt_count} under way (lease until "
-                f"{write_time(delivery.lease_until)})",
-            )
-        expired = write_time(delivery.lease_until)
-        return Explanation(
-            "stuck",
-            f"its worker stopped: the lease expired at {expired}; the next claim at "
-            "its destination takes it over (due then, or armed again by the next reconcile run)",
-        )
+        return _leased(delivery, now, write_time)
     due = delivery.next_attempt_at
     if due is None:
         return _behind_its_head(delivery, stream)
@@ -80,6 +64,31 @@ def explain(
     if due > now:
         return Explanation("scheduled", f"next attempt at {write_time(due)}")
     return _due_now(delivery, now, settings, flow, write_time)
+
+
+def _ended(state: DeliveryState, delivery: Delivery, stream: StreamView | None) -> Explanation:
+    if state is DeliveryState.SUCCEEDED:
+        return Explanation("succeeded", None)
+    if state is DeliveryState.DEAD:
+        return Explanation("dead", _dead(delivery, stream))
+    return Explanation("cancelled", "cancelled by its producer; it is not sent again")
+
+
+def _leased(delivery: Delivery, now: datetime, write_time: TimeWriter) -> Explanation:
+    """In flight while its lease lasts; past it, its worker stopped."""
+    assert delivery.lease_until is not None
+    if delivery.lease_until > now:
+        return Explanation(
+            "in_flight",
+            f"attempt {delivery.attempt_count} under way (lease until "
+            f"{write_time(delivery.lease_until)})",
+        )
+    expired = write_time(delivery.lease_until)
+    return Explanation(
+        "stuck",
+        f"its worker stopped: the lease expired at {expired}; the next claim at "
+        "its destination takes it over (due then, or armed again by the next reconcile run)",
+    )
 
 
 def _dead(delivery: Delivery, stream: StreamView | None) -> str | None:

@@ -18,15 +18,12 @@ neither is tied to the URL.
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any
 
 import structlog
 
 from app.core.errors import Unprocessable
 from app.core.scope import Scope
-from app.core.sealing import KeyRing
 from app.endpoints.schemas import EndpointUpdate
-from app.endpoints.service.credentials import oauth2_values, secret_header_values, tls_values
 from app.models import Endpoint
 
 log = structlog.get_logger()
@@ -52,16 +49,15 @@ def held(endpoint: Endpoint) -> list[str]:
     return names
 
 
-def follow_url(
-    scope: Scope, current: Endpoint, change: EndpointUpdate, ring: KeyRing
-) -> dict[str, Any]:
-    """The columns a URL change sets so that no credential reaches an origin it was not set
-    for; Unprocessable when the tenant moved the origin without saying what becomes of them."""
+def left_behind(scope: Scope, current: Endpoint, change: EndpointUpdate) -> list[str]:
+    """The credentials a URL change removes, by field name, so that none reaches an origin it
+    was not set for (the change clears them as if it sent them as null); Unprocessable when
+    the tenant moved the origin without saying what becomes of them."""
     if change.url is None or origin(change.url) == origin(current.url):
-        return {}
+        return []
     left = [name for name in held(current) if name not in change.model_fields_set]
     if not left:
-        return {}
+        return []
     if scope.customer_id is None:
         listed = ", ".join(left)
         raise Unprocessable(
@@ -77,11 +73,4 @@ def follow_url(
         credentials=left,
         reason="the customer moved the URL to another origin",
     )
-    values: dict[str, Any] = {}
-    if "secret_headers" in left:
-        values.update(secret_header_values(ring, current.id, {}))
-    if "oauth2" in left:
-        values.update(oauth2_values(ring, current.id, None))
-    if "tls" in left:
-        values.update(tls_values(ring, current.id, None))
-    return values
+    return left

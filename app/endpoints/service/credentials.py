@@ -21,7 +21,7 @@ from app.core.scope import Scope
 from app.core.sealing import KeyRing, SealedValueError, endpoint_purpose
 from app.endpoints.repository import endpoints
 from app.endpoints.repository import sealed as sealed_columns
-from app.endpoints.schemas import combined_header_fault
+from app.endpoints.schemas import EndpointUpdate, combined_header_fault
 from app.endpoints.schemas.credentials import EgressProxySpec, OAuth2Spec
 from app.endpoints.schemas.tls import ClientTLSSpec
 from app.endpoints.service import signing_keys
@@ -127,28 +127,22 @@ async def signing_secret(
     return opened
 
 
-async def change_headers(
-    session: AsyncSession,
-    scope: Scope,
-    endpoint_id: str,
-    values: dict[str, Any],
-    ring: KeyRing,
-) -> None:
-    """New plain or secret headers or OAuth2 credentials, held with the ones kept to the rule
-    for all of them together."""
-    current = await _get(session, scope, endpoint_id)
-    plain = values.get("headers", current.headers) or {}
-    if "secret_headers" in values:
-        secret = values.pop("secret_headers") or {}
-        values.update(secret_header_values(ring, endpoint_id, secret))
+def header_values(change: EndpointUpdate, current: Endpoint, ring: KeyRing) -> dict[str, Any]:
+    """The columns of new plain or secret headers or OAuth2 credentials, held with the ones
+    kept to the rule for all of them together."""
+    plain = (change.headers if change.sent("headers") else current.headers) or {}
+    values: dict[str, Any] = {"headers": plain}
+    if change.sent("secret_headers"):
+        secret = change.secret_headers or {}
+        values.update(secret_header_values(ring, current.id, secret))
     else:
         secret = secret_headers(ring, current)
-    if "oauth2" in values:
-        spec = values.pop("oauth2")
-        values.update(oauth2_values(ring, endpoint_id, OAuth2Spec(**spec) if spec else None))
-    oauth2 = values.get("oauth2", current.oauth2) is not None
-    values["headers"] = plain
+    oauth2 = current.oauth2 is not None
+    if change.sent("oauth2"):
+        values.update(oauth2_values(ring, current.id, change.oauth2))
+        oauth2 = change.oauth2 is not None
     check_header_sets(plain, secret, oauth2=oauth2)
+    return values
 
 
 def oauth2_values(ring: KeyRing, endpoint_id: str, spec: OAuth2Spec | None) -> dict[str, Any]:

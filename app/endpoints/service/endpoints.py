@@ -4,13 +4,11 @@ at rest) are credentials.py's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.errors import Conflict, DestinationRefused, HeraldError, NotFound
+from app.core.errors import Conflict, HeraldError, NotFound
 from app.core.ids import new_id
-from app.core.proxies import EgressProxy
 from app.core.scope import Scope
 from app.core.sealing import KeyRing
 from app.endpoints.repository import endpoints
@@ -28,14 +26,14 @@ from app.endpoints.repository.endpoints import in_scope as in_scope
 from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
 
 # The header rule's syntax, which every send holds the endpoint's stored headers to again.
-from app.endpoints.schemas import EndpointCreate, EndpointUpdate
+from app.endpoints.schemas import EndpointCreate
 from app.endpoints.schemas import header_fault as header_fault
-from app.endpoints.schemas.credentials import EgressProxySpec
-from app.endpoints.service import credential_origins, credentials, handshakes
+from app.endpoints.service import credentials, handshakes, save_checks
+
+# Changing an endpoint has a module of its own; its callers find it here beside the rest.
+from app.endpoints.service.changes import update_endpoint as update_endpoint
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.models import Endpoint
-from app.programs.budget import FILTERS_PER_TENANT
-from app.streams.service import policy
 from app.tenants.service import customers, limits
 
 
@@ -83,9 +81,9 @@ async def create_endpoint(
         raise Conflict("the endpoint requires the webhook handshake: ask its receiver first")
     await check_endpoint_url(spec.url, allowlist)
     if spec.oauth2 is not None:
-        await _check_token_url(spec.oauth2.token_url, allowlist)
+        await save_checks.check_token_url(spec.oauth2.token_url, allowlist)
     if spec.egress_proxy is not None:
-        await _check_proxy(spec.egress_proxy, allowlist)
+        await save_checks.check_egress_proxy(spec.egress_proxy, allowlist)
     endpoint_id = new_id("ep")
     secret = credentials.generate_secret()
     values = spec.model_dump(
@@ -102,9 +100,9 @@ async def create_endpoint(
     credentials.check_tls_url(spec.url, spec.tls is not None)
     held = await limits.hold(session, scope.tenant_id, defaults)
     customer_id = await _customer_for(session, scope, spec.customer_id)
-    await _room_for_one_more(session, scope.tenant_id, customer_id, held)
+    await save_checks.room_for_one_more(session, scope.tenant_id, customer_id, held)
     if spec.filter is not None:
-        await _room_for_filter(session, scope.tenant_id, spec.filter)
+        await save_checks.room_for_filter(session, scope.tenant_id, spec.filter)
     endpoint = await endpoints.insert_endpoint(
         session,
         id=endpoint_id,
@@ -123,35 +121,6 @@ async def create_endpoint(
     return credentials.WithSecret(endpoint, secret)
 
 
-async def _room_for_one_more(
-    session: AsyncSession, tenant_id: str, customer_id: str | None, held: limits.Limits
-) -> None:
-    every, of_customer = await endpoints.count_live(session, tenant_id, customer_id)
-    if every >= held.max_endpoints:
-        raise Conflict(
-            f"the tenant has {every:,} endpoints, as many as it may (max_endpoints, "
-            "GET /v1/limits): delete one, or ask the operator for more"
-        )
-    if of_customer >= held.max_endpoints_per_customer:
-        whose = f"customer {customer_id} has" if customer_id else "the tenant's own endpoints are"
-        raise Conflict(
-            f"{whose} {of_customer:,} endpoints, as many as one customer may "
-            "(max_endpoints_per_customer, GET /v1/limits): delete one, or ask the operator for "
-            "more"
-        )
-
-
-async def _room_for_filter(session: AsyncSession, tenant_id: str, source: str) -> None:
-    """A tenant's distinct filters all fit its share of each API process's compiled filters
-    (FILTERS_PER_TENANT): a tenant with more would make others pay for its compiles."""
-    known, distinct = await endpoints.has_filter(session, tenant_id, source)
-    if not known and distinct >= FILTERS_PER_TENANT:
-        raise Conflict(
-            f"the tenant's endpoints have {distinct:,} different filters, as many as it may "
-            "have: give this endpoint a filter another already has, or none"
-        )
-
-
 async def _customer_for(session: AsyncSession, scope: Scope, named: str | None) -> str | None:
     if scope.customer_id is not None and named not in (None, scope.customer_id):
         raise NotFound(f"customer {named} not found")  # another customer's, from its portal
@@ -161,143 +130,11 @@ async def _customer_for(session: AsyncSession, scope: Scope, named: str | None) 
     return customer_id
 
 
-async def _check_token_url(url: str, allowlist: Sequence[IPNetwork]) -> None:
-    """The token endpoint passes the endpoint's own SSRF guard, its refusal named for it."""
-    try:
-        await check_endpoint_url(url, allowlist)
-    except DestinationRefused as exc:
-        raise DestinationRefused(f"oauth2.token_url: {exc.detail}") from None
-
-
-async def _check_proxy(spec: EgressProxySpec, allowlist: Sequence[IPNetwork]) -> None:
-    """A tenant's proxy is a destination like any: it passes the SSRF guard (workers vet its
-    address again on every connection)."""
-    try:
-        await check_endpoint_url(EgressProxy.parse(spec.url, trusted=False).url, allowlist)
-    except DestinationRefused as exc:
-        raise DestinationRefused(f"egress_proxy.url: {exc.detail}") from None
-
-
 async def get_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) -> Endpoint:
     endpoint = await endpoints.get_live(session, scope, endpoint_id)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     return endpoint
-
-
-async def update_endpoint(
-    session: AsyncSession,
-    scope: Scope,
-    endpoint_id: str,
-    change: EndpointUpdate,
-    allowlist: Sequence[IPNetwork],
-    ring: KeyRing,
-    consent: handshakes.Consent | None = None,
-) -> Endpoint:
-    """``consent``: the receiver's, when handshakes.for_update said the change needs it."""
-    values: dict[str, Any] = change.model_dump(
-        exclude_unset=True, exclude={"tls", "egress_proxy", "webhook_handshake"}
-    )
-    if consent is not None or change.webhook_handshake is not None or change.url is not None:
-        # Locked: a consent is for the URL the endpoint has when this commits, and a URL
-        # change is judged by whether the endpoint requires consent when it commits.
-        current = await endpoints.lock_live(session, scope, endpoint_id)
-        if current is None:
-            raise NotFound(f"endpoint {endpoint_id} not found")
-        url = change.url or current.url
-        if change.webhook_handshake and consent is None:
-            raise Conflict("the endpoint's receiver must be asked first (the webhook handshake)")
-        if consent is not None or change.webhook_handshake is False:
-            values.update(handshakes.consent_values(consent, url, required=consent is not None))
-        elif current.webhook_origin is not None and url != current.url:
-            # Never a URL that did not consent (the route asks it first: this is a caller
-            # that did not).
-            raise Conflict("the new URL's receiver must consent first (the webhook handshake)")
-        values.update(credential_origins.follow_url(scope, current, change, ring))
-    if "egress_proxy" in change.model_fields_set:
-        if change.egress_proxy is not None:
-            await _check_proxy(change.egress_proxy, allowlist)
-        values.update(credentials.egress_proxy_values(ring, endpoint_id, change.egress_proxy))
-    if "tls" in change.model_fields_set or values.get("url") is not None:
-        await _change_tls(session, scope, endpoint_id, change, values, ring)
-    if (values.get("oauth2") or {}).get("token_url"):
-        await _check_token_url(values["oauth2"]["token_url"], allowlist)
-    if {"headers", "secret_headers", "oauth2"} & set(values):
-        await credentials.change_headers(session, scope, endpoint_id, values, ring)
-    if values.get("url") is not None:
-        await check_endpoint_url(values["url"], allowlist)
-    for always_set in ("url", "payload_format"):
-        if always_set in values and values[always_set] is None:
-            del values[always_set]  # an endpoint always has one; null is "no change"
-    if "headers" in values and values["headers"] is None:
-        values["headers"] = {}
-    if values.get("enabled") is True:
-        # Re-enabling clears whatever disabled it, including a breaker's or a 410's verdict.
-        values.update(
-            disabled_reason=None,
-            paused_until=None,
-            pause_reason=None,
-            consecutive_failures=0,
-            failing_since=None,
-            breaker_trips=0,
-        )
-    elif values.get("enabled") is False:
-        values["disabled_reason"] = "disabled by user"
-    elif "enabled" in values:
-        del values["enabled"]
-    for always_set in ("ordering", "on_dead", "signature_schemes"):
-        if always_set in values and values[always_set] is None:
-            del values[always_set]
-    if "v1a" in values.get("signature_schemes", ()):
-        current = await get_endpoint(session, scope, endpoint_id)
-        if current.public_key is None:  # made before v1a existed
-            values.update(credentials.key_pair_values(ring, endpoint_id))
-    if "ordering" in values or "on_dead" in values:
-        await _change_streams(session, scope, endpoint_id, values)
-    if values.get("filter") is not None:
-        await limits.lock(session, scope.tenant_id)  # counted one change at a time
-        await _room_for_filter(session, scope.tenant_id, values["filter"])
-    endpoint = await endpoints.update_fields(session, scope, endpoint_id, values)
-    if endpoint is None:
-        raise NotFound(f"endpoint {endpoint_id} not found")
-    return endpoint
-
-
-async def _change_tls(
-    session: AsyncSession,
-    scope: Scope,
-    endpoint_id: str,
-    change: EndpointUpdate,
-    values: dict[str, Any],
-    ring: KeyRing,
-) -> None:
-    """New TLS material (the one it replaces kept as the fallback), or a new URL, held to the
-    rule that TLS material goes to https URLs only."""
-    current = await get_endpoint(session, scope, endpoint_id)
-    tls = values.get("tls_sealed", current.tls_sealed) is not None  # a URL change may drop it
-    if "tls" in change.model_fields_set:
-        values.update(credentials.tls_values(ring, endpoint_id, change.tls, current))
-        tls = change.tls is not None
-    elif values.get("url") not in (None, current.url):
-        # A fallback was for the receiver that held the replaced certificate, not a new one.
-        values.update(previous_tls_sealed=None, previous_tls=None, previous_tls_expires_at=None)
-    credentials.check_tls_url(values.get("url") or current.url, tls)
-
-
-async def _change_streams(
-    session: AsyncSession, scope: Scope, endpoint_id: str, values: dict[str, Any]
-) -> None:
-    """A new ``ordering`` or ``on_dead`` applied to the endpoint's streams first (they are
-    locked before the endpoint's row)."""
-    current = await endpoints.get_live(session, scope, endpoint_id)
-    if current is None:
-        raise NotFound(f"endpoint {endpoint_id} not found")
-    await policy.change(
-        session,
-        endpoint_id,
-        ordering=(current.ordering, values.get("ordering", current.ordering)),
-        on_dead=(current.on_dead, values.get("on_dead", current.on_dead)),
-    )
 
 
 async def delete_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) -> None:

@@ -1,4 +1,5 @@
-"""Continuing a stream on the worker that ended its head (issue 27, docs/decisions.md).
+"""Continuing a stream on the worker that ended its head (docs/decisions.md, "A stream goes on
+from its record").
 
 An ordered stream waits between two deliveries for whatever runs from the head's answer to its
 successor's request. Through the wake-ups that is the record, a slot release, an arm, a take,

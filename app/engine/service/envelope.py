@@ -113,7 +113,7 @@ def _secret_headers(claimed: ClaimedDelivery, opened: OpenedSecrets) -> Mapping[
 # delivery (HTTP 1.1 Web Hooks for Event Delivery, 4.1.2).
 ORIGIN_HEADER = "WebHook-Request-Origin"
 
-# An ordered delivery's place in its stream (docs/decisions.md, "Issue 27"): what lets a
+# An ordered delivery's place in its stream (docs/decisions.md, on ordered delivery): what lets a
 # receiver check the order and drop a late duplicate.
 SEQUENCE_HEADER = "Herald-Stream-Sequence"
 ORDERING_KEY_HEADER = "Herald-Ordering-Key"

@@ -173,40 +173,11 @@ class Pump:
             # This tenant has its share while others wait: look again soon, after them.
             await self._wakeups.settle(taken, in_seconds=0.0)
             return
-        clock = asyncio.get_running_loop()
         async with asyncio.timeout(BEFORE_LEASE_SECONDS):
-            policy = await self._gate.policy(endpoint_id)
-            if policy.paused_for > 0:
-                # Parking for the whole pause on a cached policy could outlast a pause cleared
-                # since (an operator re-enabled the endpoint, and armed it): read it afresh.
-                self._gate.forget(endpoint_id)
-                policy = await self._gate.policy(endpoint_id)
-            if policy.paused_for > 0:
-                metrics.DEFERRALS.labels("paused").inc()
-                await self._wakeups.settle(taken, in_seconds=policy.paused_for)
+            granted = await self._grant(taken, want)
+            if granted is None:
                 return
-            # Starts are scheduled from when the gate decided, which lies between these two.
-            asked_at = clock.time()
-            grant = await self._gate.grant(
-                endpoint_id,
-                tenant_id=waiting_flag(self._settings.region, tenant_id),
-                want=want,
-                policy=policy,
-            )
-            window = StartWindow(asked_at, clock.time(), grant)
-            if grant.count == 0:
-                metrics.DEFERRALS.labels(grant.reason or "none").inc()
-                await self._wakeups.settle(taken, in_seconds=grant.reopens_in)
-                return
-            # The other taker may have used capacity meanwhile: claim only what is still free
-            # (taken before anything else is awaited).
-            count = min(grant.count, self._capacity.free)
-            self._capacity.take(tenant_id, max(count, 0))
-            if count < grant.count:
-                await self._gate.return_unused(grant, used=max(count, 0))
-                if count <= 0:
-                    await self._wakeups.settle(taken, in_seconds=0.0)
-                    return
+            grant, window, count = granted
             # Dying here leaves the destination held and its grant reserved: both expire by
             # themselves (the hold, the slots with their lease), and nothing was claimed.
             crash_point("worker.after_take_before_claim", self._settings.fault)
@@ -229,6 +200,52 @@ class Pump:
             await self._gate.return_unused(grant, used=len(rows))
         next_look = self._next_look(endpoint_id, grant, count, batch)
         await self._wakeups.settle(taken, in_seconds=next_look)
+
+    async def _grant(self, taken: Taken, want: int) -> tuple[Grant, StartWindow, int] | None:
+        """The slots the gate grants the destination, up to ``want`` and to what this worker
+        still has free: the grant, its start window and how many to claim. None when there
+        are none: the destination is settled to be looked at again when that may change."""
+        endpoint_id, tenant_id = taken.endpoint_id, taken.tenant_id
+        assert endpoint_id is not None and tenant_id is not None
+        policy = await self._fresh_policy(endpoint_id)
+        if policy.paused_for > 0:
+            metrics.DEFERRALS.labels("paused").inc()
+            await self._wakeups.settle(taken, in_seconds=policy.paused_for)
+            return None
+        # Starts are scheduled from when the gate decided, which lies between these two.
+        clock = asyncio.get_running_loop()
+        asked_at = clock.time()
+        grant = await self._gate.grant(
+            endpoint_id,
+            tenant_id=waiting_flag(self._settings.region, tenant_id),
+            want=want,
+            policy=policy,
+        )
+        window = StartWindow(asked_at, clock.time(), grant)
+        if grant.count == 0:
+            metrics.DEFERRALS.labels(grant.reason or "none").inc()
+            await self._wakeups.settle(taken, in_seconds=grant.reopens_in)
+            return None
+        # The other taker may have used capacity meanwhile: claim only what is still free
+        # (taken before anything else is awaited).
+        count = min(grant.count, self._capacity.free)
+        self._capacity.take(tenant_id, max(count, 0))
+        if count < grant.count:
+            await self._gate.return_unused(grant, used=max(count, 0))
+            if count <= 0:
+                await self._wakeups.settle(taken, in_seconds=0.0)
+                return None
+        return grant, window, count
+
+    async def _fresh_policy(self, endpoint_id: str) -> Policy:
+        """The destination's policy; read afresh when the cached one says paused: parking for
+        the whole pause on a cached policy could outlast a pause cleared since (an operator
+        re-enabled the endpoint, and armed it)."""
+        policy = await self._gate.policy(endpoint_id)
+        if policy.paused_for > 0:
+            self._gate.forget(endpoint_id)
+            policy = await self._gate.policy(endpoint_id)
+        return policy
 
     def _next_look(
         self, endpoint_id: str, grant: Grant, count: int, batch: delivery_leases.ClaimBatch

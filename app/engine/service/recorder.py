@@ -129,46 +129,10 @@ class Recorder:
         metrics.RECORD_FLUSHES.inc()
         grouped = [p for p in batch if not p.ended.touches_health]
         if grouped:
-            continuing = self._continuing(grouped)
-            recorded: set[str] | None = None
-            try:
-                written = await self._record_group(grouped, continuing)
-                recorded = written.recorded
-                continued = {claimed.id for claimed in written.leased}
-                effects.arms.extend(
-                    Arm.for_heads([h for h in written.new_heads if h.id not in continued])
-                )
-                if continuing is not None:
-                    await continuing.proceed(
-                        written.leased, self._sessionmaker, effects.arms, effects.carried
-                    )
-            except Exception as exc:
-                # Before the commit nothing was written; after it, a successor that did not
-                # start stays leased until its lease runs out and a claim takes it over.
-                event = "delivery.record_failed" if recorded is None else "delivery.continue_failed"
-                log.error(event, count=len(grouped), error=type(exc).__name__)
-            finally:
-                if continuing is not None:
-                    await continuing.release()
-            for pending in grouped:
-                if recorded is None:
-                    self._unrecorded(pending, effects)
-                else:
-                    self._account(pending, pending.ended.claimed.id in recorded, effects)
+            await self._flush_group(grouped, effects)
         for pending in batch:
-            if not pending.ended.touches_health:
-                continue
-            try:
-                ok = await self._record_alone(pending, effects)
-            except Exception as exc:
-                log.error(
-                    "delivery.record_failed",
-                    delivery_id=pending.ended.claimed.id,
-                    error=type(exc).__name__,
-                )
-                self._unrecorded(pending, effects)
-                continue
-            self._account(pending, ok, effects)
+            if pending.ended.touches_health:
+                await self._flush_judging_health(pending, effects)
         crash_point("worker.after_record_before_ack", self._settings.fault)
         try:
             # Slots expire by themselves and retries are covered by their destination's
@@ -176,6 +140,50 @@ class Recorder:
             await self._apply(effects)
         except Exception as exc:
             log.warning("delivery.after_record_failed", error=type(exc).__name__)
+
+    async def _flush_group(self, group: list[_Pending], effects: _Effects) -> None:
+        """The group commit: every ending in one statement, and the streams whose heads it
+        ended continued by this worker where it may."""
+        continuing = self._continuing(group)
+        recorded: set[str] | None = None
+        try:
+            written = await self._record_group(group, continuing)
+            recorded = written.recorded
+            continued = {claimed.id for claimed in written.leased}
+            effects.arms.extend(
+                Arm.for_heads([h for h in written.new_heads if h.id not in continued])
+            )
+            if continuing is not None:
+                await continuing.proceed(
+                    written.leased, self._sessionmaker, effects.arms, effects.carried
+                )
+        except Exception as exc:
+            # Before the commit nothing was written; after it, a successor that did not
+            # start stays leased until its lease runs out and a claim takes it over.
+            event = "delivery.record_failed" if recorded is None else "delivery.continue_failed"
+            log.error(event, count=len(group), error=type(exc).__name__)
+        finally:
+            if continuing is not None:
+                await continuing.release()
+        for pending in group:
+            if recorded is None:
+                self._unrecorded(pending, effects)
+            else:
+                self._account(pending, pending.ended.claimed.id in recorded, effects)
+
+    async def _flush_judging_health(self, pending: _Pending, effects: _Effects) -> None:
+        """An ending that judges the destination's health, in a transaction of its own."""
+        try:
+            ok = await self._record_alone(pending, effects)
+        except Exception as exc:
+            log.error(
+                "delivery.record_failed",
+                delivery_id=pending.ended.claimed.id,
+                error=type(exc).__name__,
+            )
+            self._unrecorded(pending, effects)
+            return
+        self._account(pending, ok, effects)
 
     def _unrecorded(self, pending: _Pending, effects: _Effects) -> None:
         """Not written (a database that stayed away, a bad row): left to its lease, after which

@@ -1,4 +1,5 @@
-"""One HTTP attempt with aiohttp: SSRF-vetted connection, bounded in time and in bytes read.
+"""One HTTP attempt with aiohttp: SSRF-vetted connection (http_session.py), bounded in time
+and in bytes read.
 
 aiohttp, not httpx: measured 25x faster at 200 requests in flight (design.md).
 """
@@ -8,27 +9,28 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
-import ipaddress
-import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import structlog
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from app.core.errors import DestinationRefused
 from app.core.proxies import EgressProxy
 from app.core.states import Outcome
-from app.endpoints.service.destinations import IPNetwork, refusal
+from app.endpoints.service.destinations import IPNetwork
 from app.engine.service import egress
+
+# The session and its vetting are http_session.py's; callers of the send path find them here.
+from app.engine.service.http_session import DestinationBlocked as DestinationBlocked
+from app.engine.service.http_session import LeaseEndedBeforeWriting
+from app.engine.service.http_session import build_http_session as build_http_session
+from app.engine.service.http_session import vet_literal as vet_literal
 from app.engine.service.outcomes import RETRY_AFTER_STATUSES, classify_status, parse_retry_after
 
 log = structlog.get_logger("herald.sender")
@@ -36,50 +38,6 @@ log = structlog.get_logger("herald.sender")
 MAX_RESPONSE_BYTES = 64 * 1024
 PROXY_AUTHENTICATION_REQUIRED = 407
 STORED_RESPONSE_BYTES = 4 * 1024
-
-
-class DestinationBlocked(Exception):
-    """Raised from the resolver, deliberately not an OSError, so aiohttp does not wrap it into
-    an ordinary connection error: a refusal is its own outcome (``blocked``)."""
-
-
-class VettingResolver(AbstractResolver):
-    """Resolves, then returns addresses only if every one is allowed. aiohttp connects to what
-    this returns, so the address checked is the address used: no second lookup, no rebinding.
-    ``trusted`` names the operator's own egress proxy, which may well be on a private network."""
-
-    def __init__(self, allowlist: Sequence[IPNetwork], trusted: Sequence[str] = ()) -> None:
-        self._inner = DefaultResolver()
-        self._allowlist = tuple(allowlist)
-        self._trusted = frozenset(trusted)
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        if host in self._trusted:
-            return results
-        addresses = [ipaddress.ip_address(result["host"]) for result in results]
-        # Stored in the attempt row and dead_reason, which the tenant reads: `refusal` never
-        # names the address a name resolved to.
-        refused = refusal(host, addresses, self._allowlist)
-        if refused is not None:
-            raise DestinationBlocked(refused)
-        return results
-
-    async def close(self) -> None:
-        await self._inner.close()
-
-
-def vet_literal(host: str, allowlist: Sequence[IPNetwork]) -> None:
-    """aiohttp skips the resolver for IP-literal hosts (verified), so check those here."""
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return
-    refused = refusal(host, [address], allowlist)
-    if refused is not None:
-        raise DestinationBlocked(refused)
 
 
 @dataclass
@@ -97,7 +55,7 @@ class AttemptResult:
     failed_inside_herald: bool = False
     # The connection ended as a receiver refusing the client certificate ends it: a TLS
     # alert, or a reset or close before any answer -- under TLS 1.3 only once the request was
-    # written (docs/decisions.md, "Issue 28: mTLS"). Never a failure to verify the receiver.
+    # written (docs/decisions.md, on mutual TLS). Never a failure to verify the receiver.
     refused_by_peer: bool = False
 
     def retry_after_left(self) -> float | None:
@@ -111,54 +69,6 @@ class AttemptResult:
 def _stored_body(raw: bytes) -> str:
     # PostgreSQL text cannot hold NUL; 4 KiB is enough to explain a failure.
     return raw[:STORED_RESPONSE_BYTES].decode("utf-8", errors="replace").replace("\x00", "")
-
-
-async def _on_headers_sent(
-    session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
-) -> None:
-    context.trace_request_ctx["progress"].sent = True
-
-
-class LeaseEndedBeforeWriting(Exception):
-    """The connection was ready only after the lease's last moment to start: the request is
-    not written (another worker may hold the delivery by now, and an ordered stream may have
-    moved past it)."""
-
-
-async def _on_connection(
-    session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
-) -> None:
-    """Once the connection is made or taken from the pool, nothing but CPU stands between this
-    check and the request's first bytes: a worker frozen (SIGSTOP, a VM pause) while it
-    connected cannot write a request its lease no longer covers."""
-    write_by = context.trace_request_ctx["progress"].write_by
-    if write_by is not None and asyncio.get_running_loop().time() > write_by:
-        raise LeaseEndedBeforeWriting("the lease ended before the request was written")
-
-
-def build_http_session(
-    allowlist: Sequence[IPNetwork], max_connections: int, proxy: EgressProxy | None = None
-) -> aiohttp.ClientSession:
-    """One pooled session per worker process; ``proxy``, HERALD_EGRESS_PROXY, is trusted to be
-    reached wherever it is."""
-    trace = aiohttp.TraceConfig()
-    trace.on_request_headers_sent.append(_on_headers_sent)
-    trace.on_connection_create_end.append(_on_connection)
-    trace.on_connection_reuseconn.append(_on_connection)
-    connector = aiohttp.TCPConnector(
-        resolver=VettingResolver(allowlist, trusted=[proxy.host] if proxy else []),
-        limit=max_connections,
-        limit_per_host=0,
-        ttl_dns_cache=10,
-        enable_cleanup_closed=True,
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        trace_configs=[trace],
-        trust_env=False,  # no proxy from the environment: it would bypass the SSRF guard
-        auto_decompress=False,
-        cookie_jar=aiohttp.DummyCookieJar(),
-    )
 
 
 async def read_capped(response: aiohttp.ClientResponse) -> bytes:
@@ -253,15 +163,7 @@ async def send(
                 ssl=tls if tls is not None else True,  # True: aiohttp's default checks
                 **through,
             ) as response:
-                if proxy is not None and response.status == PROXY_AUTHENTICATION_REQUIRED:
-                    # Plain http through the proxy: the proxy answered, the receiver never
-                    # heard of it. The operator's proxy: Herald's configuration, not the
-                    # receiver's failure; the endpoint's own: the endpoint's.
-                    error = "egress proxy: 407 Proxy Authentication Required"
-                    return progress.result(
-                        Outcome.RETRYABLE, error=error, failed_inside_herald=proxy.trusted
-                    )
-                return await _answer(response, progress, retry_after_max, on_answer)
+                return await _answer(response, progress, retry_after_max, on_answer, proxy)
     except (DestinationBlocked, DestinationRefused) as exc:
         return progress.result(Outcome.BLOCKED, error=str(exc))
     except egress.ResolveFailed as exc:
@@ -273,24 +175,33 @@ async def send(
     except aiohttp.InvalidURL as exc:
         return not_built(progress, f"invalid URL: {exc}")
     except (aiohttp.ClientProxyConnectionError, aiohttp.ClientHttpProxyError) as exc:
-        said = (
-            f"refused the CONNECT (HTTP {exc.status})"
-            if isinstance(exc, aiohttp.ClientHttpProxyError)
-            else "unreachable"
-        )
-        if proxy is not None and not proxy.trusted:
-            # The endpoint's own proxy is part of its way to the receiver: its failure is
-            # the endpoint's, counted as a receiver's would be.
-            return _failed(progress, f"the endpoint's egress proxy: {said}")
-        # The operator's proxy is Herald's infrastructure: its failure says nothing of the
-        # receiver, and where it is is the operator's to read (the log), not the tenant's.
-        log.warning("egress_proxy.failed", error=f"{type(exc).__name__}: {exc}")
-        return failed_inside(progress, f"egress proxy: {said}")
+        return _proxy_failed(progress, exc, proxy)
     except (aiohttp.ClientError, OSError) as exc:
         failed = _failed(progress, f"{type(exc).__name__}: {exc}")
         return dataclasses.replace(
             failed, refused_by_peer=progress.status is None and _refused_by_peer(exc)
         )
+
+
+def _proxy_failed(
+    progress: SendProgress,
+    exc: aiohttp.ClientProxyConnectionError | aiohttp.ClientHttpProxyError,
+    proxy: EgressProxy | None,
+) -> AttemptResult:
+    """A proxy that could not be reached or refused the CONNECT."""
+    said = (
+        f"refused the CONNECT (HTTP {exc.status})"
+        if isinstance(exc, aiohttp.ClientHttpProxyError)
+        else "unreachable"
+    )
+    if proxy is not None and not proxy.trusted:
+        # The endpoint's own proxy is part of its way to the receiver: its failure is the
+        # endpoint's, counted as a receiver's would be.
+        return _failed(progress, f"the endpoint's egress proxy: {said}")
+    # The operator's proxy is Herald's infrastructure: its failure says nothing of the
+    # receiver, and where it is is the operator's to read (the log), not the tenant's.
+    log.warning("egress_proxy.failed", error=f"{type(exc).__name__}: {exc}")
+    return failed_inside(progress, f"egress proxy: {said}")
 
 
 def _refused_by_peer(exc: BaseException) -> bool:
@@ -310,7 +221,15 @@ async def _answer(
     progress: SendProgress,
     retry_after_max: float,
     on_answer: OnAnswer,
+    proxy: EgressProxy | None,
 ) -> AttemptResult:
+    """The receiver's answer -- or the proxy's, refusing its credentials."""
+    if proxy is not None and response.status == PROXY_AUTHENTICATION_REQUIRED:
+        # Plain http through the proxy: the proxy answered, the receiver never heard of it.
+        # The operator's proxy: Herald's configuration, not the receiver's failure; the
+        # endpoint's own: the endpoint's.
+        error = "egress proxy: 407 Proxy Authentication Required"
+        return progress.result(Outcome.RETRYABLE, error=error, failed_inside_herald=proxy.trusted)
     progress.answered(response, retry_after_max)
     # Before the body, which may trickle in for the rest of the timeout: a receiver's
     # Retry-After is acted on as soon as it is heard.

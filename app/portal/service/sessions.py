@@ -1,6 +1,6 @@
 """Portal sessions: minted by the tenant's backend for one customer, opened once by the link
-it answers, then carried by the portal page as a bearer token (docs/decisions.md, "Issue 29:
-the portal's session"). Tokens are random and kept only as SHA-256."""
+it answers, then carried by the portal page as a bearer token (docs/decisions.md, on the
+portal's session). Tokens are random and kept only as SHA-256."""
 
 from __future__ import annotations
 

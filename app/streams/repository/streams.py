@@ -1,4 +1,4 @@
-"""The statements of ordered delivery (docs/decisions.md, "Issue 27"): numbering accepted
+"""The statements of ordered delivery (its design: docs/decisions.md): numbering accepted
 deliveries in their streams, and handing a stream on when its head ends.
 
 Lock order, for every writer: stream rows first, in (endpoint, stream) order, then the delivery

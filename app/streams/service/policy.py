@@ -1,5 +1,5 @@
 """What an endpoint's ``ordering`` and ``on_dead`` changes do to its streams
-(docs/decisions.md, "Issue 27"), in the caller's transaction, before the endpoint's row is
+(docs/decisions.md, on ordered delivery), in the caller's transaction, before the endpoint's row is
 written (streams are locked before the rows of their endpoint)."""
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,18 +20,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.sealing import KeyRing, new_key
 from tests.fixtures.api import new_endpoint
-from tests.fixtures.processes import HeraldProcess, running_worker
+from tests.fixtures.processes import HeraldProcess
 from tests.fixtures.receiver import Receiver
-from tests.fixtures.stack import SECRET_KEYS, Stack
+from tests.fixtures.stack import SECRET_KEYS
 from tests.fixtures.waiting import eventually
 
 MAX_ATTEMPTS = 5  # tests.fixtures.processes.FAST_WORKER_ENV: four retries + 1
-
-
-@pytest.fixture(scope="module")
-def worker(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeraldProcess]:
-    with running_worker(stack, tmp_path_factory.mktemp("worker") / "worker.log") as process:
-        yield process
 
 
 # Each column as an older release or a damaged row could hold it, written behind the API's back.

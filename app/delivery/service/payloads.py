@@ -1,0 +1,73 @@
+"""A request's payload as every attempt will send it -- compact JSON, encoded once, within its
+limits -- and the fingerprint that makes two requests with one idempotency key the same
+request. Pure: no I/O."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from app.core.errors import PayloadTooLarge, Unprocessable
+from app.core.fields import MAX_PAYLOAD_DEPTH
+from app.delivery.schemas import DeliveryIntent, EventIntent
+
+
+def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
+    """The bytes every attempt will send: compact JSON, encoded once, never re-serialised.
+
+    Every accept path comes through here, so this is where a payload's limits are enforced:
+    its depth (before anything walks it recursively) and its size."""
+    if _nests_deeper_than(payload, MAX_PAYLOAD_DEPTH):
+        raise Unprocessable(
+            f"payload nests too deeply: objects and arrays may nest at most {MAX_PAYLOAD_DEPTH} "
+            "levels (the payload itself is level 1)"
+        )
+    try:
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        encoded = body.encode()
+    except UnicodeEncodeError:
+        raise Unprocessable(
+            "payload contains an unpaired UTF-16 surrogate (\\ud800-\\udfff)"
+        ) from None
+    except ValueError:
+        raise Unprocessable("payload must be JSON: NaN and Infinity are not allowed") from None
+    if len(encoded) > limit:
+        raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is {limit}")
+    return encoded
+
+
+def _nests_deeper_than(payload: dict[str, Any], limit: int) -> bool:
+    """Level by level, not recursively: recursion is what a deep payload breaks (pydantic's
+    serialiser gives up near 255 levels, the JSON encoder near 1000)."""
+    level: list[dict[str, Any] | list[Any]] = [payload]
+    for _ in range(limit):
+        below = [
+            child
+            for container in level
+            for child in (container.values() if isinstance(container, dict) else container)
+            if isinstance(child, dict | list)
+        ]
+        if not below:
+            return False
+        level = below
+    return True
+
+
+def request_fingerprint(route: str, intent: DeliveryIntent | EventIntent, payload: bytes) -> bytes:
+    """What makes two requests with one idempotency key the same request: the route, the
+    intent's fields, and the payload as encoded -- the bytes already made, never a second
+    serialisation of the payload."""
+    # A batch item's own key is not part of what it asks for: it replays the single route.
+    asked = intent.model_dump(mode="json", exclude={"payload", "idempotency_key"})
+    if asked.get("customer_id", "") is None:
+        # Fields added later count only when given: a key's retry from before they existed
+        # is still the same request.
+        del asked["customer_id"]
+    fields = json.dumps(
+        asked,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    # Neither line can hold a newline (JSON escapes it), so the parts cannot run together.
+    return hashlib.sha256(f"{route}\n{fields}\n".encode() + payload).digest()

@@ -1,0 +1,235 @@
+"""What a tenant sends to make or change an endpoint: its fields, their rules and what the API
+reference says of each."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
+
+from app.core.fields import PRINTABLE_RULE, STORABLE_TEXT, CustomerId, EventTypeSelector
+from app.endpoints.schemas.credentials import (
+    SIGNATURE_SCHEMES_DOC,
+    EgressProxySpec,
+    EndpointUrl,
+    OAuth2Spec,
+    SignatureSchemes,
+    v1_only,
+)
+from app.endpoints.schemas.headers import MAX_HEADERS, EndpointHeaders
+from app.endpoints.schemas.tls import TLS_DOC, ClientTLSSpec
+
+Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
+
+PayloadFormat = Literal["raw", "standard", "cloudevents", "cloudevents-binary"]
+_PAYLOAD_FORMAT = (
+    "The request body: `raw`, the payload as accepted; `standard`, the Standard Webhooks "
+    'envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`; '
+    "`cloudevents`, a CloudEvent 1.0 in structured mode (`application/cloudevents+json`: "
+    "`id` the event's id, `source` `urn:herald:tenant:<tenant id>`, `type`, `time`, `data` the "
+    "payload); or `cloudevents-binary`, the payload as the body with those attributes in "
+    "`ce-*` headers (the CloudEvents HTTP binding). The signature covers exactly the bytes sent."
+)
+
+
+def _compiles(expression: str) -> str:
+    # Imported here: the worker reads these models (the header rules) but never compiles a
+    # filter, and CEL's runtime is a 50 MB library -- the API loads it with its first filter.
+    from app.programs import filters
+
+    try:
+        filters.compiled(expression)
+    except filters.FilterError as exc:
+        raise PydanticCustomError("filter", str(exc)) from None
+    return expression
+
+
+EndpointFilter = Annotated[
+    str, StringConstraints(min_length=1), STORABLE_TEXT, AfterValidator(_compiles)
+]
+_FILTER = (
+    "A Common Expression Language expression over the event -- `type` and `payload` -- that "
+    "must be true for it to be delivered here, e.g. `payload.amount > 100 && payload.currency == "
+    '"EUR"`. Checked when saved; an event it fails on (a missing field) is not delivered. '
+    "`GET /v1/events/{id}` lists the endpoints a filter passed by."
+)
+_HEADERS = (
+    f"Static headers sent on every attempt (at most {MAX_HEADERS}), for example a receiver's "
+    "own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, "
+    "`Idempotency-Key`, `webhook-*`, `Herald-*` and `ce-*` are Herald's and are refused."
+)
+_CREDENTIAL_HEADERS = (
+    "Static headers whose values are credentials (an `Authorization`, an API key): sent on "
+    "every attempt like `headers`, under the same rules and limits counted together, but "
+    "sealed at rest and never shown again -- reads list their names only "
+    "(`secret_header_names`)."
+)
+
+_OAUTH2 = (
+    "OAuth2 client credentials: every attempt carries `Authorization: Bearer <token>` from the "
+    "token endpoint, fetched once per worker and kept until shortly before it expires; a 401 "
+    "from the receiver fetches a fresh token and sends once more. A token endpoint that fails "
+    "ends the attempt `auth_failed` (retried; never held against the receiver). With it, "
+    "`Authorization` is Herald's header."
+)
+
+Ordering = Literal["none", "endpoint", "key"]
+OnDead = Literal["halt", "skip"]
+_EGRESS_PROXY = (
+    "The endpoint's own HTTP proxy, in place of the operator's (HERALD_EGRESS_PROXY), for a "
+    "receiver that admits only traffic from it. Herald vets the destination itself and asks "
+    "the proxy for that address (CONNECT <address>:443 for https, the name kept in SNI, the "
+    "certificate check and Host). A proxy that fails counts against the endpoint."
+)
+
+_HANDSHAKE = (
+    "The CloudEvents webhook validation handshake (HTTP 1.1 Web Hooks for Event Delivery, "
+    "section 4): before the endpoint is saved with a URL, Herald sends that URL an `OPTIONS` "
+    "with `WebHook-Request-Origin` (HERALD_WEBHOOK_ORIGIN) and, given a rate ceiling, "
+    "`WebHook-Request-Rate`; the save goes through only if the receiver answers with "
+    "`WebHook-Allowed-Origin` (that origin or `*`). Its `WebHook-Allowed-Rate` (requests a "
+    "minute) is a ceiling on top of the endpoint's own, and every delivery carries "
+    "`WebHook-Request-Origin`. Asked again whenever the URL changes."
+)
+
+_ORDERING = (
+    "Ordered delivery: `none` (any order, the fastest), `endpoint` (one stream: each delivery "
+    "starts only once the one accepted before it has succeeded, died or been cancelled) or "
+    "`key` (one stream per `ordering_key` of the intent or event; intents without one share a "
+    "stream). Streams proceed side by side up to the endpoint's ceilings. Each ordered "
+    "delivery carries its number in `Herald-Stream-Sequence` (and its key in "
+    "`Herald-Ordering-Key`)."
+)
+_ORDERING_CHANGE = (
+    f"{_ORDERING} From `none`, ordering applies to deliveries accepted from then on; back to "
+    "`none` releases every stream (what waits becomes due, in no order); between `endpoint` "
+    "and `key` is refused while ordered deliveries are still live."
+)
+_ON_DEAD = (
+    "What an ordered stream does when its head dies: `halt` (the default: the stream waits "
+    "until an operator redrives or skips the dead delivery) or `skip` (it moves on). "
+    "Changing it to `skip` releases the halted streams."
+)
+
+
+class EndpointCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "url": "https://hooks.example.com/herald",
+                    "description": "billing events",
+                    "event_types": ["invoice.paid", "invoice.refunded"],
+                    "max_in_flight": 10,
+                }
+            ]
+        },
+    )
+
+    url: EndpointUrl
+    customer_id: CustomerId | None = Field(
+        default=None,
+        description="The tenant's customer the endpoint belongs to (PUT /v1/customers/{id} "
+        "first); fixed once made. Events published to that customer reach it; events published "
+        "to none reach only the endpoints that belong to none.",
+    )
+    description: Description | None = None
+    event_types: list[EventTypeSelector] | None = Field(
+        default=None,
+        max_length=100,
+        description="Event types to receive: exact types, families (`order.*`: order.paid, "
+        "order.item.shipped; not orders.x) or `*`; null receives all.",
+    )
+    rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
+    max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
+    enabled: bool = True
+    payload_format: PayloadFormat = Field(default="raw", description=_PAYLOAD_FORMAT)
+    signature_schemes: SignatureSchemes = Field(
+        default_factory=v1_only, description=SIGNATURE_SCHEMES_DOC
+    )
+    headers: EndpointHeaders = Field(default_factory=dict, description=_HEADERS)
+    secret_headers: EndpointHeaders = Field(default_factory=dict, description=_CREDENTIAL_HEADERS)
+    oauth2: OAuth2Spec | None = Field(default=None, description=_OAUTH2)
+    tls: ClientTLSSpec | None = Field(default=None, description=TLS_DOC)
+    egress_proxy: EgressProxySpec | None = Field(default=None, description=_EGRESS_PROXY)
+    webhook_handshake: bool = Field(default=False, description=_HANDSHAKE)
+    filter: EndpointFilter | None = Field(default=None, description=_FILTER)
+    ordering: Ordering = Field(default="none", description=_ORDERING)
+    on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
+
+
+# Every endpoint has one of these: null in a change leaves it as it is, like a field left out.
+_KEPT_ON_NULL = frozenset(
+    {
+        "url",
+        "enabled",
+        "payload_format",
+        "signature_schemes",
+        "webhook_handshake",
+        "ordering",
+        "on_dead",
+    }
+)
+
+
+class EndpointUpdate(BaseModel):
+    """Fields to change; fields left out stay as they are, explicit nulls clear them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: EndpointUrl | None = Field(
+        default=None,
+        description="A new URL. Credentials follow the URL they were set for: a URL on another "
+        "origin (scheme, host, port) must come with `secret_headers`, `oauth2` and `tls` stated "
+        "again or null, or it is refused (422); a customer moving its URL through the portal "
+        "removes them.",
+    )
+    description: Description | None = None
+    event_types: list[EventTypeSelector] | None = Field(default=None, max_length=100)
+    rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
+    max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
+    enabled: bool | None = None
+    payload_format: PayloadFormat | None = Field(default=None, description=_PAYLOAD_FORMAT)
+    signature_schemes: SignatureSchemes | None = Field(
+        default=None, description=SIGNATURE_SCHEMES_DOC
+    )
+    headers: EndpointHeaders | None = Field(
+        default=None, description="Replaces all the static headers; null clears them."
+    )
+    secret_headers: EndpointHeaders | None = Field(
+        default=None,
+        description="Replaces all the secret static headers; null clears them. "
+        + _CREDENTIAL_HEADERS,
+    )
+    oauth2: OAuth2Spec | None = Field(
+        default=None, description=f"{_OAUTH2} Replaced whole (the secret too); null removes it."
+    )
+    tls: ClientTLSSpec | None = Field(
+        default=None,
+        description=f"{TLS_DOC} Replaced whole (the key too); the material it replaces stays a "
+        "fallback for `overlap_hours`. null removes it, fallback and all.",
+    )
+    egress_proxy: EgressProxySpec | None = Field(
+        default=None, description=f"{_EGRESS_PROXY} null: the operator's proxy, or none."
+    )
+    webhook_handshake: bool | None = Field(
+        default=None,
+        description=f"{_HANDSHAKE} `true` asks the receiver again (its allowed rate may have "
+        "changed); `false` stops requiring it.",
+    )
+    filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
+    ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
+    on_dead: OnDead | None = Field(default=None, description=_ON_DEAD)
+
+    def sent(self, name: str) -> bool:
+        """Whether the change says what becomes of the field ``name``. Each field is one of
+        three things, as in Svix's patch types: left out, it stays as it is (False); null
+        clears it -- unless every endpoint has one (a URL, a payload format...), when null too
+        leaves it as it is; a value sets it."""
+        if name not in type(self).model_fields:
+            raise KeyError(name)
+        if name not in self.model_fields_set:
+            return False
+        return name not in _KEPT_ON_NULL or getattr(self, name) is not None

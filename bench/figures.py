@@ -1,0 +1,262 @@
+"""Each of `make bench`'s figures: what it measures and beside which baseline, at the volumes of
+a full run or a quick one, written into the results under its name."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from bench import (
+    backlog,
+    baselines,
+    credentials,
+    isolation,
+    ordered,
+    parking,
+    probes,
+    programs,
+)
+from bench.console import console_pages
+from bench.load import Client
+from bench.stack import progress
+
+# The short figures run this many times and report the median; the long ones run once.
+ROUNDS = 3
+FIGURES = (
+    "accept",
+    "batch",
+    "e2e",
+    "latency",
+    "parked",
+    "in_flight_1",
+    "reconcile",
+    "worker_rss",
+    "scale_out",
+    "console",
+    "programs",
+    "ordered",
+    "credentials",
+    "isolation",
+)
+# As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
+IN_FLIGHT = 200
+
+
+@dataclass(frozen=True)
+class Volumes:
+    accept_seconds: float
+    batches: int
+    e2e_instant: int
+    e2e_50ms: int
+    latency_seconds: float
+    parked: int
+    parked_seconds: float
+    in_flight_1: int
+    reconcile_rows: int
+    spread_destinations: int
+    rss_backlogs: tuple[int, int]
+    scale_out: int
+    console_history: int
+    ordered_keys: tuple[int, int]  # keys x deliveries each
+    one_key: int
+    halted_streams: tuple[int, int]  # streams x deliveries each (the dead head among them)
+    isolation_seconds: float  # the quiet tenant's measure, alone and beside each attack
+
+
+FULL = Volumes(
+    6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000, 1_000_000,
+    (10_000, 10), 2_000, (1_000, 10), 8,
+)  # fmt: skip
+QUICK = Volumes(
+    4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000, 100_000,
+    (1_000, 10), 500, (200, 10), 4,
+)  # fmt: skip
+# scale_out: every worker keeps this many in flight (the default), producers post with this
+# many clients.
+SCALE_OUT_CONCURRENCY, SCALE_OUT_CLIENTS = 100, 64
+
+
+async def accept(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    for keyed in (False, True):
+        for clients in (32, 64):
+            # Rounds alternate Herald and pgbench, so drift on the machine hits both alike.
+            herald_runs, pgbench_runs = [], []
+            name = f"accept_{clients}" + ("_keyed" if keyed else "")
+            for round_ in range(ROUNDS):
+                progress(f"{name}, then pgbench (round {round_ + 1})")
+                herald_runs.append(await client.accept(clients, v.accept_seconds, keyed=keyed))
+                pgbench_runs.append(
+                    await baselines.pgbench(client, clients, v.accept_seconds, keyed=keyed)
+                )
+            herald = {k: median([r[k] for r in herald_runs]) for k in herald_runs[0]}
+            baseline = median(pgbench_runs)
+            results[name] = {
+                **herald,
+                "pgbench_tps": baseline,
+                "ratio": herald["per_second"] / baseline,
+                "runs": herald_runs,
+                "pgbench_runs": pgbench_runs,
+            }
+
+
+async def batch(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress("batch accept")
+    runs, baseline = [], []
+    for _ in range(ROUNDS):  # alternating, as for single accepts
+        runs.append(await client.batch(clients=4, batches=v.batches))
+        baseline.append(await baselines.batch_sql(client, clients=4, batches=v.batches))
+    results["batch"] = {
+        "per_second": median(runs),
+        "runs": runs,
+        "sql_per_second": median(baseline),
+        "sql_runs": baseline,
+    }
+
+
+async def end_to_end(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    """Both end-to-end figures, and the share of HOT updates of `deliveries` they made."""
+    stack = client.stack
+    stack.stop_workers()
+    await asyncio.sleep(2)  # every backend has published its statistics
+    updates, hot = await probes.delivery_updates(stack)
+    for name, receiver, total in (
+        ("e2e_instant", "instant", v.e2e_instant),
+        ("e2e_50ms", "slow", v.e2e_50ms),
+    ):
+        progress(f"{name}: {total} deliveries, then the raw aiohttp loop")
+        herald = await client.end_to_end(receiver, total)
+        raw = await baselines.raw_loop(receiver, total, IN_FLIGHT)
+        results[name] = {
+            **herald,
+            "raw_per_second": raw,
+            "deliveries": total,
+            "ratio": herald["per_second"] / raw,
+        }
+    stack.stop_workers()
+    await asyncio.sleep(2)
+    updates_after, hot_after = await probes.delivery_updates(stack)
+    updates, hot = updates_after - updates, hot_after - hot
+    results["hot_updates"] = {"updates": updates, "hot": hot, "ratio": hot / max(updates, 1)}
+
+
+async def latency(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress("latency at 200 intents/s")
+    client.stack.stop_workers()
+    await client.stack.clean_slate()
+    client.stack.start_workers()
+    await client.stack.wait_workers_idle()
+    runs = [await client.latency(200, v.latency_seconds) for _ in range(ROUNDS)]
+    results["latency_200_per_s"] = {
+        "p50_ms": median([r["p50_ms"] for r in runs]),
+        "p99_ms": median([r["p99_ms"] for r in runs]),
+        "runs": runs,
+    }
+    client.stack.stop_workers()
+
+
+async def parked(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress(f"{v.parked} deliveries parked behind a 429, reconcile every 2 s")
+    results["parked"] = await parking.parked(client, v.parked, v.parked_seconds)
+
+
+async def in_flight_1(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress(f"{v.in_flight_1} deliveries behind max_in_flight 1 and a 2 s receiver")
+    results["in_flight_1"] = await parking.in_flight_one(client, v.in_flight_1)
+
+
+async def reconcile(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress(f"reconcile of {v.reconcile_rows} rows")
+    results["reconcile"] = await backlog.reconcile(client, v.reconcile_rows, 1)
+    progress(f"reconcile of {v.reconcile_rows} rows over {v.spread_destinations} destinations")
+    results["reconcile_spread"] = await backlog.reconcile(
+        client, v.reconcile_rows, v.spread_destinations
+    )
+
+
+async def worker_rss(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress(f"worker RSS with backlogs of {v.rss_backlogs[0]} and {v.rss_backlogs[1]}")
+    results["worker_rss_mb"] = {str(n): await backlog.worker_rss(client, n) for n in v.rss_backlogs}
+
+
+async def scale_out(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    """One API process and one worker against two and three (the shape the scale-out
+    test in make test kills and restarts), producers posting one intent a request while the
+    workers deliver. Every worker keeps the same number in flight: more workers, more room."""
+    stack = client.stack
+    runs: dict[str, dict[str, float]] = {}
+    for apis, workers in ((1, 1), (2, 3)):
+        progress(f"scale out: {apis} API, {workers} worker(s), {v.scale_out} deliveries")
+        stack.stop_workers()
+        stack.stop("api")
+        await stack.clean_slate()
+        await stack.start_api(apis)
+        stack.start_workers(workers, concurrency=SCALE_OUT_CONCURRENCY)
+        await stack.wait_workers_idle()
+        api_cpu = probes.CpuMeter(stack.api_processes())
+        worker_cpu = probes.CpuMeter(stack.worker_processes())
+        per_second = await client.accept_while_delivering(v.scale_out, SCALE_OUT_CLIENTS)
+        # What sizing needs: CPU per intent in the API, per delivery in the workers.
+        runs[f"{apis}+{workers}"] = {
+            "per_second": per_second,
+            "api_cpu_ms": 1000 * api_cpu.seconds() / v.scale_out,
+            "worker_cpu_ms": 1000 * worker_cpu.seconds() / v.scale_out,
+        }
+    stack.stop_workers()
+    stack.stop("api")
+    await stack.start_api()
+    results["scale_out"] = {
+        "deliveries": v.scale_out,
+        **runs["2+3"],
+        "baseline": runs["1+1"],
+        "ratio": runs["2+3"]["per_second"] / runs["1+1"]["per_second"],
+    }
+
+
+async def console(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress(f"console pages over {v.console_history} deliveries")
+    results["console"] = await console_pages(client, v.console_history)
+
+
+async def tenant_programs(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress("tenant programs at their budget")
+    results["programs"] = programs.measure()  # in this process: no server is involved
+
+
+async def ordered_delivery(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    keys, per_key = v.ordered_keys
+    progress(f"ordered: {keys} keys x {per_key}, then the same unordered")
+    results["ordered_keys"] = await ordered.many_keys(client, keys, per_key)
+    progress(f"ordered: one key, {v.one_key} deliveries, then raw requests and records")
+    results["ordered_one_key"] = await ordered.one_key(client, v.one_key)
+    streams, per_stream = v.halted_streams
+    progress(f"ordered: {streams} halted streams, reconcile every 2 s")
+    results["ordered_halted"] = await ordered.halted(client, streams, per_stream, v.parked_seconds)
+
+
+async def endpoint_credentials(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    progress("an attempt's credentials: sealed secrets, v1a, a cached OAuth2 token")
+    results["credentials"] = await asyncio.to_thread(credentials.measure_all)
+
+
+async def tenant_isolation(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    results["isolation"] = await isolation.measure(client, v.isolation_seconds)
+
+
+RUNS = {
+    "accept": accept,
+    "batch": batch,
+    "e2e": end_to_end,
+    "latency": latency,
+    "parked": parked,
+    "in_flight_1": in_flight_1,
+    "reconcile": reconcile,
+    "worker_rss": worker_rss,
+    "scale_out": scale_out,
+    "console": console,
+    "programs": tenant_programs,
+    "ordered": ordered_delivery,
+    "credentials": endpoint_credentials,
+    "isolation": tenant_isolation,
+}

@@ -1,0 +1,107 @@
+"""Endpoints (``herald.endpoints``): making, changing, testing and deleting them, their
+secrets rotated and their streams listed, sync and async."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from herald_client import _calls
+from herald_client.models import Endpoint, EndpointCreated, Page, Stream
+
+if TYPE_CHECKING:
+    from herald_client.client import AsyncHerald, Herald
+
+
+class Endpoints:
+    def __init__(self, client: Herald) -> None:
+        self._run = client.run
+
+    def create(self, url: str, **fields: Any) -> EndpointCreated:
+        """Fields: description, event_types, filter, rate_limit_per_second, max_in_flight,
+        enabled, payload_format (raw, standard, cloudevents, cloudevents-binary),
+        signature_schemes (v1, v1a), headers, secret_headers (sent like headers, sealed at
+        rest, shown by name only), oauth2, tls (mutual TLS: client_certificate, client_key,
+        ca_bundle, overlap_hours), egress_proxy ({"url": ...}), webhook_handshake (the
+        CloudEvents validation handshake before the save), ordering, on_dead. The answer
+        holds the signing secret and the v1a public key."""
+        return self._run(_calls.create_endpoint({"url": url, **fields}))
+
+    def get(self, endpoint_id: str) -> Endpoint:
+        return self._run(_calls.get_endpoint(endpoint_id))
+
+    def list(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Endpoint]:
+        return self._run(_calls.list_endpoints(limit=limit, cursor=cursor))
+
+    def update(self, endpoint_id: str, **changes: Any) -> Endpoint:
+        return self._run(_calls.update_endpoint(endpoint_id, changes))
+
+    def delete(self, endpoint_id: str) -> None:
+        self._run(_calls.delete_endpoint(endpoint_id))
+
+    def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
+        return self._run(_calls.rotate_secret(endpoint_id))
+
+    def rotate_signing_key(self, endpoint_id: str) -> dict[str, Any]:
+        """A new ed25519 pair for v1a: ``{"public_key", "previous_public_key_expires_at"}``."""
+        return self._run(_calls.rotate_signing_key(endpoint_id))
+
+    def test(self, endpoint_id: str) -> dict[str, Any]:
+        """Send a signed test event now through the endpoint's whole path: ``{"delivered",
+        "status_code", "duration_ms", "response_body", "steps": [{"step", "outcome",
+        "detail"}]}``; nothing is stored. At most 10 a minute per tenant (429 past that)."""
+        return self._run(_calls.test_endpoint(endpoint_id))
+
+    def streams(
+        self,
+        endpoint_id: str,
+        *,
+        halted: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Stream]:
+        """An ordered endpoint's streams with work (``halted``: only the halted ones), by
+        ordering key: each one's head, depth and halt."""
+        return self._run(
+            _calls.list_streams(endpoint_id, halted=halted, limit=limit, cursor=cursor)
+        )
+
+
+class AsyncEndpoints:
+    def __init__(self, client: AsyncHerald) -> None:
+        self._run = client.run
+
+    async def create(self, url: str, **fields: Any) -> EndpointCreated:
+        return await self._run(_calls.create_endpoint({"url": url, **fields}))
+
+    async def get(self, endpoint_id: str) -> Endpoint:
+        return await self._run(_calls.get_endpoint(endpoint_id))
+
+    async def list(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Endpoint]:
+        return await self._run(_calls.list_endpoints(limit=limit, cursor=cursor))
+
+    async def update(self, endpoint_id: str, **changes: Any) -> Endpoint:
+        return await self._run(_calls.update_endpoint(endpoint_id, changes))
+
+    async def delete(self, endpoint_id: str) -> None:
+        await self._run(_calls.delete_endpoint(endpoint_id))
+
+    async def rotate_secret(self, endpoint_id: str) -> dict[str, Any]:
+        return await self._run(_calls.rotate_secret(endpoint_id))
+
+    async def rotate_signing_key(self, endpoint_id: str) -> dict[str, Any]:
+        return await self._run(_calls.rotate_signing_key(endpoint_id))
+
+    async def test(self, endpoint_id: str) -> dict[str, Any]:
+        return await self._run(_calls.test_endpoint(endpoint_id))
+
+    async def streams(
+        self,
+        endpoint_id: str,
+        *,
+        halted: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Stream]:
+        return await self._run(
+            _calls.list_streams(endpoint_id, halted=halted, limit=limit, cursor=cursor)
+        )
