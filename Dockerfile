@@ -6,7 +6,7 @@
 
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md alembic.ini requirements.lock ./
+COPY pyproject.toml README.md LICENSE alembic.ini requirements.lock ./
 COPY app ./app
 COPY workers ./workers
 COPY migrations ./migrations
@@ -15,6 +15,9 @@ COPY migrations ./migrations
 RUN pip install --no-cache-dir --prefix=/install -c requirements.lock .
 
 FROM python:3.11-slim
+LABEL org.opencontainers.image.title="Herald" \
+      org.opencontainers.image.description="Webhook delivery: the API, workers, migrations and the reconcile cron" \
+      org.opencontainers.image.licenses="Apache-2.0"
 RUN useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin herald
 COPY --from=build /install /usr/local
 USER 10001
