@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app import cli_endpoints, cli_keys, cli_migrate, cli_reconcile, cli_secrets, cli_streams
+from app import __version__, cli_endpoints, cli_keys, cli_migrate, cli_reconcile, cli_secrets, cli_streams
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
 from app.sealing import KeyRingError
@@ -183,6 +183,7 @@ def _cmd_openapi(settings: Settings, args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="herald", description="Herald webhook delivery")
+    parser.add_argument("--version", action="version", version=f"herald {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("dev", help="moved: the dev stack is `herald-dev`")
     api = commands.add_parser("api", help="run the HTTP API (uvicorn)")
