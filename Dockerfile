@@ -1,7 +1,9 @@
 # One image for every role: `herald api` (the default), `herald worker`, `herald migrate` (once
 # per release, before the new API and workers), `herald reconcile --every 60s` (the cron).
-#   docker build -t herald .
-#   docker run -e HERALD_DATABASE_URL=... -e HERALD_REDIS_URL=... -p 8000:8000 herald
+#   make image            (docker build -t herald:<version> .; IMAGE=... names it for a registry)
+#   docker run -e HERALD_DATABASE_URL=... -e HERALD_REDIS_URL=... -p 8000:8000 herald:<version>
+# It builds Herald from this checkout (pip, at the lockfile's versions), so `docker build .`
+# needs nothing built first.
 # deploy/ has compose and Kubernetes manifests built on it.
 
 FROM python:3.11-slim AS build

@@ -16,7 +16,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app import __version__, cli_endpoints, cli_keys, cli_migrate, cli_reconcile, cli_secrets, cli_streams
+from app import (
+    __version__,
+    cli_endpoints,
+    cli_keys,
+    cli_migrate,
+    cli_reconcile,
+    cli_secrets,
+    cli_streams,
+)
 from app.config import Settings, SettingsError, load_settings
 from app.logs import configure_logging
 from app.sealing import KeyRingError
