@@ -1,12 +1,14 @@
 # One image for every role: `herald api` (the default), `herald worker`, `herald migrate` (once
 # per release, before the new API and workers), `herald reconcile --every 60s` (the cron).
-#   docker build -t herald .
-#   docker run -e HERALD_DATABASE_URL=... -e HERALD_REDIS_URL=... -p 8000:8000 herald
+#   make image            (docker build -t herald:<version> .; IMAGE=... names it for a registry)
+#   docker run -e HERALD_DATABASE_URL=... -e HERALD_REDIS_URL=... -p 8000:8000 herald:<version>
+# It builds Herald from this checkout (pip, at the lockfile's versions), so `docker build .`
+# needs nothing built first.
 # deploy/ has compose and Kubernetes manifests built on it.
 
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md alembic.ini requirements.lock ./
+COPY pyproject.toml README.md LICENSE alembic.ini requirements.lock ./
 COPY app ./app
 COPY workers ./workers
 COPY migrations ./migrations
@@ -15,6 +17,9 @@ COPY migrations ./migrations
 RUN pip install --no-cache-dir --prefix=/install -c requirements.lock .
 
 FROM python:3.11-slim
+LABEL org.opencontainers.image.title="Herald" \
+      org.opencontainers.image.description="Webhook delivery: the API, workers, migrations and the reconcile cron" \
+      org.opencontainers.image.licenses="Apache-2.0"
 RUN useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin herald
 COPY --from=build /install /usr/local
 USER 10001

@@ -17,7 +17,16 @@ AXE := tests/browser/axe/node_modules/axe-core/axe.min.js
 # The TypeScript client's build and test tools, from npm at the versions its lockfile pins.
 TS_TOOLS := clients/typescript/node_modules/.bin/tsc
 
-.PHONY: run test lint typecheck pytest openapi docs bench bench-quick clean lock
+# The release's version, written once: app/__init__.py (`make -s version` prints it).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' app/__init__.py)
+# Where `make dist` writes what a release publishes.
+DIST ?= dist
+# The image `make image` builds, tagged with the version: IMAGE=registry.example.com/herald
+# names it for your registry.
+IMAGE ?= herald
+
+.PHONY: run test lint typecheck pytest openapi docs bench bench-quick clean lock dist chart image \
+	version release-notes
 
 # Installed from the lockfile: every machine gets the same versions. Herald itself on top,
 # editable, without resolving anything again.
@@ -35,7 +44,8 @@ lock:
 	.lock-venv/bin/python -m pip install --quiet --upgrade pip
 	.lock-venv/bin/python -m pip install --quiet '.[dev,embedded]'
 	{ sed -n '1,3p' requirements.lock; \
-	  .lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^herald'; } > requirements.lock.new
+	  .lock-venv/bin/python -m pip freeze --exclude-editable | grep -v -E '^herald-webhooks( @|==)'; \
+	} > requirements.lock.new
 	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
 
 run: $(STAMP)
@@ -47,6 +57,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/actionlint
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -107,5 +118,33 @@ openapi: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m devstack.settings_doc
 
+version:
+	@echo $(VERSION)
+
+# What a release publishes, into $(DIST): the server's and the Python client's sdist and
+# wheel (PyPA's build makes each wheel from its sdist, so an sdist missing a file fails here),
+# the TypeScript client's npm tarball (npm runs its `prepare`: both builds) and the chart.
+dist: $(STAMP) $(TS_TOOLS) chart
+	$(BIN)/python -m build --outdir $(DIST) .
+	$(BIN)/python -m build --outdir $(DIST) clients/python
+	cd clients/typescript && npm pack --pack-destination $(abspath $(DIST))
+
+# The chart's package, herald-<version>.tgz, made by Helm's own code (helm-python-sdk, the
+# engine the chart's tests render with): no helm binary needed.
+chart: $(STAMP)
+	mkdir -p $(DIST)
+	$(BIN)/python -c 'import sys; from helm_python import package; print(package(sys.argv[1], destination=sys.argv[2]))' \
+	  deploy/helm/herald $(DIST)
+
+# The production image, tagged with the version.
+image:
+	docker build -t $(IMAGE):$(VERSION) .
+
+# This version's section of CHANGELOG.md (a GitHub release's text): the lines under its
+# heading, up to the next release's or the link definitions.
+release-notes:
+	@awk '/^## \[/ { if (mine) exit; mine = index($$0, "## [$(VERSION)]") == 1; next } \
+	  /^\[[^]]+\]: / { if (mine) exit } mine' CHANGELOG.md
+
 clean:
-	rm -rf $(VENV) .herald .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .herald .mypy_cache .pytest_cache .ruff_cache dist

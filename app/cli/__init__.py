@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from app import __version__
 from app.cli import endpoints, keys, migrate, reconcile, secrets, streams
 from app.core.config import Settings, SettingsError, load_settings
 from app.core.logs import configure_logging
@@ -172,6 +173,7 @@ def _cmd_openapi(settings: Settings, args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="herald", description="Herald webhook delivery")
+    parser.add_argument("--version", action="version", version=f"herald {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     api = commands.add_parser("api", help="run the HTTP API (uvicorn)")
     api.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")

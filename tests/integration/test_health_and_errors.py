@@ -14,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app import __version__
 from app.core.config import Settings
 from app.core.db import is_transaction_conflict
 from app.main import create_app
@@ -25,7 +26,7 @@ PROBLEM = "application/problem+json"
 
 
 async def test_healthz_and_readyz_when_everything_is_up(client: httpx.AsyncClient) -> None:
-    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/healthz")).json() == {"status": "ok", "version": __version__}
     ready = await client.get("/readyz")
     assert ready.status_code == 200, ready.text
     assert ready.json() == {

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from app import __version__
 from app.api.problems import problem_response, problem_response_doc
 from app.reconcile.service import reconcile
 from app.runtime.resources import ResourcesDep
@@ -16,7 +17,8 @@ _CHECK_TIMEOUT_SECONDS = 2.0
 
 @router.get("/healthz", summary="The process is alive")
 async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+    # The version too: which release answers, for whoever rolls one out behind a balancer.
+    return {"status": "ok", "version": __version__}
 
 
 @router.get(
