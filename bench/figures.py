@@ -17,6 +17,7 @@ from bench import (
     parking,
     probes,
     programs,
+    write_costs,
 )
 from bench.console import console_pages
 from bench.load import Client
@@ -39,6 +40,7 @@ FIGURES = (
     "ordered",
     "credentials",
     "isolation",
+    "write_costs",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
 IN_FLIGHT = 200
@@ -63,15 +65,16 @@ class Volumes:
     one_key: int
     halted_streams: tuple[int, int]  # streams x deliveries each (the dead head among them)
     isolation_seconds: float  # the quiet tenant's measure, alone and beside each attack
+    write_costs: tuple[int, int]  # batches of 1000, keyed single accepts
 
 
 FULL = Volumes(
     6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000, 1_000_000,
-    (10_000, 10), 2_000, (1_000, 10), 8,
+    (10_000, 10), 2_000, (1_000, 10), 8, (20, 5_000),
 )  # fmt: skip
 QUICK = Volumes(
     4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000, 100_000,
-    (1_000, 10), 500, (200, 10), 4,
+    (1_000, 10), 500, (200, 10), 4, (5, 1_000),
 )  # fmt: skip
 # scale_out: every worker keeps this many in flight (the default), producers post with this
 # many clients.
@@ -244,6 +247,10 @@ async def tenant_isolation(client: Client, v: Volumes, results: dict[str, Any]) 
     results["isolation"] = await isolation.measure(client, v.isolation_seconds)
 
 
+async def primary_write_costs(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    results["write_costs"] = await write_costs.measure(client, *v.write_costs)
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -259,4 +266,5 @@ RUNS = {
     "ordered": ordered_delivery,
     "credentials": endpoint_credentials,
     "isolation": tenant_isolation,
+    "write_costs": primary_write_costs,
 }

@@ -204,6 +204,18 @@ def _event_types(r: dict[str, Any]) -> Row:
             f"{t['many_types_ms'] / t['one_type_ms']:.2f}", "one catalogue read a batch")  # fmt: skip
 
 
+def _write_cost(r: dict[str, Any], path: str, label: str) -> Row:
+    w = r["write_costs"][path]
+    tables = ", ".join(
+        f"{name} {sum(t[k] for k in ('inserted', 'updated', 'deleted')):.2f}"
+        for name, t in w["by_table"].items()
+        if any(t.values())
+    )
+    return (label, f"{w['wal_bytes_per_delivery'] / 1024:.1f} KB WAL, "
+            f"{w['rows_per_delivery']:.1f} rows ({tables})", "-", "-",
+            "<= 2.2 KB, <= 5 rows")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, "accept_32")),
     ("accept_64", lambda r: _accept(r, "accept_64")),
@@ -232,6 +244,8 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("isolation", lambda r: _isolation(r, "half_open", "half-open connections")),
     ("isolation", lambda r: _isolation(r, "batches_most_of_the_machine", "1,000-item batches x3")),
     ("isolation", _event_types),
+    ("write_costs", lambda r: _write_cost(r, "batch_1000", "primary's cost, batch of 1000")),
+    ("write_costs", lambda r: _write_cost(r, "single_keyed", "primary's cost, single keyed")),
 ]
 
 
