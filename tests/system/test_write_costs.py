@@ -1,9 +1,9 @@
 """What a delivery costs the PostgreSQL primary, from its accept to a succeeded attempt: the
 rows written to each table and the WAL, through a real API and a real worker.
 
-The bounds are today's costs with a row of room for what races decide (whether the API's publish
-mark or the worker's claim reaches a delivery first; a give-back when a slot is refused): a
-change that writes more fails here, and a change that writes less lowers them. Measured on this
+The bounds are today's costs, with room only where a race decides (whether the API's publish mark
+or the worker's claim reaches a single delivery first; when a retry comes due): a change that
+writes more fails here, and a change that writes less lowers them. Measured on this
 suite's PostgreSQL, per delivery: one at a time 7.2 rows and ~3.9 KB of WAL (8.2 and ~4.4 KB
 keyed), batched 8.0 and ~4.9 KB, fanned out to four endpoints 7.2 and ~4.0 KB, retried once
 11.0 and ~6.6 KB. A delivery's row is written up to four times (accept, publish mark, claim,
@@ -66,7 +66,7 @@ async def test_a_single_delivery_writes_at_most_eight_rows_nine_with_a_key(
     assert keyed.total <= 9 * DELIVERIES, keyed.per(DELIVERIES)
 
 
-async def test_a_batched_delivery_writes_at_most_nine_rows(
+async def test_a_batched_delivery_writes_at_most_eight_rows(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     receiver: Receiver,
@@ -84,10 +84,10 @@ async def test_a_batched_delivery_writes_at_most_nine_rows(
     batched = await _cost(engine, len(items), batch)
     print("batch of 100:", batched.per(len(items)))
     assert batched.of("events") == batched.of("attempts") == len(items), batched
-    assert batched.total <= 9 * len(items), batched.per(len(items))
+    assert batched.total <= 8 * len(items), batched.per(len(items))
 
 
-async def test_a_fanned_out_delivery_writes_at_most_nine_rows(
+async def test_a_fanned_out_delivery_writes_at_most_eight_rows(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     receiver: Receiver,
@@ -108,7 +108,7 @@ async def test_a_fanned_out_delivery_writes_at_most_nine_rows(
     fanned = await _cost(engine, 4 * events, publish)
     print("an event to 4 endpoints:", fanned.per(4 * events))
     assert fanned.of("events") == events and fanned.of("attempts") == 4 * events, fanned
-    assert fanned.total <= 9 * 4 * events, fanned.per(4 * events)
+    assert fanned.total <= 8 * 4 * events, fanned.per(4 * events)
 
 
 async def test_a_retried_delivery_adds_its_attempt_and_its_record(
