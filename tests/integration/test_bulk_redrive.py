@@ -57,12 +57,7 @@ async def test_bulk_redrive_in_batches(
     job_id = started.json()["id"]
 
     monkeypatch.setattr(redrive, "REDRIVE_BATCH", 4)
-    assert settings.redis_url is not None
-    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    try:
-        await redrive.run_bulk_redrive(settings, create_sessionmaker(engine), redis, job_id)
-    finally:
-        await redis.aclose()
+    await run_bulk_redrive(settings, engine, job_id)
 
     job: dict[str, Any] = (
         await client.get(f"/v1/deliveries/redrive/{job_id}", headers=tenant)
@@ -140,12 +135,7 @@ async def test_a_job_stored_under_older_rules_stays_readable_and_fails_in_words(
     stored = await client.get(f"/v1/deliveries/redrive/{job_id}", headers=tenant)
     assert stored.status_code == 200 and stored.json()["filter"]["endpoint_id"] == "ep_nope"
 
-    assert settings.redis_url is not None
-    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
-    try:
-        await redrive.run_bulk_redrive(settings, create_sessionmaker(engine), redis, job_id)
-    finally:
-        await redis.aclose()
+    await run_bulk_redrive(settings, engine, job_id)
     job = (await client.get(f"/v1/deliveries/redrive/{job_id}", headers=tenant)).json()
     assert job["status"] == "failed"
     assert job["error"] == f"internal error; see the worker logs (redrive.failed, job_id {job_id})"
