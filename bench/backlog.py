@@ -29,7 +29,7 @@ async def insert_backlog(
     then Redis loses everything, as in an operator's accident."""
     connection = await stack.connect()
     try:
-        await connection.execute("TRUNCATE outbox, attempts, deliveries, events CASCADE")
+        await connection.execute("TRUNCATE outbox_wakeups, attempts, deliveries, events CASCADE")
         await connection.execute(
             "INSERT INTO events (id, tenant_id, event_type, payload) SELECT 'evt_b' ||"
             " lpad(g::text, 21, '0'), $1, 'bench', '\\x7b7d' FROM generate_series(1, $2) g",
@@ -50,10 +50,13 @@ async def insert_backlog(
             count,
         )
         if outbox:
+            # A wake-up per delivery, as that many single accepts with Redis down leave.
             await connection.execute(
-                "INSERT INTO outbox (delivery_id, region, created_at) SELECT 'dlv_b' ||"
-                " lpad(g::text, 21, '0'), 'local', now() - interval '1 minute'"
-                " FROM generate_series(1, $1) g",
+                "INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at, created_at)"
+                " SELECT 'local', $1, ($2::text[])[1 + g % cardinality($2::text[])], now(),"
+                " now() - interval '1 minute' FROM generate_series(1, $3) g",
+                tenant_id,
+                endpoints,
                 count,
             )
         await connection.execute("ANALYZE")
@@ -130,7 +133,7 @@ async def worker_rss(client: Client, count: int) -> float:
         outbox=True,
     )
     stack.start_workers(count=1)
-    while await stack.sql("SELECT count(*) FROM outbox WHERE published_at IS NULL"):
+    while await stack.sql("SELECT count(*) FROM outbox_wakeups"):
         await asyncio.sleep(0.5)
     await asyncio.sleep(1)
     rss = float(psutil.Process(stack.processes["worker0"].pid).memory_info().rss) / 2**20

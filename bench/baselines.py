@@ -22,7 +22,7 @@ async def pgbench(client: Client, clients: int, seconds: float, *, keyed: bool) 
     script = client.stack.workdir / ("accept_keyed.sql" if keyed else "accept.sql")
     # The same statements as one POST /v1/deliveries: key lookup, then in one transaction
     # (keyed: the idempotency key's claim,) endpoint lookup, event, delivery and outbox
-    # inserts.
+    # wake-up inserts.
     endpoint, tenant_id = client.endpoints["instant"], client.tenant_id
     claim = (
         "INSERT INTO idempotency_keys (tenant_id, key, request_hash, resource_id,"
@@ -44,8 +44,8 @@ async def pgbench(client: Client, clients: int, seconds: float, *, keyed: bool) 
         "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
         f" state, next_attempt_at) VALUES ('dlv_pgb' || :n, '{tenant_id}', '{endpoint}',"
         " 'evt_pgb' || :n, 'bench', 'local', 'pending', now()) RETURNING *;\n"
-        "INSERT INTO outbox (delivery_id, region) VALUES ('dlv_pgb' || :n, 'local')"
-        " ON CONFLICT DO NOTHING RETURNING id, delivery_id;\n"
+        "INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at) VALUES"
+        f" ('local', '{tenant_id}', '{endpoint}', now()) RETURNING id;\n"
         "COMMIT;\n"
     )
     result = await asyncio.to_thread(
@@ -102,12 +102,7 @@ async def batch_sql(client: Client, clients: int, batches: int) -> float:
                         None,  # no traceparent
                         [None] * 1000,  # no ordering keys
                     )
-                await connection.execute(
-                    outbox.MARK_PUBLISHED,
-                    [r["id"] for r in rows],
-                    [0] * len(rows),
-                    [r["outbox_id"] for r in rows],
-                )
+                await outbox.mark_published(connection, list({r["outbox_id"] for r in rows}))
         finally:
             await connection.close()
 

@@ -25,7 +25,7 @@ async def insert_history(stack: Stack, tenant_id: str, endpoints: list[str], cou
     spread = "now() - interval '1 day' + g * interval '1 day' / $2"  # $2: the count
     ids = "lpad(g::text, 25, '0')"  # ids the console accepts: 26 digits are a ULID's alphabet
     try:
-        await connection.execute("TRUNCATE outbox, attempts, deliveries, events CASCADE")
+        await connection.execute("TRUNCATE outbox_wakeups, attempts, deliveries, events CASCADE")
         await connection.execute(
             f"INSERT INTO events (id, tenant_id, event_type, payload, created_at) SELECT"
             f" 'evt_0' || {ids}, $1, 'order.paid', '\\x7b7d', {spread}"

@@ -35,7 +35,7 @@ async def parked(client: Client, deliveries: int, seconds: float) -> dict[str, A
             raise RuntimeError("the 429 did not pause the destination within 30 s")
         await asyncio.sleep(0.05)
     await client.accept_batches("throttling", deliveries - 1)
-    while await stack.sql("SELECT count(*) FROM outbox WHERE published_at IS NULL"):
+    while await stack.sql("SELECT count(*) FROM outbox_wakeups"):
         await asyncio.sleep(0.1)
     await asyncio.sleep(1)  # every worker has seen the work once
     window = await waiting_window(client, "throttling", seconds)

@@ -1,5 +1,5 @@
 """What a figure counts rather than times: Redis keys and wake-up entries, queued delivery
-jobs, outbox rows, HOT updates on `deliveries`, and the CPU Herald's workers burn."""
+jobs, outbox wake-ups, HOT updates on `deliveries`, and the CPU Herald's workers burn."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ REGION = "local"
 
 @dataclass(frozen=True)
 class Counts:
-    """How much state waiting work holds: in Redis, and as outbox rows in PostgreSQL."""
+    """How much state waiting work holds: in Redis, and as outbox wake-ups in PostgreSQL."""
 
     redis_keys: int  # DBSIZE
     wake_entries: int  # Σ entries over the region's tenants
@@ -40,7 +40,7 @@ async def counts(stack: Stack) -> Counts:
         await redis.aclose()
     # Reconcile and redrive jobs share the queue; delivery job ids start with the delivery's.
     delivery_jobs = sum(1 for job in jobs if job.startswith(b"dlv_"))
-    outbox_rows = int(str(await stack.sql("SELECT count(*) FROM outbox")))
+    outbox_rows = int(str(await stack.sql("SELECT count(*) FROM outbox_wakeups")))
     return Counts(keys, entries, delivery_jobs, outbox_rows)
 
 

@@ -50,7 +50,7 @@ def _latency(r: dict[str, Any]) -> Row:
 
 def _counts(c: dict[str, int]) -> str:
     return (f"Redis keys {c['redis_keys']}, wake entries {c['wake_entries']}, "
-            f"delivery jobs {c['delivery_jobs']}, outbox rows {c['outbox_rows']}")  # fmt: skip
+            f"delivery jobs {c['delivery_jobs']}, outbox wake-ups {c['outbox_rows']}")  # fmt: skip
 
 
 def _work(c: dict[str, float]) -> str:

@@ -246,7 +246,7 @@ class Stack:
     async def clean_slate(self) -> None:
         """No work left over from an earlier figure (pgbench's rows included) may be delivered
         during the next one."""
-        await self.sql("TRUNCATE outbox, attempts, deliveries, events, streams CASCADE")
+        await self.sql("TRUNCATE outbox_wakeups, attempts, deliveries, events, streams CASCADE")
         await self.flush_redis()
 
     async def flush_redis(self) -> None:

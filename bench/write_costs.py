@@ -18,7 +18,7 @@ from bench.load import Client, intents_for
 from bench.stack import progress
 
 # The tables a delivery writes on its way.
-TABLES = ("events", "deliveries", "outbox", "attempts", "idempotency_keys")
+TABLES = ("events", "deliveries", "outbox_wakeups", "attempts", "idempotency_keys")
 # A backend that has been idle this long has published its statistics.
 STATS_FLUSHED_SECONDS = 11.0
 SINGLE_CLIENTS = 16

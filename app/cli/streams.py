@@ -1,6 +1,6 @@
 """``herald streams halted | skip | redrive``: an operator's hand on ordered streams, on the
 database of ``HERALD_DATABASE_URL``. What a skip or a redrive makes due is written with its
-outbox row, so the workers' relay wakes its destination (within ``RELAY_INTERVAL_SECONDS``)."""
+outbox wake-up, so the workers' relay wakes its destination (within ``RELAY_INTERVAL_SECONDS``)."""
 
 from __future__ import annotations
 

@@ -92,10 +92,11 @@ class Settings(BaseSettings):
     reconcile_page_size: int = Field(default=1000, ge=1, le=10_000)
     # A run stops after touching this many rows; the next run carries on.
     reconcile_max_rows: int = Field(default=200_000, ge=1)
-    # Only while Redis cannot say whether a destination has a wake-up: a due `enqueued`
-    # delivery waiting this long is shown `stuck` (app/delivery/service/status.py).
+    # Only while Redis cannot say whether a destination has a wake-up: a due delivery whose
+    # wake-up was told to Redis, waiting this long, is shown `stuck`
+    # (app/delivery/service/status.py).
     enqueued_stale_seconds: float = Field(default=300.0, gt=0)
-    # An unpublished outbox row is picked up by reconcile once it is this old, and a due
+    # An outbox wake-up not yet published is picked up by reconcile once it is this old, and a due
     # delivery whose destination has no wake-up is shown `stuck` once it is this overdue: the
     # normal paths get that long to handle it first.
     reconcile_grace_seconds: float = Field(default=5.0, ge=0)
@@ -148,7 +149,7 @@ class Settings(BaseSettings):
     console_secure_cookie: Literal["auto", "always"] = "auto"
     # Where `herald reconcile` finds the API (it POSTs /v1/reconcile with the admin key).
     api_url: str = "http://127.0.0.1:8000"
-    # Terminal deliveries (with their attempts and outbox rows), orphaned events, expired
+    # Terminal deliveries (with their attempts), orphaned events, expired
     # idempotency keys and old reconcile runs are purged after this many days.
     retention_days: float = Field(default=30.0, gt=0)
     # After a rotation, attempts are signed with the old secret too, for this long.

@@ -6,8 +6,10 @@ from enum import StrEnum
 
 
 class DeliveryState(StrEnum):
-    PENDING = "pending"  # accepted and not yet published, or a lease given back
-    ENQUEUED = "enqueued"  # a wake-up of its destination covers it
+    # Waiting for its next attempt: accepted or redriven and not yet tried, or a lease given
+    # back. Whether its destination's wake-up has reached Redis is the outbox's to say.
+    PENDING = "pending"
+    ENQUEUED = "enqueued"  # waiting for a retry its last attempt's record scheduled
     LEASED = "leased"  # a worker holds it until lease_until
     SUCCEEDED = "succeeded"
     DEAD = "dead"  # exhausted, permanent failure or endpoint gone; only redrive revives it

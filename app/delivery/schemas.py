@@ -178,9 +178,7 @@ class CustodyEventOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     at: datetime
-    event: str = Field(
-        description="accepted | published | attempt | dead | redriven | succeeded | cancelled"
-    )
+    event: str = Field(description="accepted | attempt | dead | redriven | succeeded | cancelled")
     detail: str | None
 
 

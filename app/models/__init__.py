@@ -11,7 +11,7 @@ from app.models.endpoint import Endpoint
 from app.models.event import Event
 from app.models.event_type import EventTypeDef
 from app.models.idempotency_key import IdempotencyKey
-from app.models.outbox import OutboxEntry
+from app.models.outbox import OutboxWakeup
 from app.models.portal import PortalSession, PortalSettings
 from app.models.reconcile_run import ReconcileRun
 from app.models.redrive_job import RedriveJob
@@ -30,7 +30,7 @@ __all__ = [
     "Event",
     "EventTypeDef",
     "IdempotencyKey",
-    "OutboxEntry",
+    "OutboxWakeup",
     "PortalSession",
     "PortalSettings",
     "ReconcileRun",
@@ -38,3 +38,8 @@ __all__ = [
     "Stream",
     "Tenant",
 ]
+
+# Tables the schema keeps for the release before, which may still be running beside this one
+# during an upgrade (docs/operations.md, "expand, deploy, contract"); this release's code no
+# longer reads or writes them, and the next release's contract migration drops them.
+RETIRED_TABLES = frozenset({"outbox"})

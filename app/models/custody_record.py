@@ -23,7 +23,7 @@ class CustodyRecord(Base):
     """What a delivery's own row forgets. A redrive clears the row's finish (dead: its time and
     reason; succeeded, for a replay: its time), so it archives that step here, and itself, in the
     statement that revives the row.
-    The rest of the custody timeline comes from the delivery, its outbox rows and attempts."""
+    The rest of the custody timeline comes from the delivery and its attempts."""
 
     __tablename__ = "custody_records"
     __table_args__ = (

@@ -2,41 +2,32 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Identity, Index, Text, func, text
+from sqlalchemy import BigInteger, DateTime, Identity, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
 
 
-class OutboxEntry(Base):
-    """A committed intent to publish a delivery to the queue. It commits with the change that
-    made the delivery due, so a crash before the publish leaves this row as the recovery record."""
+class OutboxWakeup(Base):
+    """A committed wake-up of a destination, not yet told to Redis. It is written in the
+    transaction that made deliveries there due (an accept, a redrive, a stream handed on): one
+    row for each transaction and destination, however many deliveries -- so a crash before the
+    publish leaves it as the recovery record. Publishing arms the destination, then deletes the
+    row: the table holds only what Redis has not been told, and no delivery row is touched."""
 
-    __tablename__ = "outbox"
-    __table_args__ = (
-        # A delivery's custody timeline lists its publications.
-        Index("ix_outbox_delivery", "delivery_id"),
-        Index(
-            "ix_outbox_unpublished",
-            "region",
-            "id",
-            postgresql_where=text("published_at IS NULL"),
-        ),
-        # At most one unpublished entry per delivery: a rediscovered delivery conflicts instead of
-        # piling up duplicate publications.
-        Index(
-            "uq_outbox_pending_delivery",
-            "delivery_id",
-            unique=True,
-            postgresql_where=text("published_at IS NULL"),
-        ),
-    )
+    __tablename__ = "outbox_wakeups"
+    # The primary key is its only index, and it has no foreign keys: the relay pages by id,
+    # the status page and the gauges read only the oldest row, and an index or a check more
+    # would cost every accept (docs/benchmarks.md, "A delivery's cost on the primary").
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id", ondelete="CASCADE"))
     region: Mapped[str] = mapped_column(Text)
+    tenant_id: Mapped[str] = mapped_column(Text)
+    endpoint_id: Mapped[str] = mapped_column(Text)
+    # When the destination's first delivery of that transaction is due.
+    run_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # A relay's short claim while it publishes, so that concurrent relays split the work;
-    # a relay that dies mid-publish loses its claim when this passes.
+    # a relay that dies mid-publish loses its claim when this passes. The API's fast path
+    # publishes without one: its rows are younger than any relay takes.
     claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

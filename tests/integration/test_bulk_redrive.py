@@ -67,7 +67,7 @@ async def test_bulk_redrive_in_batches(
     # deliveries were passed over.
     assert await count_rows(engine, "deliveries", "state = 'dead'") == 2
     assert await count_rows(engine, "deliveries", "attempt_floor = 3") == 13
-    assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
+    assert await count_rows(engine, "outbox_wakeups") == 0
     # Each one's timeline keeps the dead step the redrive cleared from its row, and the redrive.
     redriven = "event = 'redriven' AND detail = :d"
     assert await count_rows(engine, "custody_records", redriven, d=f"bulk redrive {job_id}") == 13

@@ -72,8 +72,7 @@ async def test_a_delivery_cancelled_in_its_retry_wait_is_never_sent_again(
     assert sent(receiver, "/wait", cancelled_id) == 1
     row = await delivery_row(engine, cancelled_id)
     assert (row["state"], row["attempt_count"]) == ("cancelled", 1)
-    # Leased once (from pending or enqueued: the pump may beat the publish mark), back to wait,
-    # cancelled there -- and nothing after.
+    # Leased once, back to wait for its retry, cancelled there -- and nothing after.
     steps = await transitions(engine, cancelled_id)
     assert [new for _, new in steps].count("leased") == 1
     assert steps[-2:] == [("leased", "enqueued"), ("enqueued", "cancelled")]

@@ -48,7 +48,7 @@ async def test_claims_due_rows_in_due_order_each_with_its_own_token(
     await due_in(engine, -60, ids[5], ids[4], ids[2], ids[1])
     await due_in(engine, 3600, ids[3])
     before = {d: await delivery_row(engine, d) for d in ids}
-    assert {row["state"] for row in before.values()} == {"enqueued"}  # no worker serves them here
+    assert {row["state"] for row in before.values()} == {"pending"}  # no worker serves them here
     assert before[ids[6]]["next_attempt_at"] == before[ids[7]]["next_attempt_at"]
 
     batch = await claim(connection, settings, endpoint["id"], limit=5)

@@ -85,8 +85,7 @@ async def test_a_lease_too_short_to_send_on_is_given_back_and_claimed_again(
     assert len(receiver.on("/back")) == 1
     assert (await delivery_row(engine, delivery_id))["attempt_count"] == 1
     assert await transitions(engine, delivery_id) == [
-        ("pending", "enqueued"),
-        ("enqueued", "leased"),
+        ("pending", "leased"),
         ("leased", "pending"),
         ("pending", "leased"),
         ("leased", "succeeded"),

@@ -75,7 +75,7 @@ async def test_unreachable_redis_makes_readyz_503_but_accepting_still_works(
             headers=tenant,
         )
     assert accepted.status_code == 202
-    assert await count_rows(engine, "outbox") == 1
+    assert await count_rows(engine, "outbox_wakeups") == 1  # the record, not yet published
 
 
 async def test_unexpected_failure_is_500_problem_without_internals(
@@ -86,7 +86,7 @@ async def test_unexpected_failure_is_500_problem_without_internals(
 ) -> None:
     # A real fault, not a mock: the table the accept path writes to is missing.
     async with engine.begin() as connection:
-        await connection.execute(text("ALTER TABLE outbox RENAME TO outbox_hidden"))
+        await connection.execute(text("ALTER TABLE outbox_wakeups RENAME TO outbox_hidden"))
     try:
         response = await client.post(
             "/v1/deliveries",
@@ -95,7 +95,7 @@ async def test_unexpected_failure_is_500_problem_without_internals(
         )
     finally:
         async with engine.begin() as connection:
-            await connection.execute(text("ALTER TABLE outbox_hidden RENAME TO outbox"))
+            await connection.execute(text("ALTER TABLE outbox_hidden RENAME TO outbox_wakeups"))
     assert response.status_code == 500
     assert response.headers["content-type"] == PROBLEM
     assert response.json()["title"] == "Internal error"

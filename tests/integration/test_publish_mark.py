@@ -1,5 +1,5 @@
-"""The publish's mark: outbox rows published, their deliveries `pending -> enqueued` -- only a
-delivery still pending at the attempt count it was published at."""
+"""The publish writes the outbox alone: one wake-up per transaction and destination, deleted
+once Redis holds it; no delivery row is touched."""
 
 from __future__ import annotations
 
@@ -9,40 +9,55 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.core.db import create_sessionmaker, single_statements
-from app.outbox.repository import outbox
-from tests.fixtures.api import fast_path_settled
+from app.core.config import Settings
+from tests.fixtures.api import fast_path_settled, new_endpoint, wakeups_written
+from tests.fixtures.engine import armed_destinations
 
 
-async def states(engine: AsyncEngine, ids: list[str]) -> list[str]:
+async def row_versions(engine: AsyncEngine) -> dict[str, str]:
     async with engine.connect() as connection:
-        rows = await connection.execute(
-            text("SELECT id, state FROM deliveries WHERE id = ANY(:ids)"), {"ids": ids}
-        )
-        by_id: dict[str, str] = {row.id: row.state for row in rows}
-    return [by_id[i] for i in ids]
+        rows = await connection.execute(text("SELECT id, xmin::text AS v FROM deliveries"))
+        return {row.id: row.v for row in rows}
 
 
-async def test_the_mark_takes_only_deliveries_pending_at_their_published_attempt_count(
-    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
+async def test_a_batch_writes_one_wakeup_a_destination_and_the_publish_no_delivery_row(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    settings: Settings,
 ) -> None:
-    items = [{"endpoint_id": endpoint["id"], "event_type": "t", "payload": {}}] * 1000
+    other = await new_endpoint(client, tenant)
+    items = [
+        {"endpoint_id": (endpoint if n % 2 else other)["id"], "event_type": "t", "payload": {}}
+        for n in range(1000)
+    ]
     batch = await client.post("/v1/deliveries/batch", json={"items": items}, headers=tenant)
-    ids = [item["delivery"]["id"] for item in batch.json()["items"]]
+    assert batch.json()["accepted"] == 1000
+    written = await row_versions(engine)  # right after the commit, perhaps before the publish
     await fast_path_settled(engine)
-    later, leased = ids[500], ids[501]
-    async with engine.begin() as connection:
-        await connection.execute(text("UPDATE deliveries SET state = 'pending'"))
-        # Redriven since it was published (attempts made, pending again) ...
-        await connection.execute(
-            text("UPDATE deliveries SET attempt_count = 2 WHERE id = :d"), {"d": later}
+
+    assert await wakeups_written(engine) == 2  # one for each destination
+    armed = await armed_destinations(settings)
+    assert sorted(armed) == sorted([endpoint["id"], other["id"]])
+    # Every delivery row is as the accept wrote it, still pending: the publish wrote none.
+    assert await row_versions(engine) == written
+    async with engine.connect() as connection:
+        states = await connection.execute(text("SELECT DISTINCT state FROM deliveries"))
+        assert [row.state for row in states] == ["pending"]
+
+
+async def test_a_delivery_behind_its_streams_head_needs_no_wakeup(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    ordered = await new_endpoint(client, tenant, ordering="endpoint")
+    for n in range(3):
+        response = await client.post(
+            "/v1/deliveries",
+            json={"endpoint_id": ordered["id"], "event_type": "t", "payload": {"n": n}},
+            headers=tenant,
         )
-        # ... and claimed since.
-        await connection.execute(
-            text("UPDATE deliveries SET state = 'leased' WHERE id = :d"), {"d": leased}
-        )
-    async with single_statements(create_sessionmaker(engine)) as connection:
-        await outbox.mark_published(connection, [(i, 0) for i in ids], [])
-    expected = ["enqueued"] * 1000
-    expected[500], expected[501] = "pending", "leased"
-    assert await states(engine, ids) == expected
+        assert response.status_code == 202
+    await fast_path_settled(engine)
+    # The head's wake-up alone: the two behind it wait unscheduled until the head ends.
+    assert await wakeups_written(engine) == 1

@@ -15,7 +15,13 @@ from structlog.testing import capture_logs
 
 from app.core import queue
 from app.core.config import Settings
-from tests.fixtures.api import fast_path_settled, new_endpoint, post_deliveries, reconcile_now
+from tests.fixtures.api import (
+    fast_path_settled,
+    new_endpoint,
+    post_deliveries,
+    reconcile_now,
+    wakeups_written,
+)
 from tests.fixtures.database import postgres_refuses, sql
 from tests.fixtures.engine import armed_destinations
 from tests.fixtures.recovery import states
@@ -129,16 +135,17 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
         " WHERE id = :d",
         d=due,
     )
-    await sql(engine, "UPDATE deliveries SET state = 'pending' WHERE id = :d", d=unpublished)
+    # The API died after its commit, before its fast path: the wake-up is still in the outbox.
     await sql(
         engine,
-        "UPDATE outbox SET published_at = NULL, created_at = now() - interval '1 minute'"
-        " WHERE delivery_id = :d",
+        "INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at, created_at)"
+        " SELECT region, tenant_id, endpoint_id, next_attempt_at, now() - interval '1 minute'"
+        " FROM deliveries WHERE id = :d",
         d=unpublished,
     )
     ids = [leased, stale, due, unpublished, healthy]
     versions = await row_versions(engine, ids)
-    outbox_rows = await count_rows(engine, "outbox")
+    wakeups = await wakeups_written(engine)
 
     run = await reconcile_now(client, settings, engine)
 
@@ -150,7 +157,7 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
         "purged_runs": 0,
         "purged_portal_sessions": 0,
     }
-    assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
+    assert await count_rows(engine, "outbox_wakeups") == 0
     # Nothing is republished: every destination with live work -- the healthy one's too, whose
     # wake-up Redis lost as well -- is armed again for when its first delivery can be claimed
     # (an expired lease: now; the next claim takes it over).
@@ -165,10 +172,9 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
     armed = await armed_destinations(settings)
     assert set(armed) == set(endpoints) and max(armed.values()) <= 0, armed
     assert await queued_deliveries(settings) == []
-    # No outbox row and no delivery row written, but the unpublished one's publish mark.
-    assert await count_rows(engine, "outbox") == outbox_rows
-    after = await row_versions(engine, ids)
-    assert [d for d in ids if after[d] != versions[d]] == [unpublished]
+    # No outbox wake-up and no delivery row written: the publish mark deletes the wake-up.
+    assert await wakeups_written(engine) == wakeups
+    assert await row_versions(engine, ids) == versions
     assert (await states(engine, [leased]))[leased] == "leased"
 
 
@@ -219,7 +225,7 @@ async def test_overlapping_runs_never_republish_a_row_twice(
 ) -> None:
     ids, endpoints = await deliveries_to_many_destinations(client, tenant, 12, 5)
     await lose_every_wakeup(settings, engine)
-    before = await count_rows(engine, "outbox")
+    before = await wakeups_written(engine)
     versions = await row_versions(engine, ids)
 
     runs = await asyncio.gather(
@@ -227,10 +233,10 @@ async def test_overlapping_runs_never_republish_a_row_twice(
     )
 
     # Each destination armed once in all (the other runs found it armed), and nothing written:
-    # no outbox row, no delivery row.
+    # no outbox wake-up, no delivery row.
     assert sum(r["counts"]["destinations_armed"] for r in runs) == len(endpoints)
     assert [r["counts"]["destinations_checked"] for r in runs] == [len(endpoints)] * 4
-    assert await count_rows(engine, "outbox") == before
+    assert await wakeups_written(engine) == before
     assert await row_versions(engine, ids) == versions
     assert sorted(await armed_destinations(settings)) == sorted(endpoints)
     assert await queued_deliveries(settings) == []
@@ -286,9 +292,9 @@ async def test_a_failed_run_stores_a_generic_error_and_logs_the_detail(
 ) -> None:
     await post_deliveries(client, tenant, endpoint["id"], 2)
     await lose_every_wakeup(settings, engine)
-    # PostgreSQL refuses every UPDATE of the outbox, which any run makes (it marks what it
-    # published, or claims unpublished rows): the run meets a real database error.
-    async with postgres_refuses(engine, "outbox", "UPDATE") as refusal:
+    # PostgreSQL refuses every UPDATE of the outbox, which any run makes (it claims the
+    # unpublished wake-ups): the run meets a real database error.
+    async with postgres_refuses(engine, "outbox_wakeups", "UPDATE") as refusal:
         with capture_logs() as logs:
             run = await reconcile_now(client, settings, engine)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 from redis.asyncio import Redis
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core import queue
@@ -41,6 +42,15 @@ async def _accept_without_fast_path(
     return ids, endpoint["id"]
 
 
+async def row_version(engine: AsyncEngine, delivery_id: str) -> str:
+    """The delivery row's version: xmin changes with any write."""
+    async with engine.connect() as connection:
+        result = await connection.execute(
+            text("SELECT xmin::text FROM deliveries WHERE id = :d"), {"d": delivery_id}
+        )
+        return str(result.scalar_one())
+
+
 async def queued_jobs(settings: Settings) -> list[str]:
     """The delivery id of every arq job in the queue, sorted."""
     assert settings.redis_url is not None
@@ -63,8 +73,9 @@ async def assert_handed_on(settings: Settings, endpoint_id: str) -> None:
 async def test_relay_publishes_what_the_fast_path_missed(
     settings: Settings, engine: AsyncEngine, tmp_path: Path
 ) -> None:
-    _, endpoint_id = await _accept_without_fast_path(settings, tmp_path, 1)
-    assert await count_rows(engine, "outbox", "published_at IS NULL") == 1
+    [delivery_id], endpoint_id = await _accept_without_fast_path(settings, tmp_path, 1)
+    assert await count_rows(engine, "outbox_wakeups") == 1
+    version = await row_version(engine, delivery_id)
     await asyncio.sleep(FAST_PATH_HEADSTART_SECONDS)
 
     assert settings.redis_url is not None
@@ -76,8 +87,9 @@ async def test_relay_publishes_what_the_fast_path_missed(
 
     assert published == 1
     await assert_handed_on(settings, endpoint_id)
-    assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
-    assert await count_rows(engine, "deliveries", "state = 'enqueued'") == 1
+    assert await count_rows(engine, "outbox_wakeups") == 0
+    # The publish wrote the outbox alone: the delivery's row is as the accept wrote it.
+    assert await row_version(engine, delivery_id) == version
 
 
 async def test_concurrent_relays_publish_each_row_once(
@@ -103,7 +115,7 @@ async def test_concurrent_relays_publish_each_row_once(
 
     assert sum(totals) == len(ids)  # no row published by two relays
     await assert_handed_on(settings, endpoint_id)
-    assert await count_rows(engine, "outbox", "published_at IS NULL") == 0
+    assert await count_rows(engine, "outbox_wakeups") == 0
 
 
 async def test_fast_path_publishes_right_after_commit(
@@ -118,4 +130,4 @@ async def test_fast_path_publishes_right_after_commit(
     assert response.status_code == 202
     await fast_path_settled(engine)
     await assert_handed_on(settings, endpoint["id"])
-    assert await count_rows(engine, "deliveries", "state = 'enqueued'") == 1
+    assert await count_rows(engine, "deliveries", "state = 'pending'") == 1

@@ -9,11 +9,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-import app.models  # noqa: F401  (registers the tables)
 from app.cli.openapi import openapi_document
 from app.core.db import Base
 from app.delivery.schemas import DeliveryIntent, EventIntent
 from app.endpoints.schemas import EndpointCreate
+from app.models import RETIRED_TABLES  # (importing app.models registers the tables)
 
 OPENAPI_FILE = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 
@@ -68,8 +68,11 @@ async def test_migrations_build_exactly_the_models(engine: AsyncEngine) -> None:
                     sync,
                     opts={
                         "compare_type": True,
-                        # The suite's own audit table (conftest) is not part of the schema.
-                        "include_name": lambda name, kind, _: not (name or "").startswith("test_"),
+                        # The suite's own audit table (conftest) is not part of the schema, and
+                        # a retired table is kept for the release before with no model.
+                        "include_name": lambda name, kind, _: (
+                            not ((name or "").startswith("test_") or name in RETIRED_TABLES)
+                        ),
                     },
                 ),
                 Base.metadata,

@@ -22,7 +22,7 @@ from tests.fixtures.wire import PostgresReader, RedisReader, Totals, counting_pr
 ATTEMPTS = 5
 CLAIM, RECORD = "WITH picked AS MATERIALIZED", "WITH done AS"
 # The relay's page of unpublished outbox rows, each in its own transaction, on its clock.
-RELAY_PAGE = "UPDATE outbox SET claimed_until"
+RELAY_PAGE = "UPDATE outbox_wakeups SET claimed_until"
 # arq's queue, polled; redis-py's health check, and a new connection's handshake.
 CLOCKED_COMMANDS = {"BLPOP", "ZRANGEBYSCORE", "PING", "CLIENT SETINFO", "CLIENT SETNAME"}
 CLOCKED_SCRIPTS = {"wakeup_scripts.TAKE"}  # the pump's wait for a due destination

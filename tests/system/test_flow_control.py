@@ -219,7 +219,8 @@ async def test_no_success_for_the_window_disables_and_reenabling_resumes(
 
 
 async def _park(engine: AsyncEngine, tenant_id: str, endpoint_id: str, count: int) -> None:
-    """Insert ``count`` accepted deliveries (event, delivery, outbox row each) in one go."""
+    """Insert ``count`` accepted deliveries (event and delivery each, and their destination's
+    outbox wake-up, as a batch writes them) in one go."""
     events = [new_id("evt") for _ in range(count)]
     deliveries = [new_id("dlv") for _ in range(count)]
     async with engine.begin() as connection:
@@ -246,10 +247,10 @@ async def _park(engine: AsyncEngine, tenant_id: str, endpoint_id: str, count: in
         )
         await connection.execute(
             text(
-                "INSERT INTO outbox (delivery_id, region, created_at)"
-                " SELECT unnest(CAST(:deliveries AS text[])), 'local', now() - interval '1 minute'"
+                "INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at, created_at)"
+                " VALUES ('local', :tenant, :endpoint, now(), now() - interval '1 minute')"
             ),
-            {"deliveries": deliveries},
+            {"tenant": tenant_id, "endpoint": endpoint_id},
         )
 
 
@@ -280,7 +281,7 @@ async def test_a_paused_destinations_backlog_does_not_slow_a_healthy_one(
         await _park(engine, tenant_id, paused["id"], 10_000)
 
         async def all_parked() -> bool:
-            return await count_rows(engine, "outbox", "published_at IS NULL") == 0
+            return await count_rows(engine, "outbox_wakeups") == 0
 
         await until(all_parked, timeout=120)
         # Healthy work accepted after the whole backlog was queued still goes through. (How

@@ -78,7 +78,7 @@ async def nothing_claimed_or_sent(
 ) -> None:
     assert receiver.on("/c") == []
     row = await delivery_row(engine, delivery_id)
-    assert row["state"] == "enqueued" and row["attempt_count"] == 0  # the claim was cancelled
+    assert row["state"] == "pending" and row["attempt_count"] == 0  # the claim was cancelled
 
 
 async def test_recording_ends_with_the_lease_even_while_a_statement_waits(

@@ -49,10 +49,20 @@ async def test_fleet_gauges_after_known_traffic(
                 " '90 seconds' WHERE id = (SELECT max(id) FROM deliveries)"
             )
         )
+        # A retry waiting since 30 seconds ago ...
         await connection.execute(
             text(
-                "INSERT INTO outbox (delivery_id, region, created_at)"
-                " SELECT max(id), 'local', now() - interval '2 minutes' FROM deliveries"
+                "UPDATE deliveries SET state = 'enqueued', attempt_count = 1, enqueued_at ="
+                " now() - interval '30 seconds' WHERE id = (SELECT min(id) FROM deliveries"
+                " WHERE state = 'pending')"
+            )
+        )
+        # ... and a wake-up the API wrote two minutes ago and never published.
+        await connection.execute(
+            text(
+                "INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at, created_at)"
+                " SELECT 'local', tenant_id, id, now(), now() - interval '2 minutes'"
+                " FROM endpoints"
             )
         )
         await connection.execute(
@@ -61,9 +71,10 @@ async def test_fleet_gauges_after_known_traffic(
     body = (await client.get("/metrics", headers=ADMIN)).text
 
     assert sample(body, "herald_deliveries", region="local", state="dead") == 1
-    assert sample(body, "herald_deliveries", region="local", state="enqueued") == 2
-    assert sample(body, "herald_deliveries", region="local", state="pending") == 1
+    assert sample(body, "herald_deliveries", region="local", state="enqueued") == 1
+    assert sample(body, "herald_deliveries", region="local", state="pending") == 2
     assert 89 <= sample(body, "herald_oldest_due_age_seconds", region="local") < 200
+    assert 29 <= sample(body, "herald_oldest_enqueued_age_seconds", region="local") < 89
     assert 119 <= sample(body, "herald_outbox_relay_lag_seconds", region="local") < 300
     assert sample(body, "herald_endpoints", condition="paused") == 1
     assert "dlv_" not in body and "secret" not in body

@@ -91,7 +91,7 @@ async def test_a_dead_head_halts_its_stream_until_an_operator_skips_it(
     ids = [d["id"] for d in await accept_in_order(client, tenant, endpoint["id"], [None] * 3)]
     async with running_workers(stack, [tmp_path / "w.log"]):
         head, second, third = await settled_states(
-            client, tenant, ids, ["dead", "enqueued", "enqueued"]
+            client, tenant, ids, ["dead", "pending", "pending"]
         )
         assert "halts its stream" in head["waiting_detail"]
         assert second["waiting_reason"] == "halted" and second["waiting_behind"] == ids[0]
@@ -145,7 +145,7 @@ async def test_a_redriven_halted_head_is_retried_in_place(
     receiver.script("/again", Reply(status=400))
     ids = [d["id"] for d in await accept_in_order(client, tenant, endpoint["id"], [None] * 3)]
     async with running_workers(stack, [tmp_path / "w.log"]):
-        await settled_states(client, tenant, ids, ["dead", "enqueued", "enqueued"])
+        await settled_states(client, tenant, ids, ["dead", "pending", "pending"])
         redriven = await client.post(f"/v1/deliveries/{ids[0]}/redrive", headers=tenant)
         assert redriven.status_code == 202, redriven.text
         assert redriven.json()["stream_seq"] == 1  # the halted head keeps its place
@@ -291,7 +291,7 @@ async def test_an_operator_finds_halted_streams_and_redrives_or_skips_from_the_c
     keys: list[str | None] = ["a", "b", "a", "b"]
     ids = [d["id"] for d in await accept_in_order(client, tenant, endpoint["id"], keys)]
     async with running_workers(stack, [tmp_path / "w.log"]):
-        await settled_states(client, tenant, ids, ["dead", "dead", "enqueued", "enqueued"])
+        await settled_states(client, tenant, ids, ["dead", "dead", "pending", "pending"])
         listed = await asyncio.to_thread(herald_command, stack, "streams", "halted")
         assert listed.returncode == 0, listed.stderr
         assert ids[0] in listed.stdout and ids[1] in listed.stdout and "1 waiting" in listed.stdout

@@ -24,6 +24,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.faults import FAULT_EXIT_CODE
+from tests.fixtures.api import wakeups_written
 from tests.fixtures.dev_stack import (
     DevHarness,
     DevRun,
@@ -256,7 +257,7 @@ async def test_crash_before_commit_drops_the_request_and_writes_nothing(
     assert await count_rows(engine, "tenants") == 1
     assert await count_rows(engine, "endpoints") == 1
     # ...and of the intent's transaction nothing survived.
-    for table in ("deliveries", "outbox", "events"):
+    for table in ("deliveries", "outbox_wakeups", "events"):
         assert await count_rows(engine, table) == 0, table
 
     # Control: the same request to the same API without the fault is accepted and is visible.
@@ -267,7 +268,7 @@ async def test_crash_before_commit_drops_the_request_and_writes_nothing(
             accepted = await http.post("/v1/deliveries", json=intent, headers=tenant)
         assert accepted.status_code == 202, accepted.text
         assert await count_rows(engine, "deliveries") == 1
-        assert await count_rows(engine, "outbox") == 1
+        assert await wakeups_written(engine) == 1
         assert await count_rows(engine, "events") == 1
         healthy.process.terminate()
         # uvicorn re-raises the SIGTERM it handled once it has shut down gracefully.

@@ -32,8 +32,8 @@ async def old_delivery(
     state: str,
     completed_days: int | None,
 ) -> tuple[str, str]:
-    """A delivery created 40 days ago (its time-ordered ids say so), with an attempt and an
-    outbox row."""
+    """A delivery created 40 days ago (its time-ordered ids say so), with an attempt and a
+    row in the outbox of the release before (retired, kept until the next contract)."""
     moment = DAYS_AGO_40 + timedelta(milliseconds=n)
     event_id, delivery_id = id_floor("evt", moment), id_floor("dlv", moment)
     async with engine.begin() as connection:
@@ -130,7 +130,7 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
     assert succeeded[1] not in events and dead[1] not in events and orphan not in events
     assert cancelled[1] not in events
     assert pending[1] in events and recent[1] in events
-    # Attempts and outbox rows went with their deliveries.
+    # Attempts and the retired outbox's rows went with their deliveries.
     assert (
         await count_rows(engine, "attempts", "delivery_id = ANY(:d)", d=[succeeded[0], dead[0]])
         == 0

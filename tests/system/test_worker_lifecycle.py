@@ -170,7 +170,7 @@ async def test_a_deliver_job_of_an_older_release_is_dropped_and_reconcile_sends_
             # Nothing woke the destination, so nothing was sent; the delivery is still live in
             # PostgreSQL, and the next reconcile run arms its destination.
             assert await armed_destinations(settings) == {}
-            assert (await delivery_row(engine, delivery_id))["state"] == "enqueued"
+            assert (await delivery_row(engine, delivery_id))["state"] == "pending"
             assert receiver.on("/older") == []
             started = await client.post("/v1/reconcile", json={"trigger": "test"}, headers=ADMIN)
             assert started.status_code == 202, started.text

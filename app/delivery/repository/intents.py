@@ -1,4 +1,4 @@
-"""The accept path's statements: intents become their events, deliveries and outbox rows
+"""The accept path's statements: intents become their events, deliveries and outbox wake-ups
 together, or nothing does.
 
 One statement is one transaction: no BEGIN/COMMIT round trips, and asyncpg's prepared-statement
@@ -73,22 +73,23 @@ delivery AS (
            numbered.seq, {_NOT_BEFORE}
       FROM target CROSS JOIN event LEFT JOIN numbered ON true
     RETURNING *
-), entry AS (
-    INSERT INTO outbox (delivery_id, region) SELECT id, $7 FROM delivery
+), wakeup AS (
+    INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at)
+    SELECT $7, $2, endpoint_id, next_attempt_at FROM delivery WHERE next_attempt_at IS NOT NULL
     RETURNING id
 )
 SELECT target.id IS NOT NULL AS found, target.enabled, target.disabled_reason,
-       entry.id AS outbox_id, delivery.*
+       wakeup.id AS outbox_id, delivery.*
   FROM (SELECT 1) AS one
-  LEFT JOIN target ON true LEFT JOIN delivery ON true LEFT JOIN entry ON true
+  LEFT JOIN target ON true LEFT JOIN delivery ON true LEFT JOIN wakeup ON true
 """  # noqa: S608
 
 
 @dataclass(frozen=True)
 class Inserted:
-    """What the statement did: ``delivery`` (the row as inserted) and ``outbox_id`` are set
-    only when the endpoint exists and is enabled and, for a keyed request, the key was
-    claimed."""
+    """What the statement did: ``delivery`` (the row as inserted) is set only when the endpoint
+    exists and is enabled and, for a keyed request, the key was claimed; ``outbox_id`` then
+    names its wake-up, unless it waits behind its stream's head and needs none."""
 
     found: bool
     disabled_reason: str | None
@@ -122,7 +123,7 @@ async def insert_for_endpoint(
     key: KeyToClaim | None = None,
 ) -> Inserted:
     """One intent for one endpoint -- the key's claim, the event, the delivery and its outbox
-    row -- as one statement: its own transaction (db.single_statements)."""
+    wake-up -- as one statement: its own transaction (db.single_statements)."""
     row = await connection.fetchrow(
         _ACCEPT,
         endpoint_id,
@@ -139,7 +140,7 @@ async def insert_for_endpoint(
         key.ttl if key else None,
         ordering_key,
     )
-    if row["outbox_id"] is None:
+    if row["id"] is None:
         return Inserted(row["found"], row["disabled_reason"], None, None)
     delivery = {k: v for k, v in row.items() if k not in _NOT_DELIVERY}
     return Inserted(True, None, delivery, row["outbox_id"])
@@ -172,12 +173,15 @@ delivery AS (
            numbered.stream, numbered.seq, {_KEPT.format(after="item.deliver_after")}
       FROM item LEFT JOIN numbered USING (n)
     RETURNING *
-), entry AS (
-    INSERT INTO outbox (delivery_id, region) SELECT id, $2 FROM delivery
-    RETURNING id, delivery_id
+), wakeup AS (
+    INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at)
+    SELECT $2, $1, endpoint_id, min(next_attempt_at) FROM delivery
+     WHERE next_attempt_at IS NOT NULL
+     GROUP BY endpoint_id
+    RETURNING id, endpoint_id, run_at
 )
-SELECT entry.id AS outbox_id, delivery.*
-  FROM delivery JOIN entry ON entry.delivery_id = delivery.id
+SELECT wakeup.id AS outbox_id, wakeup.run_at AS wake_at, delivery.*
+  FROM delivery LEFT JOIN wakeup ON wakeup.endpoint_id = delivery.endpoint_id
 """  # noqa: S608
 
 
@@ -192,6 +196,15 @@ class NewIntent:
     ordering_key: str | None = None
 
 
+@dataclass(frozen=True)
+class InsertedMany:
+    """The deliveries as inserted, by id, and the wake-ups written for them: (outbox id,
+    endpoint, when it is first due), one per destination with a delivery due."""
+
+    deliveries: dict[str, dict[str, Any]]
+    wakeups: list[tuple[int, str, datetime]]
+
+
 async def insert_many(
     session: AsyncSession,
     *,
@@ -200,12 +213,11 @@ async def insert_many(
     intents: Sequence[NewIntent],
     traceparent: str | None,
     chunk: int = 100,
-) -> dict[str, tuple[int, dict[str, Any]]]:
-    """Insert every intent inside the session's transaction; returns, by delivery id, the
-    outbox row's id and the delivery as inserted, read ``chunk`` rows at a time (what else
-    waits on the event loop runs between)."""
+) -> InsertedMany:
+    """Insert every intent inside the session's transaction, read back ``chunk`` rows at a
+    time (what else waits on the event loop runs between)."""
     if not intents:
-        return {}
+        return InsertedMany({}, [])
     columns = (
         [i.event_id for i in intents],
         [i.event_type for i in intents],
@@ -220,11 +232,14 @@ async def insert_many(
         ACCEPT_MANY, (tenant_id, region, *columns, traceparent, ordering_keys)
     )
     names = list(result.keys())
-    inserted: dict[str, tuple[int, dict[str, Any]]] = {}
+    inserted: dict[str, dict[str, Any]] = {}
+    wakeups: dict[int, tuple[int, str, datetime]] = {}
     for rows in result.partitions(chunk):
         for values in rows:
             delivery = dict(zip(names, values, strict=True))
-            outbox_id = delivery.pop("outbox_id")
-            inserted[delivery["id"]] = (outbox_id, delivery)
+            outbox_id, wake_at = delivery.pop("outbox_id"), delivery.pop("wake_at")
+            if outbox_id is not None:
+                wakeups[outbox_id] = (outbox_id, delivery["endpoint_id"], wake_at)
+            inserted[delivery["id"]] = delivery
         await asyncio.sleep(0)
-    return inserted
+    return InsertedMany(inserted, list(wakeups.values()))

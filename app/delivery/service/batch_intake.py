@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -158,20 +158,13 @@ async def accept_batch(
         kept = {c.index for c in accepted}
         failed_keys = [c.key for c in candidates if c.key and c.index not in kept]
         await idempotency_keys.release_many(session, tenant_id=tenant_id, keys=failed_keys)
-    publications = []
-    inserting = _insert(session, settings, tenant_id, accepted, traceparent)
-    for candidate, (outbox_id, row) in await inserting:
+    inserted, wakeups = await _insert(session, settings, tenant_id, accepted, traceparent)
+    for candidate, row in inserted:
         outcomes[candidate.index] = ItemOutcome(candidate.index, 202, delivery=row)
-        publications.append(
-            PendingPublication(
-                outbox_id,
-                row["id"],
-                row["endpoint_id"],
-                row["next_attempt_at"],
-                row["attempt_count"],
-                tenant_id,
-            )
-        )
+    publications = [
+        PendingPublication(outbox_id, tenant_id, endpoint_id, run_at)
+        for outbox_id, endpoint_id, run_at in wakeups
+    ]
     return [outcomes[i] for i in range(len(items))], publications
 
 
@@ -219,8 +212,8 @@ async def _insert(
     tenant_id: str,
     accepted: list[_Candidate],
     traceparent: str | None,
-) -> list[tuple[_Candidate, tuple[int, dict[str, Any]]]]:
-    """Each accepted item with its outbox row's id and its delivery as inserted."""
+) -> tuple[list[tuple[_Candidate, dict[str, Any]]], list[tuple[int, str, datetime]]]:
+    """Each accepted item with its delivery as inserted; and the wake-ups written for them."""
     new = []
     for n, c in enumerate(accepted):
         if n % CHUNK == CHUNK - 1:
@@ -244,7 +237,9 @@ async def _insert(
         traceparent=traceparent,
         chunk=CHUNK,
     )
-    return [(c, inserted[n.delivery_id]) for c, n in zip(accepted, new, strict=True)]
+    rows = inserted.deliveries
+    pairs = [(c, rows[n.delivery_id]) for c, n in zip(accepted, new, strict=True)]
+    return pairs, inserted.wakeups
 
 
 _RESULTS = TypeAdapter(list[BatchItemResult])

@@ -47,7 +47,7 @@ async def cancel_delivery(
     if cancelled is not None:
         in_flight = cancelled.lease_until is not None and cancelled.lease_until > datetime.now(UTC)
         metrics.CANCELLATIONS.labels(in_flight=str(in_flight).lower()).inc()
-        return Cancelled(cancelled, await outbox.insert_entries(session, new_heads, region))
+        return Cancelled(cancelled, await outbox.insert_wakeups(session, new_heads, region))
     await session.refresh(current)
     if current.state == DeliveryState.CANCELLED.value:
         return Cancelled(current)

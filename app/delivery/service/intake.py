@@ -1,4 +1,4 @@
-"""Accepting intents: event, deliveries and outbox rows, all in the caller's one transaction."""
+"""Accepting intents: event, deliveries and outbox wake-ups, all in the caller's one transaction."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ async def _insert(
         deliver_after=deliver_after,
         ordering_key=ordering_key,
     )
-    publications = await outbox.insert_entries(session, rows, settings.region)
+    publications = await outbox.insert_wakeups(session, rows, settings.region)
     return rows, publications
 
 
@@ -160,7 +160,7 @@ async def accept_delivery_at_once(
     traceparent: str | None = None,
 ) -> Accepted | None:
     """``accept_delivery`` as one statement -- the key's claim, endpoint check, event, delivery,
-    outbox row -- for the request that is new, which is nearly every one.
+    outbox wake-up -- for the request that is new, which is nearly every one.
 
     None when a keyed request needs ``accept_delivery``'s transaction to be answered: its key is
     held by an earlier request (a replay, or a mismatch), or the request would be refused (a
@@ -210,17 +210,17 @@ async def accept_delivery_at_once(
     )
     if refused is not None:
         raise refused
-    assert inserted.delivery is not None and inserted.outbox_id is not None
+    assert inserted.delivery is not None
     delivery = DeliveryOut.model_validate(inserted.delivery)
-    publication = PendingPublication(
-        inserted.outbox_id,
-        delivery.id,
-        delivery.endpoint_id,
-        delivery.next_attempt_at,
-        0,
-        tenant_id,
-    )
-    return Accepted(event_id, intent.event_type, [delivery], False, [publication])
+    publications = []
+    if inserted.outbox_id is not None:
+        assert delivery.next_attempt_at is not None  # only a due delivery gets a wake-up
+        publications.append(
+            PendingPublication(
+                inserted.outbox_id, tenant_id, delivery.endpoint_id, delivery.next_attempt_at
+            )
+        )
+    return Accepted(event_id, intent.event_type, [delivery], False, publications)
 
 
 async def accept_event(

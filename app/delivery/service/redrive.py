@@ -65,7 +65,7 @@ async def redrive_one(
             raise Conflict(f"only finished deliveries can be replayed; this one is {current.state}")
         raise Conflict(f"only dead deliveries can be redriven; this one is {current.state}")
     # The outbox row commits with the state change, so the redrive survives a crash.
-    publications = await outbox.insert_entries(session, [revived], revived.region)
+    publications = await outbox.insert_wakeups(session, [revived], revived.region)
     return revived, publications if revived.region == region else []
 
 
@@ -134,7 +134,7 @@ async def run_bulk_redrive(
                     before_reviving=functools.partial(_lock_streams_of, session),
                 )
                 await requeue(session, [d.id for d in revived])
-                publications = await outbox.insert_entries(session, revived, job.region)
+                publications = await outbox.insert_wakeups(session, revived, job.region)
                 total += len(revived)
                 await redrive_jobs.update_job(session, job_id, cursor=cursor, redriven=total)
             if publications:

@@ -47,4 +47,4 @@ async def skip_halted_head(
                 + (f" (the stream's head is {head})" if head else " (the stream is not halted)")
                 + ": only a halted stream's dead head can be skipped"
             )
-    return Skipped(delivery, await outbox.insert_entries(session, new_heads, region))
+    return Skipped(delivery, await outbox.insert_wakeups(session, new_heads, region))

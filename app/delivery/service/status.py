@@ -11,7 +11,6 @@ from app.core.config import Settings
 from app.core.states import TERMINAL_STATES, DeliveryState
 from app.flow.service.snapshot import FlowSnapshot
 from app.models import Attempt, CustodyRecord, Delivery, Endpoint
-from app.outbox.service.outbox import Publication
 from app.streams.service.streams import StreamView
 
 # How an explanation writes a moment: the API as ISO 8601, like every time in its JSON; the
@@ -28,7 +27,7 @@ class Explanation:
 @dataclass(frozen=True)
 class CustodyEvent:
     at: datetime
-    event: str  # accepted | published | attempt | succeeded | dead | cancelled | redriven
+    event: str  # accepted | attempt | succeeded | dead | cancelled | redriven
     detail: str | None
 
 
@@ -41,8 +40,11 @@ def explain(
     *,
     stream: StreamView | None = None,
     write_time: TimeWriter = datetime.isoformat,
+    unpublished_since: datetime | None = None,
 ) -> Explanation:
-    """Why the delivery is where it is; ``stream``, for an ordered one, is its stream now."""
+    """Why the delivery is where it is; ``stream``, for an ordered one, is its stream now;
+    ``unpublished_since``, read when Redis cannot say (``flow`` is None), is when the region's
+    oldest wake-up not yet told to Redis was written."""
     state = DeliveryState(delivery.state)
     if state in TERMINAL_STATES:
         return _ended(state, delivery, stream)
@@ -63,7 +65,7 @@ def explain(
         )
     if due > now:
         return Explanation("scheduled", f"next attempt at {write_time(due)}")
-    return _due_now(delivery, now, settings, flow, write_time)
+    return _due_now(delivery, now, settings, flow, write_time, unpublished_since)
 
 
 def _ended(state: DeliveryState, delivery: Delivery, stream: StreamView | None) -> Explanation:
@@ -135,11 +137,12 @@ def _due_now(
     settings: Settings,
     flow: FlowSnapshot | None,
     write_time: TimeWriter,
+    unpublished_since: datetime | None,
 ) -> Explanation:
     """A due delivery waits for its destination's wake-up. Parked by policy is `throttled`,
     never `stuck`: only a destination with no wake-up at all is (what reconcile repairs)."""
     if flow is None:
-        return _due_without_redis(delivery, now, settings, write_time)
+        return _due_without_redis(delivery, now, settings, write_time, unpublished_since)
     if flow.max_in_flight and flow.in_flight >= flow.max_in_flight:
         return Explanation(
             "throttled",
@@ -177,14 +180,24 @@ WAKE_SLACK_SECONDS = 10.0
 
 
 def _due_without_redis(
-    delivery: Delivery, now: datetime, settings: Settings, write_time: TimeWriter
+    delivery: Delivery,
+    now: datetime,
+    settings: Settings,
+    write_time: TimeWriter,
+    unpublished_since: datetime | None,
 ) -> Explanation:
     """Redis cannot say whether the destination has a wake-up: judged by how long the delivery
-    has waited. A published one gets ENQUEUED_STALE_SECONDS (its destination may be parked by
-    a gate that Redis also cannot show), an unpublished one RECONCILE_GRACE_SECONDS."""
+    has waited. One whose wake-up was told to Redis gets ENQUEUED_STALE_SECONDS (its
+    destination may be parked by a gate that Redis also cannot show), one whose wake-up may
+    still be in the outbox RECONCILE_GRACE_SECONDS. The outbox is read by its oldest row
+    (``unpublished_since``): if it predates the delivery's last change, the wake-up written
+    with that change may be among the rows not yet told."""
     due = delivery.next_attempt_at
     assert due is not None  # only a scheduled delivery is due
-    if delivery.state == DeliveryState.ENQUEUED.value:
+    handed_over = delivery.state == DeliveryState.ENQUEUED.value or (
+        unpublished_since is None or unpublished_since > delivery.updated_at
+    )
+    if handed_over:
         waiting_since = max(delivery.enqueued_at or due, due)
         if now - waiting_since > timedelta(seconds=settings.enqueued_stale_seconds):
             return Explanation(
@@ -207,13 +220,10 @@ def _due_without_redis(
 TIMELINE_ATTEMPTS = 100
 MOST_UNRECORDED_CLAIMS = 100
 
-# Steps that share a timestamp are told cause first: a redrive's outbox row is written in the
-# redrive's transaction (one now() for both), and a publication may be dated by the attempt
-# it led to (see _published).
+# Steps that share a timestamp are told cause first.
 _TELLING_ORDER = {
     "accepted": 0,
     "redriven": 1,
-    "published": 2,
     "attempt": 3,
     "succeeded": 4,
     "dead": 4,
@@ -232,13 +242,12 @@ class _End:
 
 def timeline(
     delivery: Delivery,
-    publications: list[Publication],
     attempts: list[Attempt],
     archive: list[CustodyRecord],
     *,
     all_attempts: bool,
 ) -> list[CustodyEvent]:
-    """The custody story in order: accepted, every publication, every numbered attempt, every
+    """The custody story in order: accepted, every numbered attempt, every
     dead step and redrive (from ``archive``: reviving a row clears its dead step), and how it
     ended. ``attempts`` are the first of the delivery's attempt rows, all of them when
     ``all_attempts``; numbers past the last row are then left untold rather than guessed."""
@@ -255,7 +264,6 @@ def timeline(
     events += [CustodyEvent(r.at, "redriven", r.detail) for r in archive if r.event == "redriven"]
     # A replayed success (bulk redrive of succeeded deliveries) is archived like a dead step.
     events += [CustodyEvent(r.at, "succeeded", None) for r in archive if r.event == "succeeded"]
-    events += [_published(publication, attempts) for publication in publications]
     events += _attempts(delivery, recorded, ends, told_up_to)
     for end in ends:
         # A claim that ended in `dead` without an attempt row sent nothing (endpoint disabled
@@ -268,15 +276,6 @@ def timeline(
     if delivery.state == DeliveryState.CANCELLED.value and finished is not None:
         events.append(CustodyEvent(finished, "cancelled", "by its producer"))
     return sorted(events, key=lambda event: (event.at, _TELLING_ORDER[event.event]))
-
-
-def _published(publication: Publication, attempts: list[Attempt]) -> CustodyEvent:
-    """A publication is marked after its destination's wake-up is armed, and a quick worker may
-    start on it first: it is dated no later than the first attempt started after its outbox
-    row."""
-    at = publication.published_at
-    after = [a.started_at for a in attempts if a.started_at >= publication.created_at]
-    return CustodyEvent(min([at, *after]), "published", "handed to the queue")
 
 
 def _attempts(

@@ -39,24 +39,31 @@ async def delivery_detail(
         raise NotFound(f"delivery {delivery_id} not found")
     endpoint = await endpoints.get_any(session, delivery.endpoint_id)
     assert endpoint is not None  # a foreign key
-    published = await outbox.publications(session, delivery.id)
     most = status.TIMELINE_ATTEMPTS
     tried = await attempts.list_page(session, delivery.id, limit=most + 1, after_number=None)
     archive = await custody_records.list_for(session, delivery.id, limit=most + 1)
     now = datetime.now(UTC)
-    flow = None
+    flow = unpublished_since = None
     waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
     due = delivery.next_attempt_at
     if delivery.state in waiting and due is not None and due <= now:
         flow = await _destination_now(redis, settings, endpoint)
+        if flow is None:
+            unpublished_since = await outbox.oldest_unpublished(session, delivery.region)
     stream = await streams.of_delivery(session, delivery)
     why = status.explain(
-        delivery, endpoint, now, settings, flow, stream=stream, write_time=write_time
+        delivery,
+        endpoint,
+        now,
+        settings,
+        flow,
+        stream=stream,
+        write_time=write_time,
+        unpublished_since=unpublished_since,
     )
     # A cut list hides attempts or dead steps: claim numbers past what is shown are not guessed.
     story = status.timeline(
         delivery,
-        published,
         tried[:most],
         archive[:most],
         all_attempts=len(tried) <= most and len(archive) <= most,

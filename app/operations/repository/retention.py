@@ -1,7 +1,7 @@
 """Purging what no longer needs keeping, in small batches (short locks, bounded work).
 
 Time-ordered ids make "created before" a primary-key range, so none of these scans needs an
-index of its own. A delivery's attempts and outbox rows go with it (ON DELETE CASCADE).
+index of its own. A delivery's attempts go with it (ON DELETE CASCADE).
 """
 
 from __future__ import annotations

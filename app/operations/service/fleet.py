@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 # succeeded history. Each states what the table's checks make its state imply (live:
 # `completed_at IS NULL`, dead: `dead_reason IS NOT NULL`), so the planner can take the indexes
 # of migration 0009 (ix_deliveries_live, _dead_since) as well as the older ones on `state`
-# (ix_deliveries_due, _enqueued, _leased, _dead) they replace; ix_outbox_unpublished for the lag.
+# (ix_deliveries_due, _enqueued, _leased, _dead) they replace. The relay's lag is the oldest
+# outbox wake-up's age, read by the table's primary key.
 REDIS_PING_SECONDS = 1.0
 
 # {t}: nothing for the fleet, or one tenant's condition (the console shows a tenant its own);
@@ -31,8 +32,8 @@ _SNAPSHOT = """
           AND next_attempt_at <= now()) AS oldest_due,
       (SELECT extract(epoch FROM now() - min(enqueued_at)) FROM deliveries
         WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL {t}) AS oldest_enqueued,
-      (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox
-        WHERE region = :r AND published_at IS NULL) AS relay_lag,
+      (SELECT extract(epoch FROM now() - created_at) FROM outbox_wakeups
+        WHERE region = :r ORDER BY id LIMIT 1) AS relay_lag,
       (SELECT count(*) FROM deliveries
         WHERE region = :r AND state = 'pending' AND completed_at IS NULL {t}) AS pending,
       (SELECT count(*) FROM deliveries
@@ -94,12 +95,14 @@ class _SnapshotCollector(Collector):
         for name, doc, value in (
             (
                 "herald_oldest_due_age_seconds",
-                "Age of the oldest due pending delivery's next_attempt_at (0: none)",
+                "How long the longest-waiting due pending delivery (not yet attempted, or "
+                "redriven) has been due (0: none)",
                 s.oldest_due,
             ),
             (
                 "herald_oldest_enqueued_age_seconds",
-                "Age of the oldest enqueued delivery (0: none)",
+                "How long the longest-waiting enqueued delivery (waiting for a retry) has waited "
+                "(0: none)",
                 s.oldest_enqueued,
             ),
             (

@@ -1,7 +1,7 @@
-"""Outbox -> Redis: arm the destinations of committed outbox rows, then mark them published.
+"""Outbox -> Redis: arm the destinations of committed wake-ups, then delete the rows.
 
-The order is the invariant: Redis holds the wake-ups first, the rows are marked after, in a
-short transaction of its own (never one held across Redis). A crash in between arms them again
+The order is the invariant: Redis holds the wake-ups first, the rows go after, in a short
+transaction of its own (never one held across Redis). A crash in between arms them again
 later; arming only ever moves a destination's wake-up earlier, so that costs nothing.
 """
 
@@ -40,21 +40,15 @@ async def publish_and_mark(
         await Wakeups(redis, region).arm(destinations(publications))
         crash_point("relay.after_enqueue_before_mark", fault)
         async with single_statements(sessionmaker) as connection:
-            await outbox.mark_published(
-                connection,
-                [(p.delivery_id, p.attempt_count) for p in publications],
-                [p.outbox_id for p in publications],
-            )
+            await outbox.mark_published(connection, [p.outbox_id for p in publications])
 
 
 def destinations(publications: Sequence[PendingPublication]) -> list[Arm]:
-    """One wake-up per destination, for its earliest publication: however many deliveries a
-    page holds for one endpoint, Redis gets one entry."""
+    """One wake-up per destination, for its earliest publication: however many rows a page
+    holds for one endpoint, Redis gets one entry."""
     now = datetime.now(UTC)
     earliest: dict[tuple[str, str], float] = {}
     for p in publications:
-        if p.run_at is None:
-            continue  # behind its stream's head: whatever ends the head arms the destination
         key = (p.tenant_id, p.endpoint_id)
         # run_at is the database's clock; the skew to ours only makes the wake-up early or
         # late by that much (an early one finds nothing due and settles for the right time).

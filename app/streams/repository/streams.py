@@ -27,7 +27,7 @@ class StreamKey:
 @dataclass(frozen=True)
 class NewHead:
     """A delivery that has just become its stream's head: its destination must be armed (by
-    the recorder after its commit, or by an outbox row written with the hand-on)."""
+    the recorder after its commit, or by an outbox wake-up written with the hand-on)."""
 
     id: str
     tenant_id: str

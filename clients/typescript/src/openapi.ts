@@ -887,7 +887,7 @@ export interface components {
             detail: string | null;
             /**
              * Event
-             * @description accepted | published | attempt | dead | redriven | succeeded | cancelled
+             * @description accepted | attempt | dead | redriven | succeeded | cancelled
              */
             event: string;
         };
