@@ -10,8 +10,8 @@ from sqlalchemy import (
     Identity,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     Text,
-    UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -24,7 +24,8 @@ class Attempt(Base):
 
     __tablename__ = "attempts"
     __table_args__ = (
-        UniqueConstraint("delivery_id", "attempt_number", name="uq_attempts_delivery_number"),
+        # An attempt is its delivery's numbered claim: no surrogate key (an index less to write).
+        PrimaryKeyConstraint("delivery_id", "attempt_number", name="pk_attempts"),
         # Per-destination statistics over recent attempts.
         Index("ix_attempts_endpoint_started", "endpoint_id", "started_at"),
         # The fleet's recent attempts (the console's chart): time-ordered rows, a BRIN index.
@@ -39,7 +40,9 @@ class Attempt(Base):
         ),
     )
 
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    # Kept, unread, for the release before, whose model names it the key; dropped by the next
+    # release's contract migration.
+    id: Mapped[int] = mapped_column(BigInteger, Identity())
     delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id", ondelete="CASCADE"))
     # Denormalised from the delivery so that an endpoint's statistics need no join.
     endpoint_id: Mapped[str | None] = mapped_column(Text)
