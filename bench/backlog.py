@@ -38,12 +38,9 @@ async def insert_backlog(
         )
         await connection.execute(
             "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
-            " state, next_attempt_at, enqueued_at) SELECT 'dlv_b' || lpad(g::text, 21, '0'),"
+            " state, next_attempt_at) SELECT 'dlv_b' || lpad(g::text, 21, '0'),"
             " $1, ($2::text[])[1 + g % cardinality($2::text[])], 'evt_b' || lpad(g::text, 21, '0'),"
-            " 'bench', 'local', $3,"
-            # Published over the last hour, not all in one instant.
-            f" {due}, now() - interval '1 hour' + g * interval '1 hour' / $4 / 2"
-            " FROM generate_series(1, $4) g",
+            f" 'bench', 'local', $3, {due} FROM generate_series(1, $4) g",
             tenant_id,
             endpoints,
             state,

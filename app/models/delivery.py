@@ -107,6 +107,8 @@ class Delivery(Base):
     # Fencing: a worker may record a result only while its token is the current one.
     lease_token: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Written only by the release before's publish mark; unread here, dropped by the next
+    # release's contract migration.
     enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_outcome: Mapped[str | None] = mapped_column(Text)
     last_status_code: Mapped[int | None] = mapped_column(Integer)

@@ -9,7 +9,9 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.fixtures.api import accept, fast_path_settled, new_endpoint
+from app.core.db import create_sessionmaker
+from app.delivery.service import listings
+from tests.fixtures.api import accept, fast_path_settled, new_endpoint, new_tenant
 
 
 async def test_filters_by_state_endpoint_and_event_type(
@@ -100,3 +102,32 @@ async def test_attempts_are_listed_oldest_first_and_paged(
     )
     assert [a["status_code"] for a in rest.json()["items"]] == [200]
     assert rest.json()["next_cursor"] is None
+
+
+async def test_listing_another_tenants_endpoint_reads_no_delivery_at_all(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    busy = await new_endpoint(client, tenant)
+    small = await new_tenant(client, "small")
+    own = await new_endpoint(client, small)
+    for auth, endpoint_id in ((tenant, busy["id"]), (small, own["id"])):
+        items = [{"endpoint_id": endpoint_id, "event_type": "a.b", "payload": {}}] * 300
+        answer = await client.post("/v1/deliveries/batch", json={"items": items}, headers=auth)
+        assert answer.json()["accepted"] == 300
+    async with create_sessionmaker(engine)() as session, session.begin():
+        small_id = await session.scalar(text("SELECT id FROM tenants WHERE name = 'small'"))
+        before = await session.scalar(READS)
+        rows = await listings.list_deliveries(session, small_id, limit=50, endpoint_id=busy["id"])
+        read = await session.scalar(READS) - before
+    assert rows == []
+    # Whichever index a plan would take -- the other tenant's endpoint, or this tenant's own
+    # rows -- nothing is walked: the endpoint is not its own, so nothing is looked for.
+    assert read == 0
+
+
+# This transaction's reads of the deliveries table and its indexes, as PostgreSQL counts them.
+READS = text(
+    "SELECT sum(pg_stat_get_xact_tuples_returned(oid) + pg_stat_get_xact_tuples_fetched(oid))"
+    " FROM pg_class WHERE oid = 'deliveries'::regclass"
+    " OR oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'deliveries'::regclass)"
+)

@@ -57,8 +57,7 @@ async def lose_every_wakeup(settings: Settings, engine: AsyncEngine) -> None:
     await flush_queue(settings)
     await sql(
         engine,
-        "UPDATE deliveries SET enqueued_at = now() - interval '10 minutes',"
-        " next_attempt_at = now() - interval '10 minutes'",
+        "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'",
     )
 
 
@@ -125,8 +124,7 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
     )
     await sql(
         engine,
-        "UPDATE deliveries SET enqueued_at = now() - interval '10 minutes',"
-        " next_attempt_at = now() - interval '10 minutes' WHERE id = :d",
+        "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes' WHERE id = :d",
         d=stale,
     )
     await sql(
@@ -261,7 +259,6 @@ async def test_a_deferred_delivery_is_armed_for_its_own_time(
     )
     assert response.status_code == 202
     await fast_path_settled(engine)
-    await sql(engine, "UPDATE deliveries SET enqueued_at = now() - interval '1 day'")
     await flush_queue(settings)  # its wake-up lost: armed again, for its own time
     run = await reconcile_now(client, settings, engine)
     assert run["counts"]["destinations_armed"] == 1

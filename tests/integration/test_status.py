@@ -34,8 +34,8 @@ SETUPS = {
     " lease_until = now() + interval '1 minute', attempt_count = 1",
     "stuck_lease": "UPDATE deliveries SET state = 'leased', lease_token = gen_random_uuid(),"
     " lease_until = now() - interval '1 minute', attempt_count = 1",
-    "stuck_enqueued": "UPDATE deliveries SET state = 'enqueued',"
-    " enqueued_at = now() - interval '1 hour', next_attempt_at = now() - interval '1 hour'",
+    "stuck_enqueued": "UPDATE deliveries SET state = 'enqueued', attempt_count = 1,"
+    " next_attempt_at = now() - interval '1 hour'",
     "stuck_pending": "UPDATE deliveries SET state = 'pending',"
     " next_attempt_at = now() - interval '1 hour'",
     "succeeded": "UPDATE deliveries SET state = 'succeeded', completed_at = now()",

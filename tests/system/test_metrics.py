@@ -49,10 +49,10 @@ async def test_fleet_gauges_after_known_traffic(
                 " '90 seconds' WHERE id = (SELECT max(id) FROM deliveries)"
             )
         )
-        # A retry waiting since 30 seconds ago ...
+        # A retry due since 30 seconds ago ...
         await connection.execute(
             text(
-                "UPDATE deliveries SET state = 'enqueued', attempt_count = 1, enqueued_at ="
+                "UPDATE deliveries SET state = 'enqueued', attempt_count = 1, next_attempt_at ="
                 " now() - interval '30 seconds' WHERE id = (SELECT min(id) FROM deliveries"
                 " WHERE state = 'pending')"
             )

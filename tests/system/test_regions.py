@@ -44,8 +44,8 @@ async def test_no_region_claims_publishes_or_sends_another_regions_deliveries(
             async with engine.begin() as connection:
                 await connection.execute(
                     text(
-                        "UPDATE deliveries SET state = 'enqueued', enqueued_at = now() -"
-                        " interval '1 hour', next_attempt_at = now() - interval '1 hour'"
+                        "UPDATE deliveries SET state = 'enqueued', attempt_count = 1,"
+                        " next_attempt_at = now() - interval '1 hour'"
                         " WHERE id = :d"
                     ),
                     {"d": us_id},

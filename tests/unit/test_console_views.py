@@ -114,7 +114,6 @@ def _waiting(state: str, **fields: object) -> Delivery:
         state=state,
         attempt_count=1,
         next_attempt_at=fields.pop("next_attempt_at", NOW),
-        enqueued_at=fields.pop("enqueued_at", None),
         lease_until=fields.pop("lease_until", None),
     )
 
@@ -143,8 +142,6 @@ def _flow(woken_in: float | None) -> FlowSnapshot:
         (_waiting("enqueued"), _endpoint(), _flow(woken_in=300.654321), AT, "queued"),
         (_waiting("enqueued", next_attempt_at=LONG_AGO), _endpoint(), _flow(None), LONG_AGO,
          "stuck"),
-        (_waiting("enqueued", next_attempt_at=LONG_AGO, enqueued_at=LONG_AGO), _endpoint(),
-         None, LONG_AGO, "stuck"),
         (_waiting("pending", next_attempt_at=LONG_AGO), _endpoint(), None, LONG_AGO, "stuck"),
     ],
 )  # fmt: skip

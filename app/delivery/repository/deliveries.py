@@ -235,7 +235,6 @@ def _revive(
             attempt_floor=Delivery.attempt_count,
             dead_reason=None,
             completed_at=None,
-            enqueued_at=None,
             updated_at=func.now(),
         )
         .returning(Delivery)

@@ -30,6 +30,12 @@ async def list_deliveries(
     finished_before: datetime | None = None,
 ) -> list[Delivery]:
     """Newest first, at most ``limit``."""
+    if endpoint_id is not None and not await endpoints.in_scope(
+        session, Scope(tenant_id), endpoint_id
+    ):
+        # Not the tenant's: none of its deliveries go there, and the listing must not walk
+        # another tenant's rows to find that out.
+        return []
     return await deliveries.list_page(
         session,
         tenant_id,

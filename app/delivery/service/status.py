@@ -198,11 +198,10 @@ def _due_without_redis(
         unpublished_since is None or unpublished_since > delivery.updated_at
     )
     if handed_over:
-        waiting_since = max(delivery.enqueued_at or due, due)
-        if now - waiting_since > timedelta(seconds=settings.enqueued_stale_seconds):
+        if now - due > timedelta(seconds=settings.enqueued_stale_seconds):
             return Explanation(
                 "stuck",
-                f"due since {write_time(waiting_since)} and not picked up; Redis cannot "
+                f"due since {write_time(due)} and not picked up; Redis cannot "
                 "say whether its destination has a wake-up (the next reconcile run arms it "
                 "again if not)",
             )

@@ -30,8 +30,9 @@ _SNAPSHOT = """
       (SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM deliveries
         WHERE region = :r AND state = 'pending' AND completed_at IS NULL {t}
           AND next_attempt_at <= now()) AS oldest_due,
-      (SELECT extract(epoch FROM now() - min(enqueued_at)) FROM deliveries
-        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL {t}) AS oldest_enqueued,
+      (SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM deliveries
+        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL {t}
+          AND next_attempt_at <= now()) AS oldest_enqueued,
       (SELECT extract(epoch FROM now() - created_at) FROM outbox_wakeups
         WHERE region = :r ORDER BY id LIMIT 1) AS relay_lag,
       (SELECT count(*) FROM deliveries
@@ -101,7 +102,7 @@ class _SnapshotCollector(Collector):
             ),
             (
                 "herald_oldest_enqueued_age_seconds",
-                "How long the longest-waiting enqueued delivery (waiting for a retry) has waited "
+                "How long the longest-waiting due enqueued delivery (a retry) has been due "
                 "(0: none)",
                 s.oldest_enqueued,
             ),
