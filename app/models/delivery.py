@@ -7,7 +7,6 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     DateTime,
-    ForeignKey,
     Index,
     Integer,
     Text,
@@ -83,9 +82,12 @@ class Delivery(Base):
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
-    endpoint_id: Mapped[str] = mapped_column(ForeignKey("endpoints.id"))
-    event_id: Mapped[str] = mapped_column(ForeignKey("events.id"))
+    # No foreign keys: the accept reads the endpoint in its own statement and writes the event
+    # with its deliveries, and no tenant or endpoint is ever deleted; a key would only lock
+    # those rows on every insert (docs/decisions.md, "The accept writes no foreign key").
+    tenant_id: Mapped[str] = mapped_column(Text)
+    endpoint_id: Mapped[str] = mapped_column(Text)
+    event_id: Mapped[str] = mapped_column(Text)
     event_type: Mapped[str] = mapped_column(Text)
     # The region that owns this delivery: only its relays, workers and reconcilers touch it.
     region: Mapped[str] = mapped_column(Text)

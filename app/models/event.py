@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, ForeignKey, LargeBinary, Text, func
+from sqlalchemy import DateTime, LargeBinary, Text, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -16,7 +16,7 @@ class Event(Base):
     __tablename__ = "events"
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(Text)  # no foreign key: see Delivery.tenant_id
     # The tenant's customer it was published to (NULL: none); only that customer's endpoints
     # receive it. No foreign key: the accept checked it, and events outlive their customers.
     customer_id: Mapped[str | None] = mapped_column(Text)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, ForeignKey, Integer, LargeBinary, Text, func
+from sqlalchemy import DateTime, Integer, LargeBinary, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -15,7 +15,7 @@ class IdempotencyKey(Base):
 
     __tablename__ = "idempotency_keys"
 
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)  # no key: Delivery.tenant_id
     key: Mapped[str] = mapped_column(Text, primary_key=True)
     # SHA-256 over the route, the intent's other fields and its payload as encoded (stored).
     request_hash: Mapped[bytes] = mapped_column(LargeBinary)

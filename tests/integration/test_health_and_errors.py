@@ -175,9 +175,8 @@ async def test_a_deadlock_is_503_with_retry_after_and_changes_nothing(
             await holder.execute(text("SET LOCAL deadlock_timeout = '10min'"))
         except DBAPIError:
             pytest.skip("needs a superuser to set deadlock_timeout")
-        await holder.execute(
-            text("SELECT 1 FROM endpoints WHERE id = :e FOR UPDATE"), {"e": endpoint["id"]}
-        )
+        # Reads go on; writes to deliveries wait for the holder.
+        await holder.execute(text("LOCK TABLE deliveries IN SHARE MODE"))
         await blocker.execute(claim, {"t": tenant_id, "k": "b"})
         body = {
             "items": [
@@ -195,8 +194,8 @@ async def test_a_deadlock_is_503_with_retry_after_and_changes_nothing(
         await _until(lambda: waiting(holder_side=False), "the batch waits for key b")
         taking = asyncio.create_task(holder.execute(claim, {"t": tenant_id, "k": "a"}))
         await _until(lambda: waiting(holder_side=True), "the holder waits for key a")
-        # Key "b" comes free; the batch goes on to its deliveries, whose endpoint the holder
-        # has locked: a cycle, closed by the batch, which is the one to find it.
+        # Key "b" comes free; the batch goes on to insert its deliveries, which the holder's
+        # lock holds back: a cycle, closed by the batch, which is the one to find it.
         await blocker.rollback()
         response = await batch
         await taking

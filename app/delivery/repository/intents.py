@@ -31,9 +31,8 @@ _NOT_BEFORE = _KEPT.format(after="$8::timestamptz")
 # $1 endpoint, $2 tenant, $3 event id, $4 event type, $5 payload, $6 delivery id, $7 region,
 # $8 deliver_after (NULL: now), $9 the producer's traceparent; $10 the Idempotency-Key (NULL:
 # none), $11 the request's fingerprint, $12 how long the key lives; $13 the ordering key (NULL:
-# none). Foreign keys are checked at the end of the statement, so the event and the delivery
-# that references it may be inserted together. An ordered endpoint's delivery is numbered in
-# its stream in the same statement (app/streams/repository/streams.py).
+# none). An ordered endpoint's delivery is numbered in its stream in the same statement
+# (app/streams/repository/streams.py).
 #
 # A key is claimed only for an enabled endpoint, and everything else is written only if it was:
 # the row's primary key makes a concurrent request with the same key wait here until the first

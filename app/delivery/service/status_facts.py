@@ -38,7 +38,7 @@ async def delivery_detail(
     if delivery is None:
         raise NotFound(f"delivery {delivery_id} not found")
     endpoint = await endpoints.get_any(session, delivery.endpoint_id)
-    assert endpoint is not None  # a foreign key
+    assert endpoint is not None  # the accept read it, and endpoints are never deleted
     most = status.TIMELINE_ATTEMPTS
     tried = await attempts.list_page(session, delivery.id, limit=most + 1, after_number=None)
     archive = await custody_records.list_for(session, delivery.id, limit=most + 1)
