@@ -12,6 +12,7 @@ from bench import (
     backlog,
     baselines,
     credentials,
+    history,
     isolation,
     ordered,
     parking,
@@ -41,6 +42,7 @@ FIGURES = (
     "credentials",
     "isolation",
     "write_costs",
+    "history",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
 IN_FLIGHT = 200
@@ -66,15 +68,16 @@ class Volumes:
     halted_streams: tuple[int, int]  # streams x deliveries each (the dead head among them)
     isolation_seconds: float  # the quiet tenant's measure, alone and beside each attack
     write_costs: tuple[int, int]  # batches of 1000, keyed single accepts
+    history: int  # finished deliveries behind the path measured
 
 
 FULL = Volumes(
     6, 40, 50_000, 20_000, 10, 30, 30, 40, 100_000, 1_000, (10_000, 1_000_000), 20_000, 1_000_000,
-    (10_000, 10), 2_000, (1_000, 10), 8, (20, 5_000),
+    (10_000, 10), 2_000, (1_000, 10), 8, (20, 5_000), 10_000_000,
 )  # fmt: skip
 QUICK = Volumes(
     4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000, 100_000,
-    (1_000, 10), 500, (200, 10), 4, (5, 1_000),
+    (1_000, 10), 500, (200, 10), 4, (5, 1_000), 1_000_000,
 )  # fmt: skip
 # scale_out: every worker keeps this many in flight (the default), producers post with this
 # many clients.
@@ -251,6 +254,10 @@ async def primary_write_costs(client: Client, v: Volumes, results: dict[str, Any
     results["write_costs"] = await write_costs.measure(client, *v.write_costs)
 
 
+async def long_history(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    results["history"] = await history.measure(client, v.history, v.accept_seconds, v.e2e_50ms)
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -267,4 +274,5 @@ RUNS = {
     "credentials": endpoint_credentials,
     "isolation": tenant_isolation,
     "write_costs": primary_write_costs,
+    "history": long_history,
 }

@@ -216,6 +216,23 @@ def _write_cost(r: dict[str, Any], path: str, label: str) -> Row:
             "<= 2.2 KB, <= 5 rows")  # fmt: skip
 
 
+def _history(r: dict[str, Any], figure: str, label: str) -> Row:
+    h = r["history"]
+    full, empty = h["full"][figure], h["empty"][figure]
+    value = full if isinstance(full, float) else full["per_second"]
+    base = empty if isinstance(empty, float) else empty["per_second"]
+    return (f"{label}, {h['rows'] / 1e6:.0f} M rows behind", f"{value:.0f}/s",
+            f"empty database {base:.0f}/s", f"{value / base:.2f}", ">= 0.9")  # fmt: skip
+
+
+def _retire(r: dict[str, Any]) -> Row:
+    h = r["history"]
+    d = h["retire_one_day"]
+    return (f"retiring one day of {h['rows'] / 1e6:.0f} M rows (loaded in "
+            f"{h['load_seconds']:.0f} s)", f"{d['seconds']:.1f} s, {d['wal_mb']:.0f} MB WAL, "
+            f"{d['rows']:,} rows ({d['method']})", "-", "-", "a partition drop: ms")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, "accept_32")),
     ("accept_64", lambda r: _accept(r, "accept_64")),
@@ -246,6 +263,11 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("isolation", _event_types),
     ("write_costs", lambda r: _write_cost(r, "batch_1000", "primary's cost, batch of 1000")),
     ("write_costs", lambda r: _write_cost(r, "single_keyed", "primary's cost, single keyed")),
+    ("history", lambda r: _history(r, "accept_32", "accept, 32 clients")),
+    ("history", lambda r: _history(r, "accept_32_keyed", "accept keyed, 32 clients")),
+    ("history", lambda r: _history(r, "deliver_per_second", "delivered (claim, send, record)")),
+    ("history", lambda r: _history(r, "status_by_id", "status by id, 32 clients")),
+    ("history", _retire),
 ]
 
 

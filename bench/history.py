@@ -1,0 +1,199 @@
+"""A delivery's path with a long history behind it: single accepts (keyed and not), delivery
+(the claim and the record) and the status by id, first on an empty database, then with
+``rows`` finished deliveries -- their events and attempts with them -- loaded behind them by
+``generate_series``, each figure beside its empty-database self in one run. Then what retiring
+one day of that history costs: retention's batched DELETE, timed with the WAL it writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+import time
+from statistics import median
+from typing import Any
+
+from bench import backlog
+from bench.load import Client, intents_for
+from bench.stack import API, REPO, percentile, progress, python
+
+HISTORY_DAYS = 30
+# Finished history a statement loads: each is its own transaction, so progress shows.
+LOAD_CHUNK = 1_000_000
+
+# An id of ``prefix`` made at ``t``: the ULID time digits of its millisecond (as
+# app/core/ids.py makes them) and 16 digits that make it unique (``n``, in decimal: digits are
+# Crockford digits too).
+_ID_FUNCTION = """
+CREATE OR REPLACE FUNCTION bench_id(prefix text, t timestamptz, n bigint) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT prefix || '_'
+    || substr(a, ((ms >> 45) & 31)::int + 1, 1) || substr(a, ((ms >> 40) & 31)::int + 1, 1)
+    || substr(a, ((ms >> 35) & 31)::int + 1, 1) || substr(a, ((ms >> 30) & 31)::int + 1, 1)
+    || substr(a, ((ms >> 25) & 31)::int + 1, 1) || substr(a, ((ms >> 20) & 31)::int + 1, 1)
+    || substr(a, ((ms >> 15) & 31)::int + 1, 1) || substr(a, ((ms >> 10) & 31)::int + 1, 1)
+    || substr(a, ((ms >> 5) & 31)::int + 1, 1) || substr(a, (ms & 31)::int + 1, 1)
+    || lpad(n::text, 16, '0')
+  FROM (SELECT (extract(epoch FROM t) * 1000)::bigint AS ms,
+               '0123456789ABCDEFGHJKMNPQRSTVWXYZ' AS a) AS digits
+$$
+"""
+
+# Rows $1..$2 of the history: the n-th is made at an even step over HISTORY_DAYS, to one of
+# the endpoints $4 (tenant $3), and succeeded on its first attempt a second later.
+_LOAD = f"""
+WITH made AS (
+    SELECT g, now() - interval '{HISTORY_DAYS} days' + (g::float8 / $5) * interval
+           '{HISTORY_DAYS} days' AS t, ($4::text[])[1 + g % cardinality($4::text[])] AS endpoint
+      FROM generate_series($1::bigint, $2::bigint) AS g
+), event AS (
+    INSERT INTO events (id, tenant_id, event_type, payload, created_at)
+    SELECT bench_id('evt', t, g), $3, 'bench', '\\x7b226e223a317d', t FROM made
+), delivery AS (
+    INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
+                            attempt_count, next_attempt_at, last_outcome, last_status_code,
+                            created_at, updated_at, completed_at)
+    SELECT bench_id('dlv', t, g), $3, endpoint, bench_id('evt', t, g), 'bench', 'local',
+           'succeeded', 1, t, 'success', 200, t, t + interval '1 second',
+           t + interval '1 second'
+      FROM made
+)
+INSERT INTO attempts (delivery_id, endpoint_id, attempt_number, started_at, duration_ms,
+                      status_code, outcome)
+SELECT bench_id('dlv', t, g), endpoint, 1, t, 5, 200, 'success' FROM made
+"""
+
+
+async def measure(
+    client: Client, rows: int, accept_seconds: float, deliveries: int
+) -> dict[str, Any]:
+    stack = client.stack
+    endpoints = [client.endpoints["instant"], *await backlog.many_endpoints(client, 50)]
+    await stack.clean_slate()
+    empty = await _path(client, accept_seconds, deliveries)
+    progress(f"history: loading {rows:,} finished deliveries over {HISTORY_DAYS} days")
+    started = time.perf_counter()
+    await _load(client, rows, endpoints)
+    loaded_seconds = time.perf_counter() - started
+    full = await _path(client, accept_seconds, deliveries)
+    progress("history: retention of one day")
+    retired = await _retire_one_day(client, rows)
+    await stack.clean_slate()
+    return {
+        "rows": rows,
+        "load_seconds": loaded_seconds,
+        "empty": empty,
+        "full": full,
+        "retire_one_day": retired,
+    }
+
+
+async def _load(client: Client, rows: int, endpoints: list[str]) -> None:
+    connection = await client.stack.connect()
+    try:
+        await connection.execute(_ID_FUNCTION)
+        for first in range(1, rows + 1, LOAD_CHUNK):
+            last = min(first + LOAD_CHUNK - 1, rows)
+            await connection.execute(_LOAD, first, last, client.tenant_id, endpoints, rows)
+            progress(f"history: {last:,} of {rows:,} loaded")
+        await connection.execute("VACUUM ANALYZE deliveries, events, attempts")
+    finally:
+        await connection.close()
+
+
+async def _path(client: Client, accept_seconds: float, deliveries: int) -> dict[str, Any]:
+    """The figures of one database: accepts (32 clients, unkeyed and keyed), delivery, and the
+    status of deliveries picked at random from everything there."""
+    stack = client.stack
+    stack.stop_workers()
+    figures: dict[str, Any] = {}
+    for keyed in (False, True):
+        name = "accept_32" + ("_keyed" if keyed else "")
+        progress(f"history: {name}")
+        figures[name] = await client.accept(32, accept_seconds, keyed=keyed)
+    progress(f"history: {deliveries} deliveries delivered")
+    await client.reset_receiver("instant")
+    await client.accept_items(intents_for(client.endpoints["instant"], deliveries))
+    started = time.perf_counter()
+    stack.start_workers()
+    await client.wait_received("instant", deliveries)
+    figures["deliver_per_second"] = deliveries / (time.perf_counter() - started)
+    await stack.wait_workers_idle()
+    stack.stop_workers()
+    figures["status_by_id"] = await _status_by_id(client, seconds=accept_seconds)
+    return figures
+
+
+async def _status_by_id(client: Client, *, seconds: float, clients: int = 32) -> dict[str, Any]:
+    """GET /v1/deliveries/{id} of ids sampled from the whole table (TABLESAMPLE: cheap, and
+    spread over the history as well as today)."""
+    ids = [
+        str(row)
+        for row in json.loads(
+            str(
+                await client.stack.sql(
+                    "SELECT coalesce(json_agg(id), '[]') FROM (SELECT id FROM deliveries"
+                    " TABLESAMPLE SYSTEM (1) LIMIT 2000) AS sampled"
+                )
+            )
+        )
+    ]
+    if not ids:
+        ids = [str(await client.stack.sql("SELECT id FROM deliveries LIMIT 1"))]
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def one_client() -> None:
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            async with client.http.get(
+                f"{API}/v1/deliveries/{random.choice(ids)}", headers=client.tenant
+            ) as response:
+                await response.read()
+                assert response.status == 200, response.status
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_client() for _ in range(clients)))
+    return {
+        "per_second": len(latencies) / (time.perf_counter() - started),
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+    }
+
+
+async def _retire_one_day(client: Client, rows: int) -> dict[str, Any]:
+    """Reconcile runs (retention rides along) with a retention that leaves the history's
+    oldest day past it, until one comes back with nothing purged: their time, the WAL, the
+    rows gone."""
+    stack = client.stack
+    before_rows = int(str(await stack.sql("SELECT count(*) FROM deliveries")))
+    wal_before = int(str(await stack.sql("SELECT pg_current_wal_insert_lsn() - '0/0'")))
+    seconds, runs = [], 0
+    while True:
+        out = await asyncio.to_thread(
+            subprocess.run,
+            python("bench/reconcile_once.py"),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+            env=stack.env(HERALD_RETENTION_DAYS=str(HISTORY_DAYS - 1)),
+        )
+        run = json.loads(out.stdout.strip().splitlines()[-1])
+        runs += 1
+        seconds.append(run["seconds"])
+        if not run["counts"].get("purged_deliveries"):
+            break
+    wal_after = int(str(await stack.sql("SELECT pg_current_wal_insert_lsn() - '0/0'")))
+    gone = before_rows - int(str(await stack.sql("SELECT count(*) FROM deliveries")))
+    return {
+        "method": "batched DELETE (retention, 500 rows a batch)",
+        "rows": gone,
+        "expected_rows": rows // HISTORY_DAYS,
+        "reconcile_runs": runs,
+        "seconds": sum(seconds),
+        "median_run_seconds": median(seconds),
+        "wal_mb": (wal_after - wal_before) / 2**20,
+    }
