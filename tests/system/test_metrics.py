@@ -27,7 +27,7 @@ async def test_metrics_need_an_admin_key(client: httpx.AsyncClient, tenant: dict
 async def test_fleet_gauges_after_known_traffic(
     client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], engine: AsyncEngine
 ) -> None:
-    for n in range(4):
+    for n in range(5):
         await client.post(
             "/v1/deliveries",
             json={"endpoint_id": endpoint["id"], "event_type": "m", "payload": {"secret": n}},
@@ -57,6 +57,14 @@ async def test_fleet_gauges_after_known_traffic(
                 " WHERE state = 'pending')"
             )
         )
+        # ... one whose worker died, its lease run out ...
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET state = 'leased', attempt_count = 1, lease_token ="
+                " gen_random_uuid(), lease_until = now() - interval '1 second' WHERE id ="
+                " (SELECT min(id) FROM deliveries WHERE state = 'pending')"
+            )
+        )
         # ... and a wake-up the API wrote two minutes ago and never published.
         await connection.execute(
             text(
@@ -73,6 +81,8 @@ async def test_fleet_gauges_after_known_traffic(
     assert sample(body, "herald_deliveries", region="local", state="dead") == 1
     assert sample(body, "herald_deliveries", region="local", state="enqueued") == 1
     assert sample(body, "herald_deliveries", region="local", state="pending") == 2
+    assert sample(body, "herald_deliveries", region="local", state="leased") == 1
+    assert sample(body, "herald_expired_leases", region="local") == 1
     assert 89 <= sample(body, "herald_oldest_due_age_seconds", region="local") < 200
     assert 29 <= sample(body, "herald_oldest_enqueued_age_seconds", region="local") < 89
     assert 119 <= sample(body, "herald_outbox_relay_lag_seconds", region="local") < 300

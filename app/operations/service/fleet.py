@@ -16,33 +16,19 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 # Each query is served by a partial index and touches only live, or dead, rows: never the
-# succeeded history. Each states what the table's checks make its state imply (live:
-# `completed_at IS NULL`, dead: `dead_reason IS NOT NULL`), so the planner can take the indexes
-# of migration 0009 (ix_deliveries_live, _dead_since) as well as the older ones on `state`
-# (ix_deliveries_due, _enqueued, _leased, _dead) they replace. The relay's lag is the oldest
-# outbox wake-up's age, read by the table's primary key.
+# succeeded history; the live rows are read once for all their gauges. Each states what the
+# table's checks make its state imply (live: `completed_at IS NULL`, dead: `dead_reason IS NOT
+# NULL`), so the planner can take the indexes of migration 0009 (ix_deliveries_live,
+# _dead_since). The relay's lag is the oldest outbox wake-up's age, read by the table's primary
+# key.
 REDIS_PING_SECONDS = 1.0
 
 # {t}: nothing for the fleet, or one tenant's condition (the console shows a tenant its own);
 # {st}: the same for streams, which belong to the tenant's endpoints.
 _SNAPSHOT = """
-    SELECT
-      (SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM deliveries
-        WHERE region = :r AND state = 'pending' AND completed_at IS NULL {t}
-          AND next_attempt_at <= now()) AS oldest_due,
-      (SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM deliveries
-        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL {t}
-          AND next_attempt_at <= now()) AS oldest_enqueued,
+    SELECT live.*,
       (SELECT extract(epoch FROM now() - created_at) FROM outbox_wakeups
         WHERE region = :r ORDER BY id LIMIT 1) AS relay_lag,
-      (SELECT count(*) FROM deliveries
-        WHERE region = :r AND state = 'pending' AND completed_at IS NULL {t}) AS pending,
-      (SELECT count(*) FROM deliveries
-        WHERE region = :r AND state = 'enqueued' AND completed_at IS NULL {t}) AS enqueued,
-      (SELECT count(*) FROM deliveries
-        WHERE region = :r AND state = 'leased' AND completed_at IS NULL {t}) AS leased,
-      (SELECT count(*) FROM deliveries WHERE region = :r AND state = 'leased'
-        AND completed_at IS NULL AND lease_until < now() {t}) AS expired_leases,
       (SELECT count(*) FROM deliveries
         WHERE region = :r AND state = 'dead' AND dead_reason IS NOT NULL {t}) AS dead,
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now() {t})
@@ -53,10 +39,22 @@ _SNAPSHOT = """
       (SELECT count(*) FROM streams WHERE halted_at IS NOT NULL {st}) AS streams_halted,
       (SELECT extract(epoch FROM now() - min(head_since)) FROM streams
         WHERE head_id IS NOT NULL {st}) AS oldest_head,
-      (SELECT count(*) FROM deliveries WHERE region = :r AND stream IS NOT NULL
-        AND completed_at IS NULL AND next_attempt_at IS NULL {t}) AS behind_heads,
       (SELECT extract(epoch FROM now() - finished_at) FROM reconcile_runs
         WHERE region = :r AND status = 'succeeded' ORDER BY id DESC LIMIT 1) AS reconcile_age
+    FROM (
+      -- Every live row read once (a gauge each was a pass each over them).
+      SELECT
+        extract(epoch FROM now() - min(next_attempt_at)
+          FILTER (WHERE state = 'pending' AND next_attempt_at <= now())) AS oldest_due,
+        extract(epoch FROM now() - min(next_attempt_at)
+          FILTER (WHERE state = 'enqueued' AND next_attempt_at <= now())) AS oldest_enqueued,
+        count(*) FILTER (WHERE state = 'pending') AS pending,
+        count(*) FILTER (WHERE state = 'enqueued') AS enqueued,
+        count(*) FILTER (WHERE state = 'leased') AS leased,
+        count(*) FILTER (WHERE state = 'leased' AND lease_until < now()) AS expired_leases,
+        count(*) FILTER (WHERE stream IS NOT NULL AND next_attempt_at IS NULL) AS behind_heads
+      FROM deliveries WHERE region = :r AND completed_at IS NULL {t}
+    ) AS live
     """
 _FLEET_SQL = text(_SNAPSHOT.format(t="", st=""))
 _TENANT_SQL = text(
