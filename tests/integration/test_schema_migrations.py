@@ -1,6 +1,7 @@
 """Migrations of the tables run on real rows, and run again: 0009 repairs the deliveries older
 code left, goes down and up again; the checks of 0024 and 0025, validated outside their
-transaction, finish when run again after a validate cut short."""
+transaction, finish when run again after a validate cut short; 0035 keeps what the 1.0 outbox
+had not published, once."""
 
 from __future__ import annotations
 
@@ -154,5 +155,48 @@ async def test_migrations_0024_and_0025_run_again_after_a_validate_cut_short(sta
             ("ck_attempts_outcome", True),
             ("ck_deliveries_outcome", True),
         }
+    finally:
+        await scratch_database(stack.database_url, name, create=False)
+
+
+# What a 1.0 API left in the outbox: unpublished rows for two deliveries to one endpoint, a
+# published one to another. (Foreign keys off: the rows, not their neighbours, are the point.)
+_OLD_OUTBOX = """
+SET session_replication_role = replica;
+INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
+                        next_attempt_at)
+     VALUES ('dlv_1', 'ten_old', 'ep_a', 'evt_1', 'old', 'local', 'pending',
+             now() - interval '1 minute'),
+            ('dlv_2', 'ten_old', 'ep_a', 'evt_2', 'old', 'local', 'pending', now()),
+            ('dlv_3', 'ten_old', 'ep_b', 'evt_3', 'old', 'local', 'enqueued', now());
+INSERT INTO outbox (delivery_id, region, published_at)
+     VALUES ('dlv_1', 'local', NULL), ('dlv_2', 'local', NULL), ('dlv_3', 'local', now());
+"""
+
+_WAKEUPS = """
+SELECT ARRAY(SELECT tenant_id || '/' || endpoint_id || '/' || (run_at < now() - interval '30 s')
+               FROM outbox_wakeups) AS wakeups
+"""
+
+
+async def test_migration_0035_keeps_each_unpublished_outbox_row_as_its_destinations_wakeup(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERALD_SECRET_KEYS", SECRET_KEYS)
+    name = f"herald_outbox_{os.getpid()}"
+    url = await scratch_database(stack.database_url, name, create=True)
+    config, dsn = alembic_config(url), plain_dsn(url)
+    try:
+        await asyncio.to_thread(command.upgrade, config, "0034")
+        await _on(dsn, _OLD_OUTBOX)
+
+        await asyncio.to_thread(command.upgrade, config, "head")
+        # One wake-up for the destination with unpublished rows, for its earliest delivery;
+        # none for what 1.0 had published.
+        assert await _on(dsn, _WAKEUPS) == {"wakeups": {"ten_old/ep_a/true"}}
+
+        await asyncio.to_thread(command.stamp, config, "0034")  # as if cut short after 0034
+        await asyncio.to_thread(command.upgrade, config, "head")
+        assert await _on(dsn, _WAKEUPS) == {"wakeups": {"ten_old/ep_a/true"}}  # not copied twice
     finally:
         await scratch_database(stack.database_url, name, create=False)
