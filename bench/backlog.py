@@ -80,16 +80,7 @@ async def reconcile(client: Client, rows: int, destinations: int) -> dict[str, A
         due="now() - interval '1 hour'",
         outbox=False,
     )
-    out = await asyncio.to_thread(
-        subprocess.run,
-        python("bench/reconcile_once.py"),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-        env=stack.env(HERALD_RECONCILE_MAX_ROWS="1000000"),
-    )
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    result = await reconcile_once(stack, HERALD_RECONCILE_MAX_ROWS="1000000")
     after = await probes.counts(stack)
     # What the run repaired, counted in Redis: every destination is armed again, or the figure
     # did not measure a whole repair.
@@ -102,6 +93,22 @@ async def reconcile(client: Client, rows: int, destinations: int) -> dict[str, A
         "repaired": repaired,
         "complete": repaired == destinations,
     }
+
+
+async def reconcile_once(stack: Stack, **env: str) -> dict[str, Any]:
+    """One reconcile run (retention with it) in a process of its own, with ``env`` beside the
+    stack's settings: its time, memory growth, status and counts."""
+    out = await asyncio.to_thread(
+        subprocess.run,
+        python("bench/reconcile_once.py"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=stack.env(**env),
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 async def many_endpoints(client: Client, count: int) -> list[str]:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import subprocess
 import time
 from statistics import median
 from typing import Any
 
 from bench import backlog
 from bench.load import Client, intents_for
-from bench.stack import API, REPO, percentile, progress, python
+from bench.stack import API, percentile, progress
 
 HISTORY_DAYS = 30
 # Finished history a statement loads: each is its own transaction, so progress shows.
@@ -172,16 +171,7 @@ async def _retire_one_day(client: Client, rows: int) -> dict[str, Any]:
     wal_before = int(str(await stack.sql("SELECT pg_current_wal_insert_lsn() - '0/0'")))
     seconds, runs = [], 0
     while True:
-        out = await asyncio.to_thread(
-            subprocess.run,
-            python("bench/reconcile_once.py"),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-            env=stack.env(HERALD_RETENTION_DAYS=str(HISTORY_DAYS - 1)),
-        )
-        run = json.loads(out.stdout.strip().splitlines()[-1])
+        run = await backlog.reconcile_once(stack, HERALD_RETENTION_DAYS=str(HISTORY_DAYS - 1))
         runs += 1
         seconds.append(run["seconds"])
         if not run["counts"].get("purged_deliveries"):
