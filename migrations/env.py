@@ -54,6 +54,10 @@ def _run(connection: Connection) -> None:
         target_metadata=target_metadata,
         compare_type=True,
         on_version_apply=_log_step,
+        # Each migration commits on its own: a lock one takes (a table renamed, a key swapped)
+        # is let go before the next begins, and an upgrade stopped midway resumes from the last
+        # migration that committed rather than from the start.
+        transaction_per_migration=True,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -33,9 +33,32 @@ async def test_fleet_gauges_after_known_traffic(
             json={"endpoint_id": endpoint["id"], "event_type": "m", "payload": {"secret": n}},
             headers=tenant,
         )
+    # A destination paused by its owner, its delivery due ten minutes ago: waiting by policy.
+    paused = await new_endpoint(client, tenant)
+    await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": paused["id"], "event_type": "m", "payload": {}},
+        headers=tenant,
+    )
     await fast_path_settled(engine)
     async with engine.begin() as connection:
-        first = (await connection.execute(text("SELECT min(id) FROM deliveries"))).scalar_one()
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'"
+                " WHERE endpoint_id = :e"
+            ),
+            {"e": paused["id"]},
+        )
+        await connection.execute(
+            text("UPDATE endpoints SET paused_until = now() + interval '1 minute' WHERE id = :e"),
+            {"e": paused["id"]},
+        )
+        first = (
+            await connection.execute(
+                text("SELECT min(id) FROM deliveries WHERE endpoint_id = :e"),
+                {"e": endpoint["id"]},
+            )
+        ).scalar_one()
         await connection.execute(
             text(
                 "UPDATE deliveries SET state = 'dead', completed_at = now(),"
@@ -46,8 +69,9 @@ async def test_fleet_gauges_after_known_traffic(
         await connection.execute(
             text(
                 "UPDATE deliveries SET state = 'pending', next_attempt_at = now() - interval"
-                " '90 seconds' WHERE id = (SELECT max(id) FROM deliveries)"
-            )
+                " '90 seconds' WHERE id = (SELECT max(id) FROM deliveries WHERE endpoint_id = :e)"
+            ),
+            {"e": endpoint["id"]},
         )
         # A retry due since 30 seconds ago ...
         await connection.execute(
@@ -65,22 +89,22 @@ async def test_fleet_gauges_after_known_traffic(
                 " (SELECT min(id) FROM deliveries WHERE state = 'pending')"
             )
         )
-        # ... and a wake-up the API wrote two minutes ago and never published.
+        # ... and a wake-up the API wrote two minutes ago and never published, its id above
+        # a younger one's (ids follow the insert, not the transaction's start).
         await connection.execute(
             text(
                 "INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at, created_at)"
-                " SELECT 'local', tenant_id, id, now(), now() - interval '2 minutes'"
-                " FROM endpoints"
-            )
-        )
-        await connection.execute(
-            text("UPDATE endpoints SET paused_until = now() + interval '1 minute'")
+                " SELECT 'local', tenant_id, id, now(), now() - age FROM endpoints,"
+                " (VALUES (interval '1 minute'), (interval '2 minutes')) AS written (age)"
+                " WHERE id = :e ORDER BY age"
+            ),
+            {"e": endpoint["id"]},
         )
     body = (await client.get("/metrics", headers=ADMIN)).text
 
     assert sample(body, "herald_deliveries", region="local", state="dead") == 1
     assert sample(body, "herald_deliveries", region="local", state="enqueued") == 1
-    assert sample(body, "herald_deliveries", region="local", state="pending") == 2
+    assert sample(body, "herald_deliveries", region="local", state="pending") == 3
     assert sample(body, "herald_deliveries", region="local", state="leased") == 1
     assert sample(body, "herald_expired_leases", region="local") == 1
     assert 89 <= sample(body, "herald_oldest_due_age_seconds", region="local") < 200

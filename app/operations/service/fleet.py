@@ -19,16 +19,21 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 # succeeded history; the live rows are read once for all their gauges. Each states what the
 # table's checks make its state imply (live: `completed_at IS NULL`, dead: `dead_reason IS NOT
 # NULL`), so the planner can take the indexes of migration 0009 (ix_deliveries_live,
-# _dead_since). The relay's lag is the oldest outbox wake-up's age, read by the table's primary
-# key.
+# _dead_since). The relay's lag is the oldest outbox wake-up's age, read by its age index.
 REDIS_PING_SECONDS = 1.0
 
 # {t}: nothing for the fleet, or one tenant's condition (the console shows a tenant its own);
 # {st}: the same for streams, which belong to the tenant's endpoints.
 _SNAPSHOT = """
+    WITH held AS (
+      -- Destinations waiting by policy (paused, disabled, breaker open): work due there is
+      -- not late, and an alert on its age would page for a pause someone chose.
+      SELECT id FROM endpoints
+       WHERE deleted_at IS NULL AND (NOT enabled OR paused_until > now() OR breaker_trips > 0) {t}
+    )
     SELECT live.*,
-      (SELECT extract(epoch FROM now() - created_at) FROM outbox_wakeups
-        WHERE region = :r ORDER BY id LIMIT 1) AS relay_lag,
+      (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox_wakeups
+        WHERE region = :r) AS relay_lag,
       (SELECT count(*) FROM deliveries
         WHERE region = :r AND state = 'dead' AND dead_reason IS NOT NULL {t}) AS dead,
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now() {t})
@@ -44,10 +49,12 @@ _SNAPSHOT = """
     FROM (
       -- Every live row read once (a gauge each was a pass each over them).
       SELECT
-        extract(epoch FROM now() - min(next_attempt_at)
-          FILTER (WHERE state = 'pending' AND next_attempt_at <= now())) AS oldest_due,
-        extract(epoch FROM now() - min(next_attempt_at)
-          FILTER (WHERE state = 'enqueued' AND next_attempt_at <= now())) AS oldest_enqueued,
+        extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE state = 'pending'
+          AND next_attempt_at <= now() AND endpoint_id <> ALL (ARRAY(SELECT id FROM held))))
+          AS oldest_due,
+        extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE state = 'enqueued'
+          AND next_attempt_at <= now() AND endpoint_id <> ALL (ARRAY(SELECT id FROM held))))
+          AS oldest_enqueued,
         count(*) FILTER (WHERE state = 'pending') AS pending,
         count(*) FILTER (WHERE state = 'enqueued') AS enqueued,
         count(*) FILTER (WHERE state = 'leased') AS leased,
