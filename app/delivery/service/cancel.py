@@ -47,7 +47,9 @@ async def cancel_delivery(
     if cancelled is not None:
         in_flight = cancelled.lease_until is not None and cancelled.lease_until > datetime.now(UTC)
         metrics.CANCELLATIONS.labels(in_flight=str(in_flight).lower()).inc()
-        return Cancelled(cancelled, await outbox.insert_wakeups(session, new_heads, region))
+        # The new head's wake-up is filed in its own region, whose relays alone publish it.
+        publications = await outbox.insert_wakeups(session, new_heads, cancelled.region)
+        return Cancelled(cancelled, publications if cancelled.region == region else [])
     await session.refresh(current)
     if current.state == DeliveryState.CANCELLED.value:
         return Cancelled(current)

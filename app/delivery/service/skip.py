@@ -47,4 +47,6 @@ async def skip_halted_head(
                 + (f" (the stream's head is {head})" if head else " (the stream is not halted)")
                 + ": only a halted stream's dead head can be skipped"
             )
-    return Skipped(delivery, await outbox.insert_wakeups(session, new_heads, region))
+    # The new head's wake-up is filed in its own region, whose relays alone publish it.
+    publications = await outbox.insert_wakeups(session, new_heads, delivery.region)
+    return Skipped(delivery, publications if delivery.region == region else [])
