@@ -50,7 +50,9 @@ async def delivery_updates(stack: Stack) -> tuple[int, int]:
     connection = await stack.connect()
     try:
         row = await connection.fetchrow(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'deliveries'"
+            "SELECT sum(n_tup_upd)::bigint AS n_tup_upd, sum(n_tup_hot_upd)::bigint AS n_tup_hot_upd"
+            " FROM pg_stat_user_tables"
+            " WHERE relid IN (SELECT relid FROM pg_partition_tree('deliveries') WHERE isleaf)"
         )
     finally:
         await connection.close()

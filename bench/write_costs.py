@@ -85,8 +85,13 @@ async def _written(client: Client) -> dict[str, Any]:
     try:
         wal = int(await connection.fetchval("SELECT pg_current_wal_insert_lsn()"))
         records = await connection.fetch(
-            "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del"
-            " FROM pg_stat_user_tables WHERE relname = ANY($1::text[])",
+            # A partitioned table's rows are counted in its partitions: summed by table.
+            "SELECT relname, sum(n_tup_ins)::bigint AS n_tup_ins,"
+            " sum(n_tup_upd)::bigint AS n_tup_upd, sum(n_tup_hot_upd)::bigint AS n_tup_hot_upd,"
+            " sum(n_tup_del)::bigint AS n_tup_del FROM ("
+            "   SELECT coalesce(pg_partition_root(relid)::regclass::text, relname) AS relname,"
+            "          n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables"
+            " ) AS counted WHERE relname = ANY($1::text[]) GROUP BY relname",
             list(TABLES),
         )
     finally:

@@ -1,6 +1,6 @@
 """The ``herald`` command: api, worker [--check], migrate [--check|--wait], keys
 create|list|revoke, streams halted|skip|redrive, endpoints show|test, secrets new-key|rotate,
-reconcile [--every], purge, openapi.
+reconcile [--every], purge, partitions [--make], openapi.
 
 The dev stack (embedded servers, the supervisor) is ``herald-dev``, from ``devstack``: nothing
 here imports it."""
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app import __version__
-from app.cli import endpoints, keys, migrate, reconcile, secrets, streams
+from app.cli import endpoints, keys, migrate, partitions, reconcile, secrets, streams
 from app.core.config import Settings, SettingsError, load_settings
 from app.core.logs import configure_logging
 from app.core.sealing import KeyRingError
@@ -127,7 +127,11 @@ def _cmd_health(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    return migrate.run(_database(settings), args)
+    return migrate.run(_database(settings), settings.partitions_ahead_days, args)
+
+
+def _cmd_partitions(settings: Settings, args: argparse.Namespace) -> int:
+    return partitions.run(_database(settings), settings.partitions_ahead_days, args)
 
 
 def _cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
@@ -186,6 +190,7 @@ def _parser() -> argparse.ArgumentParser:
     reconcile.add_parser(commands)
     commands.add_parser("health", help="the container health check, fitted to its role")
     migrate.add_parser(commands)
+    partitions.add_parser(commands)
     keys.add_parser(commands)
     streams.add_parser(commands)
     endpoints.add_parser(commands)
@@ -199,6 +204,7 @@ _COMMANDS = {
     "api": _cmd_api,
     "worker": _cmd_worker,
     "migrate": _cmd_migrate,
+    "partitions": _cmd_partitions,
     "keys": _cmd_keys,
     "streams": _cmd_streams,
     "endpoints": _cmd_endpoints,

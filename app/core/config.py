@@ -152,6 +152,8 @@ class Settings(BaseSettings):
     # Terminal deliveries (with their attempts), orphaned events, expired
     # idempotency keys and old reconcile runs are purged after this many days.
     retention_days: float = Field(default=30.0, gt=0)
+    # Day partitions are kept made this many days past today (reconcile, migrate, the API).
+    partitions_ahead_days: int = Field(default=14, ge=2, le=366)
     # After a rotation, attempts are signed with the old secret too, for this long.
     secret_rotation_overlap_hours: float = Field(default=24.0, ge=0, le=24 * 30)
     region: str = Field(default="local", pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")

@@ -10,7 +10,7 @@ import os
 import re
 import threading
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 # Two digits per lookup. An id's 26 digits (130 bits) split evenly: 10 digits are the 2 zero
@@ -63,11 +63,36 @@ def new_id(prefix: str) -> str:
         return f"{prefix}_{_last_time_digits}{_digits(_last_random, _RANDOM_SHIFTS)}"
 
 
+def sibling_id(prefix: str, of: str) -> str:
+    """A new id that carries ``of``'s millisecond: an event's deliveries are its siblings, so
+    that they fall in the same day's partitions as their event and are found from the event's
+    id by a primary-key range (``sibling_range``) rather than an index of their own."""
+    global _last_random
+    time_digits = of[of.index("_") + 1 :][:10]
+    with _lock:
+        _last_random = (_last_random + 1) & ((1 << 80) - 1)
+        return f"{prefix}_{time_digits}{_digits(_last_random, _RANDOM_SHIFTS)}"
+
+
+def sibling_range(prefix: str, of: str) -> tuple[str, str]:
+    """The least and the greatest id of this kind that can be a sibling of ``of``."""
+    time_digits = of[of.index("_") + 1 :][:10]
+    return f"{prefix}_{time_digits}{'0' * 16}", f"{prefix}_{time_digits}{'Z' * 16}"
+
+
 def id_floor(prefix: str, moment: datetime) -> str:
     """The smallest id of this kind created at ``moment``: every id made earlier sorts below
     it, so "created before" is a primary-key range, no extra index needed."""
     ms = int(moment.timestamp() * 1000)
     return f"{prefix}_{_digits(ms, _TIME_SHIFTS)}{'0' * 16}"
+
+
+def moment_of(value: str) -> datetime:
+    """When an id was minted (to the millisecond): its first 10 digits."""
+    ms = 0
+    for digit in value[value.index("_") + 1 :][:10]:
+        ms = ms * 32 + _CROCKFORD.index(digit)
+    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def is_id(value: str) -> bool:

@@ -6,7 +6,6 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     DateTime,
-    ForeignKey,
     Identity,
     Index,
     Integer,
@@ -38,12 +37,17 @@ class Attempt(Base):
         CheckConstraint(
             "outcome IN (" + ", ".join(repr(o) for o in OUTCOMES) + ")", name="outcome"
         ),
+        # Partitioned by its delivery's id: a day's attempts go (and are dropped) with the
+        # day's deliveries.
+        {"postgresql_partition_by": "RANGE (delivery_id)"},
     )
 
     # Kept, unread, for the release before, whose model names it the key; dropped by the next
     # release's contract migration.
     id: Mapped[int] = mapped_column(BigInteger, Identity())
-    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id", ondelete="CASCADE"))
+    # No foreign key: a key into a partitioned table costs each insert a lookup in it, and
+    # would forbid dropping a day (docs/decisions.md, "Partitioned by day").
+    delivery_id: Mapped[str] = mapped_column(Text)
     # Denormalised from the delivery so that an endpoint's statistics need no join.
     endpoint_id: Mapped[str | None] = mapped_column(Text)
     attempt_number: Mapped[int] = mapped_column(Integer)

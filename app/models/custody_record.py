@@ -6,10 +6,9 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     DateTime,
-    ForeignKey,
     Identity,
-    Index,
     Integer,
+    PrimaryKeyConstraint,
     Text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -27,14 +26,16 @@ class CustodyRecord(Base):
 
     __tablename__ = "custody_records"
     __table_args__ = (
-        Index("ix_custody_records_delivery", "delivery_id", "id"),
+        # Keyed by delivery first: a partitioned table's key holds its partition key.
+        PrimaryKeyConstraint("delivery_id", "id", name="pk_custody_records"),
         CheckConstraint(
             "event IN (" + ", ".join(repr(e) for e in CUSTODY_RECORD_EVENTS) + ")", name="event"
         ),
+        {"postgresql_partition_by": "RANGE (delivery_id)"},  # beside its delivery's day
     )
 
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(BigInteger, Identity())
+    delivery_id: Mapped[str] = mapped_column(Text)  # no foreign key: see Attempt.delivery_id
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     event: Mapped[str] = mapped_column(Text)
     # The delivery's attempt count then: for a finish, the number of the claim that ended it.

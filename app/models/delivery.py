@@ -10,7 +10,6 @@ from sqlalchemy import (
     Index,
     Integer,
     Text,
-    UniqueConstraint,
     Uuid,
     func,
     text,
@@ -31,7 +30,6 @@ class Delivery(Base):
 
     __tablename__ = "deliveries"
     __table_args__ = (
-        UniqueConstraint("event_id", "endpoint_id", name="uq_deliveries_event_endpoint"),
         CheckConstraint(_in("state", DELIVERY_STATES), name="state"),
         CheckConstraint(f"last_outcome IS NULL OR {_in('last_outcome', OUTCOMES)}", name="outcome"),
         CheckConstraint("attempt_count >= 0", name="attempt_count"),
@@ -77,9 +75,9 @@ class Delivery(Base):
             "stream_seq",
             postgresql_where=text("completed_at IS NULL AND stream IS NOT NULL"),
         ),
-        # Room on each page for every claim of a batch to be a HOT update (migration 0038);
-        # vacuumed sooner so that the room comes back.
-        {"postgresql_with": {"fillfactor": 50, "autovacuum_vacuum_scale_factor": 0.02}},
+        # A partition per UTC day of ids (app/operations/repository/partitions.py), each made
+        # with room on its pages for a batch's claims to be HOT updates (fillfactor 50).
+        {"postgresql_partition_by": "RANGE (id)"},
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -14,6 +14,8 @@ class Event(Base):
     delivery and every attempt that fans out from it."""
 
     __tablename__ = "events"
+    # A partition per UTC day of ids, beside its deliveries' (they carry its millisecond).
+    __table_args__ = ({"postgresql_partition_by": "RANGE (id)"},)
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     tenant_id: Mapped[str] = mapped_column(Text)  # no foreign key: see Delivery.tenant_id

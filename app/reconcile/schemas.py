@@ -34,9 +34,9 @@ class ReconcileRunOut(BaseModel):
     status: str = Field(description="queued | running | succeeded | failed")
     counts: dict[str, int] = Field(
         description="What the run did: streams_checked, streams_mended (repairs), "
-        "destinations_checked, destinations_armed (repairs) and unpublished_outbox; and rows "
-        "purged by retention: purged_deliveries, "
-        "purged_events, purged_keys, purged_runs, purged_portal_sessions."
+        "destinations_checked, destinations_armed (repairs) and unpublished_outbox; "
+        "partitions_made (the days ahead made now); and rows purged by retention: "
+        "purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions."
     )
     error: str | None
     started_at: datetime

@@ -21,6 +21,7 @@ from app.core.sealing import KeyRing
 from app.engine.service.endpoint_tester import EndpointTester
 from app.flow.service.accept_rates import AcceptRates
 from app.operations.service.fleet import FleetGauges
+from app.operations.service.partitions import PartitionKeeper
 from app.outbox.service.publishing import FastPublisher
 from app.tenants.service.api_keys import PrincipalCache
 
@@ -39,6 +40,7 @@ class Resources:
     payload_schemas: PayloadSchemas
     tester: EndpointTester  # POST /v1/endpoints/{id}/test: a test event, sent now
     accept_rates: AcceptRates  # each tenant's accept rate, counted across API processes
+    partitions: PartitionKeeper  # awaited by every accept: the day's partitions exist
 
 
 @asynccontextmanager
@@ -63,6 +65,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         payload_schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
         tester=EndpointTester(settings, keys),
         accept_rates=AcceptRates(settings, sessionmaker, redis),
+        partitions=PartitionKeeper(engine, settings.partitions_ahead_days),
     )
     try:
         yield resources

@@ -165,6 +165,7 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
         "destinations_checked": 5,
         "destinations_armed": 5,
         "unpublished_outbox": 1,
+        "partitions_made": 0,  # the API made the days ahead at its first accept
         **purged,
     }
     armed = await armed_destinations(settings)

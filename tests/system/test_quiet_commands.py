@@ -14,6 +14,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from app.core.migrate import alembic_config
+from app.operations.repository.partitions import TABLES as PARTITIONED
 from tests.fixtures.processes import herald_env, start_api, wait_healthy
 from tests.fixtures.stack import Stack, scratch_database
 
@@ -46,14 +47,23 @@ async def test_migrate_prints_one_line_per_migration_applied_and_a_summary(
         env = herald_env(stack, HERALD_DATABASE_URL=database_url)
         first = herald(env, "migrate")
         assert first.returncode == 0, first.stderr
-        assert first.stdout == "database is at the latest migration\n"
+        made = len(PARTITIONED) * (14 + 1 - 3)  # the migration itself made today's three
+        assert first.stdout == (
+            "database is at the latest migration\n"
+            f"partitions made through 14 days ahead ({made} new)\n"
+        )
         logged = [json.loads(line) for line in first.stderr.splitlines()]
-        assert [line["event"] for line in logged] == ["migration.applied"] * len(logged)
-        assert [line["revision"] for line in logged] == revisions(database_url)
+        applied = logged[:-1]
+        assert [line["event"] for line in applied] == ["migration.applied"] * len(applied)
+        assert [line["revision"] for line in applied] == revisions(database_url)
+        assert (logged[-1]["event"], logged[-1]["count"]) == ("partitions.made", made)
         # Nothing left to apply: the summary alone.
         again = herald(env, "migrate")
         assert again.returncode == 0, again.stderr
-        assert (again.stdout, again.stderr) == ("database is at the latest migration\n", "")
+        assert (again.stdout, again.stderr) == (
+            "database is at the latest migration\npartitions made through 14 days ahead (0 new)\n",
+            "",
+        )
     finally:
         await scratch_database(stack.database_url, "herald_quiet_migrate", create=False)
 

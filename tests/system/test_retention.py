@@ -33,7 +33,7 @@ async def old_delivery(
     completed_days: int | None,
 ) -> tuple[str, str]:
     """A delivery created 40 days ago (its time-ordered ids say so), with an attempt and a
-    row in the outbox of the release before (retired, kept until the next contract)."""
+    custody record."""
     moment = DAYS_AGO_40 + timedelta(milliseconds=n)
     event_id, delivery_id = id_floor("evt", moment), id_floor("dlv", moment)
     async with engine.begin() as connection:
@@ -67,7 +67,8 @@ async def old_delivery(
         )
         await connection.execute(
             text(
-                "INSERT INTO outbox (delivery_id, region, published_at) VALUES (:d, 'local', now())"
+                "INSERT INTO custody_records (delivery_id, at, event, attempt_number)"
+                " VALUES (:d, now(), 'redriven', 1)"
             ),
             {"d": delivery_id},
         )
@@ -130,14 +131,10 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
     assert succeeded[1] not in events and dead[1] not in events and orphan not in events
     assert cancelled[1] not in events
     assert pending[1] in events and recent[1] in events
-    # Attempts and the retired outbox's rows went with their deliveries.
-    assert (
-        await count_rows(engine, "attempts", "delivery_id = ANY(:d)", d=[succeeded[0], dead[0]])
-        == 0
-    )
-    assert (
-        await count_rows(engine, "outbox", "delivery_id = ANY(:d)", d=[succeeded[0], dead[0]]) == 0
-    )
+    # Attempts and custody records went with their deliveries, and only theirs.
+    for table in ("attempts", "custody_records"):
+        kept = await count_rows(engine, table, "delivery_id = ANY(:d)", d=[pending[0], recent[0]])
+        assert kept == 2 and await count_rows(engine, table) == kept
     assert await count_rows(engine, "idempotency_keys") == 1
 
 

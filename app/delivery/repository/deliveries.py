@@ -18,7 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.fields import family_of
-from app.core.ids import is_id
+from app.core.ids import is_id, sibling_range
 from app.core.states import TERMINAL_STATES, DeliveryState
 from app.models import CustodyRecord, Delivery, Endpoint
 from app.streams.repository.streams import numbering
@@ -101,10 +101,23 @@ async def list_for_event(session: AsyncSession, tenant_id: str, event_id: str) -
         return []
     query = (
         select(Delivery)
-        .where(Delivery.tenant_id == tenant_id, Delivery.event_id == event_id)
+        .where(Delivery.tenant_id == tenant_id, *of_event(event_id))
         .order_by(Delivery.endpoint_id)
     )
     return list((await session.execute(query)).scalars())
+
+
+def of_event(event_id: str) -> list[ColumnElement[bool]]:
+    """An event's deliveries, found by primary key: each carries the event's millisecond
+    (``sibling_id``), so they are one millisecond's ids of one partition, and no index on
+    ``event_id`` is written. Deliveries minted before partitioning need not be siblings; they
+    sort below ``deliveries_siblings_from()`` (migration 0040), where that index still is."""
+    lowest, highest = sibling_range("dlv", event_id)
+    return [
+        Delivery.event_id == event_id,
+        Delivery.id >= lowest,  # minted after its event: never below it
+        or_(Delivery.id <= highest, Delivery.id < func.deliveries_siblings_from()),
+    ]
 
 
 def in_state(state: DeliveryState) -> list[ColumnElement[bool]]:
@@ -150,7 +163,7 @@ async def list_page(
     if finished_before is not None:
         query = query.where(Delivery.completed_at < finished_before)
     if event_id is not None:
-        query = query.where(Delivery.event_id == event_id)  # the (event, endpoint) unique index
+        query = query.where(*of_event(event_id))
     if state is not None:
         query = query.where(*in_state(state))
     if endpoint_id is not None:

@@ -61,6 +61,7 @@ async def create_delivery(
     traceparent: TraceparentDep,
 ) -> DeliveryOut:
     await resources.accept_rates.admit(tenant_id)
+    await resources.partitions.ready()
     # Nearly every accept is one statement -- key, event, delivery, outbox row -- and that
     # statement is the commit.
     crash_point("api.before_commit", settings.fault)
@@ -160,6 +161,7 @@ async def create_deliveries_batch(
     traceparent: TraceparentDep,
 ) -> Response:
     await resources.accept_rates.admit(tenant_id, len(batch.items))
+    await resources.partitions.ready()
     async with session.begin():  # every accepted item with its event and outbox row, or none
         outcomes, publications = await batch_intake.accept_batch(
             session, settings, tenant_id, batch.items, resources.payload_schemas, traceparent

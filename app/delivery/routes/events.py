@@ -54,6 +54,7 @@ async def publish_event(
     traceparent: TraceparentDep,
 ) -> EventAccepted:
     await resources.accept_rates.admit(tenant_id)
+    await resources.partitions.ready()
     async with session.begin():  # the event and all its deliveries and outbox rows, atomically
         accepted = await intake.accept_event(
             session,

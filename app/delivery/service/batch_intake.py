@@ -28,7 +28,7 @@ from app.core.errors import (
     Unprocessable,
     problem_body,
 )
-from app.core.ids import new_id
+from app.core.ids import new_id, sibling_id
 from app.core.scope import Scope
 from app.delivery.repository import deliveries, idempotency_keys, intents
 from app.delivery.repository.idempotency_keys import KeyClaim
@@ -223,7 +223,7 @@ async def _insert(
                 event_id=c.event_id,
                 event_type=c.intent.event_type,
                 payload=c.payload,
-                delivery_id=new_id("dlv"),
+                delivery_id=sibling_id("dlv", c.event_id),
                 endpoint_id=c.intent.endpoint_id,
                 deliver_after=c.intent.deliver_after,
                 ordering_key=c.intent.ordering_key,

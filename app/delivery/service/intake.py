@@ -16,7 +16,7 @@ from app.core.errors import (
     IdempotencyMismatch,
     NotFound,
 )
-from app.core.ids import is_id, new_id
+from app.core.ids import is_id, new_id, sibling_id
 from app.core.scope import Scope
 from app.delivery.repository import deliveries, events, idempotency_keys, intents
 from app.delivery.schemas import DeliveryIntent, DeliveryOut, EventIntent, FilteredOut
@@ -112,7 +112,7 @@ async def _insert(
         event_id=event_id,
         event_type=event_type,
         region=settings.region,
-        targets=[(new_id("dlv"), e) for e in endpoint_ids],
+        targets=[(sibling_id("dlv", event_id), e) for e in endpoint_ids],
         deliver_after=deliver_after,
         ordering_key=ordering_key,
     )
@@ -193,7 +193,7 @@ async def accept_delivery_at_once(
             event_id=event_id,
             event_type=intent.event_type,
             payload=payload,
-            delivery_id=new_id("dlv"),
+            delivery_id=sibling_id("dlv", event_id),
             region=settings.region,
             deliver_after=intent.deliver_after,
             traceparent=traceparent,

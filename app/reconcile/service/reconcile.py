@@ -26,7 +26,7 @@ from app.core.db import single_statements
 from app.core.logs import log_failure
 from app.flow.service.wakeups import Arm, Wakeups
 from app.models import ReconcileRun
-from app.operations.service import retention
+from app.operations.service import partitions, retention
 from app.outbox.service import outbox
 from app.outbox.service.outbox import PendingPublication
 from app.outbox.service.publishing import publish_and_mark
@@ -173,7 +173,12 @@ async def run_reconcile(
     reconciler = Reconciler(settings, sessionmaker, redis)
     try:
         counts = await reconciler.run(run_id)
-        # Retention rides along: bounded batches, after the work that matters more.
+        # Upkeep rides along, after the work that matters more: the days ahead made, then
+        # retention's bounded batches.
+        engine = sessionmaker.kw["bind"]
+        counts["partitions_made"] = await partitions.make_ahead(
+            engine, settings.partitions_ahead_days
+        )
         counts.update(await retention.purge(settings, sessionmaker))
     except asyncio.CancelledError:
         await asyncio.shield(

@@ -1,0 +1,62 @@
+"""``herald partitions``: the day partitions of the tables that grow with traffic, with their
+sizes, on the database of ``HERALD_DATABASE_URL``; ``--make`` makes the days ahead now (as
+every reconcile run does)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+
+def add_parser(commands: Any) -> None:
+    partitions = commands.add_parser(
+        "partitions", help="list the day partitions and their sizes; --make the days ahead now"
+    )
+    partitions.add_argument(
+        "--make", action="store_true", help="first make any of the days ahead that is missing"
+    )
+
+
+def run(database_url: str, ahead_days: int, args: argparse.Namespace) -> int:
+    for line in asyncio.run(_report(database_url, ahead_days, make=args.make)):
+        print(line)
+    return 0
+
+
+async def _report(database_url: str, ahead_days: int, *, make: bool) -> list[str]:
+    from app.core.db import create_engine
+    from app.operations.service import partitions
+
+    engine = create_engine(database_url, pool_size=1)
+    try:
+        made = await partitions.make_ahead(engine, ahead_days) if make else None
+        found = await partitions.listing(engine)
+    finally:
+        await engine.dispose()
+    lines = [f"{'partition':<28} {'from':<10}  {'until':<10}  {'rows (est.)':>12}  {'size':>10}"]
+    for p in found:
+        lines.append(
+            f"{p.name:<28} {_day(p.lower):<10}  {_day(p.upper):<10}  {p.rows:>12,}  "
+            f"{_size(p.bytes):>10}"
+        )
+    if not found:
+        lines.append("no partitioned tables: run `herald migrate`")
+    if made is not None:
+        lines.append(f"made {made} partition{'' if made == 1 else 's'} ahead")
+    return lines
+
+
+def _day(bound: str | None) -> str:
+    from app.core.ids import moment_of
+
+    return "(start)" if bound is None else moment_of(bound).date().isoformat()
+
+
+def _size(count: int) -> str:
+    size, unit = float(count), "B"
+    for bigger in ("kB", "MB", "GB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"

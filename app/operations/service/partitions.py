@@ -1,0 +1,77 @@
+"""Partitions made ahead of need, so that no accept ever meets a day without one.
+
+Three things make them, each enough alone: every reconcile run, ``herald migrate``, and each
+API process, which knows how far ahead the partitions reach and makes more before an accept
+would pass the end (``PartitionKeeper.ready``: one comparison per accept while a day or more
+is left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, date, datetime, timedelta
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.operations.repository import partitions
+from app.operations.repository.partitions import Partition
+
+log = structlog.get_logger("herald.partitions")
+
+# A partition is made while reads and writes go on, but its attach waits for any other DDL on
+# the parent; it gives up rather than keep accepts waiting behind it, and the next try (the
+# next accept, or reconcile) makes it.
+ATTACH_LOCK_TIMEOUT_MS = 2_000
+
+
+def days_from(today: date, ahead_days: int) -> list[date]:
+    return [today + timedelta(days=n) for n in range(ahead_days + 1)]
+
+
+async def make_ahead(engine: AsyncEngine, ahead_days: int, *, now: datetime | None = None) -> int:
+    """Make the partitions of today and the next ``ahead_days`` days that do not exist yet;
+    returns how many were made. One short transaction of its own."""
+    today = partitions.day_of(now or datetime.now(UTC))
+    async with engine.begin() as connection:
+        made = await partitions.make_days(
+            connection, days_from(today, ahead_days), lock_timeout_ms=ATTACH_LOCK_TIMEOUT_MS
+        )
+    if made:
+        log.info("partitions.made", count=made, through=str(today + timedelta(days=ahead_days)))
+    return made
+
+
+async def listing(engine: AsyncEngine) -> list[Partition]:
+    async with engine.connect() as connection:
+        return await partitions.existing(connection)
+
+
+class PartitionKeeper:
+    """One process's knowledge of how far ahead the partitions reach. ``ready`` is what an
+    accept awaits before it mints ids: nothing while more than a day is left, else it makes
+    the next ``ahead_days`` (once, however many accepts wait)."""
+
+    def __init__(self, engine: AsyncEngine, ahead_days: int) -> None:
+        self._engine = engine
+        self._ahead_days = ahead_days
+        self._ready_until = datetime.min.replace(tzinfo=UTC)
+        self._making = asyncio.Lock()
+
+    async def ready(self) -> None:
+        if datetime.now(UTC) + timedelta(days=1) < self._ready_until:
+            return
+        async with self._making:
+            now = datetime.now(UTC)
+            if now + timedelta(days=1) < self._ready_until:
+                return  # another accept made them while this one waited
+            try:
+                await make_ahead(self._engine, self._ahead_days, now=now)
+            except Exception as exc:
+                if now < self._ready_until:
+                    # Today is covered still: the accept goes on, and the next one tries again.
+                    log.warning("partitions.make_failed", error=type(exc).__name__)
+                    return
+                raise
+            last = partitions.day_of(now) + timedelta(days=self._ahead_days)
+            self._ready_until = datetime.combine(last + timedelta(days=1), datetime.min.time(), UTC)

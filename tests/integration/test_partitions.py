@@ -1,0 +1,149 @@
+"""Day partitions: made ahead, once each; every row filed in its own day; found again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.core.config import Settings
+from app.core.db import create_sessionmaker, single_statements
+from app.core.ids import id_floor, sibling_id
+from app.delivery.repository import intents
+from app.operations.repository.partitions import TABLES, name_of
+from app.operations.service import partitions
+from app.operations.service.partitions import PartitionKeeper
+from tests.fixtures.api import new_endpoint
+from tests.fixtures.processes import clean_env
+from tests.fixtures.stack import Stack
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def _partition_names(engine: AsyncEngine) -> set[str]:
+    return {p.name for p in await partitions.listing(engine)}
+
+
+async def _drop(engine: AsyncEngine, names: list[str]) -> None:
+    async with engine.begin() as connection:
+        for name in names:
+            await connection.execute(text(f"DROP TABLE IF EXISTS {name}"))
+
+
+async def test_the_days_ahead_are_made_once_each(engine: AsyncEngine) -> None:
+    later = datetime.now(UTC) + timedelta(days=60)  # days no one has made yet
+    days = [later.date() + timedelta(days=n) for n in range(4)]
+    wanted = [name_of(t.table, day) for t in TABLES for day in days]
+    try:
+        assert await partitions.make_ahead(engine, 3, now=later) == len(wanted)
+        assert await partitions.make_ahead(engine, 3, now=later) == 0
+        assert set(wanted) <= await _partition_names(engine)
+        async with engine.connect() as connection:
+            options = await connection.execute(
+                text("SELECT relname, reloptions FROM pg_class WHERE relname = ANY(:n)"),
+                {"n": [name_of("deliveries", day) for day in days]},
+            )
+            # Each deliveries day has room on its pages for a batch's claims (HOT updates).
+            assert {tuple(row.reloptions) for row in options} == {
+                ("fillfactor=50", "autovacuum_vacuum_scale_factor=0.02")
+            }
+    finally:
+        await _drop(engine, wanted)
+
+
+async def test_an_api_process_makes_the_days_it_finds_missing(engine: AsyncEngine) -> None:
+    tomorrow = datetime.now(UTC).date() + timedelta(days=1)
+    missing = [name_of(t.table, tomorrow + timedelta(days=n)) for t in TABLES for n in range(3)]
+    await _drop(engine, missing)
+    assert not set(missing) & await _partition_names(engine)
+
+    await PartitionKeeper(engine, ahead_days=14).ready()  # what an accept awaits first
+
+    assert set(missing) <= await _partition_names(engine)
+
+
+async def test_an_event_at_a_days_last_millisecond_keeps_its_deliveries_in_that_day(
+    engine: AsyncEngine, settings: Settings, endpoint: dict[str, Any]
+) -> None:
+    await partitions.make_ahead(engine, 3)
+    midnight = datetime.combine(datetime.now(UTC).date() + timedelta(days=1), time(), UTC)
+    last_of_today = id_floor("evt", midnight - timedelta(milliseconds=1))[:14] + "A" * 16
+    first_of_tomorrow = id_floor("evt", midnight)
+    filed = {}
+    async with engine.connect() as connection:
+        tenant_id = (
+            await connection.execute(
+                text("SELECT tenant_id FROM endpoints WHERE id = :e"), {"e": endpoint["id"]}
+            )
+        ).scalar_one()
+    for event_id in (last_of_today, first_of_tomorrow):
+        async with single_statements(create_sessionmaker(engine)) as connection:
+            inserted = await intents.insert_for_endpoint(
+                connection,
+                tenant_id=tenant_id,
+                endpoint_id=endpoint["id"],
+                event_id=event_id,
+                event_type="a.b",
+                payload=b"{}",
+                delivery_id=sibling_id("dlv", event_id),
+                region=settings.region,
+                deliver_after=None,
+                traceparent=None,
+            )
+        assert inserted.delivery is not None
+        async with engine.connect() as connection:
+            rows = await connection.execute(
+                text(
+                    "SELECT d.tableoid::regclass::text AS delivery, e.tableoid::regclass::text"
+                    " AS event FROM deliveries AS d JOIN events AS e ON e.id = d.event_id"
+                    " WHERE d.id = :d"
+                ),
+                {"d": inserted.delivery["id"]},
+            )
+            filed[event_id] = tuple(rows.one())
+    today, tomorrow = midnight.date() - timedelta(days=1), midnight.date()
+    assert filed == {
+        last_of_today: (name_of("deliveries", today), name_of("events", today)),
+        first_of_tomorrow: (name_of("deliveries", tomorrow), name_of("events", tomorrow)),
+    }
+
+
+async def test_an_events_deliveries_are_found_by_their_ids_alone(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    for _ in range(3):
+        await new_endpoint(client, tenant, event_types=["a.b"])
+    accepted = await client.post(
+        "/v1/events", json={"event_type": "a.b", "payload": {}}, headers=tenant
+    )
+    assert accepted.status_code == 202, accepted.text
+    event = accepted.json()
+    listed = await client.get("/v1/deliveries", params={"event_id": event["id"]}, headers=tenant)
+    fanned_out = sorted(d["id"] for d in event["deliveries"])
+    assert len(fanned_out) == 3
+    assert sorted(d["id"] for d in listed.json()["items"]) == fanned_out
+    # Each carries its event's millisecond: the same ten digits after the prefix.
+    assert {d[4:14] for d in fanned_out} == {event["id"][4:14]}
+
+
+def test_herald_partitions_lists_each_day_with_its_size(stack: Stack) -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "app.cli", "partitions", "--make"],
+        env=clean_env(HERALD_DATABASE_URL=stack.database_url),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    today = datetime.now(UTC).date()
+    assert shown[0].split() == ["partition", "from", "until", "rows", "(est.)", "size"]
+    row = next(line.split() for line in shown if line.startswith(name_of("deliveries", today)))
+    assert row[1:3] == [today.isoformat(), (today + timedelta(days=1)).isoformat()]
+    assert row[-1] in {"B", "kB", "MB"}
+    assert shown[-1].startswith("made ")
