@@ -10,6 +10,7 @@ from typing import Any
 
 import psutil
 
+from app.core.ids import new_id
 from bench import probes
 from bench.load import RECEIVERS, Client
 from bench.stack import REPO, Stack, python
@@ -27,24 +28,28 @@ async def insert_backlog(
 ) -> None:
     """``count`` deliveries in ``state``, dealt round the ``endpoints``, due at ``due`` (SQL);
     then Redis loses everything, as in an operator's accident."""
+    now = new_id("evt")[4:14]  # ids of this millisecond: today's partitions
     connection = await stack.connect()
     try:
         await connection.execute("TRUNCATE outbox_wakeups, attempts, deliveries, events CASCADE")
         await connection.execute(
-            "INSERT INTO events (id, tenant_id, event_type, payload) SELECT 'evt_b' ||"
-            " lpad(g::text, 21, '0'), $1, 'bench', '\\x7b7d' FROM generate_series(1, $2) g",
+            "INSERT INTO events (id, tenant_id, event_type, payload) SELECT 'evt_' || $3 ||"
+            " lpad(g::text, 16, '0'), $1, 'bench', '\\x7b7d' FROM generate_series(1, $2) g",
             tenant_id,
             count,
+            now,
         )
         await connection.execute(
             "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
-            " state, next_attempt_at) SELECT 'dlv_b' || lpad(g::text, 21, '0'),"
-            " $1, ($2::text[])[1 + g % cardinality($2::text[])], 'evt_b' || lpad(g::text, 21, '0'),"
+            " state, next_attempt_at) SELECT 'dlv_' || $5 || lpad(g::text, 16, '0'),"
+            " $1, ($2::text[])[1 + g % cardinality($2::text[])],"
+            " 'evt_' || $5 || lpad(g::text, 16, '0'),"
             f" 'bench', 'local', $3, {due} FROM generate_series(1, $4) g",
             tenant_id,
             endpoints,
             state,
             count,
+            now,
         )
         if outbox:
             # A wake-up per delivery, as that many single accepts with Redis down leave.

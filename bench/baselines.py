@@ -24,15 +24,18 @@ async def pgbench(client: Client, clients: int, seconds: float, *, keyed: bool) 
     # (keyed: the idempotency key's claim,) endpoint lookup, event, delivery and outbox
     # wake-up inserts.
     endpoint, tenant_id = client.endpoints["instant"], client.tenant_id
+    # Ids of this millisecond with a random tail, as Herald's: they fall in today's partition.
+    now = new_id("evt")[4:14]
     claim = (
         "INSERT INTO idempotency_keys (tenant_id, key, request_hash, resource_id,"
         f" response_status, expires_at) VALUES ('{tenant_id}', 'pgb' || :n,"
-        " sha256('x'::bytea), 'evt_pgb' || :n, 202, now() + interval '24 hours')"
+        f" sha256('x'::bytea), 'evt_{now}' || lpad(:n::text, 16, '0'), 202,"
+        " now() + interval '24 hours')"
         " ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = excluded.request_hash"
         " WHERE idempotency_keys.expires_at <= now() RETURNING key;\n"
     )
     script.write_text(
-        "\\set n random(1, 9000000000000000000)\n"
+        "\\set n random(1, 9999999999999999)\n"
         "SELECT tenant_id, is_admin FROM api_keys WHERE key_hash = sha256('x'::bytea)"
         " AND revoked_at IS NULL;\n"
         "BEGIN;\n"
@@ -40,10 +43,12 @@ async def pgbench(client: Client, clients: int, seconds: float, *, keyed: bool) 
         + f"SELECT * FROM endpoints WHERE id = '{endpoint}' AND tenant_id = '{tenant_id}'"
         " AND deleted_at IS NULL;\n"
         "INSERT INTO events (id, tenant_id, event_type, payload) VALUES"
-        f" ('evt_pgb' || :n, '{tenant_id}', 'bench', '\\x7b226e223a317d');\n"
+        f" ('evt_{now}' || lpad(:n::text, 16, '0'), '{tenant_id}', 'bench',"
+        " '\\x7b226e223a317d');\n"
         "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
-        f" state, next_attempt_at) VALUES ('dlv_pgb' || :n, '{tenant_id}', '{endpoint}',"
-        " 'evt_pgb' || :n, 'bench', 'local', 'pending', now()) RETURNING *;\n"
+        f" state, next_attempt_at) VALUES ('dlv_{now}' || lpad(:n::text, 16, '0'),"
+        f" '{tenant_id}', '{endpoint}', 'evt_{now}' || lpad(:n::text, 16, '0'), 'bench',"
+        " 'local', 'pending', now()) RETURNING *;\n"
         "INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at) VALUES"
         f" ('local', '{tenant_id}', '{endpoint}', now()) RETURNING id;\n"
         "COMMIT;\n"

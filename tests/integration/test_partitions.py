@@ -147,3 +147,109 @@ def test_herald_partitions_lists_each_day_with_its_size(stack: Stack) -> None:
     assert row[1:3] == [today.isoformat(), (today + timedelta(days=1)).isoformat()]
     assert row[-1] in {"B", "kB", "MB"}
     assert shown[-1].startswith("made ")
+
+
+async def _old_delivery(
+    engine: AsyncEngine, endpoint: dict[str, Any], day: datetime, state: str, **columns: Any
+) -> str:
+    """A delivery of ``day`` (its ids say so), with its event, one attempt and a custody
+    record: what a day holds."""
+    event_id = id_floor("evt", day + timedelta(hours=1))[:14] + "B" * 16
+    delivery_id = sibling_id("dlv", event_id)
+    finished = state in {"succeeded", "dead"}
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO events (id, tenant_id, event_type, payload)"
+                " SELECT :e, tenant_id, 'a.b', CAST('{}' AS bytea) FROM endpoints WHERE id = :ep"
+            ),
+            {"e": event_id, "ep": endpoint["id"]},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
+                " state, attempt_count, next_attempt_at, completed_at, dead_reason, stream,"
+                " stream_seq) SELECT :d, tenant_id, id, :e, 'a.b', 'local', :s, 1, now(),"
+                " CAST(:c AS timestamptz), :reason, :stream, :seq FROM endpoints WHERE id = :ep"
+            ),
+            {
+                "d": delivery_id,
+                "e": event_id,
+                "ep": endpoint["id"],
+                "s": state,
+                "c": columns.get("completed_at", datetime.now(UTC) if finished else None),
+                "reason": "permanent_failure: HTTP 400" if state == "dead" else None,
+                "stream": columns.get("stream"),
+                "seq": 1 if columns.get("stream") is not None else None,
+            },
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO attempts (delivery_id, endpoint_id, attempt_number, started_at,"
+                " duration_ms, outcome) VALUES (:d, :ep, 1, now(), 5, 'success')"
+            ),
+            {"d": delivery_id, "ep": endpoint["id"]},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO custody_records (delivery_id, at, event, attempt_number)"
+                " VALUES (:d, now(), 'redriven', 1)"
+            ),
+            {"d": delivery_id},
+        )
+    return delivery_id
+
+
+async def test_a_day_past_retention_is_dropped_whole_and_a_needed_one_kept(
+    engine: AsyncEngine, client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
+) -> None:
+    # Days ahead stand in for days past: retention is asked as of a week from now.
+    await partitions.make_ahead(engine, 14)
+    today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
+    day = {n: today + timedelta(days=n) for n in range(1, 7)}
+    # Older than partitioning, and still waiting: the table from before is kept for it.
+    waiting = await _old_delivery(engine, endpoint, today - timedelta(days=40), "pending")
+    done = await _old_delivery(engine, endpoint, day[2], "succeeded")
+    retried = await _old_delivery(engine, endpoint, day[3], "enqueued")
+    head = await _old_delivery(engine, endpoint, day[4], "dead", stream="")
+    await sql_statement(
+        engine,
+        "INSERT INTO streams (endpoint_id, stream, next_seq, head_id, head_since, halted_at)"
+        " VALUES (:ep, '', 2, :h, now(), now())",
+        ep=endpoint["id"],
+        h=head,
+    )
+    before = day[6]
+    late = await _old_delivery(
+        engine, endpoint, day[5], "succeeded", completed_at=before + timedelta(hours=1)
+    )
+    accepted = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint["id"], "event_type": "a.b", "payload": {}},
+        headers=tenant,
+    )
+    assert accepted.status_code == 202
+
+    try:
+        # Tomorrow (empty) and the day after go; today has a delivery waiting.
+        assert await partitions.retire_days(engine, before) == 2
+
+        names = await _partition_names(engine)
+        gone = {name_of(t.table, day[n].date()) for t in TABLES for n in (1, 2)}
+        kept = {name_of(t.table, day[n].date()) for t in TABLES for n in (3, 4, 5)}
+        assert not gone & names and kept <= names
+        async with engine.connect() as connection:
+            left = set((await connection.execute(text("SELECT id FROM deliveries"))).scalars())
+            attempts = set(
+                (await connection.execute(text("SELECT delivery_id FROM attempts"))).scalars()
+            )
+        assert left == {waiting, retried, head, late, accepted.json()["id"]}
+        assert {t.table + "_legacy" for t in TABLES} <= names
+        assert done not in attempts and {retried, head, late} <= attempts
+    finally:
+        await partitions.make_ahead(engine, 14)  # the day dropped, back for the tests after
+
+
+async def sql_statement(engine: AsyncEngine, statement: str, **params: Any) -> None:
+    async with engine.begin() as connection:
+        await connection.execute(text(statement), params)

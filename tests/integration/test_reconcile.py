@@ -149,6 +149,7 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
 
     assert run["status"] == "succeeded" and run["finished_at"] is not None
     purged = {
+        "dropped_days": 0,
         "purged_deliveries": 0,
         "purged_events": 0,
         "purged_keys": 0,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import cast
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -140,3 +141,59 @@ async def make_days(connection: AsyncConnection, days: list[date], *, lock_timeo
 def _holds(partition: tuple[str | None, str | None], key: str) -> bool:
     lower, upper = partition
     return (lower is None or lower <= key) and (upper is None or key < upper)
+
+
+# Why a day of deliveries must stay, asked of its partition alone: a row not finished (the
+# live index), a dead head that halts its stream (an operator must redrive or skip it), a row
+# finished within retention (redriven long after it was made). The last reads the day's rows
+# once: no index is written on every record for a question asked once a day.
+_NEEDED = """
+SELECT CASE
+  WHEN EXISTS (SELECT FROM {table} WHERE completed_at IS NULL) THEN 'a live delivery'
+  WHEN EXISTS (SELECT FROM streams WHERE halted_at IS NOT NULL
+                  AND head_id >= :lower AND head_id < :upper) THEN 'a halted stream''s head'
+  WHEN EXISTS (SELECT FROM {table} WHERE completed_at >= :before) THEN 'a recent finish'
+END
+"""
+
+
+async def still_needed(
+    connection: AsyncConnection, partition: Partition, before: datetime
+) -> str | None:
+    """Why this deliveries partition (attached or just detached) must stay; None: it need not."""
+    why = await connection.execute(
+        text(_NEEDED.format(table=partition.name)),
+        {"lower": partition.lower or "", "upper": partition.upper or "\uffff", "before": before},
+    )
+    return cast("str | None", why.scalar_one())
+
+
+async def detach(connection: AsyncConnection, partition: Partition) -> None:
+    """Detach without blocking reads or writes of the parent (on an autocommit connection:
+    DETACH ... CONCURRENTLY runs two transactions of its own). One left half-done by a
+    process that died is finished first."""
+    pending = await connection.execute(
+        text(
+            "SELECT child.relname FROM pg_inherits JOIN pg_class AS child"
+            " ON child.oid = pg_inherits.inhrelid"
+            " WHERE inhparent = CAST(:parent AS regclass) AND inhdetachpending"
+        ),
+        {"parent": partition.parent},
+    )
+    for (name,) in pending.all():
+        await connection.execute(
+            text(f"ALTER TABLE {partition.parent} DETACH PARTITION {name} FINALIZE")
+        )
+    await connection.execute(
+        text(f"ALTER TABLE {partition.parent} DETACH PARTITION {partition.name} CONCURRENTLY")
+    )
+
+
+async def attach_again(connection: AsyncConnection, partition: Partition) -> None:
+    await connection.execute(
+        text(f"ALTER TABLE {partition.parent} ATTACH PARTITION {partition.name} {partition.bounds}")
+    )
+
+
+async def drop(connection: AsyncConnection, partition: Partition) -> None:
+    await connection.execute(text(f"DROP TABLE {partition.name}"))

@@ -1,4 +1,5 @@
-"""Partitions made ahead of need, so that no accept ever meets a day without one.
+"""Partitions made ahead of need, so that no accept ever meets a day without one; and days
+past retention dropped whole, once nothing in them is needed.
 
 Three things make them, each enough alone: every reconcile run, ``herald migrate``, and each
 API process, which knows how far ahead the partitions reach and makes more before an accept
@@ -14,6 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.ids import id_floor, moment_of
 from app.operations.repository import partitions
 from app.operations.repository.partitions import Partition
 
@@ -75,3 +77,48 @@ class PartitionKeeper:
                 raise
             last = partitions.day_of(now) + timedelta(days=self._ahead_days)
             self._ready_until = datetime.combine(last + timedelta(days=1), datetime.min.time(), UTC)
+
+
+async def retire_days(engine: AsyncEngine, before: datetime) -> int:
+    """Drop each day of deliveries made before ``before`` that nothing still needs, with the
+    same day's events, attempts and custody records; returns how many days went. A day that is
+    needed stays whole (retention's batches purge what in it may go), and is asked again on
+    the next run. Reads and writes of the tables go on throughout."""
+    cutoff = id_floor("dlv", before)
+    async with engine.connect() as connection:
+        found = await partitions.existing(connection)
+    named = {p.name: p for p in found}
+    due = [p for p in found if p.parent == "deliveries" and p.upper and p.upper <= cutoff]
+    retired = 0
+    async with engine.connect() as pooled:
+        connection = await pooled.execution_options(isolation_level="AUTOCOMMIT")
+        for day in due:
+            if (why := await partitions.still_needed(connection, day, before)) is not None:
+                log.info("partitions.held", partition=day.name, why=why)
+                continue
+            await partitions.detach(connection, day)
+            # Detached, nothing can change it any more; asked again, as a redrive may have
+            # revived a row of it between the question and the detach.
+            if (why := await partitions.still_needed(connection, day, before)) is not None:
+                await partitions.attach_again(connection, day)
+                log.info("partitions.held", partition=day.name, why=why)
+                continue
+            siblings = [day]
+            for spec in partitions.TABLES:
+                sibling = named.get(spec.table + day.name.removeprefix("deliveries"))
+                if sibling is not None and sibling is not day and _within(sibling, day):
+                    await partitions.detach(connection, sibling)
+                    siblings.append(sibling)
+            for partition in siblings:
+                await partitions.drop(connection, partition)
+            log.info("partitions.dropped", partitions=[p.name for p in siblings])
+            retired += 1
+    return retired
+
+
+def _within(sibling: Partition, day: Partition) -> bool:
+    """Whether every id ``sibling`` may hold was minted within ``day``'s time: the same day,
+    or a table from before partitioning that ends no later (an events table that ends later
+    holds events of deliveries that are not going)."""
+    assert day.upper is not None
+    return sibling.upper is not None and moment_of(sibling.upper) <= moment_of(day.upper)
