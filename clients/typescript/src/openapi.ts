@@ -2104,7 +2104,7 @@ export interface components {
         ReconcileRunOut: {
             /**
              * Counts
-             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; partitions_made (the days ahead made now); and rows purged by retention: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions.
+             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; partitions_made (the days ahead made now); and retention's: dropped_days (days of deliveries dropped whole, with their events, attempts and custody records), and rows purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions.
              */
             counts: {
                 [key: string]: number;
