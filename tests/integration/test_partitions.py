@@ -16,6 +16,7 @@ from app.core.config import Settings
 from app.core.db import create_sessionmaker, single_statements
 from app.core.ids import id_floor, sibling_id
 from app.delivery.repository import intents
+from app.operations.repository import retention as retention_rows
 from app.operations.repository.partitions import TABLES, name_of
 from app.operations.service import partitions
 from app.operations.service.partitions import PartitionKeeper
@@ -150,11 +151,16 @@ def test_herald_partitions_lists_each_day_with_its_size(stack: Stack) -> None:
 
 
 async def _old_delivery(
-    engine: AsyncEngine, endpoint: dict[str, Any], day: datetime, state: str, **columns: Any
+    engine: AsyncEngine,
+    endpoint: dict[str, Any],
+    day: datetime,
+    state: str,
+    hour: int = 1,
+    **columns: Any,
 ) -> str:
-    """A delivery of ``day`` (its ids say so), with its event, one attempt and a custody
-    record: what a day holds."""
-    event_id = id_floor("evt", day + timedelta(hours=1))[:14] + "B" * 16
+    """A delivery of ``day`` (its ids say so), made at ``hour``, with its event, one attempt and
+    a custody record: what a day holds."""
+    event_id = id_floor("evt", day + timedelta(hours=hour))[:14] + "B" * 16
     delivery_id = sibling_id("dlv", event_id)
     finished = state in {"succeeded", "dead"}
     async with engine.begin() as connection:
@@ -211,6 +217,7 @@ async def test_a_day_past_retention_is_dropped_whole_and_a_needed_one_kept(
     waiting = await _old_delivery(engine, endpoint, today - timedelta(days=40), "pending")
     done = await _old_delivery(engine, endpoint, day[2], "succeeded")
     retried = await _old_delivery(engine, endpoint, day[3], "enqueued")
+    beside = await _old_delivery(engine, endpoint, day[3], "succeeded", hour=2)
     head = await _old_delivery(engine, endpoint, day[4], "dead", stream="")
     await sql_statement(
         engine,
@@ -243,11 +250,29 @@ async def test_a_day_past_retention_is_dropped_whole_and_a_needed_one_kept(
             attempts = set(
                 (await connection.execute(text("SELECT delivery_id FROM attempts"))).scalars()
             )
-        assert left == {waiting, retried, head, late, accepted.json()["id"]}
+        assert left == {waiting, retried, beside, head, late, accepted.json()["id"]}
         assert {t.table + "_legacy" for t in TABLES} <= names
-        assert done not in attempts and {retried, head, late} <= attempts
+        assert done not in attempts and {retried, beside, head, late} <= attempts
+
+        # What in a day held back may go, goes by the batch: with its event, found by its id
+        # (no index on event_id past the old table), while the waiting neighbour keeps its own.
+        async with create_sessionmaker(engine)() as session, session.begin():
+            purged = await retention_rows.purge_deliveries(
+                session, region="local", before=before, limit=500
+            )
+        assert purged == (1, 1)
+        async with engine.connect() as connection:
+            left = set((await connection.execute(text("SELECT id FROM deliveries"))).scalars())
+            events = set((await connection.execute(text("SELECT id FROM events"))).scalars())
+        assert beside not in left and retried in left
+        assert _event_of(beside) not in events and _event_of(retried) in events
     finally:
         await partitions.make_ahead(engine, 14)  # the day dropped, back for the tests after
+
+
+def _event_of(delivery_id: str) -> str:
+    """The event ``_old_delivery`` made this delivery a sibling of."""
+    return "evt_" + delivery_id[4:14] + "B" * 16
 
 
 async def sql_statement(engine: AsyncEngine, statement: str, **params: Any) -> None:

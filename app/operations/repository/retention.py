@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, exists, func, select, tuple_
+from sqlalchemy import delete, exists, func, literal, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.ids import id_floor
+from app.core.ids import id_floor, sibling_range
 from app.core.states import TERMINAL_STATES
 from app.models import (
     Attempt,
@@ -59,20 +59,45 @@ async def purge_deliveries(
     delivery_ids = [row.id for row in purged]
     await session.execute(delete(Attempt).where(Attempt.delivery_id.in_(delivery_ids)))
     await session.execute(delete(CustodyRecord).where(CustodyRecord.delivery_id.in_(delivery_ids)))
-    event_ids = [row.event_id for row in purged]
-    orphaned = await session.execute(
-        delete(Event)
-        .where(Event.id.in_(set(event_ids)), ~exists().where(Delivery.event_id == Event.id))
-        .returning(Event.id)
+    event_ids = sorted({row.event_id for row in purged})
+    kept = await _events_with_deliveries(session, event_ids)
+    orphaned = [event_id for event_id in event_ids if event_id not in kept]
+    if orphaned:
+        await session.execute(delete(Event).where(Event.id.in_(orphaned)))
+    return len(purged), len(orphaned)
+
+
+async def _events_with_deliveries(session: AsyncSession, event_ids: list[str]) -> set[str]:
+    """Which of these events still have a delivery. Only deliveries from before partitioning
+    have an index on ``event_id``; the others are their event's siblings (``sibling_id``), so
+    a batch's events are looked up by one primary-key range: from the first one's millisecond
+    to the last one's."""
+    lowest, _ = sibling_range("dlv", event_ids[0])
+    _, highest = sibling_range("dlv", event_ids[-1])
+    siblings = select(Delivery.event_id).where(
+        Delivery.event_id.in_(event_ids), Delivery.id.between(lowest, highest)
     )
-    return len(event_ids), len(orphaned.all())
+    older = select(Delivery.event_id).where(
+        Delivery.event_id.in_(event_ids), Delivery.id < func.deliveries_siblings_from()
+    )
+    return set((await session.execute(siblings.union(older))).scalars())
 
 
 async def purge_orphan_events(session: AsyncSession, *, before: datetime, limit: int) -> int:
-    """Events that never had a delivery (published to no subscriber)."""
+    """Events from before partitioning that never had a delivery (published to no
+    subscriber). Those since go with their day's partition: a day held back keeps its few
+    until it goes, rather than every run reading each delivery of every held day."""
+    # `||`, not concat(): immutable, so the planner folds it and reads the old partition alone.
+    legacy = literal("evt_").op("||")(func.substr(func.deliveries_siblings_from(), 5))
     doomed = (
         select(Event.id)
-        .where(Event.id < id_floor("evt", before), ~exists().where(Delivery.event_id == Event.id))
+        .where(
+            Event.id < id_floor("evt", before),
+            Event.id < legacy,
+            ~exists().where(
+                Delivery.event_id == Event.id, Delivery.id < func.deliveries_siblings_from()
+            ),
+        )
         .order_by(Event.id)
         .limit(limit)
         .scalar_subquery()
