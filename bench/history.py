@@ -1,8 +1,10 @@
 """A delivery's path with a long history behind it: single accepts (keyed and not), delivery
 (the claim and the record) and the status by id, first on an empty database, then with
 ``rows`` finished deliveries -- their events and attempts with them -- loaded behind them by
-``generate_series``, each figure beside its empty-database self in one run. Then what retiring
-one day of that history costs: retention's batched DELETE, timed with the WAL it writes."""
+``generate_series`` into the day partitions they would have filled, each figure beside its
+empty-database self in one run. Then what retiring a day of that history costs, both ways in
+the same run: one day dropped whole, the next day's rows deleted by retention's batches, each
+timed with the WAL it writes."""
 
 from __future__ import annotations
 
@@ -10,10 +12,16 @@ import asyncio
 import json
 import random
 import time
-from statistics import median
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.operations.service import retention
+from sqlalchemy import text
+
+from app.core.db import create_engine, create_sessionmaker
+from app.core.ids import id_floor
+from app.operations.repository import partitions as partition_rows
+from app.operations.repository import retention as retention_rows
+from app.operations.service import partitions, retention
 from bench import backlog
 from bench.load import Client, intents_for
 from bench.stack import API, percentile, progress
@@ -40,12 +48,13 @@ LANGUAGE sql IMMUTABLE AS $$
 $$
 """
 
-# Rows $1..$2 of the history: the n-th is made at an even step over HISTORY_DAYS, to one of
-# the endpoints $4 (tenant $3), and succeeded on its first attempt a second later.
-_LOAD = f"""
+# Rows $1..$2 of the history: the n-th is made at an even step from $6 (the start of a day)
+# to now, to one of the endpoints $4 (tenant $3), and succeeded on its first attempt a second
+# later. An event and its delivery share their millisecond: siblings, as Herald mints them.
+_LOAD = """
 WITH made AS (
-    SELECT g, now() - interval '{HISTORY_DAYS} days' + (g::float8 / $5) * interval
-           '{HISTORY_DAYS} days' AS t, ($4::text[])[1 + g % cardinality($4::text[])] AS endpoint
+    SELECT g, $6 + (g::float8 / $5) * (now() - $6) AS t,
+           ($4::text[])[1 + g % cardinality($4::text[])] AS endpoint
       FROM generate_series($1::bigint, $2::bigint) AS g
 ), event AS (
     INSERT INTO events (id, tenant_id, event_type, payload, created_at)
@@ -77,8 +86,8 @@ async def measure(
     await _load(client, rows, endpoints)
     loaded_seconds = time.perf_counter() - started
     full = await _path(client, accept_seconds, deliveries)
-    progress("history: retention of one day")
-    retired = await _retire_one_day(client, rows)
+    progress("history: retiring a day, dropped and deleted")
+    retired = await _retire_a_day(client)
     await stack.clean_slate()
     return {
         "rows": rows,
@@ -89,13 +98,56 @@ async def measure(
     }
 
 
+def _first_day() -> datetime:
+    today = datetime.combine(datetime.now(UTC).date(), datetime.min.time(), UTC)
+    return today - timedelta(days=HISTORY_DAYS)
+
+
+async def _days_behind(client: Client) -> None:
+    """The partitions of the history's days, as an installation that has run HISTORY_DAYS
+    since partitioning has them: the empty tables from before partitioning (the migration made
+    them the partitions of every day before it ran) give way to a partition a day."""
+    engine = create_engine(client.stack.database_url, pool_size=1)
+    try:
+        async with engine.begin() as connection:
+            for spec in partition_rows.TABLES:
+                legacy = f"{spec.table}_legacy"
+                empty = await connection.execute(
+                    text(
+                        f"SELECT to_regclass('{legacy}') IS NOT NULL"
+                        f" AND NOT EXISTS (SELECT FROM {legacy})"
+                    )
+                )
+                if empty.scalar_one():
+                    await connection.execute(text(f"DROP TABLE {legacy}"))
+            first = _first_day()
+            await partition_rows.make_days(
+                connection,
+                [first.date() + timedelta(days=n) for n in range(HISTORY_DAYS + 1)],
+                lock_timeout_ms=10_000,
+            )
+            # Every delivery from the history's first day on is its event's sibling.
+            await connection.execute(
+                text(
+                    "CREATE OR REPLACE FUNCTION deliveries_siblings_from() RETURNS text"
+                    " LANGUAGE sql IMMUTABLE PARALLEL SAFE AS"
+                    f" $$ SELECT text '{id_floor('dlv', first)}' $$"
+                )
+            )
+    finally:
+        await engine.dispose()
+
+
 async def _load(client: Client, rows: int, endpoints: list[str]) -> None:
+    await _days_behind(client)
     connection = await client.stack.connect()
     try:
         await connection.execute(_ID_FUNCTION)
         for first in range(1, rows + 1, LOAD_CHUNK):
             last = min(first + LOAD_CHUNK - 1, rows)
-            await connection.execute(_LOAD, first, last, client.tenant_id, endpoints, rows)
+            await connection.execute(
+                _LOAD, first, last, client.tenant_id, endpoints, rows, _first_day()
+            )
             progress(f"history: {last:,} of {rows:,} loaded")
         await connection.execute("VACUUM ANALYZE deliveries, events, attempts")
     finally:
@@ -163,29 +215,61 @@ async def _status_by_id(client: Client, *, seconds: float, clients: int = 32) ->
     }
 
 
-async def _retire_one_day(client: Client, rows: int) -> dict[str, Any]:
-    """Reconcile runs (retention rides along) with a retention that leaves the history's
-    oldest day past it, until one purges less than a batch: their time, the WAL, the rows
-    gone. (The history is spread evenly, so a few rows cross the cutoff every second: what
-    each run after the day is gone finds is that trickle, retention's steady state.)"""
+async def _retire_a_day(client: Client) -> dict[str, Any]:
+    """The history's first day retired as retention does it, its partitions detached and
+    dropped; then the second day's rows (as many, the history being even) deleted as
+    retention deletes rows of a day it must hold, in batches of retention.BATCH. Each timed
+    whole, with the WAL it writes (what every replica receives)."""
     stack = client.stack
-    before_rows = int(str(await stack.sql("SELECT count(*) FROM deliveries")))
-    wal_before = int(str(await stack.sql("SELECT pg_current_wal_insert_lsn() - '0/0'")))
-    seconds, runs = [], 0
-    while True:
-        run = await backlog.reconcile_once(stack, HERALD_RETENTION_DAYS=str(HISTORY_DAYS - 1))
-        runs += 1
-        seconds.append(run["seconds"])
-        if run["counts"].get("purged_deliveries", 0) < retention.BATCH:
-            break
-    wal_after = int(str(await stack.sql("SELECT pg_current_wal_insert_lsn() - '0/0'")))
-    gone = before_rows - int(str(await stack.sql("SELECT count(*) FROM deliveries")))
+    first = _first_day()
+    second, third = first + timedelta(days=1), first + timedelta(days=2)
+    engine = create_engine(stack.database_url, pool_size=2)
+    try:
+        # A minute's slack: the day's last rows finished a second into the next.
+        dropped_rows = await _rows_between(client, first, second)
+        dropped = await _timed_with_wal(
+            client, lambda: partitions.retire_days(engine, second + timedelta(minutes=1))
+        )
+        sessionmaker = create_sessionmaker(engine)
+
+        async def delete_in_batches() -> int:
+            batches = 0
+            while True:
+                batches += 1
+                async with sessionmaker() as session, session.begin():
+                    purged, _ = await retention_rows.purge_deliveries(
+                        session, region="local", before=third, limit=retention.BATCH
+                    )
+                if purged < retention.BATCH:
+                    return batches
+
+        deleted_before = await _rows_between(client, second, third)
+        deleted = await _timed_with_wal(client, delete_in_batches)
+        deleted_rows = deleted_before - await _rows_between(client, second, third)
+    finally:
+        await engine.dispose()
     return {
-        "method": "batched DELETE (retention, 500 rows a batch)",
-        "rows": gone,
-        "expected_rows": rows // HISTORY_DAYS,
-        "reconcile_runs": runs,
-        "seconds": sum(seconds),
-        "median_run_seconds": median(seconds),
-        "wal_mb": (wal_after - wal_before) / 2**20,
+        "drop": {**dropped, "rows": dropped_rows, "days": dropped["result"]},
+        "delete": {**deleted, "rows": deleted_rows, "batches": deleted["result"]},
     }
+
+
+async def _rows_between(client: Client, start: datetime, end: datetime) -> int:
+    return int(
+        str(
+            await client.stack.sql(
+                "SELECT count(*) FROM deliveries WHERE id >= $1 AND id < $2",
+                id_floor("dlv", start),
+                id_floor("dlv", end),
+            )
+        )
+    )
+
+
+async def _timed_with_wal(client: Client, work: Any) -> dict[str, Any]:
+    wal_before = int(str(await client.stack.sql("SELECT pg_current_wal_insert_lsn() - '0/0'")))
+    started = time.perf_counter()
+    result = await work()
+    seconds = time.perf_counter() - started
+    wal_after = int(str(await client.stack.sql("SELECT pg_current_wal_insert_lsn() - '0/0'")))
+    return {"seconds": seconds, "wal_mb": (wal_after - wal_before) / 2**20, "result": result}
