@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -112,13 +113,11 @@ async def _days_behind(client: Client) -> None:
         async with engine.begin() as connection:
             for spec in partition_rows.TABLES:
                 legacy = f"{spec.table}_legacy"
-                empty = await connection.execute(
-                    text(
-                        f"SELECT to_regclass('{legacy}') IS NOT NULL"
-                        f" AND NOT EXISTS (SELECT FROM {legacy})"
-                    )
-                )
-                if empty.scalar_one():
+                exists = await connection.execute(text(f"SELECT to_regclass('{legacy}')"))
+                if exists.scalar_one() is None:
+                    continue
+                held = await connection.execute(text(f"SELECT EXISTS (SELECT FROM {legacy})"))
+                if not held.scalar_one():
                     await connection.execute(text(f"DROP TABLE {legacy}"))
             first = _first_day()
             await partition_rows.make_days(
@@ -266,7 +265,7 @@ async def _rows_between(client: Client, start: datetime, end: datetime) -> int:
     )
 
 
-async def _timed_with_wal(client: Client, work: Any) -> dict[str, Any]:
+async def _timed_with_wal(client: Client, work: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
     wal_before = int(str(await client.stack.sql("SELECT pg_current_wal_insert_lsn() - '0/0'")))
     started = time.perf_counter()
     result = await work()
