@@ -54,7 +54,7 @@ $$
 # later. An event and its delivery share their millisecond: siblings, as Herald mints them.
 _LOAD = """
 WITH made AS (
-    SELECT g, $6 + (g::float8 / $5) * (now() - $6) AS t,
+    SELECT g, $6::timestamptz + (g::float8 / $5) * (now() - $6::timestamptz) AS t,
            ($4::text[])[1 + g % cardinality($4::text[])] AS endpoint
       FROM generate_series($1::bigint, $2::bigint) AS g
 ), event AS (

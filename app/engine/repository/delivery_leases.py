@@ -167,7 +167,8 @@ _LEASE_HEADS = f"""
 WITH claimed AS (
     UPDATE deliveries AS d
        SET lease_token = gen_random_uuid(), {_LEASE.replace("$4", "$2")}
-     WHERE d.id = ANY($1::text[]) AND d.state IN ('pending', 'enqueued')
+      FROM unnest($1::text[]) AS head(id)
+     WHERE d.id = head.id AND d.state IN ('pending', 'enqueued')
        AND d.next_attempt_at <= now()
     RETURNING {_LEASED}, d.event_id
 )

@@ -185,9 +185,10 @@ _REQUEUE = """
 WITH revived AS (
     SELECT d.id, d.endpoint_id, d.stream, d.stream_seq, e.ordering <> 'none' AS ordered,
            s.head_id IS NOT DISTINCT FROM d.id AS in_place
-      FROM deliveries AS d JOIN endpoints AS e ON e.id = d.endpoint_id
+      FROM unnest($1::text[]) AS k(id) JOIN deliveries AS d ON d.id = k.id
+      JOIN endpoints AS e ON e.id = d.endpoint_id
       LEFT JOIN streams AS s ON s.endpoint_id = d.endpoint_id AND s.stream = d.stream
-     WHERE d.id = ANY($1::text[]) AND d.stream IS NOT NULL AND d.completed_at IS NULL
+     WHERE d.stream IS NOT NULL AND d.completed_at IS NULL
 ), moving AS (
     SELECT r.*, row_number() OVER (PARTITION BY endpoint_id, stream ORDER BY stream_seq, id) AS k
       FROM revived AS r WHERE r.ordered AND NOT r.in_place
@@ -224,8 +225,9 @@ async def requeue(session: AsyncSession, delivery_ids: Sequence[str]) -> None:
 
 
 _STREAMS_OF = """
-SELECT DISTINCT endpoint_id, stream FROM deliveries
- WHERE id = ANY($1::text[]) AND stream IS NOT NULL
+SELECT DISTINCT d.endpoint_id, d.stream
+  FROM unnest($1::text[]) AS k(id) JOIN deliveries AS d ON d.id = k.id
+ WHERE d.stream IS NOT NULL
 """
 
 
