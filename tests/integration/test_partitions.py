@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
 from app.core.db import create_sessionmaker, single_statements
 from app.core.ids import id_floor, sibling_id
 from app.delivery.repository import intents
+from app.operations.repository import partitions as partition_rows
 from app.operations.repository import retention as retention_rows
 from app.operations.repository.partitions import TABLES, name_of
 from app.operations.service import partitions
@@ -268,6 +271,52 @@ async def test_a_day_past_retention_is_dropped_whole_and_a_needed_one_kept(
         assert _event_of(beside) not in events and _event_of(retried) in events
     finally:
         await partitions.make_ahead(engine, 14)  # the day dropped, back for the tests after
+
+
+async def test_a_retirement_cut_short_is_mended_and_loses_nothing(
+    engine: AsyncEngine, endpoint: dict[str, Any]
+) -> None:
+    await partitions.make_ahead(engine, 14)
+    today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
+    day = {n: today + timedelta(days=n) for n in range(1, 6)}
+    waiting = await _old_delivery(engine, endpoint, day[2], "enqueued")
+    # Older than partitioning, and waiting: the table from before stays for the tests after.
+    await _old_delivery(engine, endpoint, today - timedelta(days=40), "pending")
+    found = {p.name: p for p in await partitions.listing(engine)}
+    try:
+        # A detach cut short in its second transaction (an old snapshot held it past a
+        # timeout): the day is left half-detached, and what it holds is hidden.
+        async with engine.connect() as snapshot, engine.connect() as pooled:
+            retiring = await pooled.execution_options(isolation_level="AUTOCOMMIT")
+            await snapshot.execute(text("SELECT count(*) FROM deliveries"))
+            await retiring.execute(text("SET statement_timeout = '300ms'"))
+            with pytest.raises(DBAPIError):
+                await partition_rows.detach(retiring, found[name_of("deliveries", day[2])])
+            await retiring.execute(text("RESET statement_timeout"))
+            await snapshot.rollback()
+            # And a day's events detached whole, by a process that died before dropping them.
+            await partition_rows.detach(retiring, found[name_of("events", day[3])])
+        assert waiting not in await _delivery_ids(engine)
+
+        assert await partitions.retire_days(engine, day[5]) == 4  # today, days 1, 3 and 4
+
+        names = await _partition_names(engine)
+        assert waiting in await _delivery_ids(engine)
+        assert {name_of(t.table, day[2]) for t in TABLES} <= names
+        assert not {name_of(t.table, day[n]) for t in TABLES for n in (1, 3, 4)} & names
+        async with engine.connect() as connection:
+            strays = await connection.execute(
+                text("SELECT count(*) FROM pg_class WHERE relname = :n"),
+                {"n": name_of("events", day[3])},
+            )
+        assert strays.scalar_one() == 0
+    finally:
+        await partitions.make_ahead(engine, 14)
+
+
+async def _delivery_ids(engine: AsyncEngine) -> set[str]:
+    async with engine.connect() as connection:
+        return set((await connection.execute(text("SELECT id FROM deliveries"))).scalars())
 
 
 def _event_of(delivery_id: str) -> str:

@@ -170,23 +170,68 @@ async def still_needed(
 
 async def detach(connection: AsyncConnection, partition: Partition) -> None:
     """Detach without blocking reads or writes of the parent (on an autocommit connection:
-    DETACH ... CONCURRENTLY runs two transactions of its own). One left half-done by a
-    process that died is finished first."""
-    pending = await connection.execute(
-        text(
-            "SELECT child.relname FROM pg_inherits JOIN pg_class AS child"
-            " ON child.oid = pg_inherits.inhrelid"
-            " WHERE inhparent = CAST(:parent AS regclass) AND inhdetachpending"
-        ),
-        {"parent": partition.parent},
-    )
-    for (name,) in pending.all():
-        await connection.execute(
-            text(f"ALTER TABLE {partition.parent} DETACH PARTITION {name} FINALIZE")
-        )
+    DETACH ... CONCURRENTLY runs two transactions of its own). The table keeps its parent and
+    bounds in its comment first, so that one left detached, or half-detached, by a process
+    that died or a statement cut short is found and attached again (``mend``)."""
+    origin = f"{partition.parent} {partition.bounds}".replace("'", "''")  # a literal: no binds
+    await connection.execute(text(f"COMMENT ON TABLE {partition.name} IS '{origin}'"))
     await connection.execute(
         text(f"ALTER TABLE {partition.parent} DETACH PARTITION {partition.name} CONCURRENTLY")
     )
+
+
+_PENDING = text(
+    """
+    SELECT parent.relname AS parent, child.relname AS name
+      FROM pg_inherits
+      JOIN pg_class AS parent ON parent.oid = pg_inherits.inhparent
+      JOIN pg_class AS child ON child.oid = pg_inherits.inhrelid
+     WHERE parent.relname = ANY(:tables) AND pg_inherits.inhdetachpending
+    """
+)
+
+# Tables detached by ``detach`` and neither attached again nor dropped: their comment names
+# the parent and the bounds they had.
+_STRAYS = text(
+    """
+    SELECT relname AS name, obj_description(oid, 'pg_class') AS origin
+      FROM pg_class
+     WHERE relkind = 'r' AND NOT relispartition AND relnamespace = 'public'::regnamespace
+       AND split_part(obj_description(oid, 'pg_class'), ' ', 1) = ANY(:tables)
+       AND obj_description(oid, 'pg_class') LIKE '% FOR VALUES %'
+    """
+)
+
+
+async def mend(connection: AsyncConnection) -> list[str]:
+    """Finish what a retirement cut short: a detach left pending is finished, and every day
+    left detached is attached again, to be asked afresh whether it may go (it may hold a row
+    revived meanwhile, which must be seen). Returns the tables attached again."""
+    tables = {"tables": [t.table for t in TABLES]}
+    for row in (await connection.execute(_PENDING, tables)).all():
+        await connection.execute(
+            text(f"ALTER TABLE {row.parent} DETACH PARTITION {row.name} FINALIZE")
+        )
+    mended = []
+    for row in (await connection.execute(_STRAYS, tables)).all():
+        parent, _, bounds = str(row.origin).partition(" ")
+        await connection.execute(text(f"ALTER TABLE {parent} ATTACH PARTITION {row.name} {bounds}"))
+        mended.append(row.name)
+    return mended
+
+
+# Retirements, one at a time across every process and region sharing the database.
+_RETIRING_LOCK = 0x6865_7261_6C65  # "herale"
+
+
+async def hold_retirement(connection: AsyncConnection) -> bool:
+    """Take the retirement lock for this session, unless another holds it."""
+    got = await connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": _RETIRING_LOCK})
+    return bool(got.scalar_one())
+
+
+async def release_retirement(connection: AsyncConnection) -> None:
+    await connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _RETIRING_LOCK})
 
 
 async def attach_again(connection: AsyncConnection, partition: Partition) -> None:

@@ -13,7 +13,7 @@ import asyncio
 from datetime import UTC, date, datetime, timedelta
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.core.ids import id_floor, moment_of
 from app.operations.repository import partitions
@@ -85,35 +85,49 @@ async def retire_days(engine: AsyncEngine, before: datetime) -> int:
     needed stays whole (retention's batches purge what in it may go), and is asked again on
     the next run. Reads and writes of the tables go on throughout."""
     cutoff = id_floor("dlv", before)
-    async with engine.connect() as connection:
-        found = await partitions.existing(connection)
-    named = {p.name: p for p in found}
-    due = [p for p in found if p.parent == "deliveries" and p.upper and p.upper <= cutoff]
     retired = 0
     async with engine.connect() as pooled:
         connection = await pooled.execution_options(isolation_level="AUTOCOMMIT")
-        for day in due:
-            if (why := await partitions.still_needed(connection, day, before)) is not None:
-                log.info("partitions.held", partition=day.name, why=why)
-                continue
-            await partitions.detach(connection, day)
-            # Detached, nothing can change it any more; asked again, as a redrive may have
-            # revived a row of it between the question and the detach.
-            if (why := await partitions.still_needed(connection, day, before)) is not None:
-                await partitions.attach_again(connection, day)
-                log.info("partitions.held", partition=day.name, why=why)
-                continue
-            siblings = [day]
-            for spec in partitions.TABLES:
-                sibling = named.get(spec.table + day.name.removeprefix("deliveries"))
-                if sibling is not None and sibling is not day and _within(sibling, day):
-                    await partitions.detach(connection, sibling)
-                    siblings.append(sibling)
-            for partition in siblings:
-                await partitions.drop(connection, partition)
-            log.info("partitions.dropped", partitions=[p.name for p in siblings])
-            retired += 1
+        if not await partitions.hold_retirement(connection):
+            return 0  # another process is at it
+        try:
+            if mended := await partitions.mend(connection):
+                log.warning("partitions.mended", partitions=mended)
+            found = await partitions.existing(connection)
+            named = {p.name: p for p in found}
+            for day in found:
+                if day.parent == "deliveries" and day.upper and day.upper <= cutoff:
+                    retired += await _retire(connection, day, named, before)
+        finally:
+            await partitions.release_retirement(connection)
     return retired
+
+
+async def _retire(
+    connection: AsyncConnection, day: Partition, named: dict[str, Partition], before: datetime
+) -> int:
+    """Drop this day with its siblings, unless something in it is needed; 1 if it went.
+    Cut short anywhere, the next run's ``mend`` attaches what was detached again."""
+    if (why := await partitions.still_needed(connection, day, before)) is not None:
+        log.info("partitions.held", partition=day.name, why=why)
+        return 0
+    await partitions.detach(connection, day)
+    # Detached, nothing can change it any more; asked again, as a redrive may have revived a
+    # row of it between the question and the detach.
+    if (why := await partitions.still_needed(connection, day, before)) is not None:
+        await partitions.attach_again(connection, day)
+        log.info("partitions.held", partition=day.name, why=why)
+        return 0
+    siblings = [day]
+    for spec in partitions.TABLES:
+        sibling = named.get(spec.table + day.name.removeprefix("deliveries"))
+        if sibling is not None and sibling is not day and _within(sibling, day):
+            await partitions.detach(connection, sibling)
+            siblings.append(sibling)
+    for partition in siblings:
+        await partitions.drop(connection, partition)
+    log.info("partitions.dropped", partitions=[p.name for p in siblings])
+    return 1
 
 
 def _within(sibling: Partition, day: Partition) -> bool:
