@@ -72,6 +72,28 @@ async def test_an_api_process_makes_the_days_it_finds_missing(engine: AsyncEngin
     assert set(missing) <= await _partition_names(engine)
 
 
+async def test_a_keeper_that_failed_waits_a_while_before_it_tries_again(
+    engine: AsyncEngine,
+) -> None:
+    keeper = PartitionKeeper(engine, ahead_days=14)
+    await keeper.ready()
+    last = name_of("events", datetime.now(UTC).date() + timedelta(days=14))
+    await _drop(engine, [last])
+    # As if the days made were running out: the next accept makes more.
+    keeper._ready_until = datetime.now(UTC) + timedelta(hours=12)
+    try:
+        async with engine.connect() as holder:
+            # DDL on events in the way: the attach gives up after its lock timeout.
+            await holder.execute(text("LOCK TABLE events IN SHARE UPDATE EXCLUSIVE MODE"))
+            await keeper.ready()  # today is covered: the accept goes on
+            await holder.rollback()
+        assert last not in await _partition_names(engine)
+        await keeper.ready()  # the way is clear, but the retry waits: no accept queues on it
+        assert last not in await _partition_names(engine)
+    finally:
+        await partitions.make_ahead(engine, 14)
+
+
 async def test_an_event_at_a_days_last_millisecond_keeps_its_deliveries_in_that_day(
     engine: AsyncEngine, settings: Settings, endpoint: dict[str, Any]
 ) -> None:

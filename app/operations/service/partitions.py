@@ -52,26 +52,36 @@ async def listing(engine: AsyncEngine) -> list[Partition]:
 class PartitionKeeper:
     """One process's knowledge of how far ahead the partitions reach. ``ready`` is what an
     accept awaits before it mints ids: nothing while more than a day is left, else it makes
-    the next ``ahead_days`` (once, however many accepts wait)."""
+    the next ``ahead_days`` (once, however many accepts wait). A failed try is not repeated
+    for a minute while today is covered: accepts would otherwise queue behind each retry."""
+
+    RETRY_AFTER = timedelta(minutes=1)
 
     def __init__(self, engine: AsyncEngine, ahead_days: int) -> None:
         self._engine = engine
         self._ahead_days = ahead_days
         self._ready_until = datetime.min.replace(tzinfo=UTC)
+        self._next_try = datetime.min.replace(tzinfo=UTC)
         self._making = asyncio.Lock()
 
+    def _settled(self, now: datetime) -> bool:
+        return now + timedelta(days=1) < self._ready_until or (
+            now < self._ready_until and now < self._next_try
+        )
+
     async def ready(self) -> None:
-        if datetime.now(UTC) + timedelta(days=1) < self._ready_until:
+        if self._settled(datetime.now(UTC)):
             return
         async with self._making:
             now = datetime.now(UTC)
-            if now + timedelta(days=1) < self._ready_until:
-                return  # another accept made them while this one waited
+            if self._settled(now):
+                return  # another accept made them (or tried) while this one waited
             try:
                 await make_ahead(self._engine, self._ahead_days, now=now)
             except Exception as exc:
                 if now < self._ready_until:
-                    # Today is covered still: the accept goes on, and the next one tries again.
+                    # Today is covered still: the accept goes on, and a later one tries again.
+                    self._next_try = now + self.RETRY_AFTER
                     log.warning("partitions.make_failed", error=type(exc).__name__)
                     return
                 raise
