@@ -13,7 +13,7 @@ import psutil
 from app.core.ids import new_id
 from bench import probes
 from bench.load import RECEIVERS, Client
-from bench.stack import REPO, Stack, python
+from bench.stack import ADMIN_KEY, API, REPO, Stack, python
 
 
 async def insert_backlog(
@@ -121,6 +121,14 @@ async def many_endpoints(client: Client, count: int) -> list[str]:
     known = client.endpoints_spread
     receiver = RECEIVERS["instant"]
     missing = count - len(known)
+    if missing > 0:
+        # The operator lets the bench's tenant have that many (its default is 100).
+        async with client.http.patch(
+            f"{API}/v1/tenants/{client.tenant_id}/limits",
+            json={"max_endpoints": count + 100, "max_endpoints_per_customer": count + 100},
+            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        ) as answer:
+            assert answer.status == 200, await answer.text()
     for start in range(0, missing, 50):
         known += await asyncio.gather(
             *(client.create_endpoint(receiver) for _ in range(min(50, missing - start)))
