@@ -80,10 +80,19 @@ def _many_rows(columns: tuple[tuple[str, str], ...]) -> str:
 # of a live lease may write; an expired lease writes nothing, whether or not another worker
 # took over. A delivery cancelled while its attempt was in flight keeps that lease, so that
 # the attempt is still recorded -- and stays cancelled (``_KEEP_CANCELLED``).
-_HELD = (
+_HELD_ROW = (
     "d.id = r.id AND d.lease_token = r.token AND d.state IN ('leased', 'cancelled')"
     " AND d.lease_until > now()"
 )
+
+
+def _held(columns: tuple[tuple[str, str], ...]) -> str:
+    """``_HELD_ROW``, with the rows' least and greatest id as the two parameters after
+    ``columns``': known when each execution is planned, they confine it to the days those
+    ids were minted in (the ids themselves arrive in arrays, known only as it runs, and a
+    plan over every day's partition costs more to make than the record costs to run)."""
+    return f"{_HELD_ROW} AND d.id BETWEEN ${len(columns) + 1} AND ${len(columns) + 2}"
+
 
 # The record, fenced by the lease, over the rows of ``r`` ({rows}). In the same statement: the
 # attempt rows, and a success's mark on its endpoint, once per endpoint (which closes the
@@ -125,8 +134,8 @@ WITH done AS (
 )
 SELECT id FROM done
 """
-_RECORD = _RECORD_FROM.format(rows=_one_row(_RECORDED), held=_HELD)
-_RECORD_BATCH = _RECORD_FROM.format(rows=_many_rows(_RECORDED), held=_HELD)
+_RECORD = _RECORD_FROM.format(rows=_one_row(_RECORDED), held=_held(_RECORDED))
+_RECORD_BATCH = _RECORD_FROM.format(rows=_many_rows(_RECORDED), held=_held(_RECORDED))
 
 
 def _record_args(delivery_id: str, token: uuid.UUID, finished: Finished) -> tuple[Any, ...]:
@@ -157,7 +166,8 @@ async def record_in(
     more with it (a failure's judgement of its destination). False when the lease was lost, in
     which case nothing is written."""
     connection = await session.connection()
-    result = await connection.exec_driver_sql(_RECORD, _record_args(delivery_id, token, finished))
+    args = (*_record_args(delivery_id, token, finished), delivery_id, delivery_id)
+    result = await connection.exec_driver_sql(_RECORD, args)
     return result.scalar_one_or_none() is not None
 
 
@@ -168,7 +178,10 @@ async def record_batch(connection: asyncpg.Connection, items: Sequence[Recording
         return set()
     rows = (_record_args(i.delivery_id, i.token, i.finished) for i in items)
     columns = [list(column) for column in zip(*rows, strict=True)]
-    return {row["id"] for row in await connection.fetch(_RECORD_BATCH, *columns)}
+    ids = columns[0]
+    return {
+        row["id"] for row in await connection.fetch(_RECORD_BATCH, *columns, min(ids), max(ids))
+    }
 
 
 # A give-back: the claim did not count as an attempt. It leaves next_attempt_at alone: the row
@@ -180,7 +193,7 @@ UPDATE deliveries AS d
    SET state = CASE WHEN d.state = 'cancelled' THEN d.state ELSE 'pending' END,
        lease_token = NULL, lease_until = NULL,
        attempt_count = d.attempt_count - 1, updated_at = now()
-  FROM {_many_rows(_LEASE_KEY)} WHERE {_HELD}
+  FROM {_many_rows(_LEASE_KEY)} WHERE {_held(_LEASE_KEY)}
 RETURNING d.id
 """  # noqa: S608
 
@@ -193,4 +206,5 @@ async def release_batch(
     if not leases:
         return set()
     ids, tokens = [list(column) for column in zip(*leases, strict=True)]
-    return {row["id"] for row in await connection.fetch(_RELEASE_BATCH, ids, tokens)}
+    given_back = await connection.fetch(_RELEASE_BATCH, ids, tokens, min(ids), max(ids))
+    return {row["id"] for row in given_back}
