@@ -46,7 +46,7 @@ class Attempt(Base):
     # release's contract migration.
     id: Mapped[int] = mapped_column(BigInteger, Identity())
     # No foreign key: a key into a partitioned table costs each insert a lookup in it, and
-    # would forbid dropping a day (docs/decisions.md, "Partitioned by day").
+    # would forbid dropping a day (docs/decisions.md, "Tables partitioned by day").
     delivery_id: Mapped[str] = mapped_column(Text)
     # Denormalised from the delivery so that an endpoint's statistics need no join.
     endpoint_id: Mapped[str | None] = mapped_column(Text)

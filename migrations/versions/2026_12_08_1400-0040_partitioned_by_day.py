@@ -3,9 +3,11 @@
 Each table becomes range-partitioned by a time-ordered id: deliveries and events by their own,
 attempts and custody records by their delivery's. Nothing is copied. The table as it stands
 becomes the partition of every id below a boundary -- the start of the day after tomorrow, so
-that no id minted before this commits can be past it -- and the days from the boundary on get
-partitions of their own, made by Herald (`herald migrate` does it right after this; so do
-reconcile and each API process).
+that no id minted before this commits can be past it -- and the week from the boundary on gets
+day partitions in the same swap (Herald makes the days after: `herald migrate` right after
+this, reconcile and each API process; the week covers processes of the release before, which
+make none, through a rolling upgrade). One boundary for all four tables: a run resumed on a
+later day takes the one the first table was given (``deliveries_siblings_from()``).
 
 Online, per table: a CHECK (key < boundary) is added NOT VALID and validated while writes go
 on; then one short transaction renames the table, creates the partitioned parent in its place,
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 import asyncpg
@@ -42,6 +45,11 @@ depends_on: str | Sequence[str] | None = None
 
 LOCK_TIMEOUT = "200ms"
 TRIES = 100
+# The validation and the index build read the whole table while writes go on: on a large one
+# they take minutes, past the 30 s every Herald statement is otherwise given.
+LONG_STATEMENT_S = 24 * 3600.0
+# Day partitions made in each swap, from the boundary on.
+DAYS_MADE = 7
 
 
 class Conversion(NamedTuple):
@@ -80,8 +88,8 @@ def _driver() -> asyncpg.Connection:
     return op.get_bind().connection.driver_connection
 
 
-def _run(sql: str) -> None:
-    await_only(_driver().execute(sql))
+def _run(sql: str, *, timeout: float | None = None) -> None:
+    await_only(_driver().execute(sql, timeout=timeout))
 
 
 def _fetch(sql: str, *args: object) -> list[asyncpg.Record]:
@@ -108,6 +116,9 @@ def _is_partitioned(table: str) -> bool:
     return bool(_fetch("SELECT 1 FROM pg_class WHERE relname = $1 AND relkind = 'p'", table))
 
 
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
 def _day(prefix: str, days: int) -> tuple[str, str]:
     """The first id of a UTC day ``days`` after today (app/core/ids.py's id_floor) and the
     day's partition suffix (app/operations/repository/partitions.py's name_of)."""
@@ -119,18 +130,37 @@ def _day(prefix: str, days: int) -> tuple[str, str]:
     )
     ms, digits = int(row["ms"]), ""
     for shift in range(45, -1, -5):
-        digits += "0123456789ABCDEFGHJKMNPQRSTVWXYZ"[(ms >> shift) & 31]
+        digits += _CROCKFORD[(ms >> shift) & 31]
     return f"{prefix}_{digits}{'0' * 16}", str(row["name"])
 
 
-def _convert(c: Conversion) -> None:
+def _boundary_day() -> int:
+    """The boundary, in days after today, for every table. A run resumed after the first
+    swap keeps the boundary it gave (deliveries go first, and define
+    ``deliveries_siblings_from()``); otherwise today when no table has a row yet (a new
+    installation: every day is a partition), else the day after tomorrow."""
+    if _is_partitioned("deliveries"):
+        [row] = _fetch(
+            "SELECT substr(deliveries_siblings_from(), 5, 10) AS time,"
+            " (now() AT TIME ZONE 'UTC')::date AS today"
+        )
+        ms = 0
+        for digit in str(row["time"]):
+            ms = ms * 32 + _CROCKFORD.index(digit)
+        days: int = (datetime.fromtimestamp(ms / 1000, UTC).date() - row["today"]).days
+        return days
+    populated = any(_fetch(f"SELECT FROM {c.table} LIMIT 1") for c in CONVERSIONS)
+    return 2 if populated else 0
+
+
+def _convert(c: Conversion, first: int) -> None:
     legacy = f"{c.table}_legacy"
-    # An empty table (a new installation) hands today on to the day partitions, made in the
-    # swap itself; one with rows keeps everything up to the day after tomorrow, so that no id
-    # minted while this runs can be past the boundary, and Herald makes the days after it.
-    empty = not _fetch(f"SELECT FROM {c.table} LIMIT 1")
-    first = 0 if empty else 2
     boundary, _ = _day(c.prefix, first)
+    if _fetch(f"SELECT FROM {c.table} WHERE {c.key} >= $1 LIMIT 1", boundary):
+        # A run resumed after the boundary's day began: this table has rows past it, and
+        # takes a boundary of its own (docs/decisions.md, "The upgrade to day partitions").
+        first = 2
+        boundary, _ = _day(c.prefix, first)
     cutover = f"{c.table}_before_cutover"
     if c.table == "custody_records" and _fetch(
         "SELECT 1 FROM pg_index WHERE indexrelid = 'pk_custody_records'::regclass AND indnatts = 1"
@@ -140,7 +170,8 @@ def _convert(c: Conversion) -> None:
         _run("DROP INDEX CONCURRENTLY IF EXISTS custody_records_delivery_key")
         _run(
             "CREATE UNIQUE INDEX CONCURRENTLY custody_records_delivery_key"
-            " ON custody_records (delivery_id, id)"
+            " ON custody_records (delivery_id, id)",
+            timeout=LONG_STATEMENT_S,
         )
         _atomically(
             [
@@ -156,7 +187,8 @@ def _convert(c: Conversion) -> None:
             f" CHECK ({c.key} < '{boundary}') NOT VALID;",
         ]
     )
-    _run(f"ALTER TABLE {c.table} VALIDATE CONSTRAINT {cutover}")  # writes go on meanwhile
+    # Writes go on meanwhile.
+    _run(f"ALTER TABLE {c.table} VALIDATE CONSTRAINT {cutover}", timeout=LONG_STATEMENT_S)
 
     indexes = _fetch(
         "SELECT i.relname AS name, pg_get_indexdef(i.oid) AS definition,"
@@ -194,14 +226,13 @@ def _convert(c: Conversion) -> None:
             )
             swap.append(definition + ";")
         swap.append(f"ALTER INDEX {name} ATTACH PARTITION {index['name']}_legacy;")
-    if empty:
-        for days in range(first, first + 3):
-            (lower, name), (upper, _) = _day(c.prefix, days), _day(c.prefix, days + 1)
-            storage = f" WITH ({c.storage})" if c.storage else ""
-            swap.append(
-                f"CREATE TABLE {c.table}_{name} PARTITION OF {c.table}"
-                f" FOR VALUES FROM ('{lower}') TO ('{upper}'){storage};"
-            )
+    for days in range(first, first + DAYS_MADE):
+        (lower, name), (upper, _) = _day(c.prefix, days), _day(c.prefix, days + 1)
+        storage = f" WITH ({c.storage})" if c.storage else ""
+        swap.append(
+            f"CREATE TABLE {c.table}_{name} PARTITION OF {c.table}"
+            f" FOR VALUES FROM ('{lower}') TO ('{upper}'){storage};"
+        )
     if c.identity:
         swap.append(
             f"SELECT setval(pg_get_serial_sequence('{c.table}', 'id'),"
@@ -220,9 +251,10 @@ def _convert(c: Conversion) -> None:
 
 def upgrade() -> None:
     with op.get_context().autocommit_block():
+        first = _boundary_day()
         for conversion in CONVERSIONS:
             if not _is_partitioned(conversion.table):
-                _convert(conversion)
+                _convert(conversion, first)
 
 
 def downgrade() -> None:

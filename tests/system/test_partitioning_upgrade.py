@@ -146,6 +146,15 @@ async def partitioned(connection: asyncpg.Connection) -> set[str]:
     return {row["relname"] for row in rows}
 
 
+async def legacy_ends(connection: asyncpg.Connection) -> list[str]:
+    """The day each old table, now a partition, ends on (its upper bound's time)."""
+    bounds = await connection.fetch(
+        "SELECT pg_get_expr(relpartbound, oid) AS bounds FROM pg_class"
+        " WHERE relname LIKE '%\\_legacy' AND relispartition AND relkind = 'r'"
+    )
+    return [row["bounds"].split("TO ('")[1][4:14] for row in bounds]
+
+
 async def waits_for_events(connection: asyncpg.Connection) -> bool:
     """Whether a session waits right now for a lock on events that it has not been granted."""
     return bool(
@@ -237,6 +246,9 @@ async def _upgrade_under(
     assert second.returncode == 0, second.stdout + second.stderr
     assert "partitions made through" in second.stdout
     assert await partitioned(watcher) == set(CONVERTED)
+    # The resumed run gave events the boundary the first run gave the others.
+    ends = await legacy_ends(watcher)
+    assert len(ends) == len(CONVERTED) and len(set(ends)) == 1, ends
     await traffic.more_accepted(30)  # on the new shape
 
 

@@ -145,8 +145,9 @@ def _holds(partition: tuple[str | None, str | None], key: str) -> bool:
 
 # Why a day of deliveries must stay, asked of its partition alone: a row not finished (the
 # live index), a dead head that halts its stream (an operator must redrive or skip it), a row
-# finished within retention (redriven long after it was made). The last reads the day's rows
-# once: no index is written on every record for a question asked once a day.
+# finished within retention (redriven long after it was made). The last reads the day's rows:
+# no index is written on every record for a question asked only of days past retention (on
+# each reconcile run while such a day is held).
 _NEEDED = """
 SELECT CASE
   WHEN EXISTS (SELECT FROM {table} WHERE completed_at IS NULL) THEN 'a live delivery'
