@@ -125,6 +125,11 @@ def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
                 # plan picked a partial index full of dead entries: a reconcile page took 400 ms
                 # instead of 10 (docs/benchmarks.md).
                 "plan_cache_mode": "force_custom_plan",
+                # No JIT. Every statement here is a short OLTP one, but over partitioned tables
+                # the planner's cost estimates multiply by the number of days, pass the JIT
+                # thresholds, and the claim spent 3.1 s compiling 416 functions to run for
+                # 2 ms (docs/benchmarks.md).
+                "jit": "off",
             },
         },
     )

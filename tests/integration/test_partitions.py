@@ -40,6 +40,13 @@ async def _drop(engine: AsyncEngine, names: list[str]) -> None:
             await connection.execute(text(f"DROP TABLE IF EXISTS {name}"))
 
 
+async def test_herald_connections_plan_without_jit(engine: AsyncEngine) -> None:
+    """Over a fortnight of partitions the claim's cost estimate passes the JIT thresholds,
+    and compiling it cost seconds a claim (docs/benchmarks.md): JIT is off per connection."""
+    async with engine.connect() as connection:
+        assert (await connection.execute(text("SHOW jit"))).scalar_one() == "off"
+
+
 async def test_the_days_ahead_are_made_once_each(engine: AsyncEngine) -> None:
     later = datetime.now(UTC) + timedelta(days=60)  # days no one has made yet
     days = [later.date() + timedelta(days=n) for n in range(4)]
