@@ -18,7 +18,7 @@ from app.core.errors import Conflict, TooManyRequests
 from app.core.logs import log_failure
 from app.core.scope import Scope
 from app.core.states import DeliveryState
-from app.delivery.repository import deliveries, redrive_jobs
+from app.delivery.repository import redrive_jobs, revivals
 from app.delivery.schemas import RedriveFilter
 from app.delivery.service import listings
 from app.endpoints.service import endpoints
@@ -52,7 +52,7 @@ async def redrive_one(
         raise Conflict(f"endpoint {endpoint.id} is disabled; enable it first")
     async with requeuing(session, [delivery_id]):
         states = (DeliveryState.DEAD, DeliveryState.SUCCEEDED) if replay else None
-        revived = await deliveries.redrive(session, scope.tenant_id, delivery_id, states=states)
+        revived = await revivals.redrive(session, scope.tenant_id, delivery_id, states=states)
     if revived is not None and revived.stream is not None:
         await session.refresh(revived)  # its place in its stream, as the requeue left it
     if revived is None:
@@ -119,7 +119,7 @@ async def run_bulk_redrive(
                 ) -> None:
                     await lock_streams(session, await streams_of(session, ids))
 
-                revived, cursor = await deliveries.redrive_page(
+                revived, cursor = await revivals.redrive_page(
                     session,
                     job.tenant_id,
                     job_id=job_id,
