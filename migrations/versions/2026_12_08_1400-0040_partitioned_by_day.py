@@ -158,7 +158,7 @@ def _convert(c: Conversion, first: int) -> None:
     boundary, _ = _day(c.prefix, first)
     if _fetch(f"SELECT FROM {c.table} WHERE {c.key} >= $1 LIMIT 1", boundary):
         # A run resumed after the boundary's day began: this table has rows past it, and
-        # takes a boundary of its own (docs/decisions.md, "The upgrade to day partitions").
+        # takes a boundary of its own (docs/decisions.md, "Tables partitioned by day").
         first = 2
         boundary, _ = _day(c.prefix, first)
     cutover = f"{c.table}_before_cutover"
