@@ -123,7 +123,8 @@ def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
                 # Plan each execution for its values. Prepared statements otherwise fall back to
                 # a generic plan, and for statements over arrays and partial indexes the generic
                 # plan picked a partial index full of dead entries: a reconcile page took 400 ms
-                # instead of 10 (docs/benchmarks.md).
+                # instead of 10 (docs/benchmarks.md). The claim alone runs its generic plan,
+                # set for its own transaction (engine/repository/delivery_leases.py).
                 "plan_cache_mode": "force_custom_plan",
                 # No JIT. Every statement here is a short OLTP one, but over partitioned tables
                 # the planner's cost estimates multiply by the number of days, pass the JIT

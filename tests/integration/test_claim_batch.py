@@ -292,3 +292,34 @@ async def test_a_lease_is_no_longer_held_to_start_once_cancelled_or_expired(
     }
     assert held == {kept.id: True, cancelled.id: False, expired.id: False}
     assert not await delivery_leases.still_held(connection, kept.id, uuid.uuid4())  # another's
+
+
+async def test_the_claim_runs_one_generic_plan_and_leaves_the_connection_custom(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    settings: Settings,
+    connection: asyncpg.Connection,
+) -> None:
+    """Planned for its values, the claim was planned over every day's partition each time;
+    its plan is the same whatever the destination, so it is made once per connection. The
+    statements after it are still planned for theirs (listings rely on it)."""
+    ids = await accepted(client, tenant, engine, endpoint["id"], 3)
+
+    async def plans() -> tuple[int, int]:
+        # On a pooled connection, which an earlier claim may have prepared the statement on.
+        row = await connection.fetchrow(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+            delivery_leases._CLAIM_BATCH,
+        )
+        return (0, 0) if row is None else (row["generic_plans"], row["custom_plans"])
+
+    generic_before, custom_before = await plans()
+    for _ in ids:
+        assert len((await claim(connection, settings, endpoint["id"], limit=1)).rows) == 1
+
+    assert await plans() == (generic_before + len(ids), custom_before)
+    assert await connection.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
+    assert not connection.is_in_transaction()
+    assert {(await delivery_row(engine, d))["state"] for d in ids} == {"leased"}
