@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
-from sqlalchemy import MetaData, any_, func
+from sqlalchemy import Connection, MetaData, any_, event, func
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import (
@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import ScalarSelect
 from sqlalchemy.util import greenlet_spawn
@@ -120,12 +120,12 @@ def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
             "command_timeout": 30,
             "server_settings": {
                 "application_name": "herald",
-                # Plan each execution for its values. Prepared statements otherwise fall back to
-                # a generic plan, and for statements over arrays and partial indexes the generic
-                # plan picked a partial index full of dead entries: a reconcile page took 400 ms
-                # instead of 10 (docs/benchmarks.md). The claim alone runs its generic plan,
-                # set for its own transaction (engine/repository/delivery_leases.py).
-                "plan_cache_mode": "force_custom_plan",
+                # The hot paths' statements (single_statements) are planned once per
+                # connection: their best plan is the same whatever the values, and planned
+                # afresh the accept spent more of PostgreSQL's time planning than writing, the
+                # claim planned every day's partition (docs/benchmarks.md). Sessions plan each
+                # statement for its values instead (PlannedForValues, below).
+                "plan_cache_mode": "force_generic_plan",
                 # No JIT. Every statement here is a short OLTP one, but over partitioned tables
                 # the planner's cost estimates multiply by the number of days, pass the JIT
                 # thresholds, and the claim spent 3.1 s compiling 416 functions to run for
@@ -136,8 +136,26 @@ def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
     )
 
 
+class PlannedForValues(Session):
+    """A session whose statements are planned for their values, each time they run.
+
+    A listing's plan depends on whose rows it reads: under a generic plan a small tenant's
+    page walked a big tenant's rows. A reconcile page's depends on its arrays: a generic plan
+    picked a partial index full of dead entries, 400 ms a page instead of 10. Every session
+    statement therefore runs as it always has, and only the named hot paths, which never use a
+    session, run the plan their connection made once."""
+
+
+@event.listens_for(PlannedForValues, "after_begin")
+def _plan_for_values(session: Session, transaction: Any, connection: Connection) -> None:
+    # SET LOCAL: it ends with the transaction, and the pooled connection goes back as it came.
+    connection.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+
+
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+    return async_sessionmaker(
+        engine, sync_session_class=PlannedForValues, expire_on_commit=False, autoflush=False
+    )
 
 
 @asynccontextmanager

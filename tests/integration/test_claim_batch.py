@@ -11,9 +11,11 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.config import Settings
+from app.core.db import create_sessionmaker
 from app.core.sealing import KeyRing
 from app.engine.repository import delivery_leases, delivery_records
 from tests.fixtures.api import new_endpoint
@@ -294,7 +296,7 @@ async def test_a_lease_is_no_longer_held_to_start_once_cancelled_or_expired(
     assert not await delivery_leases.still_held(connection, kept.id, uuid.uuid4())  # another's
 
 
-async def test_the_claim_runs_one_generic_plan_and_leaves_the_connection_custom(
+async def test_hot_paths_run_one_plan_and_sessions_plan_for_their_values(
     client: httpx.AsyncClient,
     tenant: dict[str, str],
     endpoint: dict[str, Any],
@@ -303,8 +305,8 @@ async def test_the_claim_runs_one_generic_plan_and_leaves_the_connection_custom(
     connection: asyncpg.Connection,
 ) -> None:
     """Planned for its values, the claim was planned over every day's partition each time;
-    its plan is the same whatever the destination, so it is made once per connection. The
-    statements after it are still planned for theirs (listings rely on it)."""
+    its plan is the same whatever the destination, so it is made once per connection. A
+    session's statements are planned for theirs (listings rely on it)."""
     ids = await accepted(client, tenant, engine, endpoint["id"], 3)
 
     async def plans() -> tuple[int, int]:
@@ -320,6 +322,8 @@ async def test_the_claim_runs_one_generic_plan_and_leaves_the_connection_custom(
         assert len((await claim(connection, settings, endpoint["id"], limit=1)).rows) == 1
 
     assert await plans() == (generic_before + len(ids), custom_before)
-    assert await connection.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
-    assert not connection.is_in_transaction()
     assert {(await delivery_row(engine, d))["state"] for d in ids} == {"leased"}
+    async with create_sessionmaker(engine)() as session, session.begin():
+        shown = await session.execute(text("SHOW plan_cache_mode"))
+        assert shown.scalar_one() == "force_custom_plan"
+    assert await connection.fetchval("SHOW plan_cache_mode") == "force_generic_plan"

@@ -163,7 +163,7 @@ SELECT d.*, {_ENDPOINT}, v.payload, v.event_type, v.created_at AS event_at, v.tr
 # A stream continued by the record that ended its head ($1: the new heads, just made due, in
 # that record's transaction; $2 the lease in seconds): leased at once, as a claim would lease
 # them, for the worker that recorded the head to send next without a claim of its own. $3 and
-# $4, the heads' least and greatest id, confine its plan to their days, as the record's.
+# $4, the heads' least and greatest id, confine it to their days, as the record's.
 _LEASE_HEADS = f"""
 WITH claimed AS (
     UPDATE deliveries AS d
@@ -243,15 +243,6 @@ def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
     )
 
 
-# Herald's connections plan each execution for its values (app/core/db.py), and the claim
-# cannot tell its planner which days hold a destination's live rows: every execution was
-# planned over every day's partition, 2.9 ms at a fortnight of days against 0.4 ms of work.
-# Its one plan serves every destination (the live rows' index, in claim order, whatever the
-# values), so it runs the plan its connection prepared once: the setting lasts the
-# transaction, and the statements around it keep their custom plans.
-_GENERIC_PLAN = "SET LOCAL plan_cache_mode = force_generic_plan"
-
-
 async def claim_batch(
     connection: asyncpg.Connection,
     *,
@@ -261,13 +252,10 @@ async def claim_batch(
     lease_seconds: float,
 ) -> ClaimBatch:
     """Lease up to ``limit`` claimable deliveries of one destination, oldest due first, and
-    say when the destination next has one (one statement, in a transaction of its own that
-    only sets how it is planned)."""
-    async with connection.transaction():
-        await connection.execute(_GENERIC_PLAN)
-        rows = await connection.fetch(
-            _CLAIM_BATCH, region, endpoint_id, limit, lease_seconds, WAKE_PROBE_ROWS
-        )
+    say when the destination next has one (one statement, one round trip)."""
+    rows = await connection.fetch(
+        _CLAIM_BATCH, region, endpoint_id, limit, lease_seconds, WAKE_PROBE_ROWS
+    )
     # The statement always returns a row (the wake-up); without a claim its columns are NULL.
     claimed = [_claimed(row) for row in rows if row["id"] is not None]
     return ClaimBatch(claimed, rows[0]["next_wake"])

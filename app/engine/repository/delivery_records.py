@@ -88,9 +88,9 @@ _HELD_ROW = (
 
 def _held(columns: tuple[tuple[str, str], ...]) -> str:
     """``_HELD_ROW``, with the rows' least and greatest id as the two parameters after
-    ``columns``': known when each execution is planned, they confine it to the days those
-    ids were minted in (the ids themselves arrive in arrays, known only as it runs, and a
-    plan over every day's partition costs more to make than the record costs to run)."""
+    ``columns``': known before a row is read, they confine the statement to the days those
+    ids were minted in -- its plan, made once, leaves out the other days' partitions as it
+    starts (the ids themselves arrive in arrays, and each would be looked for in every day)."""
     return f"{_HELD_ROW} AND d.id BETWEEN ${len(columns) + 1} AND ${len(columns) + 2}"
 
 
