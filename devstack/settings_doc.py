@@ -64,7 +64,8 @@ def _kind(field: FieldInfo) -> str:
         return " or ".join(f"`{value}`" for value in typing.get_args(annotation))
     if typing.get_origin(annotation) is tuple:
         [item, _] = typing.get_args(annotation)
-        return "comma-separated CIDRs" if item is not float else "comma-separated numbers"
+        kinds = {float: "numbers", str: "URLs"}
+        return f"comma-separated {kinds.get(item, 'CIDRs')}"
     names: dict[Any, str] = {
         bool: "boolean",
         int: "integer",

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, TypeVar
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -16,6 +17,7 @@ from app.core import tracing
 from app.core.config import Settings
 from app.core.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.core.fields import IDEMPOTENCY_KEY_RULE, is_idempotency_key
+from app.core.replicas import Reads
 from app.core.scope import Scope
 from app.runtime.resources import Resources, ResourcesDep
 from app.tenants.service.api_keys import Principal, principal_for
@@ -34,6 +36,35 @@ async def get_session(resources: ResourcesDep) -> AsyncIterator[AsyncSession]:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[AsyncSession, Depends(get_session)]
+
+T = TypeVar("T")
+
+# On an answer read from a replica: how many seconds behind the primary it may be. Absent: the
+# primary answered.
+READ_LAG_HEADER = "Herald-Read-Lag"
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A read-only route's way to its rows: ``await read(lambda session: ...)`` runs the read
+    in a transaction of its own, on a replica that keeps up or on the primary (Reads), and
+    says on the answer how old it may be."""
+
+    reads: Reads
+    response: Response
+
+    async def __call__(self, read: Callable[[AsyncSession], Awaitable[T]]) -> T:
+        served = await self.reads.run(read)
+        if served.lag is not None:
+            self.response.headers[READ_LAG_HEADER] = f"{served.lag:.3f}"
+        return served.value
+
+
+async def get_reader(resources: ResourcesDep, response: Response) -> Reader:
+    return Reader(resources.reads, response)
+
+
+ReaderDep = Annotated[Reader, Depends(get_reader)]
 
 
 # The scheme every /v1 route declares in OpenAPI, so that /docs "Authorize" and generated

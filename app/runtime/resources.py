@@ -17,6 +17,7 @@ from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.core.config import Settings
 from app.core.db import create_engine, create_sessionmaker
 from app.core.queue import create_queue_redis
+from app.core.replicas import Reads
 from app.core.sealing import KeyRing
 from app.engine.service.endpoint_tester import EndpointTester
 from app.flow.service.accept_rates import AcceptRates
@@ -33,6 +34,7 @@ class Resources:
     settings: Settings
     keys: KeyRing  # HERALD_SECRET_KEYS: what every stored secret is sealed under
     sessionmaker: async_sessionmaker[AsyncSession]
+    reads: Reads  # status, listings and attempts: from a replica that keeps up, else the primary
     redis: ArqRedis
     publisher: FastPublisher
     fleet: FleetGauges
@@ -51,6 +53,14 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
     keys = settings.key_ring()
     engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
     sessionmaker = create_sessionmaker(engine)
+    reads = Reads.open(
+        sessionmaker,
+        settings.async_replica_urls,
+        max_lag=settings.replica_max_lag_seconds,
+        probe_every=settings.replica_probe_seconds,
+        pool_size=settings.db_pool_size,
+    )
+    reads.start()
     redis = create_queue_redis(str(settings.redis_url), region=settings.region)
     publisher = FastPublisher(sessionmaker, redis, settings.region)
     publisher.start()
@@ -58,6 +68,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         settings=settings,
         keys=keys,
         sessionmaker=sessionmaker,
+        reads=reads,
         redis=redis,
         publisher=publisher,
         fleet=FleetGauges(sessionmaker, redis, settings.region, settings.metrics_cache_seconds),
@@ -73,6 +84,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         await resources.tester.close()
         await publisher.stop()
         await redis.aclose()
+        await reads.close()
         await engine.dispose()
 
 

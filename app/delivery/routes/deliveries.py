@@ -6,6 +6,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import (
     IdempotencyKeyDep,
+    ReaderDep,
     SessionDep,
     SettingsDep,
     TenantDep,
@@ -179,7 +180,7 @@ async def create_deliveries_batch(
 )
 async def list_deliveries(
     tenant_id: TenantDep,
-    session: SessionDep,
+    read: ReaderDep,
     state: DeliveryState | None = None,
     endpoint_id: Annotated[EndpointId | None, Query()] = None,
     event_type: Annotated[EventTypeSelector | None, Query()] = None,
@@ -189,17 +190,19 @@ async def list_deliveries(
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Page[DeliveryOut]:
-    async with session.begin():
-        rows = await listings.list_deliveries(
+    before_id = decode_id_cursor(cursor, "dlv")
+    rows = await read(
+        lambda session: listings.list_deliveries(
             session,
             tenant_id,
             limit=limit + 1,
-            before_id=decode_id_cursor(cursor, "dlv"),
+            before_id=before_id,
             state=state,
             endpoint_id=endpoint_id,
             event_type=event_type,
             event_id=event_id,
         )
+    )
     return page_of(rows, limit, DeliveryOut.model_validate, lambda item: item.id)
 
 
@@ -210,12 +213,13 @@ async def list_deliveries(
     summary="A delivery: its state, why it is waiting, and its custody timeline",
 )
 async def get_delivery(
-    tenant_id: TenantDep, delivery_id: DeliveryIdPath, session: SessionDep, resources: ResourcesDep
+    tenant_id: TenantDep, delivery_id: DeliveryIdPath, read: ReaderDep, resources: ResourcesDep
 ) -> DeliveryDetail:
-    async with session.begin():
-        return await status_facts.delivery_detail(
+    return await read(
+        lambda session: status_facts.delivery_detail(
             session, resources.redis, resources.settings, tenant_id, delivery_id
         )
+    )
 
 
 @router.get(
@@ -227,12 +231,14 @@ async def get_delivery(
 async def list_attempts(
     tenant_id: TenantDep,
     delivery_id: DeliveryIdPath,
-    session: SessionDep,
+    read: ReaderDep,
     limit: Limit = 50,
     cursor: Cursor = None,
 ) -> Page[AttemptOut]:
     after = decode_number_cursor(cursor)
-    async with session.begin():
-        await listings.find_delivery(session, Scope(tenant_id), delivery_id)
-        rows = await listings.attempts_of(session, delivery_id, limit=limit + 1, after_number=after)
+    rows = await read(
+        lambda session: listings.attempts_page(
+            session, Scope(tenant_id), delivery_id, limit=limit + 1, after_number=after
+        )
+    )
     return page_of(rows, limit, AttemptOut.model_validate, lambda item: item.attempt_number)

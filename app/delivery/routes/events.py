@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import IdempotencyKeyDep, SessionDep, SettingsDep, TenantDep, TraceparentDep
+from app.api.deps import (
+    IdempotencyKeyDep,
+    ReaderDep,
+    SessionDep,
+    SettingsDep,
+    TenantDep,
+    TraceparentDep,
+)
 from app.api.paths import EventIdPath
 from app.api.problems import problem_responses
 from app.core.errors import (
@@ -88,6 +95,5 @@ async def publish_event(
     responses=problem_responses(Unauthorized, Forbidden, NotFound),
     summary="An event as accepted, and the state of each delivery it became",
 )
-async def get_event(tenant_id: TenantDep, event_id: EventIdPath, session: SessionDep) -> EventOut:
-    async with session.begin():
-        return await event_detail.event_detail(session, tenant_id, event_id)
+async def get_event(tenant_id: TenantDep, event_id: EventIdPath, read: ReaderDep) -> EventOut:
+    return await read(lambda session: event_detail.event_detail(session, tenant_id, event_id))

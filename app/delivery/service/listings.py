@@ -69,6 +69,14 @@ async def attempts_of(
     return await attempts.list_page(session, delivery_id, limit=limit, after_number=after_number)
 
 
+async def attempts_page(
+    session: AsyncSession, scope: Scope, delivery_id: str, *, limit: int, after_number: int | None
+) -> list[Attempt]:
+    """The attempts of a delivery in ``scope``, oldest first; NotFound when it is not there."""
+    await find_delivery(session, scope, delivery_id)
+    return await attempts_of(session, delivery_id, limit=limit, after_number=after_number)
+
+
 async def redrive_job(session: AsyncSession, tenant_id: str, job_id: str) -> RedriveJob:
     job = await redrive_jobs.get_for_tenant(session, tenant_id, job_id)
     if job is None:

@@ -4,10 +4,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
-from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.deps import BEARER, authenticate
 from app.api.problems import problem_responses
+from app.core import metrics as process_metrics
 from app.core.errors import Forbidden, Unauthorized
 from app.runtime.resources import ResourcesDep
 
@@ -37,4 +38,5 @@ async def _metrics_access(
     summary="Fleet-wide gauges from PostgreSQL (Prometheus)",
 )
 async def metrics(resources: ResourcesDep) -> Response:
-    return Response(await resources.fleet.render(), media_type=CONTENT_TYPE_LATEST)
+    body = await resources.fleet.render() + generate_latest(process_metrics.REPLICAS)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,183 @@
+"""Reads from streaming replicas: which server a read goes to, and how old its answer may be.
+
+A replica is used while it answers, is still a standby (one that was promoted no longer follows
+the primary), and has replayed everything the primary had written ``max_lag`` seconds ago. A
+probe decides that every ``probe_every`` seconds from WAL positions, not from timestamps: the
+primary's position is sampled, and a replica that has replayed past a sample holds every
+commit made before it. How old an answer may be is then the time since that sample -- an
+upper bound, whether or not anything was written meanwhile.
+
+A read that finds nothing on a replica is asked of the primary: a delivery accepted a moment
+ago is never answered 404 because the replica has not replayed it yet. A replica that fails
+mid-read is left out until a probe finds it well, and the read is answered by the primary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import structlog
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.core import metrics
+from app.core.db import DATABASE_TROUBLE, create_engine, create_sessionmaker
+from app.core.errors import NotFound
+
+log = structlog.get_logger()
+
+T = TypeVar("T")
+
+# How long a probe waits for a server before it counts as unreachable.
+PROBE_TIMEOUT_SECONDS = 2.0
+_UNREACHABLE: tuple[type[Exception], ...] = (*DATABASE_TROUBLE, TimeoutError)
+
+_PRIMARY_POSITION = text("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint")
+_REPLICA_POSITION = text(
+    "SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint"
+)
+
+
+@dataclass(frozen=True)
+class Served(Generic[T]):
+    """A read's answer, and how many seconds behind the primary it may be (None: read from the
+    primary itself)."""
+
+    value: T
+    lag: float | None
+
+
+@dataclass
+class Replica:
+    name: str  # "replica-0", ...: the order of the setting; never the URL, which holds a password
+    engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
+    # When (event loop clock) the primary had written no more than this replica has replayed,
+    # as of the last probe: what it answers is at most that old.
+    caught_up_at: float | None = None
+    unusable: str | None = "not yet probed"  # why reads pass it by; None: it serves them
+
+
+@dataclass
+class Reads:
+    """Where the API's reads go: a usable replica in turn, else the primary."""
+
+    primary: async_sessionmaker[AsyncSession]
+    replicas: list[Replica]
+    max_lag: float
+    probe_every: float
+    _positions: deque[tuple[float, int]] = field(default_factory=deque)
+    _turn: itertools.count[int] = field(default_factory=itertools.count)
+    _task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def open(
+        cls,
+        primary: async_sessionmaker[AsyncSession],
+        replica_urls: Sequence[str],
+        *,
+        max_lag: float,
+        probe_every: float,
+        pool_size: int,
+    ) -> Reads:
+        replicas = []
+        for n, url in enumerate(replica_urls):
+            engine = create_engine(url, pool_size=pool_size)
+            replicas.append(Replica(f"replica-{n}", engine, create_sessionmaker(engine)))
+        return cls(primary, replicas, max_lag, probe_every)
+
+    def start(self) -> None:
+        if self.replicas:
+            self._task = asyncio.create_task(self._probe_forever(), name="replica-probe")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for replica in self.replicas:
+            await replica.engine.dispose()
+
+    async def run(self, read: Callable[[AsyncSession], Awaitable[T]]) -> Served[T]:
+        """``read`` in a transaction of its own on a usable replica, or on the primary."""
+        now = asyncio.get_running_loop().time()
+        replica = self._choose(now)
+        if replica is not None and replica.caught_up_at is not None:
+            lag = now - replica.caught_up_at
+            try:
+                async with replica.sessionmaker() as session, session.begin():
+                    return Served(await read(session), lag)
+            except NotFound:
+                pass  # not replayed yet, perhaps: only the primary may say it does not exist
+            except DATABASE_TROUBLE as exc:
+                self._set(replica, None, unusable=f"failed a read: {type(exc).__name__}")
+        async with self.primary() as session, session.begin():
+            return Served(await read(session), None)
+
+    def _choose(self, now: float) -> Replica | None:
+        # Within the bound now, not only at the last probe: a stalled probe does not stretch it.
+        usable = [
+            r
+            for r in self.replicas
+            if r.unusable is None
+            and r.caught_up_at is not None
+            and now - r.caught_up_at <= self.max_lag
+        ]
+        return usable[next(self._turn) % len(usable)] if usable else None
+
+    async def _probe_forever(self) -> None:
+        while True:
+            await self.probe()
+            await asyncio.sleep(self.probe_every)
+
+    async def probe(self) -> None:
+        """Sample the primary's WAL position, then judge each replica against the samples."""
+        clock = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS), self.primary() as session:
+                position = int((await session.execute(_PRIMARY_POSITION)).scalar_one())
+        except _UNREACHABLE:
+            position = None  # the replicas are judged against the samples already taken
+        if position is not None:
+            self._positions.append((clock.time(), position))
+            # Samples older than the bound cannot make a replica usable: keep one of them.
+            while len(self._positions) > 1 and self._positions[1][0] < clock.time() - self.max_lag:
+                self._positions.popleft()
+        await asyncio.gather(*(self._judge(replica) for replica in self.replicas))
+
+    async def _judge(self, replica: Replica) -> None:
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS), replica.sessionmaker() as session:
+                standby, replayed = (await session.execute(_REPLICA_POSITION)).one()
+        except _UNREACHABLE as exc:
+            self._set(replica, None, unusable=f"unreachable: {type(exc).__name__}")
+            return
+        if not standby:
+            self._set(replica, None, unusable="promoted: it no longer follows the primary")
+            return
+        now = asyncio.get_running_loop().time()
+        caught_up = max(
+            (at for at, position in self._positions if position <= replayed), default=None
+        )
+        if caught_up is None or now - caught_up > self.max_lag:
+            self._set(replica, caught_up, unusable=f"more than {self.max_lag:g} s behind")
+        else:
+            self._set(replica, caught_up, unusable=None)
+
+    def _set(self, replica: Replica, caught_up_at: float | None, *, unusable: str | None) -> None:
+        if unusable != replica.unusable:
+            if unusable is None:
+                log.info("replica.usable", replica=replica.name)
+            else:
+                log.warning("replica.unusable", replica=replica.name, reason=unusable)
+        replica.caught_up_at, replica.unusable = caught_up_at, unusable
+        metrics.REPLICA_USABLE.labels(replica=replica.name).set(unusable is None)
+        if caught_up_at is not None:
+            lag = asyncio.get_running_loop().time() - caught_up_at
+            metrics.REPLICA_LAG.labels(replica=replica.name).set(lag)
