@@ -71,7 +71,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         reads=reads,
         redis=redis,
         publisher=publisher,
-        fleet=FleetGauges(sessionmaker, redis, settings.region, settings.metrics_cache_seconds),
+        fleet=FleetGauges(reads, redis, settings.region, settings.metrics_cache_seconds),
         principals=PrincipalCache(settings.api_key_cache_seconds),
         payload_schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
         tester=EndpointTester(settings, keys),

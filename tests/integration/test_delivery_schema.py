@@ -20,6 +20,7 @@ from app.core.config import Settings
 from app.core.db import create_sessionmaker
 from app.core.ids import new_id
 from app.core.queue import create_queue_redis
+from app.core.replicas import Reads
 from app.core.states import DeliveryState
 from app.delivery.repository import deliveries
 from app.engine.repository import delivery_leases
@@ -204,7 +205,8 @@ async def test_the_fleet_gauges_read_the_live_and_dead_indexes(
         assert settings.redis_url is not None
         redis = create_queue_redis(settings.redis_url, region=settings.region)
         try:
-            await FleetGauges(sessionmaker, redis, settings.region, ttl=0).render()
+            reads = Reads(sessionmaker, [], max_lag=5, probe_every=1)  # the primary only
+            await FleetGauges(reads, redis, settings.region, ttl=0).render()
         finally:
             await redis.aclose()
 

@@ -20,7 +20,7 @@ from app.core.config import Settings
 from app.core.replicas import Reads
 from app.main import create_app
 from tests.fixtures.api import new_endpoint, new_tenant, post_deliveries
-from tests.fixtures.stack import OwnPostgres, client_for
+from tests.fixtures.stack import ADMIN, OwnPostgres, client_for
 from tests.fixtures.standby import Standby
 
 LAG = "Herald-Read-Lag"
@@ -94,6 +94,10 @@ async def test_a_replica_serves_reads_that_say_how_old_and_never_a_stale_404(
         by_id = await client.get(f"/v1/deliveries/{late}", headers=tenant)
         assert by_id.status_code == 200 and by_id.json()["id"] == late
         assert LAG not in by_id.headers
+        # The fleet gauges are the replica's too, and say how it stands.
+        gauges = (await client.get("/metrics", headers=ADMIN)).text
+        assert f'herald_deliveries{{region="{settings.region}",state="pending"}} 2.0' in gauges
+        assert 'herald_replica_usable{replica="replica-0"} 1.0' in gauges
         # An id no server knows is a 404 still.
         missing = await client.get(f"/v1/deliveries/{first[0][:-4]}zzzz", headers=tenant)
         assert missing.status_code == 404

@@ -1,12 +1,14 @@
 """The console's pages: overview, dead letters, one delivery. Each reads through the domain
-services, as the tenant in view (an admin's overview is the whole region's)."""
+services, as the tenant in view (an admin's overview is the whole region's), in one read of its
+own: from a replica that keeps up, when there is one (app/core/replicas.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.formatting import when
 from app.console.routes.charts import stacked_bars
@@ -17,9 +19,12 @@ from app.core.errors import Forbidden
 from app.core.ids import is_id
 from app.core.scope import Scope
 from app.core.states import DeliveryState
+from app.delivery.schemas import DeliveryDetail
 from app.delivery.service import event_detail, listings, status_facts
-from app.delivery.service.endpoint_stats import outcomes_per_minute
+from app.delivery.service.endpoint_stats import MinuteCounts, outcomes_per_minute
+from app.delivery.service.event_detail import PayloadHead
 from app.endpoints.service.endpoints import troubled_endpoints
+from app.models import Attempt, Delivery, Endpoint, ReconcileRun, Tenant
 from app.reconcile.service.reconcile import recent_runs
 from app.runtime.resources import ResourcesDep
 from app.tenants.service.tenants import list_tenants
@@ -28,19 +33,35 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 PAGE = 50
 
 
+class Overview(NamedTuple):
+    per_minute: MinuteCounts
+    runs: list[ReconcileRun]
+    troubled: list[Endpoint]
+    tenants: list[Tenant]
+
+
+class DeliveryPage(NamedTuple):
+    detail: DeliveryDetail
+    attempts: list[Attempt]
+    sent: PayloadHead
+
+
 @router.get("", response_class=HTMLResponse)
 async def overview(request: Request, resources: ResourcesDep, viewer: ViewerDep) -> HTMLResponse:
     snapshot = await resources.fleet.snapshot(viewer.tenant_id)
-    async with resources.sessionmaker() as session, session.begin():
-        per_minute = await outcomes_per_minute(session, viewer.tenant_id)
-        # Reconcile runs are the whole region's, admin-only as in the API.
-        runs = await recent_runs(session, limit=5) if viewer.is_admin else []
-        troubled = (
+
+    async def figures(session: AsyncSession) -> Overview:
+        return Overview(
+            await outcomes_per_minute(session, viewer.tenant_id),
+            # Reconcile runs are the whole region's, admin-only as in the API.
+            await recent_runs(session, limit=5) if viewer.is_admin else [],
             await troubled_endpoints(session, Scope(viewer.viewing), limit=20)
             if viewer.viewing
-            else []
+            else [],
+            await list_tenants(session, limit=200) if viewer.tenant_id is None else [],
         )
-        tenants = await list_tenants(session, limit=200) if viewer.tenant_id is None else []
+
+    per_minute, runs, troubled, tenants = (await resources.reads.run(figures)).value
     return render(
         request,
         resources,
@@ -66,11 +87,11 @@ async def dead_letters(
     shown = {k: request.query_params.get(k, "") for k in FIELDS}
     wanted = dead_filter(shown)
     rows = []
-    if viewer.viewing is not None:
-        async with resources.sessionmaker() as session, session.begin():
-            rows = await listings.list_deliveries(
+    if (tenant_id := viewer.viewing) is not None:
+        served = await resources.reads.run(
+            lambda session: listings.list_deliveries(
                 session,
-                viewer.viewing,
+                tenant_id,
                 limit=PAGE + 1,
                 before_id=before if before and is_id(before) else None,
                 state=DeliveryState.DEAD,
@@ -79,6 +100,8 @@ async def dead_letters(
                 finished_after=wanted.dead_after,
                 finished_before=wanted.dead_before,
             )
+        )
+        rows = served.value
     more = len(rows) > PAGE
     return render(
         request,
@@ -97,21 +120,27 @@ async def dead_letters(
 async def delivery(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, delivery_id: str
 ) -> HTMLResponse:
-    if viewer.viewing is None:
+    if (tenant_id := viewer.viewing) is None:
         return render(request, resources, "pick_tenant.html", viewer, status_code=404)
-    async with resources.sessionmaker() as session, session.begin():
+
+    async def page(session: AsyncSession) -> DeliveryPage:
         detail = await status_facts.delivery_detail(
             session,
             resources.redis,
             resources.settings,
-            viewer.viewing,
+            tenant_id,
             delivery_id,
             write_time=when,  # the why's times read as the page's others do
         )
-        attempts = await listings.attempts_of(session, delivery_id, limit=100)
-        sent = await event_detail.payload_head(
-            session, viewer.viewing, detail.event_id, most=PREVIEW_BYTES
+        return DeliveryPage(
+            detail,
+            await listings.attempts_of(session, delivery_id, limit=100),
+            await event_detail.payload_head(
+                session, tenant_id, detail.event_id, most=PREVIEW_BYTES
+            ),
         )
+
+    detail, attempts, sent = (await resources.reads.run(page)).value
     return render(
         request,
         resources,
@@ -129,13 +158,16 @@ async def delivery_payload(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, delivery_id: str
 ) -> HTMLResponse:
     """All of a payload the delivery page shows only the start of (asked for, never live)."""
-    if viewer.viewing is None:
+    if (tenant_id := viewer.viewing) is None:
         return render(request, resources, "pick_tenant.html", viewer, status_code=404)
-    async with resources.sessionmaker() as session, session.begin():
-        delivery = await listings.find_delivery(session, Scope(viewer.viewing), delivery_id)
-        sent = await event_detail.payload_head(
-            session, viewer.viewing, delivery.event_id, most=None
+
+    async def whole(session: AsyncSession) -> tuple[Delivery, PayloadHead]:
+        delivery = await listings.find_delivery(session, Scope(tenant_id), delivery_id)
+        return delivery, await event_detail.payload_head(
+            session, tenant_id, delivery.event_id, most=None
         )
+
+    delivery, sent = (await resources.reads.run(whole)).value
     return render(
         request,
         resources,
@@ -171,10 +203,12 @@ async def reconcile_history(
 ) -> HTMLResponse:
     if not viewer.is_admin:
         raise Forbidden("reconcile runs are the whole region's: sign in with an admin key")
-    async with resources.sessionmaker() as session, session.begin():
-        runs = await recent_runs(
+    served = await resources.reads.run(
+        lambda session: recent_runs(
             session, limit=PAGE + 1, before_id=before if before and is_id(before) else None
         )
+    )
+    runs = served.value
     more = len(runs) > PAGE
     return render(
         request,

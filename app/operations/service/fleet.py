@@ -7,13 +7,16 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from arq.connections import ArqRedis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy import Row, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.replicas import Reads
 
 # Each query is served by a partial index and touches only live, or dead, rows: never the
 # succeeded history; the live rows are read once for all their gauges. Each states what the
@@ -171,12 +174,12 @@ class _SnapshotCollector(Collector):
 class FleetGauges:
     def __init__(
         self,
-        sessionmaker: async_sessionmaker[AsyncSession],
+        reads: Reads,
         redis: ArqRedis,
         region: str,
         ttl: float = 5.0,
     ) -> None:
-        self._sessionmaker = sessionmaker
+        self._reads = reads  # a replica's figures are at most its bound behind
         self._redis = redis
         self._region = region
         self._ttl = ttl
@@ -198,8 +201,11 @@ class FleetGauges:
         sql, params = (_FLEET_SQL, {"r": self._region})
         if tenant_id is not None:
             sql, params = _TENANT_SQL, {"r": self._region, "t": tenant_id}
-        async with self._sessionmaker() as session, session.begin():
-            row = (await session.execute(sql, params)).one()
+
+        async def figures(session: AsyncSession) -> Row[Any]:
+            return (await session.execute(sql, params)).one()
+
+        row = (await self._reads.run(figures)).value
         return FleetSnapshot(
             region=self._region,
             oldest_due=float(row.oldest_due or 0),
