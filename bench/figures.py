@@ -18,6 +18,7 @@ from bench import (
     parking,
     probes,
     programs,
+    replica_reads,
     write_costs,
 )
 from bench.console import console_pages
@@ -42,6 +43,7 @@ FIGURES = (
     "credentials",
     "isolation",
     "write_costs",
+    "replica",
     "history",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
@@ -258,6 +260,10 @@ async def long_history(client: Client, v: Volumes, results: dict[str, Any]) -> N
     results["history"] = await history.measure(client, v.history, v.accept_seconds, v.e2e_50ms)
 
 
+async def replica(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    await replica_reads.replica_reads(client, 3 * v.accept_seconds, results)
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -275,4 +281,5 @@ RUNS = {
     "isolation": tenant_isolation,
     "write_costs": primary_write_costs,
     "history": long_history,
+    "replica": replica,
 }

@@ -237,6 +237,18 @@ def _retire(r: dict[str, Any]) -> Row:
             "a partition drop: ms")  # fmt: skip
 
 
+def _replica(r: dict[str, Any]) -> Row:
+    p = r["replica_reads"]
+    reads, by = p["reads"], p["by_replica"]
+    later = sum(reads.get(k, 0) for k in ("status", "listing"))
+    return ("status and listings from a streaming replica, under accepts and deliveries",
+            f"{p['share_of_status_and_listings']:.1%} of {later:,} answered by the replica; "
+            f"{p['replica_transactions_beyond_probes']:,.0f} transactions there; just-accepted "
+            f"status: {by.get('just accepted', 0):,} of {reads.get('just accepted', 0):,} "
+            f"there, {p['stale_404']} answered 404",
+            "-", "-", ">= 95 %, 0 stale 404s")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, "accept_32")),
     ("accept_64", lambda r: _accept(r, "accept_64")),
@@ -272,6 +284,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("history", lambda r: _history(r, "deliver_per_second", "delivered (claim, send, record)")),
     ("history", lambda r: _history(r, "status_by_id", "status by id, 32 clients")),
     ("history", _retire),
+    ("replica_reads", _replica),
 ]
 
 

@@ -167,11 +167,12 @@ class Stack:
         self.redis.stop()
         self.postgres.stop()
 
-    async def start_api(self, processes: int | None = None) -> None:
-        """``herald api`` with ``processes`` uvicorn workers (the shape's number by default)."""
+    async def start_api(self, processes: int | None = None, **extra: str) -> None:
+        """``herald api`` with ``processes`` uvicorn workers (the shape's number by default),
+        with extra settings."""
         processes = processes or self.shape.api_workers
         argv = python("-m", "app.cli", "api", "--workers", str(processes))
-        self.spawn("api", argv)
+        self.spawn("api", argv, **extra)
         await wait_http(f"{API}/healthz")
 
     def start_workers(

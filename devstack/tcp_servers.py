@@ -93,6 +93,24 @@ class TcpPostgres:
         with contextlib.suppress(subprocess.CalledProcessError):
             self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
 
+    def standby(self, data_dir: Path, port: int) -> TcpPostgres:
+        """A streaming standby of this running server, made as an operator makes one
+        (``pg_basebackup -R``), started on 127.0.0.1:``port``."""
+        data_dir.mkdir(mode=0o700, parents=True)
+        if os.geteuid() == 0:
+            shutil.chown(data_dir, self.user)
+        self._run(
+            "pg_basebackup",
+            *("-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-D", str(data_dir)),
+            *("-R", "-X", "stream", "--checkpoint=fast"),
+        )
+        # Read after postgresql.conf, whose port is the primary's.
+        with (data_dir / "postgresql.auto.conf").open("a") as conf:
+            conf.write(f"port = {port}\n")
+        replica = TcpPostgres(self.bin_dir, data_dir, port, self.user)
+        replica._run("pg_ctl", "-D", str(data_dir), "-w", "-l", str(data_dir / "log"), "start")
+        return replica
+
 
 def _user_exists(name: str) -> bool:
     try:
