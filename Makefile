@@ -62,8 +62,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(CHROMIUM) $(NGINX) $(TINYPROXY) $(AXE) $(TS_TOOLS)
-	HERALD_CHROMIUM=$(CHROMIUM) HERALD_NGINX=$(NGINX) HERALD_TINYPROXY=$(TINYPROXY) $(BIN)/pytest
+pytest: $(STAMP) $(CHROMIUM) $(NGINX) $(TINYPROXY) $(SYSTEM_REDIS) $(AXE) $(TS_TOOLS)
+	HERALD_CHROMIUM=$(CHROMIUM) HERALD_NGINX=$(NGINX) HERALD_TINYPROXY=$(TINYPROXY) \
+	  HERALD_REDIS_SERVER=$(SYSTEM_REDIS) $(BIN)/pytest
 
 $(AXE): tests/browser/axe/package.json tests/browser/axe/package-lock.json
 	npm ci --prefix tests/browser/axe --no-audit --no-fund
@@ -90,14 +91,20 @@ $(TINYPROXY):
 	  apt-get install -y -qq tinyproxy
 
 # make bench runs Herald the way users do, on Debian's PostgreSQL and Redis as servers over TCP;
-# both are installed once when missing.
+# the tests make a Redis Cluster of Debian's redis-server and redis-cli. Each is installed once
+# when missing.
 SYSTEM_POSTGRES ?= /usr/lib/postgresql/15/bin/postgres
 SYSTEM_REDIS ?= /usr/bin/redis-server
 
-$(SYSTEM_POSTGRES) $(SYSTEM_REDIS) &:
+$(SYSTEM_POSTGRES):
 	$$(test "$$(id -u)" = 0 || echo sudo) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
-	  apt-get install -y -qq postgresql-15 redis-server
+	  apt-get install -y -qq postgresql-15
+
+$(SYSTEM_REDIS):
+	$$(test "$$(id -u)" = 0 || echo sudo) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $$(test "$$(id -u)" = 0 || echo sudo) \
+	  apt-get install -y -qq redis-server
 
 # BENCH_ARGS takes bench/run.py's options, e.g. BENCH_ARGS="--workers 1" (one worker of
 # concurrency 200) or "--only e2e".

@@ -169,7 +169,7 @@ async def test_throttled_by_the_in_flight_ceiling(
     try:
         # Another attempt holds the destination's only slot (a live lease in the gate's set).
         far = int((datetime.now(UTC) + timedelta(minutes=1)).timestamp() * 1000)
-        await redis.zadd(f"herald:flow:{endpoint['id']}:slots", {"someone": far})
+        await redis.zadd(f"herald:flow:{{{endpoint['id']}}}:slots", {"someone": far})
         body = await explained(client, tenant, delivery_id)
     finally:
         await redis.aclose()

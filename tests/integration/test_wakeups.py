@@ -16,8 +16,8 @@ from app.flow.service.wakeups import Arm, Taken, WakeSnapshot, Wakeups
 from tests.fixtures.engine import redis_now_us
 
 REGION = "test"
-TENANTS = f"herald:wake:{REGION}:tenants"
-BELL = f"herald:wake:{REGION}:bell"
+TENANTS = f"herald:wake:{{{REGION}}}:tenants"
+BELL = f"herald:wake:{{{REGION}}}:bell"
 HOLD = 10.0  # seconds: longer than any test here runs between a take and its settle
 
 
@@ -49,7 +49,7 @@ def taken_total() -> float:
 
 
 async def test_arm_only_ever_moves_an_entry_earlier(wakeups: Wakeups, redis: ArqRedis) -> None:
-    key = f"herald:wake:{REGION}:t:tenant-a"
+    key = f"herald:wake:{{{REGION}}}:t:tenant-a"
     assert await wakeups.arm([Arm("tenant-a", "ep-1", 60), Arm("tenant-a", "ep-2", 60)]) == 2
     score = await redis.zscore(key, "ep-1")
 
@@ -150,7 +150,7 @@ async def test_settle_with_our_hold_sets_the_entry_exactly_or_removes_it(
     await wakeups.settle(taken, in_seconds=None)
     # Nothing left: no key of the region stays behind but the bell.
     assert await wakeups.count_entries() == 0
-    assert set(await redis.keys(f"herald:wake:{REGION}:*")) <= {BELL.encode()}
+    assert set(await redis.keys(f"herald:wake:{{{REGION}}}:*")) <= {BELL.encode()}
 
 
 async def test_an_arm_between_take_and_settle_wins(wakeups: Wakeups) -> None:
@@ -209,7 +209,7 @@ async def test_take_repairs_stale_tenant_scores(wakeups: Wakeups, redis: ArqRedi
     assert not taken.others_due
     assert await redis.zscore(TENANTS, "ghost") is None
     assert await redis.zscore(TENANTS, "tenant-a") == await redis.zscore(
-        f"herald:wake:{REGION}:t:tenant-a", "later"
+        f"herald:wake:{{{REGION}}}:t:tenant-a", "later"
     )
 
 

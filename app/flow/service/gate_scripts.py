@@ -25,7 +25,9 @@ class FlowKeys(NamedTuple):
 
 
 def flow_keys(endpoint_id: str) -> FlowKeys:
-    base = f"herald:flow:{endpoint_id}"
+    # The destination's id as the hash tag: on a Redis Cluster its keys share the slot every
+    # script over them needs, and destinations spread over the slots.
+    base = f"herald:flow:{{{endpoint_id}}}"
     # The start rate's key was ":rate" while it held milliseconds; a new name, so that workers
     # of both versions side by side during an upgrade never read each other's unit.
     return FlowKeys(

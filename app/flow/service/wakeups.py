@@ -4,13 +4,14 @@ One entry per destination (endpoint) with live work, whatever its backlog: a mil
 deliveries to one endpoint are one entry. Entries are hints derived from PostgreSQL (the truth,
 re-derived by reconcile): losing them delays deliveries, never loses them.
 
-Keys of a region, all times in milliseconds on Redis's clock (``TIME``):
+Keys of a region, all times in milliseconds on Redis's clock (``TIME``), all under the hash
+tag ``{<region>}`` so that on a Redis Cluster they share one slot, as the scripts need:
 
-- ``herald:wake:<region>:tenants`` ZSET tenant → when to look at the tenant next (its earliest
-  entry; after a take, the back of the line among due tenants)
-- ``herald:wake:<region>:t:<tenant>`` ZSET endpoint → when the destination is due
-- ``herald:wake:<region>:hold`` HASH endpoint → token of the taker that holds it
-- ``herald:wake:<region>:bell`` LIST ≤ 4 tokens that idle takers ``BLPOP``
+- ``herald:wake:{<region>}:tenants`` ZSET tenant → when to look at the tenant next (its
+  earliest entry; after a take, the back of the line among due tenants)
+- ``herald:wake:{<region>}:t:<tenant>`` ZSET endpoint → when the destination is due
+- ``herald:wake:{<region>}:hold`` HASH endpoint → token of the taker that holds it
+- ``herald:wake:{<region>}:bell`` LIST ≤ 4 tokens that idle takers ``BLPOP``
 
 A take does not remove its entry: it moves it to now + hold, so a taker that dies loses nothing
 (the entry comes due again). Any arm breaks the hold, so a holder whose claim predates the
@@ -19,8 +20,8 @@ arm's work can no longer postpone or remove the entry.
 Redis errors propagate: a taker backs off, a relay does not mark as published what it could
 not arm.
 
-The Lua is in wakeup_scripts.py. The scripts build the per-tenant keys inside Lua, so they need
-one Redis node, not Cluster (the flow-control gate already assumes one node).
+The Lua is in wakeup_scripts.py. The scripts build the per-tenant keys inside Lua, which a
+Redis Cluster allows only within the slot the declared keys share: the region's tag.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class WakeSnapshot:
 class Wakeups:
     def __init__(self, redis: ArqRedis, region: str) -> None:
         self.redis = redis
-        base = f"herald:wake:{region}"
+        base = f"herald:wake:{{{region}}}"
         self._tenants = f"{base}:tenants"
         self._hold = f"{base}:hold"
         self._bell = f"{base}:bell"

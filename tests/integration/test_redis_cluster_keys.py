@@ -1,0 +1,87 @@
+"""The flow gate's and the wake-ups' scripts on a real Redis Cluster of three masters: every
+script's keys share one slot (no CROSSSLOT refusal), a destination's ceiling holds there, and a
+thousand destinations' keys spread over the masters instead of sitting on one."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from redis.asyncio import RedisCluster
+from redis.crc import key_slot
+
+from app.core.ids import new_id
+from app.flow.service import gate_scripts, wakeup_scripts
+from app.flow.service.gate_scripts import flow_keys
+from tests.fixtures.redis_cluster import OwnCluster
+
+REGION = "local"
+WAKE = f"herald:wake:{{{REGION}}}"
+LEASE_MS = 60_000
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[RedisCluster]:
+    servers = OwnCluster(tmp_path / "cluster")
+    await asyncio.to_thread(servers.start)
+    client = RedisCluster.from_url(servers.url, decode_responses=True)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+        await asyncio.to_thread(servers.close)
+
+
+async def run(cluster: RedisCluster, script: str, keys: list[str], *args: object) -> Any:
+    """The script as Herald's code runs it, EVAL'd through the cluster client: it goes to the
+    node holding its keys' slot, and is refused (CROSSSLOT) if they are not in one."""
+    return await cast(
+        "Awaitable[Any]", cluster.eval(script, len(keys), *keys, *(str(a) for a in args))
+    )
+
+
+async def grant(cluster: RedisCluster, endpoint_id: str, *, max_in_flight: int) -> int:
+    """One start wanted of the destination, no start rate: 1 when granted, 0 when refused."""
+    args = (0, max_in_flight, uuid.uuid4().hex, LEASE_MS, 0, 1, 1_000_000, "test/tenant")
+    count, *_ = await run(cluster, gate_scripts.GRANT, list(flow_keys(endpoint_id)), *args)
+    return int(count)
+
+
+def test_a_destinations_keys_share_a_slot_and_destinations_spread() -> None:
+    slots = set()
+    for _ in range(1_000):
+        endpoint_id = new_id("ep")
+        assert len({key_slot(key.encode()) for key in flow_keys(endpoint_id)}) == 1
+        slots.add(key_slot(flow_keys(endpoint_id).pause.encode()))
+    assert len(slots) > 900  # a thousand destinations, a thousand-odd slots of 16,384
+
+
+async def test_the_gate_holds_a_destinations_ceiling_on_a_cluster(cluster: RedisCluster) -> None:
+    endpoint_id = new_id("ep")
+    granted = await asyncio.gather(
+        *(grant(cluster, endpoint_id, max_in_flight=2) for _ in range(10))
+    )
+    assert sorted(granted) == [0] * 8 + [1] * 2
+    assert await cast("Awaitable[int]", cluster.zcard(flow_keys(endpoint_id).slots)) == 2
+
+
+async def test_a_thousand_destinations_spread_over_the_masters(cluster: RedisCluster) -> None:
+    for _ in range(1_000):
+        assert await grant(cluster, new_id("ep"), max_in_flight=1) == 1
+    counts = [await cluster.dbsize(target_nodes=node) for node in cluster.get_primaries()]
+    mean = sum(counts) / len(counts)
+    assert len(counts) == 3 and max(counts) <= 2 * mean, counts
+
+
+async def test_the_wake_ups_arm_and_take_on_a_cluster(cluster: RedisCluster) -> None:
+    keys = [f"{WAKE}:tenants", f"{WAKE}:hold", f"{WAKE}:bell"]
+    arms = ("ten_a", "ep_a", 0, "ten_b", "ep_b", 0)
+    moved = await run(cluster, wakeup_scripts.ARM, keys, f"{WAKE}:t:", *arms)
+    assert int(moved) == 2
+    taken = await run(cluster, wakeup_scripts.TAKE, keys[:2], f"{WAKE}:t:", 5000, "token")
+    assert taken[0] == 1 and (taken[1], taken[2]) in {("ten_a", "ep_a"), ("ten_b", "ep_b")}
+    assert await cast("Awaitable[str]", cluster.hget(f"{WAKE}:hold", taken[2])) == "token"
