@@ -106,10 +106,11 @@ async def replica_reads(client: Client, seconds: float, results: dict[str, Any])
     if not isinstance(stack.postgres, TcpPostgres):
         return  # a standby is made of the system servers only
     progress("replica reads: a standby by pg_basebackup -R, then accepts, deliveries and reads")
-    standby = await asyncio.to_thread(
-        stack.postgres.standby, stack.workdir / "standby", REPLICA_PORT
-    )
+    standby = TcpPostgres(stack.postgres.bin_dir, stack.workdir / "standby", REPLICA_PORT)
     try:
+        standby = await asyncio.to_thread(
+            stack.postgres.standby, stack.workdir / "standby", REPLICA_PORT
+        )
         stack.stop("api")
         await stack.start_api(HERALD_DATABASE_REPLICA_URLS=standby.url)
         stack.start_workers()

@@ -250,6 +250,18 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _check_replica_probe(self) -> Settings:
+        # Between probes a replica is known caught up only to the last sample: probed less
+        # often than twice within the bound, it would hardly ever be found within it.
+        if self.replica_probe_seconds * 2 > self.replica_max_lag_seconds:
+            raise ValueError(
+                "HERALD_REPLICA_PROBE_SECONDS must be at most half of "
+                "HERALD_REPLICA_MAX_LAG_SECONDS: a replica is measured against samples that "
+                "are a probe apart"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_lease(self) -> Settings:
         shortest = 2 * self.request_timeout_seconds
         if self.lease_seconds is not None and self.lease_seconds < shortest:

@@ -101,7 +101,9 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
+def create_engine(
+    database_url: str, *, pool_size: int = 20, connect_timeout: float = 60.0
+) -> AsyncEngine:
     return create_async_engine(
         database_url,
         pool_size=pool_size,
@@ -117,6 +119,7 @@ def create_engine(database_url: str, *, pool_size: int = 20) -> AsyncEngine:
         # Statement parameters hold payloads and signing secrets: keep them out of errors/logs.
         hide_parameters=True,
         connect_args={
+            "timeout": connect_timeout,
             "command_timeout": 30,
             "server_settings": {
                 "application_name": "herald",

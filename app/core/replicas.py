@@ -27,14 +27,22 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core import metrics
-from app.core.db import DATABASE_TROUBLE, create_engine, create_sessionmaker
+from app.core.db import (
+    DATABASE_TROUBLE,
+    create_engine,
+    create_sessionmaker,
+    is_transaction_conflict,
+    is_transient,
+)
 from app.core.errors import NotFound
 
 log = structlog.get_logger()
 
 T = TypeVar("T")
 
-# How long a probe waits for a server before it counts as unreachable.
+# How long a probe, or a read's new connection, waits for a replica before it counts as
+# unreachable: a replica that stopped answering costs a read this much before the primary is
+# asked, not asyncpg's minute.
 PROBE_TIMEOUT_SECONDS = 2.0
 _UNREACHABLE: tuple[type[Exception], ...] = (*DATABASE_TROUBLE, TimeoutError)
 
@@ -58,6 +66,9 @@ class Replica:
     name: str  # "replica-0", ...: the order of the setting; never the URL, which holds a password
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
+    # A connection of the probe's own: a pool busy with reads must not make it time out, and
+    # the replica look gone just when reads need it most.
+    probe_engine: AsyncEngine
     # When (event loop clock) the primary had written no more than this replica has replayed,
     # as of the last probe: what it answers is at most that old.
     caught_up_at: float | None = None
@@ -69,10 +80,12 @@ class Reads:
     """Where the API's reads go: a usable replica in turn, else the primary."""
 
     primary: async_sessionmaker[AsyncSession]
+    primary_probe: AsyncEngine | None  # None: no replicas, nothing to probe
     replicas: list[Replica]
     max_lag: float
     probe_every: float
     _positions: deque[tuple[float, int]] = field(default_factory=deque)
+    _primary_answers: bool = True
     _turn: itertools.count[int] = field(default_factory=itertools.count)
     _task: asyncio.Task[None] | None = None
 
@@ -80,29 +93,39 @@ class Reads:
     def open(
         cls,
         primary: async_sessionmaker[AsyncSession],
+        primary_url: str,
         replica_urls: Sequence[str],
         *,
         max_lag: float,
         probe_every: float,
         pool_size: int,
     ) -> Reads:
+        """Engines for each replica (made now, connected when first used) and the probe's."""
         replicas = []
         for n, url in enumerate(replica_urls):
-            engine = create_engine(url, pool_size=pool_size)
-            replicas.append(Replica(f"replica-{n}", engine, create_sessionmaker(engine)))
-        return cls(primary, replicas, max_lag, probe_every)
+            engine = create_engine(url, pool_size=pool_size, connect_timeout=PROBE_TIMEOUT_SECONDS)
+            probe = create_engine(url, pool_size=1, connect_timeout=PROBE_TIMEOUT_SECONDS)
+            replicas.append(Replica(f"replica-{n}", engine, create_sessionmaker(engine), probe))
+        primary_probe = create_engine(primary_url, pool_size=1) if replicas else None
+        return cls(primary, primary_probe, replicas, max_lag, probe_every)
 
     def start(self) -> None:
         if self.replicas:
             self._task = asyncio.create_task(self._probe_forever(), name="replica-probe")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        for replica in self.replicas:
-            await replica.engine.dispose()
+        try:
+            if self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+        finally:
+            for engine in self._engines():
+                await engine.dispose()
+
+    def _engines(self) -> list[AsyncEngine]:
+        probes = [self.primary_probe] if self.primary_probe is not None else []
+        return probes + [e for r in self.replicas for e in (r.engine, r.probe_engine)]
 
     async def run(self, read: Callable[[AsyncSession], Awaitable[T]]) -> Served[T]:
         """``read`` in a transaction of its own on a usable replica, or on the primary."""
@@ -115,8 +138,13 @@ class Reads:
                     return Served(await read(session), lag)
             except NotFound:
                 pass  # not replayed yet, perhaps: only the primary may say it does not exist
-            except DATABASE_TROUBLE as exc:
-                self._set(replica, None, unusable=f"failed a read: {type(exc).__name__}")
+            except _UNREACHABLE as exc:
+                if is_transaction_conflict(exc):
+                    pass  # replay cancelled the read (a recovery conflict): the replica is well
+                elif isinstance(exc, TimeoutError) or is_transient(exc):
+                    self._set(replica, None, unusable=f"failed a read: {type(exc).__name__}")
+                else:
+                    raise  # the read itself is wrong: the primary would say the same
         async with self.primary() as session, session.begin():
             return Served(await read(session), None)
 
@@ -133,19 +161,36 @@ class Reads:
 
     async def _probe_forever(self) -> None:
         while True:
-            await self.probe()
+            try:
+                await self.probe()
+            except Exception as exc:  # a probe that failed must not end the probing
+                log.error("replica.probe_failed", error=type(exc).__name__)
             await asyncio.sleep(self.probe_every)
 
     async def probe(self) -> None:
         """Sample the primary's WAL position, then judge each replica against the samples."""
+        assert self.primary_probe is not None
         clock = asyncio.get_running_loop()
+        # Taken before the question: a commit made while the answer travels back must not be
+        # counted as one the replicas were compared against.
+        asked_at = clock.time()
         try:
-            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS), self.primary() as session:
-                position = int((await session.execute(_PRIMARY_POSITION)).scalar_one())
-        except _UNREACHABLE:
-            position = None  # the replicas are judged against the samples already taken
+            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS):
+                async with self.primary_probe.connect() as connection:
+                    position = (await connection.execute(_PRIMARY_POSITION)).scalar_one()
+        except _UNREACHABLE as exc:
+            # The replicas are judged against the samples already taken, and pass the bound
+            # as those age: reads then go to the primary, which answers them or not.
+            position = None
+            if self._primary_answers:
+                log.warning("replica.primary_unreachable", error=type(exc).__name__)
+            self._primary_answers = False
+        else:
+            if not self._primary_answers:
+                log.info("replica.primary_answers")
+            self._primary_answers = True
         if position is not None:
-            self._positions.append((clock.time(), position))
+            self._positions.append((asked_at, int(position)))
             # Samples older than the bound cannot make a replica usable: keep one of them.
             while len(self._positions) > 1 and self._positions[1][0] < clock.time() - self.max_lag:
                 self._positions.popleft()
@@ -153,13 +198,17 @@ class Reads:
 
     async def _judge(self, replica: Replica) -> None:
         try:
-            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS), replica.sessionmaker() as session:
-                standby, replayed = (await session.execute(_REPLICA_POSITION)).one()
+            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS):
+                async with replica.probe_engine.connect() as connection:
+                    standby, replayed = (await connection.execute(_REPLICA_POSITION)).one()
         except _UNREACHABLE as exc:
             self._set(replica, None, unusable=f"unreachable: {type(exc).__name__}")
             return
         if not standby:
             self._set(replica, None, unusable="promoted: it no longer follows the primary")
+            return
+        if replayed is None:  # a standby restored from archive that streams nothing yet
+            self._set(replica, None, unusable="it has replayed no WAL")
             return
         now = asyncio.get_running_loop().time()
         caught_up = max(

@@ -55,6 +55,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
     sessionmaker = create_sessionmaker(engine)
     reads = Reads.open(
         sessionmaker,
+        settings.async_database_url,
         settings.async_replica_urls,
         max_lag=settings.replica_max_lag_seconds,
         probe_every=settings.replica_probe_seconds,

@@ -205,7 +205,7 @@ async def test_the_fleet_gauges_read_the_live_and_dead_indexes(
         assert settings.redis_url is not None
         redis = create_queue_redis(settings.redis_url, region=settings.region)
         try:
-            reads = Reads(sessionmaker, [], max_lag=5, probe_every=1)  # the primary only
+            reads = Reads(sessionmaker, None, [], max_lag=5, probe_every=1)  # the primary alone
             await FleetGauges(reads, redis, settings.region, ttl=0).render()
         finally:
             await redis.aclose()

@@ -27,12 +27,14 @@ LEASE_MS = 60_000
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[RedisCluster]:
     servers = OwnCluster(tmp_path / "cluster")
-    await asyncio.to_thread(servers.start)
-    client = RedisCluster.from_url(servers.url, decode_responses=True)
     try:
-        yield client
+        await asyncio.to_thread(servers.start)
+        client = RedisCluster.from_url(servers.url, decode_responses=True)
+        try:
+            yield client
+        finally:
+            await client.aclose()
     finally:
-        await client.aclose()
         await asyncio.to_thread(servers.close)
 
 

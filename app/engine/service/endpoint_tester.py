@@ -210,14 +210,20 @@ class EndpointTester:
         every endpoint's flow control."""
         minute = int(time.time() // 60)
         counted = f"herald:{what.replace(' ', '-')}"
+        # The tenant's id as the hash tag: one script counts a customer's minute and all of
+        # the tenant's customers' together, which on a Redis Cluster must share a slot.
         limits = [  # (key, limit, whose)
-            (f"{counted}:{tenant_id}:{minute}", TESTS_PER_MINUTE, "per tenant")
+            (f"{counted}:{{{tenant_id}}}:{minute}", TESTS_PER_MINUTE, "per tenant")
         ]
         if customer:
             limits = [
-                (f"{counted}:{tenant_id}/{customer}:{minute}", TESTS_PER_MINUTE, "per customer"),
                 (
-                    f"{counted}:{tenant_id}/*:{minute}",
+                    f"{counted}:{{{tenant_id}}}/{customer}:{minute}",
+                    TESTS_PER_MINUTE,
+                    "per customer",
+                ),
+                (
+                    f"{counted}:{{{tenant_id}}}/*:{minute}",
                     TESTS_PER_MINUTE_ALL_CUSTOMERS,
                     "from all of a tenant's customers together",
                 ),
