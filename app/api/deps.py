@@ -7,7 +7,7 @@ import hmac
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Header, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -42,6 +42,18 @@ T = TypeVar("T")
 # On an answer read from a replica: how many seconds behind the primary it may be. Absent: the
 # primary answered.
 READ_LAG_HEADER = "Herald-Read-Lag"
+# The header, as a read-only route's OpenAPI ``responses`` declare it (merged with its 200).
+READ_LAG_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            READ_LAG_HEADER: {
+                "description": "Present when a read replica answered: how many seconds behind "
+                "the primary the answer may be, at most. Absent: the primary answered.",
+                "schema": {"type": "string", "example": "0.412"},
+            }
+        }
+    }
+}
 
 
 @dataclass(frozen=True)

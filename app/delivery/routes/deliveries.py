@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from app.api.deps import (
+    READ_LAG_DOC,
     IdempotencyKeyDep,
     ReaderDep,
     SessionDep,
@@ -175,7 +176,7 @@ async def create_deliveries_batch(
 @router.get(
     "",
     response_model=Page[DeliveryOut],
-    responses=problem_responses(*_AUTH),
+    responses={**problem_responses(*_AUTH), **READ_LAG_DOC},
     summary="List deliveries, newest first",
 )
 async def list_deliveries(
@@ -209,7 +210,7 @@ async def list_deliveries(
 @router.get(
     "/{delivery_id}",
     response_model=DeliveryDetail,
-    responses=problem_responses(*_AUTH, NotFound),
+    responses={**problem_responses(*_AUTH, NotFound), **READ_LAG_DOC},
     summary="A delivery: its state, why it is waiting, and its custody timeline",
 )
 async def get_delivery(
@@ -225,7 +226,7 @@ async def get_delivery(
 @router.get(
     "/{delivery_id}/attempts",
     response_model=Page[AttemptOut],
-    responses=problem_responses(*_AUTH, NotFound),
+    responses={**problem_responses(*_AUTH, NotFound), **READ_LAG_DOC},
     summary="A delivery's attempt log, oldest first",
 )
 async def list_attempts(

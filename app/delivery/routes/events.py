@@ -3,6 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from app.api.deps import (
+    READ_LAG_DOC,
     IdempotencyKeyDep,
     ReaderDep,
     SessionDep,
@@ -92,7 +93,7 @@ async def publish_event(
 @router.get(
     "/{event_id}",
     response_model=EventOut,
-    responses=problem_responses(Unauthorized, Forbidden, NotFound),
+    responses={**problem_responses(Unauthorized, Forbidden, NotFound), **READ_LAG_DOC},
     summary="An event as accepted, and the state of each delivery it became",
 )
 async def get_event(tenant_id: TenantDep, event_id: EventIdPath, read: ReaderDep) -> EventOut:

@@ -3012,6 +3012,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description Present when a read replica answered: how many seconds behind the primary the answer may be, at most. Absent: the primary answered. */
+                    "Herald-Read-Lag"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3452,6 +3454,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description Present when a read replica answered: how many seconds behind the primary the answer may be, at most. Absent: the primary answered. */
+                    "Herald-Read-Lag"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3530,6 +3534,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description Present when a read replica answered: how many seconds behind the primary the answer may be, at most. Absent: the primary answered. */
+                    "Herald-Read-Lag"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5104,6 +5110,8 @@ export interface operations {
             /** @description Successful Response */
             200: {
                 headers: {
+                    /** @description Present when a read replica answered: how many seconds behind the primary the answer may be, at most. Absent: the primary answered. */
+                    "Herald-Read-Lag"?: string;
                     [name: string]: unknown;
                 };
                 content: {
