@@ -44,6 +44,9 @@ T = TypeVar("T")
 # unreachable: a replica that stopped answering costs a read this much before the primary is
 # asked, not asyncpg's minute.
 PROBE_TIMEOUT_SECONDS = 2.0
+# How long a read may take on a replica before the primary is asked instead: a replica cut off
+# mid-read (no reset, no answer) costs a read this much, not the 30 s command timeout.
+READ_TIMEOUT_SECONDS = 5.0
 _UNREACHABLE: tuple[type[Exception], ...] = (*DATABASE_TROUBLE, TimeoutError)
 
 _PRIMARY_POSITION = text("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint")
@@ -134,8 +137,9 @@ class Reads:
         if replica is not None and replica.caught_up_at is not None:
             lag = now - replica.caught_up_at
             try:
-                async with replica.sessionmaker() as session, session.begin():
-                    return Served(await read(session), lag)
+                async with asyncio.timeout(READ_TIMEOUT_SECONDS):
+                    async with replica.sessionmaker() as session, session.begin():
+                        return Served(await read(session), lag)
             except NotFound:
                 pass  # not replayed yet, perhaps: only the primary may say it does not exist
             except _UNREACHABLE as exc:

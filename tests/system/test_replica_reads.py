@@ -186,3 +186,24 @@ async def test_a_promoted_replica_is_no_longer_read(
         answer = await listed(client, tenant)
         assert [d["id"] for d in answer.json()["items"]] == [after]
         assert LAG not in answer.headers
+
+
+async def test_a_replica_that_hangs_mid_read_costs_no_read_an_error(
+    settings: Settings, own_postgres: OwnPostgres, standby: Standby
+) -> None:
+    async with api_reading_from(settings, own_postgres, standby, max_lag=60) as (client, reads):
+        tenant = await new_tenant(client, "hung")
+        endpoint = await new_endpoint(client, tenant)
+        [delivery] = await post_deliveries(client, tenant, endpoint["id"], 1)
+        await until(lambda: reads.replicas[0].unusable is None)
+        await until_replayed(standby, 1)
+        await until_read_from_the_replica(client, tenant)  # a pooled connection to it is open
+
+        # Cut off as by a network partition: its processes stop, their sockets stay open, and
+        # nothing answers -- no reset, no refusal.
+        with standby.frozen():
+            answer = await listed(client, tenant)
+            assert [d["id"] for d in answer.json()["items"]] == [delivery]
+            assert LAG not in answer.headers  # the primary answered
+            await until(lambda: reads.replicas[0].unusable is not None)
+        await until_read_from_the_replica(client, tenant)
