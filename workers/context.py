@@ -8,10 +8,10 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.config import Settings
+from app.core.redis_clients import FlowRedis
 
 _KEY = "herald"
 
@@ -20,7 +20,7 @@ _KEY = "herald"
 class WorkerContext:
     settings: Settings
     sessionmaker: async_sessionmaker[AsyncSession]
-    redis: ArqRedis
+    redis: FlowRedis
     # Work a control job started and left running (reconcile runs, bulk redrives): shutdown
     # gives it the same grace as the pump's attempts.
     background: set[asyncio.Task[None]] = field(default_factory=set)

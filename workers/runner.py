@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core import queue, tracing
 from app.core.config import Settings
 from app.core.db import create_engine, create_sessionmaker
+from app.core.redis_clients import FlowRedis, RedisClients
 from app.core.sealing import OpenedSecrets
 from app.engine.service import egress
 from app.engine.service.attempt_runs import AttemptRuns
@@ -58,7 +59,7 @@ JOB_TIMEOUT_SECONDS = 15.0
 def build_pump(
     settings: Settings,
     sessionmaker: async_sessionmaker[AsyncSession],
-    redis: ArqRedis,
+    redis: FlowRedis,
     http: aiohttp.ClientSession,
     gate: Gate,
 ) -> Pump:
@@ -184,7 +185,8 @@ async def run_worker(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     engine = create_engine(settings.async_database_url, pool_size=settings.db_pool_size)
     sessionmaker = create_sessionmaker(engine)
-    redis = queue.create_queue_redis(settings.redis_url, region=settings.region)
+    clients = RedisClients.open(settings)
+    redis = clients.flow
     http = build_http_session(
         settings.destination_allowlist,
         settings.worker_concurrency,
@@ -201,13 +203,13 @@ async def run_worker(settings: Settings) -> None:
     gc.freeze()
     log.info("worker.started", region=settings.region, concurrency=settings.worker_concurrency)
     try:
-        await supervise(settings, redis, ctx, pump, stop)
+        await supervise(settings, clients.queue, ctx, pump, stop)
     finally:
         stop.set()
         await asyncio.gather(relay, beating, return_exceptions=True)
         await _finish_background(herald.background, settings.shutdown_grace)
         await pump.drain(settings.shutdown_grace)  # a no-op after a normal stop
         await http.close()
-        await redis.aclose()
+        await clients.aclose()
         await engine.dispose()
         log.info("worker.stopped")

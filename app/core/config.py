@@ -9,10 +9,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.core.redis_clients import ClusterAddress, is_cluster_url
 from app.core.sealing import NEW_KEY_HINT, KeyRing, KeyRingError
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
+_ONE_REDIS = ("redis://", "rediss://", "unix://")
 DEFAULT_RETRY_SCHEDULE = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0)
 
 
@@ -37,7 +39,12 @@ class Settings(BaseSettings):
     # probe measures each every `replica_probe_seconds`.
     replica_max_lag_seconds: float = Field(default=5.0, gt=0, le=3600)
     replica_probe_seconds: float = Field(default=1.0, gt=0, le=60)
+    # One Redis (redis://, rediss://, unix://) or a Redis Cluster's nodes to start from
+    # (redis+cluster://host:port,host:port): wake-ups, flow ceilings and rates.
     redis_url: str | None = Field(default=None, repr=False)
+    # arq's control jobs (reconcile runs, bulk redrives): the same Redis unless set; required
+    # beside a cluster, which arq cannot use (app/core/redis_clients.py).
+    queue_redis_url: str | None = Field(default=None, repr=False)
     data_dir: Path = Path(".herald")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
@@ -223,8 +230,20 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("Redis URL must start with redis://, rediss:// or unix://")
+        if value is not None and is_cluster_url(value):
+            ClusterAddress.parse(value)  # says what is wrong without repeating the URL
+        elif value is not None and not value.startswith(_ONE_REDIS):
+            raise ValueError(
+                "Redis URL must start with redis://, rediss://, unix:// or, for a cluster,"
+                " redis+cluster://"
+            )
+        return value
+
+    @field_validator("queue_redis_url")
+    @classmethod
+    def _check_queue_redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(_ONE_REDIS):
+            raise ValueError("the queue's Redis URL must start with redis://, rediss:// or unix://")
         return value
 
     @field_validator("destination_allowlist", mode="before")
@@ -280,6 +299,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 "HERALD_RETENTION_DAYS must outlast HERALD_IDEMPOTENCY_KEY_TTL_HOURS, or a "
                 "replayed request could find its delivery purged"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _queue_beside_a_cluster(self) -> Settings:
+        if self.redis_url and is_cluster_url(self.redis_url) and not self.queue_redis_url:
+            raise ValueError(
+                "HERALD_REDIS_URL names a Redis Cluster: set HERALD_QUEUE_REDIS_URL to a single"
+                " Redis for the queue (arq cannot run on a cluster)"
             )
         return self
 

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.core.config import Settings
 from app.core.db import create_engine, create_sessionmaker
-from app.core.queue import create_queue_redis
+from app.core.redis_clients import FlowRedis, RedisClients
 from app.core.replicas import Reads
 from app.core.sealing import KeyRing
 from app.engine.service.endpoint_tester import EndpointTester
@@ -35,7 +35,8 @@ class Resources:
     keys: KeyRing  # HERALD_SECRET_KEYS: what every stored secret is sealed under
     sessionmaker: async_sessionmaker[AsyncSession]
     reads: Reads  # status, listings and attempts: from a replica that keeps up, else the primary
-    redis: ArqRedis
+    redis: FlowRedis  # wake-ups, flow ceilings, rates: one Redis or a Redis Cluster
+    queue: ArqRedis  # arq's control jobs: reconcile runs, bulk redrives
     publisher: FastPublisher
     fleet: FleetGauges
     principals: PrincipalCache
@@ -62,7 +63,8 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         pool_size=settings.db_pool_size,
     )
     reads.start()
-    redis = create_queue_redis(str(settings.redis_url), region=settings.region)
+    clients = RedisClients.open(settings)
+    redis = clients.flow
     publisher = FastPublisher(sessionmaker, redis, settings.region)
     publisher.start()
     resources = Resources(
@@ -71,6 +73,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         sessionmaker=sessionmaker,
         reads=reads,
         redis=redis,
+        queue=clients.queue,
         publisher=publisher,
         fleet=FleetGauges(reads, redis, settings.region, settings.metrics_cache_seconds),
         principals=PrincipalCache(settings.api_key_cache_seconds),
@@ -84,7 +87,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
     finally:
         await resources.tester.close()
         await publisher.stop()
-        await redis.aclose()
+        await clients.aclose()
         await reads.close()
         await engine.dispose()
 

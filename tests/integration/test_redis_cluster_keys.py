@@ -15,9 +15,11 @@ from redis.asyncio import RedisCluster
 from redis.crc import key_slot
 
 from app.core.ids import new_id
+from app.core.redis_clients import create_cluster
 from app.flow.service import gate_scripts, wakeup_scripts
 from app.flow.service.gate_scripts import flow_keys
-from tests.fixtures.redis_cluster import OwnCluster
+from app.flow.service.wakeups import Arm, Wakeups
+from devstack.redis_cluster import TcpRedisCluster
 
 REGION = "local"
 WAKE = f"herald:wake:{{{REGION}}}"
@@ -26,7 +28,7 @@ LEASE_MS = 60_000
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[RedisCluster]:
-    servers = OwnCluster(tmp_path / "cluster")
+    servers = TcpRedisCluster(tmp_path / "cluster")
     try:
         await asyncio.to_thread(servers.start)
         client = RedisCluster.from_url(servers.url, decode_responses=True)
@@ -87,3 +89,24 @@ async def test_the_wake_ups_arm_and_take_on_a_cluster(cluster: RedisCluster) -> 
     taken = await run(cluster, wakeup_scripts.TAKE, keys[:2], f"{WAKE}:t:", 5000, "token")
     assert taken[0] == 1 and (taken[1], taken[2]) in {("ten_a", "ep_a"), ("ten_b", "ep_b")}
     assert await cast("Awaitable[str]", cluster.hget(f"{WAKE}:hold", taken[2])) == "token"
+
+
+async def test_herald_s_own_client_finds_the_cluster_from_its_url(tmp_path: Path) -> None:
+    """HERALD_REDIS_URL spelled redis+cluster://: the wake-ups run through Herald's client,
+    reload their scripts on every master after SCRIPT FLUSH, and an idle taker's BLPOP wakes."""
+    servers = TcpRedisCluster(tmp_path / "cluster")
+    await asyncio.to_thread(servers.start)
+    client = create_cluster(servers.herald_url)
+    try:
+        wakeups = Wakeups(client, REGION)
+        assert await wakeups.arm([Arm("ten_a", "ep_a"), Arm("ten_b", "ep_b", in_seconds=60)]) == 2
+        await client.script_flush()  # as a restarted or failed-over master has no scripts
+        taken = await wakeups.take(hold_seconds=5, token="t1")
+        assert (taken.tenant_id, taken.endpoint_id) == ("ten_a", "ep_a")
+        assert not (await wakeups.take(hold_seconds=5, token="t2")).endpoint_id
+        await wakeups.settle(taken, in_seconds=None)
+        assert await wakeups.count_entries() == 1  # ten_b's, due in a minute
+        await wakeups.wait_bell(client, 0.5)  # the settle rang: this returns at once
+    finally:
+        await client.aclose()
+        await asyncio.to_thread(servers.close)

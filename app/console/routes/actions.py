@@ -68,7 +68,7 @@ async def redrive_matching(
     wanted = dead_filter(form)
     job = await redrive.start_bulk_redrive(
         resources.sessionmaker,
-        resources.redis,
+        resources.queue,
         resources.settings,
         tenant_id=_tenant(viewer),
         wanted=wanted.model_dump(mode="json"),

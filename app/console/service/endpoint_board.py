@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.config import Settings
+from app.core.redis_clients import FlowRedis
 from app.core.scope import Scope
 from app.delivery.service.endpoint_stats import WindowCounts, last_hour
 from app.endpoints.schemas import current_pause
@@ -36,7 +36,7 @@ class BoardRow:
 
 async def endpoint_board(
     session: AsyncSession,
-    redis: ArqRedis,
+    redis: FlowRedis,
     settings: Settings,
     tenant_id: str,
     *,

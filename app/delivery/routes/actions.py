@@ -40,7 +40,7 @@ async def start_bulk_redrive(
 ) -> RedriveJobOut:
     job = await redrive.start_bulk_redrive(
         resources.sessionmaker,
-        resources.redis,
+        resources.queue,
         resources.settings,
         tenant_id=tenant_id,
         wanted=wanted.model_dump(mode="json"),

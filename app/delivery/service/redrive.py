@@ -16,6 +16,7 @@ from app.core import queue
 from app.core.config import Settings
 from app.core.errors import Conflict, TooManyRequests
 from app.core.logs import log_failure
+from app.core.redis_clients import FlowRedis
 from app.core.scope import Scope
 from app.core.states import DeliveryState
 from app.delivery.repository import redrive_jobs, revivals
@@ -91,7 +92,7 @@ async def _lock_streams_of(session: AsyncSession, delivery_ids: list[str]) -> No
 async def run_bulk_redrive(
     settings: Settings,
     sessionmaker: async_sessionmaker[AsyncSession],
-    redis: ArqRedis,
+    redis: FlowRedis,
     job_id: str,
 ) -> None:
     """The background job: pages of finished deliveries (dead, or succeeded for a replay), each
@@ -160,7 +161,7 @@ async def _finish(
 
 async def start_bulk_redrive(
     sessionmaker: async_sessionmaker[AsyncSession],
-    redis: ArqRedis,
+    arq: ArqRedis,
     settings: Settings,
     *,
     tenant_id: str,
@@ -199,7 +200,7 @@ async def start_bulk_redrive(
         sessionmaker,
         what="redrive job",
         insert=insert,
-        enqueue=lambda job: queue.enqueue_bulk_redrive(redis, settings.region, job.id),
+        enqueue=lambda job: queue.enqueue_bulk_redrive(arq, settings.region, job.id),
         fail=fail,
     )
 

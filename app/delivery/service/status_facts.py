@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.config import Settings
 from app.core.errors import NotFound
+from app.core.redis_clients import FlowRedis
 from app.core.states import DeliveryState
 from app.delivery.repository import attempts, custody_records, deliveries
 from app.delivery.schemas import CustodyEventOut, DeliveryDetail, DeliveryOut
@@ -25,7 +25,7 @@ from app.streams.service import streams
 
 async def delivery_detail(
     session: AsyncSession,
-    redis: ArqRedis,
+    redis: FlowRedis,
     settings: Settings,
     tenant_id: str,
     delivery_id: str,
@@ -81,7 +81,7 @@ async def delivery_detail(
 
 
 async def _destination_now(
-    redis: ArqRedis, settings: Settings, endpoint: Endpoint
+    redis: FlowRedis, settings: Settings, endpoint: Endpoint
 ) -> FlowSnapshot | None:
     """The destination's gate and wake-up as Redis has them now; None if Redis cannot say."""
     ceiling = endpoint.max_in_flight or settings.default_max_in_flight

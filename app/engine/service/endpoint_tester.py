@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from redis.asyncio import Redis
-
 from app.core.config import Settings
 from app.core.errors import DestinationRefused, TooManyRequests
 from app.core.ids import new_id
+from app.core.redis_clients import FlowRedis, LuaScript
 from app.core.sealing import KeyRing, OpenedSecrets
 from app.core.states import Outcome
 from app.endpoints.service.destinations import check_endpoint_url
@@ -202,7 +201,7 @@ class EndpointTester:
         await self._http.close()
 
     async def admit(
-        self, redis: Redis, tenant_id: str, what: str = "endpoint tests", *, customer: str = ""
+        self, redis: FlowRedis, tenant_id: str, what: str = "endpoint tests", *, customer: str = ""
     ) -> None:
         """Count the tenant's test (or webhook handshake, or portal replay: ``what``) against
         its minute -- a portal's against its customer's own minute (``customer``); raise
@@ -228,7 +227,7 @@ class EndpointTester:
                     "from all of a tenant's customers together",
                 ),
             ]
-        count = redis.register_script(_COUNT_UNLESS_FULL)
+        count = LuaScript(redis, _COUNT_UNLESS_FULL)
         refused = int(
             await count(keys=[key for key, _, _ in limits], args=[limit for _, limit, _ in limits])
         )

@@ -16,7 +16,6 @@ import random
 import uuid
 
 import structlog
-from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -24,6 +23,7 @@ from app.core import metrics
 from app.core.config import Settings
 from app.core.db import DATABASE_TROUBLE, single_statements
 from app.core.faults import crash_point, stall_point
+from app.core.redis_clients import FlowRedis
 from app.engine.repository import delivery_leases
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service.attempt_runs import AttemptRuns, StartWindow
@@ -58,7 +58,7 @@ class Pump:
         self,
         settings: Settings,
         sessionmaker: async_sessionmaker[AsyncSession],
-        redis: ArqRedis,
+        redis: FlowRedis,
         gate: Gate,
         wakeups: Wakeups,
         runs: AttemptRuns,

@@ -19,12 +19,12 @@ from __future__ import annotations
 import math
 
 import structlog
-from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.caches import SharedCache
 from app.core.config import Settings
 from app.core.errors import TooManyRequests
+from app.core.redis_clients import FlowRedis, LuaScript
 from app.tenants.service import limits
 
 log = structlog.get_logger("herald.flow")
@@ -57,12 +57,12 @@ class AcceptRates:
         self,
         settings: Settings,
         sessionmaker: async_sessionmaker[AsyncSession],
-        redis: ArqRedis,
+        redis: FlowRedis,
     ) -> None:
         self._defaults = limits.Limits.defaults(settings)
         self._sessionmaker = sessionmaker
         self._redis = redis
-        self._admit = redis.register_script(_ADMIT)
+        self._admit = LuaScript(redis, _ADMIT)
         self._rates: SharedCache[str, float] = SharedCache(
             per_tenant=1, total=100_000, seconds=RATE_CACHE_SECONDS
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arq.connections import ArqRedis
+from app.core.redis_clients import FlowRedis, LuaScript
 
 
 def deliveries_key(tenant_id: str) -> str:
@@ -64,11 +64,11 @@ class Taken:
 
 
 class DeliveryRates:
-    def __init__(self, redis: ArqRedis, horizon_us: int) -> None:
+    def __init__(self, redis: FlowRedis, horizon_us: int) -> None:
         self._horizon_us = horizon_us
-        self._take = redis.register_script(TAKE)
-        self._give_back = redis.register_script(GIVE_BACK)
-        self._wait = redis.register_script(WAIT)
+        self._take = LuaScript(redis, TAKE)
+        self._give_back = LuaScript(redis, GIVE_BACK)
+        self._wait = LuaScript(redis, WAIT)
 
     async def take(self, tenant_id: str, interval_us: int, wanted: int) -> Taken:
         count, wait_us = await self._take(

@@ -6,8 +6,8 @@ a wake-up now. Each is best effort: what Redis cannot say or do is logged, never
 from __future__ import annotations
 
 import structlog
-from arq.connections import ArqRedis
 
+from app.core.redis_clients import FlowRedis, LuaScript
 from app.flow.service import gate_scripts
 from app.flow.service.delivery_rates import DeliveryRates
 from app.flow.service.gate_scripts import flow_keys
@@ -19,13 +19,13 @@ log = structlog.get_logger("herald.flow")
 
 
 async def flow_snapshot(
-    redis: ArqRedis, endpoint_id: str, max_in_flight: int, tenant_id: str | None = None
+    redis: FlowRedis, endpoint_id: str, max_in_flight: int, tenant_id: str | None = None
 ) -> FlowSnapshot | None:
     """What the gate would see now (and the tenant's delivery rate, when ``tenant_id`` is
     given); None if Redis cannot say."""
     try:
         keys = flow_keys(endpoint_id)
-        snapshot = redis.register_script(gate_scripts.SNAPSHOT)
+        snapshot = LuaScript(redis, gate_scripts.SNAPSHOT)
         live, wait_us = await snapshot(keys=[keys.tat, keys.slots])
         tenant_wait = 0.0
         if tenant_id is not None:
@@ -37,7 +37,7 @@ async def flow_snapshot(
 
 
 async def clear_flow_state(
-    redis: ArqRedis, endpoint_id: str, *, tenant_id: str, region: str
+    redis: FlowRedis, endpoint_id: str, *, tenant_id: str, region: str
 ) -> None:
     """A re-enabled endpoint starts afresh: no pause, no probe in the way, and its destination
     woken now (it may be parked until the old pause's end). Best effort: a leftover pause
@@ -51,7 +51,7 @@ async def clear_flow_state(
 
 
 async def wake_destination(
-    redis: ArqRedis, endpoint_id: str, *, tenant_id: str, region: str
+    redis: FlowRedis, endpoint_id: str, *, tenant_id: str, region: str
 ) -> None:
     """Look at the destination now (best effort: reconcile arms any destination with due work,
     and an arm only ever moves a wake-up earlier)."""

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import structlog
-from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.config import Settings
+from app.core.redis_clients import FlowRedis, LuaScript
 from app.flow.service import gate_scripts
 from app.flow.service.delivery_rates import DeliveryRates
 from app.flow.service.gate_scripts import flow_keys
@@ -89,18 +89,18 @@ class Gate:
         self,
         settings: Settings,
         sessionmaker: async_sessionmaker[AsyncSession],
-        redis: ArqRedis,
+        redis: FlowRedis,
         cache_seconds: float = 1.0,
     ) -> None:
         self._settings = settings
         self._redis = redis
         self._policies = PolicyCache(settings, sessionmaker, cache_seconds)
-        self._grant = redis.register_script(gate_scripts.GRANT)
+        self._grant = LuaScript(redis, gate_scripts.GRANT)
         self._tenant_rates = DeliveryRates(redis, RATE_HORIZON_US)
-        self._return_unused = redis.register_script(gate_scripts.RETURN_UNUSED)
-        self._release_slots = redis.register_script(gate_scripts.RELEASE_SLOTS)
-        self._pause = redis.register_script(gate_scripts.PAUSE)
-        self._carry_slot = redis.register_script(gate_scripts.CARRY_SLOT)
+        self._return_unused = LuaScript(redis, gate_scripts.RETURN_UNUSED)
+        self._release_slots = LuaScript(redis, gate_scripts.RELEASE_SLOTS)
+        self._pause = LuaScript(redis, gate_scripts.PAUSE)
+        self._carry_slot = LuaScript(redis, gate_scripts.CARRY_SLOT)
 
     async def policy(self, endpoint_id: str) -> Policy:
         return await self._policies.policy(endpoint_id)

@@ -31,11 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arq.connections import ArqRedis
-from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from app.core.metrics import WAKEUPS
+from app.core.redis_clients import FlowRedis, LuaScript
 from app.flow.service import wakeup_scripts
 from app.streams.service.heads import NewHead, seconds_until
 
@@ -84,17 +83,17 @@ class WakeSnapshot:
 
 
 class Wakeups:
-    def __init__(self, redis: ArqRedis, region: str) -> None:
+    def __init__(self, redis: FlowRedis, region: str) -> None:
         self.redis = redis
         base = f"herald:wake:{{{region}}}"
         self._tenants = f"{base}:tenants"
         self._hold = f"{base}:hold"
         self._bell = f"{base}:bell"
         self._prefix = f"{base}:t:"
-        self._arm = redis.register_script(wakeup_scripts.ARM)
-        self._take = redis.register_script(wakeup_scripts.TAKE)
-        self._settle = redis.register_script(wakeup_scripts.SETTLE)
-        self._snapshot = redis.register_script(wakeup_scripts.SNAPSHOT)
+        self._arm = LuaScript(redis, wakeup_scripts.ARM)
+        self._take = LuaScript(redis, wakeup_scripts.TAKE)
+        self._settle = LuaScript(redis, wakeup_scripts.SETTLE)
+        self._snapshot = LuaScript(redis, wakeup_scripts.SNAPSHOT)
 
     async def arm(self, arms: Sequence[Arm]) -> int:
         """Create entries or move them earlier (never later), in one round trip. Returns how
@@ -111,20 +110,21 @@ class Wakeups:
         return sum(int(moved) for moved in await self._pipelined(self._arm, keys, calls))
 
     async def _pipelined(
-        self, script: AsyncScript, keys: list[str], calls: list[list[str | int]]
+        self, script: LuaScript, keys: list[str], calls: list[list[str | int]]
     ) -> list[Any]:
-        # redis-py's pipelined Script asks SCRIPT EXISTS first, a second round trip on every
-        # call: EVALSHA directly, and load the script only when Redis says it lacks it.
+        # EVALSHA directly, and load the script only when Redis says it lacks it.
         async def run(batch: list[list[str | int]]) -> list[Any]:
             pipe = self.redis.pipeline(transaction=False)
             for args in batch:
-                pipe.evalsha(script.sha, len(keys), *keys, *map(str, args))
+                # execute_command, not evalsha(): redis-py refuses EVALSHA in a cluster's
+                # pipeline by name, since it cannot route one without keys; these have keys.
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *map(str, args))
             return list(await pipe.execute(raise_on_error=False))
 
         results = await run(calls)
         missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
         if missing:
-            await self.redis.script_load(script.script)
+            await script.load()
             for i, result in zip(missing, await run([calls[i] for i in missing]), strict=True):
                 results[i] = result
         for result in results:
@@ -161,13 +161,13 @@ class Wakeups:
             ],
         )
 
-    async def wait_bell(self, connection: ArqRedis, timeout: float) -> None:
+    async def wait_bell(self, connection: FlowRedis, timeout: float) -> None:
         """Block until an arm or settle rings, or ``timeout`` passes. BLPOP blocks its
         connection, so the caller passes one of its own; keep ``timeout`` below that
         connection's socket timeout."""
         seconds = timeout if timeout > BELL_FLOOR_SECONDS else BELL_FLOOR_SECONDS
         # Not blpop(): redis-py types its timeout as whole seconds; Redis (≥ 6) takes decimals.
-        await connection.execute_command("BLPOP", self._bell, seconds)  # type: ignore[no-untyped-call]
+        await connection.execute_command("BLPOP", self._bell, seconds)
 
     async def snapshot(self, tenant_id: str, endpoint_id: str) -> WakeSnapshot:
         exists, due_in_ms, held = await self._snapshot(
@@ -195,7 +195,7 @@ def waiting_flag(region: str, tenant_id: str) -> str:
     return f"{region}/{tenant_id}"
 
 
-async def wake_waiting(redis: ArqRedis, taken: Sequence[tuple[str, str]]) -> None:
+async def wake_waiting(redis: FlowRedis, taken: Sequence[tuple[str, str]]) -> None:
     """Arm now each destination whose waiting flag a release took: (endpoint id, flag)."""
     by_region: dict[str, list[Arm]] = {}
     for endpoint_id, flag in taken:

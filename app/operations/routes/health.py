@@ -34,7 +34,12 @@ async def readyz(request: Request, resources: ResourcesDep) -> JSONResponse:
     async def redis() -> None:
         await resources.redis.ping()
 
+    async def queue() -> None:
+        await resources.queue.ping()
+
     checks = {"database": database, "redis": redis}
+    if resources.queue is not resources.redis:  # arq's own Redis beside a cluster
+        checks["queue"] = queue
     results: dict[str, str] = {}
     for name, check in checks.items():
         try:

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from arq.connections import ArqRedis
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.redis_clients import FlowRedis
 from app.core.replicas import Reads
 
 # Each query is served by a partial index and touches only live, or dead, rows: never the
@@ -175,7 +175,7 @@ class FleetGauges:
     def __init__(
         self,
         reads: Reads,
-        redis: ArqRedis,
+        redis: FlowRedis,
         region: str,
         ttl: float = 5.0,
     ) -> None:

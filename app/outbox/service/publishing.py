@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import structlog
-from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core import tracing
 from app.core.db import single_statements
 from app.core.faults import crash_point
+from app.core.redis_clients import FlowRedis
 from app.flow.service.wakeups import Arm, Wakeups
 from app.outbox.repository import outbox
 from app.outbox.repository.outbox import PendingPublication
@@ -28,7 +28,7 @@ log = structlog.get_logger("herald.publish")
 
 async def publish_and_mark(
     sessionmaker: async_sessionmaker[AsyncSession],
-    redis: ArqRedis,
+    redis: FlowRedis,
     region: str,
     publications: Sequence[PendingPublication],
     *,
@@ -65,7 +65,7 @@ class FastPublisher:
     def __init__(
         self,
         sessionmaker: async_sessionmaker[AsyncSession],
-        redis: ArqRedis,
+        redis: FlowRedis,
         region: str,
         *,
         max_batch: int = 500,

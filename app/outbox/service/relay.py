@@ -9,10 +9,10 @@ import asyncio
 import contextlib
 
 import structlog
-from arq.connections import ArqRedis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.config import Settings
+from app.core.redis_clients import FlowRedis
 from app.outbox.repository import outbox
 from app.outbox.service.publishing import publish_and_mark
 
@@ -23,7 +23,7 @@ FAST_PATH_HEADSTART_SECONDS = 0.3
 
 
 async def relay_once(
-    sessionmaker: async_sessionmaker[AsyncSession], redis: ArqRedis, settings: Settings
+    sessionmaker: async_sessionmaker[AsyncSession], redis: FlowRedis, settings: Settings
 ) -> int:
     """Publish one page; returns how many rows it published."""
     async with sessionmaker() as session, session.begin():
@@ -42,7 +42,7 @@ async def relay_once(
 
 async def run_relay(
     sessionmaker: async_sessionmaker[AsyncSession],
-    redis: ArqRedis,
+    redis: FlowRedis,
     settings: Settings,
     stop: asyncio.Event,
 ) -> None:

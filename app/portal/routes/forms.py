@@ -228,7 +228,7 @@ async def replay_since(
     ).model_dump(mode="json")
     job = await redrive.start_bulk_redrive(
         resources.sessionmaker,
-        resources.redis,
+        resources.queue,
         resources.settings,
         tenant_id=visitor.scope.tenant_id,
         wanted=wanted,

@@ -37,7 +37,7 @@ async def start_reconcile(
 ) -> ReconcileAccepted:
     run = await reconcile.start_reconcile(
         resources.sessionmaker,
-        resources.redis,
+        resources.queue,
         resources.settings,
         trigger=body.trigger if body else "api",
     )

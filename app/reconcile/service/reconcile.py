@@ -24,6 +24,7 @@ from app.core import metrics, queue
 from app.core.config import Settings
 from app.core.db import single_statements
 from app.core.logs import log_failure
+from app.core.redis_clients import FlowRedis
 from app.flow.service.wakeups import Arm, Wakeups
 from app.models import ReconcileRun
 from app.operations.service import partitions, retention
@@ -56,7 +57,7 @@ Scan = Callable[[int], Awaitable[tuple[int, int]]]
 class Reconciler:
     settings: Settings
     sessionmaker: async_sessionmaker[AsyncSession]
-    redis: ArqRedis
+    redis: FlowRedis
     counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -162,7 +163,7 @@ class Reconciler:
 async def run_reconcile(
     settings: Settings,
     sessionmaker: async_sessionmaker[AsyncSession],
-    redis: ArqRedis,
+    redis: FlowRedis,
     run_id: str,
 ) -> None:
     """The job: mark the run running, reconcile, record the outcome (never raises)."""
@@ -211,7 +212,7 @@ async def _record_failure(
 
 async def start_reconcile(
     sessionmaker: async_sessionmaker[AsyncSession],
-    redis: ArqRedis,
+    arq: ArqRedis,
     settings: Settings,
     *,
     trigger: str,
@@ -227,7 +228,7 @@ async def start_reconcile(
         insert=lambda session: reconcile_runs.insert_run(
             session, region=settings.region, trigger=trigger
         ),
-        enqueue=lambda run: queue.enqueue_reconcile(redis, settings.region, run.id),
+        enqueue=lambda run: queue.enqueue_reconcile(arq, settings.region, run.id),
         fail=fail,
     )
 
