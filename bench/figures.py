@@ -12,12 +12,14 @@ from bench import (
     backlog,
     baselines,
     credentials,
+    fleet,
     history,
     isolation,
     ordered,
     parking,
     probes,
     programs,
+    redis_cluster,
     replica_reads,
     write_costs,
 )
@@ -44,6 +46,7 @@ FIGURES = (
     "isolation",
     "write_costs",
     "replica",
+    "redis_cluster",
     "history",
 )
 # As many in flight as the raw aiohttp loop keeps, whatever the number of workers.
@@ -81,9 +84,6 @@ QUICK = Volumes(
     4, 20, 10_000, 5_000, 5, 30, 10, 10, 20_000, 1_000, (5_000, 50_000), 5_000, 100_000,
     (1_000, 10), 500, (200, 10), 4, (5, 1_000), 1_000_000,
 )  # fmt: skip
-# scale_out: every worker keeps this many in flight (the default), producers post with this
-# many clients.
-SCALE_OUT_CONCURRENCY, SCALE_OUT_CLIENTS = 100, 64
 
 
 async def accept(client: Client, v: Volumes, results: dict[str, Any]) -> None:
@@ -189,37 +189,7 @@ async def worker_rss(client: Client, v: Volumes, results: dict[str, Any]) -> Non
 
 
 async def scale_out(client: Client, v: Volumes, results: dict[str, Any]) -> None:
-    """One API process and one worker against two and three (the shape the scale-out
-    test in make test kills and restarts), producers posting one intent a request while the
-    workers deliver. Every worker keeps the same number in flight: more workers, more room."""
-    stack = client.stack
-    runs: dict[str, dict[str, float]] = {}
-    for apis, workers in ((1, 1), (2, 3)):
-        progress(f"scale out: {apis} API, {workers} worker(s), {v.scale_out} deliveries")
-        stack.stop_workers()
-        stack.stop("api")
-        await stack.clean_slate()
-        await stack.start_api(apis)
-        stack.start_workers(workers, concurrency=SCALE_OUT_CONCURRENCY)
-        await stack.wait_workers_idle()
-        api_cpu = probes.CpuMeter(stack.api_processes())
-        worker_cpu = probes.CpuMeter(stack.worker_processes())
-        per_second = await client.accept_while_delivering(v.scale_out, SCALE_OUT_CLIENTS)
-        # What sizing needs: CPU per intent in the API, per delivery in the workers.
-        runs[f"{apis}+{workers}"] = {
-            "per_second": per_second,
-            "api_cpu_ms": 1000 * api_cpu.seconds() / v.scale_out,
-            "worker_cpu_ms": 1000 * worker_cpu.seconds() / v.scale_out,
-        }
-    stack.stop_workers()
-    stack.stop("api")
-    await stack.start_api()
-    results["scale_out"] = {
-        "deliveries": v.scale_out,
-        **runs["2+3"],
-        "baseline": runs["1+1"],
-        "ratio": runs["2+3"]["per_second"] / runs["1+1"]["per_second"],
-    }
+    results["scale_out"] = await fleet.scale_out(client, v.scale_out)
 
 
 async def console(client: Client, v: Volumes, results: dict[str, Any]) -> None:
@@ -264,6 +234,12 @@ async def replica(client: Client, v: Volumes, results: dict[str, Any]) -> None:
     await replica_reads.replica_reads(client, 3 * v.accept_seconds, results)
 
 
+async def on_redis_cluster(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    results["redis_cluster"] = await redis_cluster.measure(
+        client, v.accept_seconds, v.e2e_instant // 2, ROUNDS
+    )
+
+
 RUNS = {
     "accept": accept,
     "batch": batch,
@@ -282,4 +258,5 @@ RUNS = {
     "write_costs": primary_write_costs,
     "history": long_history,
     "replica": replica,
+    "redis_cluster": on_redis_cluster,
 }

@@ -111,6 +111,19 @@ def _scale_out(r: dict[str, Any]) -> Row:
             "~1 on 2 cores: no collapse")  # fmt: skip
 
 
+def _fleet_on_cluster(r: dict[str, Any]) -> Row:
+    s = r["scale_out"]
+    c = s["on_cluster_and_replica"]
+    if c is None:  # --servers embedded: no cluster nor standby to make
+        return ("scale out on a Redis Cluster and a replica", "not run", "-", "-", ">= 0.9")
+    return ("scale out: the same fleet on a 3-master Redis Cluster and a streaming replica",
+            f"{c['per_second']:.0f} deliveries/s; CPU per intent: API {c['api_cpu_ms']:.2f} ms, "
+            f"workers {c['worker_cpu_ms']:.2f} ms; {c['reads_per_second']:.0f} reads/s beside, "
+            f"{c['replica_share']:.0%} from the replica, {c['read_errors']} 5xx",
+            f"one Redis, no replica {s['per_second']:.0f}/s",
+            f"{c['per_second'] / s['per_second']:.2f}", ">= 0.9")  # fmt: skip
+
+
 def _console(r: dict[str, Any]) -> Row:
     c = r["console"]
     pages = ", ".join(f"{name} {ms:.0f} ms" for name, ms in c["pages_ms"].items())
@@ -249,6 +262,24 @@ def _replica(r: dict[str, Any]) -> Row:
             "-", "-", ">= 95 %, 0 stale 404s")  # fmt: skip
 
 
+def _cluster(r: dict[str, Any], what: str, label: str) -> Row:
+    c = r["redis_cluster"]
+    herald, single = c[f"{what}_per_second"], c["single"][f"{what}_per_second"]
+    return (f"{label}, flow on a 3-master Redis Cluster", f"{herald:,.0f}/s",
+            f"one Redis {single:,.0f}/s", f"{herald / single:.2f}", ">= 0.9")  # fmt: skip
+
+
+def _cluster_spread(r: dict[str, Any]) -> Row:
+    c = r["redis_cluster"]
+    s = c["spread"]
+    return ("Redis Cluster: keys and commands", f"{c['commands_per_delivery']:.1f} commands a "
+            f"delivery (one Redis {c['single']['commands_per_delivery']:.1f}); busiest master "
+            f"{c['busiest_master_share']:.0%} of them; {s['slots_used']} slots hold 1,000 "
+            f"destinations' keys, at most {s['most_keys_in_a_slot']} in one",
+            f"keys per master {s['keys_per_master']}", f"{s['max_over_mean_master']:.2f}",
+            "max master <= 2x mean")  # fmt: skip
+
+
 ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_32", lambda r: _accept(r, "accept_32")),
     ("accept_64", lambda r: _accept(r, "accept_64")),
@@ -265,6 +296,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("reconcile_spread", lambda r: _reconcile(r, "reconcile_spread")),
     ("worker_rss_mb", _rss),
     ("scale_out", _scale_out),
+    ("scale_out", _fleet_on_cluster),
     ("console", _console),
     ("programs", _programs),
     ("ordered_keys", _ordered_keys),
@@ -285,6 +317,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("history", lambda r: _history(r, "status_by_id", "status by id, 32 clients")),
     ("history", _retire),
     ("replica_reads", _replica),
+    ("redis_cluster", lambda r: _cluster(r, "accept", "accept, 32 clients")),
+    ("redis_cluster", lambda r: _cluster(r, "e2e", "e2e, instant receiver")),
+    ("redis_cluster", _cluster_spread),
 ]
 
 

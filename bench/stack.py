@@ -23,6 +23,7 @@ from app.core.migrate import upgrade_to_head
 from app.core.sealing import new_key
 from devstack.dev import die_with_parent
 from devstack.embedded import EmbeddedPostgres, EmbeddedRedis, postgres_bin_dir
+from devstack.redis_cluster import TcpRedisCluster
 from devstack.tcp_servers import TcpPostgres, TcpRedis
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,6 +92,10 @@ class Stack:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.database_url = ""
         self.redis_url = ""
+        # Settings every Herald process started from now on gets (a figure's other shape),
+        # and a Redis Cluster that shape runs on, flushed with the single Redis.
+        self.overrides: dict[str, str] = {}
+        self.cluster: TcpRedisCluster | None = None
 
     def describe(self) -> str:
         if self.servers == "system":
@@ -136,8 +141,9 @@ class Stack:
             HERALD_SECRET_KEYS=SECRET_KEYS,
             HERALD_DESTINATION_ALLOWLIST="127.0.0.0/8",
             HERALD_PORT=str(API_PORT),
-            **extra,
         )
+        env.update(self.overrides)
+        env.update(extra)
         return env
 
     def spawn(self, name: str, argv: list[str], **extra: str) -> None:
@@ -251,6 +257,8 @@ class Stack:
         await self.flush_redis()
 
     async def flush_redis(self) -> None:
+        if self.cluster is not None:
+            await asyncio.to_thread(self.cluster.flushall)
         if isinstance(self.redis, TcpRedis):
             await asyncio.to_thread(self.redis.flush)
             return
