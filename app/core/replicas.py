@@ -49,9 +49,16 @@ PROBE_TIMEOUT_SECONDS = 2.0
 READ_TIMEOUT_SECONDS = 5.0
 _UNREACHABLE: tuple[type[Exception], ...] = (*DATABASE_TROUBLE, TimeoutError)
 
-_PRIMARY_POSITION = text("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint")
+# The primary's WAL position, and its timeline: the first 8 hex digits of its WAL file's name.
+_PRIMARY_POSITION = text(
+    "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint,"
+    " ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int"
+)
+# A standby's replayed position, and the timeline it streams (NULL when it streams nothing, or
+# when the role may not see pg_stat_wal_receiver's details: pg_read_all_stats).
 _REPLICA_POSITION = text(
-    "SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint"
+    "SELECT pg_is_in_recovery(), (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint,"
+    " (SELECT received_tli FROM pg_stat_wal_receiver)"
 )
 
 
@@ -89,6 +96,7 @@ class Reads:
     probe_every: float
     _positions: deque[tuple[float, int]] = field(default_factory=deque)
     _primary_answers: bool = True
+    _timeline: int | None = None  # the primary's, as of its last answer
     _turn: itertools.count[int] = field(default_factory=itertools.count)
     _task: asyncio.Task[None] | None = None
 
@@ -181,7 +189,7 @@ class Reads:
         try:
             async with asyncio.timeout(PROBE_TIMEOUT_SECONDS):
                 async with self.primary_probe.connect() as connection:
-                    position = (await connection.execute(_PRIMARY_POSITION)).scalar_one()
+                    position, self._timeline = (await connection.execute(_PRIMARY_POSITION)).one()
         except _UNREACHABLE as exc:
             # The replicas are judged against the samples already taken, and pass the bound
             # as those age: reads then go to the primary, which answers them or not.
@@ -204,12 +212,21 @@ class Reads:
         try:
             async with asyncio.timeout(PROBE_TIMEOUT_SECONDS):
                 async with replica.probe_engine.connect() as connection:
-                    standby, replayed = (await connection.execute(_REPLICA_POSITION)).one()
+                    standby, replayed, timeline = (
+                        await connection.execute(_REPLICA_POSITION)
+                    ).one()
         except _UNREACHABLE as exc:
             self._set(replica, None, unusable=f"unreachable: {type(exc).__name__}")
             return
         if not standby:
             self._set(replica, None, unusable="promoted: it no longer follows the primary")
+            return
+        if timeline is not None and self._timeline is not None and timeline != self._timeline:
+            # Still streaming from a primary that was failed over: what it replays past the
+            # fork is not the primary's, however close its position looks.
+            self._set(
+                replica, None, unusable=f"it follows timeline {timeline}, not {self._timeline}"
+            )
             return
         if replayed is None:  # a standby restored from archive that streams nothing yet
             self._set(replica, None, unusable="it has replayed no WAL")

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from subprocess import CalledProcessError
 
+import asyncpg
 import httpx
 import pytest
 from structlog.testing import capture_logs
@@ -21,7 +22,7 @@ from app.core.ids import new_id
 from app.core.replicas import Reads
 from app.main import create_app
 from tests.fixtures.api import new_endpoint, new_tenant, post_deliveries
-from tests.fixtures.stack import ADMIN, OwnPostgres, client_for
+from tests.fixtures.stack import ADMIN, OwnPostgres, Stack, client_for, plain_dsn
 from tests.fixtures.standby import Standby
 
 LAG = "Herald-Read-Lag"
@@ -207,3 +208,57 @@ async def test_a_replica_that_hangs_mid_read_costs_no_read_an_error(
             assert LAG not in answer.headers  # the primary answered
             await until(lambda: reads.replicas[0].unusable is not None)
         await until_read_from_the_replica(client, tenant)
+
+
+async def test_a_replica_still_following_a_failed_over_primary_is_not_read(
+    settings: Settings, own_postgres: OwnPostgres, standby: Standby, tmp_path: Path
+) -> None:
+    # A failover: a second standby is promoted and becomes Herald's primary, while the first
+    # still streams from the old primary -- which, not quite dead, goes on writing.
+    promoted = await asyncio.to_thread(
+        Standby.from_primary, own_postgres.stack.database_url, tmp_path / "promoted"
+    )
+    try:
+        await asyncio.to_thread(promoted.promote)
+        old = own_postgres.stack.database_url
+        await sql(old, "CREATE TABLE after_the_fork AS SELECT generate_series(1, 100000) AS n")
+        await until_replayed_on(standby, "SELECT count(*) FROM after_the_fork", 100_000)
+        # By position alone the old timeline's standby is ahead of the new primary: it has
+        # replayed everything the new primary has written, and more.
+        ahead = await standby.sql(
+            "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+            await promoted.sql("SELECT pg_current_wal_lsn()::text"),
+        )
+        assert ahead is True
+        stack = Stack(promoted.url, own_postgres.stack.redis_url, own_postgres.stack.workdir)
+        new_primary = OwnPostgres(own_postgres.server, stack, own_postgres.engine)
+        async with api_reading_from(settings, new_primary, standby, max_lag=60) as (
+            client,
+            reads,
+        ):
+            await until(lambda: reads.replicas[0].unusable != "not yet probed")
+            assert reads.replicas[0].unusable == "it follows timeline 1, not 2"
+            tenant = await new_tenant(client, "failed-over")
+            assert LAG not in (await listed(client, tenant)).headers
+    finally:
+        with suppress(CalledProcessError):
+            await asyncio.to_thread(promoted.stop)
+        shutil.rmtree(promoted.socket_dir, ignore_errors=True)
+
+
+async def sql(url: str, statement: str) -> None:
+    connection = await asyncpg.connect(plain_dsn(url))
+    try:
+        await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+async def until_replayed_on(standby: Standby, query: str, expected: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        with suppress(asyncpg.UndefinedTableError):
+            if await standby.sql(query) == expected:
+                return
+        assert time.monotonic() < deadline, "the standby never replayed it"
+        await asyncio.sleep(0.05)
