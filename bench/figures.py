@@ -189,7 +189,7 @@ async def worker_rss(client: Client, v: Volumes, results: dict[str, Any]) -> Non
 
 
 async def scale_out(client: Client, v: Volumes, results: dict[str, Any]) -> None:
-    results["scale_out"] = await fleet.scale_out(client, v.scale_out)
+    results["scale_out"] = await fleet.scale_out(client, v.scale_out, ROUNDS)
 
 
 async def console(client: Client, v: Volumes, results: dict[str, Any]) -> None:

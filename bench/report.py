@@ -111,15 +111,15 @@ def _scale_out(r: dict[str, Any]) -> Row:
             "~1 on 2 cores: no collapse")  # fmt: skip
 
 
-def _fleet_on_cluster(r: dict[str, Any]) -> Row:
+def _fleet_on(r: dict[str, Any], shape: str, what: str) -> Row:
     s = r["scale_out"]
-    c = s["on_cluster_and_replica"]
+    c = s[shape]
     if c is None:  # --servers embedded: no cluster nor standby to make
-        return ("scale out on a Redis Cluster and a replica", "not run", "-", "-", ">= 0.9")
-    return ("scale out: the same fleet on a 3-master Redis Cluster and a streaming replica",
+        return (f"scale out on {what}", "not run", "-", "-", ">= 0.9")
+    return (f"scale out: the same fleet on {what}",
             f"{c['per_second']:.0f} deliveries/s; CPU per intent: API {c['api_cpu_ms']:.2f} ms, "
             f"workers {c['worker_cpu_ms']:.2f} ms; {c['reads_per_second']:.0f} reads/s beside, "
-            f"{c['replica_share']:.0%} from the replica, {c['read_errors']} 5xx",
+            f"{c['replica_share']:.0%} from a replica, {c['read_errors']} 5xx",
             f"one Redis, no replica {s['per_second']:.0f}/s",
             f"{c['per_second'] / s['per_second']:.2f}", ">= 0.9")  # fmt: skip
 
@@ -296,7 +296,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("reconcile_spread", lambda r: _reconcile(r, "reconcile_spread")),
     ("worker_rss_mb", _rss),
     ("scale_out", _scale_out),
-    ("scale_out", _fleet_on_cluster),
+    ("scale_out", lambda r: _fleet_on(r, "on_cluster", "a 3-master Redis Cluster")),
+    ("scale_out", lambda r: _fleet_on(r, "on_replica", "a streaming replica")),
+    ("scale_out", lambda r: _fleet_on(r, "on_cluster_and_replica", "a cluster and a replica")),
     ("console", _console),
     ("programs", _programs),
     ("ordered_keys", _ordered_keys),

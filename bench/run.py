@@ -122,7 +122,10 @@ def main() -> None:
     results["wall_seconds"] = time.perf_counter() - started
     args.out.write_text(json.dumps(results, indent=2))
     print(table(results))
-    print(f"\n(accept, batch and latency: the median of {ROUNDS} rounds; the rest: one run)")
+    print(
+        f"\n(accept, batch, latency, scale out and the Redis Cluster figures: the median of"
+        f" {ROUNDS} rounds, their shapes alternating; the rest: one run)"
+    )
     print(f"\n(machine: {results['machine']}, wall time {results['wall_seconds']:.0f} s)")
 
 
