@@ -111,11 +111,12 @@ async def scale_out(client: Client, deliveries: int, rounds: int) -> dict[str, A
         stack.stop("api")
         stack.stop("reconcile")
         stack.overrides, stack.cluster = {}, None
-        await stack.start_api()
+        # The servers first: nothing after them may leave them running.
         if cluster is not None:
             await asyncio.to_thread(cluster.close)
         if standby is not None:
             await asyncio.to_thread(standby.stop)
+        await stack.start_api()
     medians = {name: _median_run(shape_runs) for name, shape_runs in runs.items()}
     return _figure(deliveries, medians)
 

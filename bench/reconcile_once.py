@@ -13,7 +13,7 @@ import psutil
 
 from app.core.config import load_settings
 from app.core.db import create_engine, create_sessionmaker
-from app.core.queue import create_queue_redis
+from app.core.redis_clients import RedisClients
 from app.reconcile.repository import reconcile_runs
 from app.reconcile.service.reconcile import run_reconcile
 
@@ -23,18 +23,18 @@ async def main() -> None:
     assert settings.database_url is not None and settings.redis_url is not None
     engine = create_engine(settings.async_database_url, pool_size=2)
     sessionmaker = create_sessionmaker(engine)
-    redis = create_queue_redis(settings.redis_url, region=settings.region)
+    clients = RedisClients.open(settings)
     process = psutil.Process()
     async with sessionmaker() as session, session.begin():
         run = await reconcile_runs.insert_run(session, region=settings.region, trigger="bench")
     rss_before = process.memory_info().rss
     started = time.perf_counter()
-    await run_reconcile(settings, sessionmaker, redis, run.id)
+    await run_reconcile(settings, sessionmaker, clients.flow, run.id)
     seconds = time.perf_counter() - started
     rss_after = process.memory_info().rss
     async with sessionmaker() as session, session.begin():
         finished = await reconcile_runs.get(session, run.id)
-    await redis.aclose()
+    await clients.aclose()
     await engine.dispose()
     assert finished is not None
     print(

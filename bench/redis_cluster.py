@@ -30,9 +30,15 @@ DESTINATIONS = 1_000
 E2E_DESTINATIONS = 64  # round robin; a tenant has 100 endpoints at most by default
 
 
-def _commands(port: int) -> int:
+def _work(port: int) -> tuple[int, float]:
+    """Commands the node has run, and the CPU seconds its process has used (Redis's own
+    count: user and system), since it started."""
     with redis.Redis(port=port) as node:
-        return int(node.info("stats")["total_commands_processed"])
+        cpu = node.info("cpu")
+        return (
+            int(node.info("stats")["total_commands_processed"]),
+            float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+        )
 
 
 async def _restart(client: Client, overrides: dict[str, str]) -> None:
@@ -57,21 +63,28 @@ async def _one_round(
     await stack.clean_slate()
     accepted = await client.accept(ACCEPT_CLIENTS, seconds, keyed=False)
     assert isinstance(stack.redis, TcpRedis)
-    # Where the flow runs: the cluster's masters, or the one Redis (which holds arq's queue
-    # in both shapes; its polling is the same in each and counted only in the single shape).
+    # Where the flow runs: the cluster's masters, or the one Redis (which holds arq's queue in
+    # both shapes; its polling, a few commands a second, is counted in the single shape only).
     ports = cluster.ports if shape == "cluster" else [stack.redis.port]
-    before = {port: _commands(port) for port in ports}
+    before = {port: _work(port) for port in ports}
     items = [
         {"endpoint_id": spread_over[n % len(spread_over)], "event_type": "bench", "payload": {}}
         for n in range(deliveries)
     ]
     e2e = await client.end_to_end("instant", deliveries, items)
-    ran = {port: _commands(port) - before[port] for port in ports}
+    after = {port: _work(port) for port in ports}
+    ran = {port: after[port][0] - before[port][0] for port in ports}
+    cpu = {port: after[port][1] - before[port][1] for port in ports}
+    busiest_us = 1e6 * max(cpu.values()) / deliveries
     return {
         "accept_per_second": accepted["per_second"],
         "e2e_per_second": e2e["per_second"],
         "commands_per_delivery": sum(ran.values()) / deliveries,
         "busiest_master_share": max(ran.values()) / max(sum(ran.values()), 1),
+        # The busiest Redis process's CPU a delivery, and the rate at which it would use a
+        # whole core: what one region's wake-ups' master caps a region at.
+        "busiest_master_cpu_us": busiest_us,
+        "busiest_master_full_at": 1e6 / busiest_us,
     }
 
 
@@ -120,9 +133,9 @@ async def measure(client: Client, seconds: float, deliveries: int, rounds: int) 
                 runs[name].append(run)
         spread = await asyncio.to_thread(_spread, cluster)
     finally:
-        await _restart(client, {})
         stack.cluster = None
-        await asyncio.to_thread(cluster.close)
+        await asyncio.to_thread(cluster.close)  # first: nothing after it may leave it running
+        await _restart(client, {})
     figures = {
         name: {key: median(run[key] for run in shape_runs) for key in shape_runs[0]}
         for name, shape_runs in runs.items()

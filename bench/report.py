@@ -274,7 +274,9 @@ def _cluster_spread(r: dict[str, Any]) -> Row:
     s = c["spread"]
     return ("Redis Cluster: keys and commands", f"{c['commands_per_delivery']:.1f} commands a "
             f"delivery (one Redis {c['single']['commands_per_delivery']:.1f}); busiest master "
-            f"{c['busiest_master_share']:.0%} of them; {s['slots_used']} slots hold 1,000 "
+            f"{c['busiest_master_share']:.0%} of them, {c['busiest_master_cpu_us']:.0f} us of its CPU "
+            f"a delivery (a full core at {c['busiest_master_full_at']:,.0f}/s); "
+            f"{s['slots_used']} slots hold 1,000 "
             f"destinations' keys, at most {s['most_keys_in_a_slot']} in one",
             f"keys per master {s['keys_per_master']}", f"{s['max_over_mean_master']:.2f}",
             "max master <= 2x mean")  # fmt: skip

@@ -102,7 +102,11 @@ class Base(DeclarativeBase):
 
 
 def create_engine(
-    database_url: str, *, pool_size: int = 20, connect_timeout: float = 60.0
+    database_url: str,
+    *,
+    pool_size: int = 20,
+    connect_timeout: float = 60.0,
+    command_timeout: float = 30.0,
 ) -> AsyncEngine:
     return create_async_engine(
         database_url,
@@ -120,7 +124,7 @@ def create_engine(
         hide_parameters=True,
         connect_args={
             "timeout": connect_timeout,
-            "command_timeout": 30,
+            "command_timeout": command_timeout,
             "server_settings": {
                 "application_name": "herald",
                 # The hot paths' statements (single_statements) are planned once per

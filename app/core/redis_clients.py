@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from urllib.parse import unquote
 
 from arq.connections import ArqRedis
+from redis._parsers import AsyncCommandsParser
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 
 from app.core import queue
 
@@ -44,13 +45,18 @@ class ClusterAddress:
 
     nodes: tuple[tuple[str, int], ...]
     username: str | None
-    password: str | None
+    password: str | None = field(repr=False)
     tls: bool
 
     @classmethod
     def parse(cls, url: str) -> ClusterAddress:
         scheme, _, rest = url.partition("://")
-        netloc = rest.split("/", 1)[0]
+        netloc, _, path = rest.partition("/")
+        if "?" in rest or path not in ("", "0"):
+            raise ValueError(
+                "a Redis Cluster URL names nodes only: a cluster has database 0 alone, and"
+                " takes no options in the URL"
+            )
         credentials, _, hosts = netloc.rpartition("@")
         username, _, password = credentials.partition(":")
         nodes = []
@@ -69,20 +75,78 @@ class ClusterAddress:
         )
 
 
+class _CommandTable(AsyncCommandsParser):
+    """redis-py's key finder, which learns the command table (COMMAND) once, from any master.
+
+    redis-py asks it again of one node, the first master, each time the client starts over
+    after a connection error: with that master down every command failed, the other masters'
+    too. The table is the server build's, the same on every node and every reconnect."""
+
+    def __init__(self, cluster: RedisCluster) -> None:
+        super().__init__()
+        self._cluster = cluster
+
+    async def initialize(self, node: ClusterNode | None = None) -> None:
+        if getattr(self, "commands", None):
+            return
+        first = [node] if node is not None else []
+        masters = self._cluster.get_primaries()
+        failure: Exception | None = None
+        for candidate in [*first, *(m for m in masters if m is not node)]:
+            try:
+                await super().initialize(candidate)
+                return
+            except (RedisError, OSError) as exc:
+                failure = exc
+        raise failure or RedisError("no master answered COMMAND")
+
+
+class _Cluster(RedisCluster):
+    """redis-py's cluster client, which always has the configured nodes to start over from.
+
+    On each connection error redis-py drops the failing node from the nodes it starts from and
+    starts over, closing every node's connections -- the healthy masters' commands in flight
+    too, which then fail and drop their nodes in turn. Under load, with one master down, that
+    emptied the list ("cannot be connected ... reachable node: None") and nothing was served
+    again, the live masters' slots included."""
+
+    def __init__(self, seeds: Sequence[tuple[str, int]], **kwargs: Any) -> None:
+        super().__init__(startup_nodes=[ClusterNode(h, p) for h, p in seeds], **kwargs)
+        self._seeds = tuple(seeds)
+
+    async def initialize(self) -> RedisCluster:
+        if self._initialize:
+            manager = self.nodes_manager
+            for host, port in self._seeds:
+                node = ClusterNode(host, port, **manager.connection_kwargs)
+                manager.startup_nodes.setdefault(node.name, node)
+        return await super().initialize()
+
+
 def create_cluster(url: str) -> RedisCluster:
     address = ClusterAddress.parse(url)
-    cluster: RedisCluster = RedisCluster(
-        startup_nodes=[ClusterNode(host, port) for host, port in address.nodes],
+    # redis-py's typing declares connection_pool on its shared base; a cluster has none.
+    cluster = _Cluster(  # type: ignore[abstract]
+        address.nodes,
         username=address.username,
         password=address.password,
         ssl=address.tls,
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
         health_check_interval=30,
-        # Serve the slots of the masters that answer while one is down: the cluster decides
-        # (cluster-require-full-coverage) whether the others still take commands.
+        # A slot whose master stopped answering is the only one that fails: the others' keep
+        # being served while the cluster (cluster-require-full-coverage) says they may.
         require_full_coverage=False,
+        # A lost connection is tried once more, after the client has learnt the slots again
+        # (a failover moved them), and not at the node level too: a frozen master costs a
+        # command two socket timeouts, not eight. One, not none: redis-py's cluster pipeline
+        # runs `cluster_error_retry_attempts` times, so 0 would never send it. A script whose
+        # reply was lost may so run twice; what it holds or counts expires by itself.
+        # Redirections (MOVED, ASK, TRYAGAIN) are followed regardless.
+        cluster_error_retry_attempts=1,
+        connection_error_retry_attempts=0,
     )
+    cluster.commands_parser = _CommandTable(cluster)
     return cluster
 
 
@@ -106,20 +170,23 @@ class RedisClients:
             return cls(arq, arq)
         return cls(queue.create_queue_redis(redis_url, region=region), arq)
 
-    async def ping(self) -> None:
-        await self.flow.ping()
-        if self.queue is not self.flow:
-            await self.queue.ping()
-
     async def aclose(self) -> None:
         await self.flow.aclose()
         if self.queue is not self.flow:
             await self.queue.aclose()
 
 
+async def ping(redis: FlowRedis) -> None:
+    """Every master of a cluster answers (as one Redis must): the flow needs them all."""
+    if isinstance(redis, RedisCluster):
+        await redis.ping(target_nodes=RedisCluster.PRIMARIES)
+    else:
+        await redis.ping()
+
+
 class LuaScript:
     """A Lua script run by EVALSHA, loaded only when Redis says it lacks it (after a restart,
-    a failover or a FLUSHALL), on one Redis or a cluster alike: redis-py's own Script is typed
+    a failover or a SCRIPT FLUSH), on one Redis or a cluster alike: redis-py's own Script is typed
     for one Redis only, and its pipelined form asks SCRIPT EXISTS first on every call."""
 
     def __init__(self, redis: FlowRedis, source: str) -> None:

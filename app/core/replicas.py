@@ -44,8 +44,9 @@ T = TypeVar("T")
 # unreachable: a replica that stopped answering costs a read this much before the primary is
 # asked, not asyncpg's minute.
 PROBE_TIMEOUT_SECONDS = 2.0
-# How long a read may take on a replica before the primary is asked instead: a replica cut off
-# mid-read (no reset, no answer) costs a read this much, not the 30 s command timeout.
+# How long a statement may take on a replica before the primary is asked instead: a replica cut
+# off mid-read (no reset, no answer) costs a read this much, not the 30 s command timeout. Per
+# statement, on the replica's connections only: what a read asks of Redis is not counted.
 READ_TIMEOUT_SECONDS = 5.0
 _UNREACHABLE: tuple[type[Exception], ...] = (*DATABASE_TROUBLE, TimeoutError)
 
@@ -83,6 +84,9 @@ class Replica:
     # as of the last probe: what it answers is at most that old.
     caught_up_at: float | None = None
     unusable: str | None = "not yet probed"  # why reads pass it by; None: it serves them
+    # The timeline its WAL receiver streamed when last seen: a receiver that stopped (its
+    # primary died in a failover) shows none, yet what it replayed is still that timeline's.
+    timeline: int | None = None
 
 
 @dataclass
@@ -114,7 +118,12 @@ class Reads:
         """Engines for each replica (made now, connected when first used) and the probe's."""
         replicas = []
         for n, url in enumerate(replica_urls):
-            engine = create_engine(url, pool_size=pool_size, connect_timeout=PROBE_TIMEOUT_SECONDS)
+            engine = create_engine(
+                url,
+                pool_size=pool_size,
+                connect_timeout=PROBE_TIMEOUT_SECONDS,
+                command_timeout=READ_TIMEOUT_SECONDS,
+            )
             probe = create_engine(url, pool_size=1, connect_timeout=PROBE_TIMEOUT_SECONDS)
             replicas.append(Replica(f"replica-{n}", engine, create_sessionmaker(engine), probe))
         primary_probe = create_engine(primary_url, pool_size=1) if replicas else None
@@ -145,9 +154,8 @@ class Reads:
         if replica is not None and replica.caught_up_at is not None:
             lag = now - replica.caught_up_at
             try:
-                async with asyncio.timeout(READ_TIMEOUT_SECONDS):
-                    async with replica.sessionmaker() as session, session.begin():
-                        return Served(await read(session), lag)
+                async with replica.sessionmaker() as session, session.begin():
+                    return Served(await read(session), lag)
             except NotFound:
                 pass  # not replayed yet, perhaps: only the primary may say it does not exist
             except _UNREACHABLE as exc:
@@ -221,6 +229,7 @@ class Reads:
         if not standby:
             self._set(replica, None, unusable="promoted: it no longer follows the primary")
             return
+        replica.timeline = timeline = timeline or replica.timeline
         if timeline is not None and self._timeline is not None and timeline != self._timeline:
             # Still streaming from a primary that was failed over: what it replays past the
             # fork is not the primary's, however close its position looks.

@@ -99,14 +99,19 @@ async def test_herald_s_own_client_finds_the_cluster_from_its_url(tmp_path: Path
     client = create_cluster(servers.herald_url)
     try:
         wakeups = Wakeups(client, REGION)
-        assert await wakeups.arm([Arm("ten_a", "ep_a"), Arm("ten_b", "ep_b", in_seconds=60)]) == 2
         await client.script_flush()  # as a restarted or failed-over master has no scripts
+        # The arm goes in a pipeline: its NOSCRIPT comes back there and the script is loaded.
+        assert await wakeups.arm([Arm("ten_a", "ep_a"), Arm("ten_b", "ep_b", in_seconds=60)]) == 2
         taken = await wakeups.take(hold_seconds=5, token="t1")
         assert (taken.tenant_id, taken.endpoint_id) == ("ten_a", "ep_a")
         assert not (await wakeups.take(hold_seconds=5, token="t2")).endpoint_id
         await wakeups.settle(taken, in_seconds=None)
         assert await wakeups.count_entries() == 1  # ten_b's, due in a minute
-        await wakeups.wait_bell(client, 0.5)  # the settle rang: this returns at once
+        bell = f"{WAKE}:bell"
+        rung = await cast("Awaitable[int]", client.llen(bell))
+        assert rung >= 1
+        await wakeups.wait_bell(client, 0.5)  # BLPOP on the bell's master takes a ring
+        assert await cast("Awaitable[int]", client.llen(bell)) == rung - 1
     finally:
         await client.aclose()
         await asyncio.to_thread(servers.close)

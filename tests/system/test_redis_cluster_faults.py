@@ -37,7 +37,7 @@ OPEN = [f"/open-{n}" for n in range(8)]
 NARROW, NARROW_CEILING = "/narrow", 3  # max_in_flight
 METERED, METERED_RATE = "/metered", 10  # rate_limit_per_second: its share takes ~9 s
 PATHS = [*OPEN, NARROW, METERED]
-WAKE_KEY = "herald:wake:{local}:tenants"
+REGION = "local"
 Placement = Callable[[int], bool]
 SETTINGS = {
     "HERALD_WORKER_CONCURRENCY": "20",
@@ -47,6 +47,10 @@ SETTINGS = {
     "HERALD_RECONCILE_GRACE_SECONDS": "0.5",
     "HERALD_ENQUEUED_STALE_SECONDS": "3",
 }
+
+
+def wake_key(region: str) -> str:
+    return f"herald:wake:{{{region}}}:tenants"
 
 
 @pytest.fixture
@@ -60,10 +64,10 @@ async def cluster(tmp_path: Path) -> AsyncIterator[TcpRedisCluster]:
 
 
 @contextmanager
-def fleet(stack: Stack, cluster: TcpRedisCluster, logs: Path) -> Iterator[ApiProcess]:
-    """One API, two workers and the reconcile cron, the flow on the cluster, arq's queue on
-    the suite's single Redis."""
-    env = {**SETTINGS, "HERALD_REDIS_URL": cluster.herald_url}
+def fleet(stack: Stack, cluster: TcpRedisCluster, logs: Path, region: str) -> Iterator[ApiProcess]:
+    """One API, two workers and the reconcile cron of ``region``, the flow on the cluster,
+    arq's queue on the suite's single Redis."""
+    env = {**SETTINGS, "HERALD_REDIS_URL": cluster.herald_url, "HERALD_REGION": region}
     env["HERALD_QUEUE_REDIS_URL"] = stack.redis_url
     with ExitStack() as stopping:
         api = start_api(stack, logs, **env)
@@ -104,11 +108,10 @@ async def destinations(
 
 
 async def produce(
-    http: httpx.AsyncClient, tenant: dict[str, str], ends: dict[str, str]
-) -> set[str]:
-    """The deliveries, ``PRODUCERS`` posting at once: accepting never needs Redis, so every
-    one is taken whatever the cluster is going through."""
-    accepted: set[str] = set()
+    http: httpx.AsyncClient, tenant: dict[str, str], ends: dict[str, str], accepted: list[str]
+) -> None:
+    """The deliveries, ``PRODUCERS`` posting at once, their ids appended to ``accepted``:
+    accepting never needs Redis, so every one is taken whatever the cluster goes through."""
     numbers = iter(range(DELIVERIES))
 
     async def producer() -> None:
@@ -116,10 +119,9 @@ async def produce(
             body = {"endpoint_id": ends[PATHS[n % len(PATHS)]], "event_type": "c", "payload": {}}
             response = await http.post("/v1/deliveries", json=body, headers=tenant)
             assert response.status_code == 202, response.text
-            accepted.add(response.json()["id"])
+            accepted.append(response.json()["id"])
 
     await asyncio.gather(*(producer() for _ in range(PRODUCERS)))
-    return accepted
 
 
 async def run_with_fault(
@@ -130,26 +132,30 @@ async def run_with_fault(
     logs: Path,
     fault: Callable[[], Awaitable[None]],
     placed: Placement = lambda _: True,
+    region: str = REGION,
 ) -> tuple[set[str], Counter[int]]:
     """Deliveries posted and sent; ``fault`` once a fifth have arrived. Returns the accepted
     ids and the status codes the status route answered while the fault was under way."""
     for path in OPEN:
         receiver.script(path, *[Reply(200, delay=0.05)] * DELIVERIES)
     statuses: Counter[int] = Counter()
-    with fleet(stack, cluster, logs) as api:
+    with fleet(stack, cluster, logs, region) as api:
         await wait_healthy(api)
         async with httpx.AsyncClient(base_url=api.base_url, timeout=30) as http:
             tenant, ends = await destinations(http, receiver, cluster, placed)
 
             async def fault_midway() -> None:
                 await eventually(lambda: _arrived(receiver), lambda n: n >= DELIVERIES // 5)
-                polling = asyncio.create_task(_poll_status(http, tenant, receiver, statuses))
+                polling = asyncio.create_task(
+                    _poll_status(http, tenant, accepted, receiver, statuses)
+                )
                 try:
                     await fault()
                 finally:
                     polling.cancel()
 
-            accepted, _ = await asyncio.gather(produce(http, tenant, ends), fault_midway())
+            accepted: list[str] = []
+            await asyncio.gather(produce(http, tenant, ends, accepted), fault_midway())
 
             async def all_succeeded() -> bool:
                 async with engine.connect() as connection:
@@ -162,7 +168,7 @@ async def run_with_fault(
             for delivery_id in sorted(accepted)[:: DELIVERIES // 30]:
                 answer = await http.get(f"/v1/deliveries/{delivery_id}", headers=tenant)
                 assert answer.status_code == 200 and answer.json()["state"] == "succeeded"
-    return accepted, statuses
+    return set(accepted), statuses
 
 
 async def _arrived(receiver: Receiver) -> int:
@@ -170,14 +176,18 @@ async def _arrived(receiver: Receiver) -> int:
 
 
 async def _poll_status(
-    http: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver, seen: Counter[int]
+    http: httpx.AsyncClient,
+    tenant: dict[str, str],
+    accepted: list[str],
+    receiver: Receiver,
+    seen: Counter[int],
 ) -> None:
-    """Ask after deliveries that arrived, as a producer would, for as long as the fault lasts."""
+    """Ask after the newest deliveries (pending: their explanation asks Redis for the flow and
+    the wake-up) and some that arrived, as producers would, for as long as the fault lasts."""
     while True:
-        for arrival in receiver.requests[-5:]:
-            answer = await http.get(
-                f"/v1/deliveries/{arrival.headers['webhook-id']}", headers=tenant
-            )
+        asked = [*accepted[-5:], *(r.headers["webhook-id"] for r in receiver.requests[-3:])]
+        for delivery_id in asked:
+            answer = await http.get(f"/v1/deliveries/{delivery_id}", headers=tenant)
             seen[answer.status_code] += 1
         await asyncio.sleep(0.1)
 
@@ -217,7 +227,9 @@ async def assert_nothing_lost(engine: AsyncEngine, receiver: Receiver, ids: set[
 async def test_the_wake_ups_master_killed_and_restarted_empty_loses_nothing(
     stack: Stack, cluster: TcpRedisCluster, receiver: Receiver, engine: AsyncEngine, tmp_path: Path
 ) -> None:
-    victim = cluster.owner(WAKE_KEY)
+    # The master of the region's wake-ups (and of slot 0, the client's first): every taker
+    # stalls until it is back, and what it held is gone.
+    victim = cluster.owner(wake_key(REGION))
 
     async def kill_and_restart() -> None:
         before = len(receiver.requests)
@@ -239,10 +251,48 @@ async def test_the_wake_ups_master_killed_and_restarted_empty_loses_nothing(
     assert receiver.most_starts_in_any_second(METERED) <= METERED_RATE + 1
 
 
+async def test_another_master_lost_leaves_the_other_masters_destinations_flowing(
+    stack: Stack, cluster: TcpRedisCluster, receiver: Receiver, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    # The master of slot 0, which redis-py asks first when it starts over; the region's
+    # wake-ups on another one.
+    victim = cluster.slot_owners()[0]
+    region = next(f"r{n}" for n in range(100) if cluster.owner(wake_key(f"r{n}")) != victim)
+    sent_while_down: list[int] = []
+
+    async def kill_and_restart() -> None:
+        await asyncio.to_thread(cluster.processes[victim].send_signal, signal.SIGKILL)
+        await asyncio.to_thread(cluster.processes[victim].wait, 10)
+        await asyncio.sleep(1)  # what was claimed before the kill has gone out
+        before = len(receiver.requests)
+        await asyncio.sleep(3)
+        sent_while_down.append(len(receiver.requests) - before)
+        await asyncio.to_thread(cluster.start_node, victim)
+        await asyncio.to_thread(cluster.wait_ok)
+
+    ids, statuses = await run_with_fault(
+        stack,
+        cluster,
+        receiver,
+        engine,
+        tmp_path,
+        kill_and_restart,
+        lambda port: port != victim,
+        region=region,
+    )
+    # Destinations whose flow keys live on the other masters were served all along.
+    assert sent_while_down[0] > 0
+    await assert_nothing_lost(engine, receiver, ids)
+    assert statuses and set(statuses) == {200}
+    assert receiver.max_in_flight_on[NARROW] <= NARROW_CEILING
+    assert receiver.most_starts_in_any_second(METERED) <= METERED_RATE + 1
+
+
 async def test_flushall_on_every_master_mid_run_loses_nothing(
     stack: Stack, cluster: TcpRedisCluster, receiver: Receiver, engine: AsyncEngine, tmp_path: Path
 ) -> None:
     async def flush() -> None:
+        assert await asyncio.to_thread(cluster.key_count) > 0  # wake-ups, flow keys: in use
         await asyncio.to_thread(cluster.flushall)
         await asyncio.sleep(1)
 
@@ -261,7 +311,7 @@ async def test_a_reshard_while_deliveries_flow_loses_nothing_and_keeps_ceilings(
     stack: Stack, cluster: TcpRedisCluster, receiver: Receiver, engine: AsyncEngine, tmp_path: Path
 ) -> None:
     during: list[int] = []
-    source = cluster.owner(WAKE_KEY)
+    source = cluster.owner(wake_key(REGION))
     target = next(port for port in cluster.ports if port != source)
 
     async def move_the_wake_ups_master() -> None:
@@ -269,7 +319,7 @@ async def test_a_reshard_while_deliveries_flow_loses_nothing_and_keeps_ceilings(
         # Every slot the source serves, its keys with them, the wake-ups' slot among them.
         await asyncio.to_thread(cluster.reshard, source, target, cluster.slot_count(source))
         during.append(len(receiver.requests) - before)
-        assert cluster.owner(WAKE_KEY) == target
+        assert cluster.owner(wake_key(REGION)) == target
 
     ids, statuses = await run_with_fault(
         stack, cluster, receiver, engine, tmp_path, move_the_wake_ups_master, source.__eq__

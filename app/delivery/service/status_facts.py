@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
+import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.config import Settings
@@ -21,6 +22,8 @@ from app.flow.service.wakeups import Wakeups
 from app.models import Delivery, Endpoint
 from app.outbox.service import outbox
 from app.streams.service import streams
+
+log = structlog.get_logger()
 
 
 async def delivery_detail(
@@ -88,7 +91,12 @@ async def _destination_now(
     flow = await flow_snapshot(redis, endpoint.id, ceiling, endpoint.tenant_id)
     if flow is None:
         return None
-    wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
+    try:
+        wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
+    except Exception as exc:  # on a cluster the wake-ups' master may be down, the flow's not
+        # Not the flow without its wake-up: that would read as "no wake-up", i.e. stuck.
+        log.warning("flow.wake_snapshot_failed", endpoint_id=endpoint.id, error=type(exc).__name__)
+        return None
     return dataclasses.replace(flow, woken_in=wake.due_in)
 
 

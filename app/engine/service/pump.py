@@ -16,7 +16,7 @@ import random
 import uuid
 
 import structlog
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core import metrics
@@ -45,7 +45,13 @@ HOLD_SECONDS = 10.0
 TAKERS = 2
 BACKOFF_MAX_SECONDS = 5.0
 # What makes a taker back off and try again: Redis or PostgreSQL away for a while.
-_PASSING: tuple[type[Exception], ...] = (RedisError, OSError, *DATABASE_TROUBLE)
+# A cluster none of whose nodes answers raises RedisClusterException, which is no RedisError.
+_PASSING: tuple[type[Exception], ...] = (
+    RedisError,
+    RedisClusterException,
+    OSError,
+    *DATABASE_TROUBLE,
+)
 # A claim skips rows another transaction holds locked (a publish mark, another claim), yet
 # they are due: the destination is looked at again after a pause that doubles while that lasts
 # (a lock is usually gone within milliseconds), instead of being claimed in a busy loop.

@@ -8,6 +8,7 @@ from sqlalchemy import text
 
 from app import __version__
 from app.api.problems import problem_response, problem_response_doc
+from app.core import redis_clients
 from app.reconcile.service import reconcile
 from app.runtime.resources import ResourcesDep
 
@@ -32,7 +33,7 @@ async def readyz(request: Request, resources: ResourcesDep) -> JSONResponse:
             await session.execute(text("SELECT 1"))
 
     async def redis() -> None:
-        await resources.redis.ping()
+        await redis_clients.ping(resources.redis)
 
     async def queue() -> None:
         await resources.queue.ping()

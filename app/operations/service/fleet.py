@@ -15,7 +15,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.redis_clients import FlowRedis
+from app.core.redis_clients import FlowRedis, ping
 from app.core.replicas import Reads
 
 # Each query is served by a partial index and touches only live, or dead, rows: never the
@@ -230,7 +230,7 @@ class FleetGauges:
 
     async def _redis_answers(self) -> bool:
         try:
-            await asyncio.wait_for(self._redis.ping(), REDIS_PING_SECONDS)
+            await asyncio.wait_for(ping(self._redis), REDIS_PING_SECONDS)
         except Exception:  # unreachable, or too slow to count as up: either way 0
             return False
         return True
