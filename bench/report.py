@@ -115,13 +115,13 @@ def _fleet_on(r: dict[str, Any], shape: str, what: str) -> Row:
     s = r["scale_out"]
     c = s[shape]
     if c is None:  # --servers embedded: no cluster nor standby to make
-        return (f"scale out on {what}", "not run", "-", "-", ">= 0.9")
+        return (f"scale out on {what}", "not run", "-", "-", "~1 on 2 cores")
     return (f"scale out: the same fleet on {what}",
             f"{c['per_second']:.0f} deliveries/s; CPU per intent: API {c['api_cpu_ms']:.2f} ms, "
             f"workers {c['worker_cpu_ms']:.2f} ms; {c['reads_per_second']:.0f} reads/s beside, "
             f"{c['replica_share']:.0%} from a replica, {c['read_errors']} 5xx",
             f"one Redis, no replica {s['per_second']:.0f}/s",
-            f"{c['per_second'] / s['per_second']:.2f}", ">= 0.9")  # fmt: skip
+            f"{c['per_second'] / s['per_second']:.2f}", "~1 on 2 cores")  # fmt: skip
 
 
 def _console(r: dict[str, Any]) -> Row:
