@@ -11,6 +11,7 @@ Every client connects lazily: an API must start, and accept, while Redis is down
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from arq.connections import ArqRedis
 from redis._parsers import AsyncCommandsParser
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from app.core import queue
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # the settings import this module to check a cluster URL
 
 FlowRedis: TypeAlias = Redis | RedisCluster
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+RESTART_PAUSE_SECONDS = 1.0
 SOCKET_TIMEOUT_SECONDS = 5.0  # above the takers' longest BLPOP (1 s), below a stuck request's
 CONNECT_TIMEOUT_SECONDS = 2.0
 
@@ -113,14 +115,35 @@ class _Cluster(RedisCluster):
     def __init__(self, seeds: Sequence[tuple[str, int]], **kwargs: Any) -> None:
         super().__init__(startup_nodes=[ClusterNode(h, p) for h, p in seeds], **kwargs)
         self._seeds = tuple(seeds)
+        self._starting = asyncio.Lock()
+        self._failed: tuple[float, Exception] | None = None
 
     async def initialize(self) -> RedisCluster:
-        if self._initialize:
+        """Start over from the configured nodes. A start that failed within the last
+        RESTART_PAUSE_SECONDS is reported at once to the callers queued behind it, instead of
+        each trying again in turn (behind a node that times out, the k-th waited k starts)."""
+        if not self._initialize:
+            return self
+        async with self._starting:
+            if not self._initialize:
+                return self
+            now = asyncio.get_running_loop().time()
+            if self._failed is not None and now - self._failed[0] < RESTART_PAUSE_SECONDS:
+                raise self._failed[1]
             manager = self.nodes_manager
             for host, port in self._seeds:
                 node = ClusterNode(host, port, **manager.connection_kwargs)
                 manager.startup_nodes.setdefault(node.name, node)
-        return await super().initialize()
+            try:
+                await super().initialize()
+            except RuntimeError as exc:  # redis-py iterating nodes another failure removes
+                self._failed = (now, RedisClusterException(f"cluster start-over: {exc}"))
+                raise self._failed[1] from exc
+            except Exception as exc:
+                self._failed = (now, exc)
+                raise
+            self._failed = None
+            return self
 
 
 def create_cluster(url: str) -> RedisCluster:
@@ -131,6 +154,7 @@ def create_cluster(url: str) -> RedisCluster:
         username=address.username,
         password=address.password,
         ssl=address.tls,
+        ssl_check_hostname=address.tls,  # redis-py's cluster client checks no name by default
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
         health_check_interval=30,
@@ -138,8 +162,8 @@ def create_cluster(url: str) -> RedisCluster:
         # being served while the cluster (cluster-require-full-coverage) says they may.
         require_full_coverage=False,
         # A lost connection is tried once more, after the client has learnt the slots again
-        # (a failover moved them), and not at the node level too: a frozen master costs a
-        # command two socket timeouts, not eight. One, not none: redis-py's cluster pipeline
+        # (a failover moved them), and not at the node level too (redis-py's default would
+        # try each command 4 x 4 times). One, not none: redis-py's cluster pipeline
         # runs `cluster_error_retry_attempts` times, so 0 would never send it. A script whose
         # reply was lost may so run twice; what it holds or counts expires by itself.
         # Redirections (MOVED, ASK, TRYAGAIN) are followed regardless.
@@ -177,17 +201,36 @@ class RedisClients:
 
 
 async def ping(redis: FlowRedis) -> None:
-    """Every master of a cluster answers (as one Redis must): the flow needs them all."""
+    """Every master of a cluster answers (as one Redis must). Each on a connection of the
+    ping's own: through the client, a master that fails would make it start over, closing
+    every connection, and a node's own pool keeps the connections a failure leaves."""
     if isinstance(redis, RedisCluster):
-        await redis.ping(target_nodes=RedisCluster.PRIMARIES)
+        await redis.initialize()
+        answers = await asyncio.gather(
+            *(_ping_node(master) for master in redis.get_primaries()), return_exceptions=True
+        )
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
     else:
         await redis.ping()
 
 
+async def _ping_node(node: ClusterNode) -> None:
+    connection = node.connection_class(**node.connection_kwargs)
+    try:
+        await connection.send_command("PING")  # connects first
+        await connection.read_response()
+    finally:
+        await connection.disconnect()
+
+
 class LuaScript:
-    """A Lua script run by EVALSHA, loaded only when Redis says it lacks it (after a restart,
-    a failover or a SCRIPT FLUSH), on one Redis or a cluster alike: redis-py's own Script is typed
-    for one Redis only, and its pipelined form asks SCRIPT EXISTS first on every call."""
+    """A Lua script run by EVALSHA, sent whole (EVAL) only when the node says it lacks it
+    (after a restart, a failover or a SCRIPT FLUSH); EVAL goes where the keys are and leaves
+    the script cached there, where SCRIPT LOAD would need every master of a cluster up. On one
+    Redis or a cluster alike: redis-py's own Script is typed for one Redis only, and its
+    pipelined form asks SCRIPT EXISTS first on every call."""
 
     def __init__(self, redis: FlowRedis, source: str) -> None:
         self.redis = redis
@@ -195,15 +238,8 @@ class LuaScript:
         self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()  # Redis's name
 
     async def __call__(self, keys: Sequence[str], args: Sequence[str | int | float] = ()) -> Any:
-        try:
-            return await self._evalsha(keys, args)
-        except NoScriptError:
-            await self.load()  # on a cluster SCRIPT LOAD goes to every master
-            return await self._evalsha(keys, args)
-
-    async def load(self) -> None:
-        await cast("Awaitable[Any]", self.redis.script_load(self.source))
-
-    def _evalsha(self, keys: Sequence[str], args: Sequence[str | int | float]) -> Awaitable[Any]:
         words = [*keys, *map(str, args)]
-        return cast("Awaitable[Any]", self.redis.evalsha(self.sha, len(keys), *words))
+        try:
+            return await cast("Awaitable[Any]", self.redis.evalsha(self.sha, len(keys), *words))
+        except NoScriptError:
+            return await cast("Awaitable[Any]", self.redis.eval(self.source, len(keys), *words))

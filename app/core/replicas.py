@@ -161,7 +161,11 @@ class Reads:
             except _UNREACHABLE as exc:
                 if is_transaction_conflict(exc):
                     pass  # replay cancelled the read (a recovery conflict): the replica is well
-                elif isinstance(exc, TimeoutError) or is_transient(exc):
+                elif isinstance(exc, TimeoutError):
+                    # A hung replica, or a read slower than the bound (a big tenant's listing):
+                    # the probe tells them apart, so one slow read never takes it from others.
+                    pass
+                elif is_transient(exc):
                     self._set(replica, None, unusable=f"failed a read: {type(exc).__name__}")
                 else:
                     raise  # the read itself is wrong: the primary would say the same

@@ -68,18 +68,21 @@ async def test_continued_streams_keep_to_the_in_flight_ceiling_across_two_worker
         client, tenant, url=receiver.url("/two"), ordering="key", max_in_flight=2
     )
     keys: list[str | None] = [f"k{i % 6}" for i in range(24)]
-    port = free_port()
+    ports = [free_port()]
+    while len(ports) < 2:
+        ports += [port for port in [free_port()] if port not in ports]
     with (
-        running_worker(stack, tmp_path / "w1.log", HERALD_WORKER_METRICS_PORT=str(port)),
-        running_worker(stack, tmp_path / "w2.log"),
+        running_worker(stack, tmp_path / "w1.log", HERALD_WORKER_METRICS_PORT=str(ports[0])),
+        running_worker(stack, tmp_path / "w2.log", HERALD_WORKER_METRICS_PORT=str(ports[1])),
     ):
         await accept_in_order(client, tenant, endpoint["id"], keys)
         await all_succeeded(engine, len(keys))
-        body = await scrape(port)
+        # Both workers': either may have carried every slot, a loaded machine starting one late.
+        bodies = [await scrape(port) for port in ports]
 
     assert receiver.max_in_flight_on["/two"] == 2  # the ceiling was reached, never passed
     streams = arrivals_by_stream(receiver.on("/two"))
     assert set(streams) == {f"k{i}" for i in range(6)}
     assert all(in_order(numbers) and len(numbers) == 4 for numbers in streams.values())
     assert all(r.headers[KEY].startswith("k") for r in receiver.on("/two"))
-    assert sample(body, "herald_streams_continued_total") >= 1
+    assert sum(sample(body, "herald_streams_continued_total") for body in bodies) >= 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import UTC, datetime
 
@@ -24,6 +25,8 @@ from app.outbox.service import outbox
 from app.streams.service import streams
 
 log = structlog.get_logger()
+
+REDIS_FACTS_SECONDS = 1.0
 
 
 async def delivery_detail(
@@ -86,13 +89,15 @@ async def delivery_detail(
 async def _destination_now(
     redis: FlowRedis, settings: Settings, endpoint: Endpoint
 ) -> FlowSnapshot | None:
-    """The destination's gate and wake-up as Redis has them now; None if Redis cannot say."""
+    """The destination's gate and wake-up as Redis has them now; None if Redis cannot say
+    within REDIS_FACTS_SECONDS (the read holds a database connection meanwhile)."""
     ceiling = endpoint.max_in_flight or settings.default_max_in_flight
-    flow = await flow_snapshot(redis, endpoint.id, ceiling, endpoint.tenant_id)
-    if flow is None:
-        return None
     try:
-        wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
+        async with asyncio.timeout(REDIS_FACTS_SECONDS):
+            flow = await flow_snapshot(redis, endpoint.id, ceiling, endpoint.tenant_id)
+            if flow is None:
+                return None
+            wake = await Wakeups(redis, settings.region).snapshot(endpoint.tenant_id, endpoint.id)
     except Exception as exc:  # on a cluster the wake-ups' master may be down, the flow's not
         # Not the flow without its wake-up: that would read as "no wake-up", i.e. stuck.
         log.warning("flow.wake_snapshot_failed", endpoint_id=endpoint.id, error=type(exc).__name__)

@@ -20,6 +20,7 @@ from app.core.errors import (
     DestinationRefused,
     Forbidden,
     NotFound,
+    ServiceUnavailable,
     TooManyRequests,
     Unauthorized,
     UnsupportedMediaType,
@@ -53,7 +54,9 @@ _AUTH = (Unauthorized, Forbidden)
     "",
     status_code=201,
     response_model=EndpointCreated,
-    responses=problem_responses(*_AUTH, UnsupportedMediaType, DestinationRefused),
+    responses=problem_responses(
+        *_AUTH, UnsupportedMediaType, DestinationRefused, TooManyRequests, ServiceUnavailable
+    ),
     summary="Register a destination",
 )
 async def create_endpoint(
@@ -229,7 +232,7 @@ async def rotate_endpoint_signing_key(
 @router.post(
     "/{endpoint_id}/test",
     response_model=EndpointTestReport,
-    responses=problem_responses(*_AUTH, NotFound, TooManyRequests),
+    responses=problem_responses(*_AUTH, NotFound, TooManyRequests, ServiceUnavailable),
     summary="Send a signed test event now through the endpoint's whole path; report each step",
 )
 async def send_test_event(

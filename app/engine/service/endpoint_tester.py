@@ -7,6 +7,7 @@ stored: no delivery, no attempt, no mark on the endpoint's health."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from app.core.config import Settings
-from app.core.errors import DestinationRefused, TooManyRequests
+from app.core.errors import DestinationRefused, ServiceUnavailable, TooManyRequests
 from app.core.ids import new_id
 from app.core.redis_clients import FlowRedis, LuaScript
 from app.core.sealing import KeyRing, OpenedSecrets
@@ -38,6 +39,7 @@ TEST_EVENT_TYPE = "herald.test"
 # customers cost a tenant nothing to make.
 TESTS_PER_MINUTE = 10
 TESTS_PER_MINUTE_ALL_CUSTOMERS = 60
+COUNT_SECONDS = 1.0
 # KEYS: the minute's counters; ARGV: their limits. Counts against every counter, or -- when
 # one is full -- against none, and says which (1-based): a customer refused at its own limit
 # must not use up its tenant's minute for the other customers.
@@ -228,9 +230,18 @@ class EndpointTester:
                 ),
             ]
         count = LuaScript(redis, _COUNT_UNLESS_FULL)
-        refused = int(
-            await count(keys=[key for key, _, _ in limits], args=[limit for _, limit, _ in limits])
-        )
+        try:
+            async with asyncio.timeout(COUNT_SECONDS):
+                refused = int(
+                    await count(
+                        keys=[key for key, _, _ in limits], args=[limit for _, limit, _ in limits]
+                    )
+                )
+        except Exception as exc:  # uncounted, it is not done: this work is the tenant's word
+            raise ServiceUnavailable(
+                f"{what} are counted in Redis, which does not answer: try again shortly",
+                headers={"Retry-After": "5"},
+            ) from exc
         if refused:
             _, limit, whose = limits[refused - 1]
             raise TooManyRequests(

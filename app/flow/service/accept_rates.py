@@ -16,6 +16,7 @@ every RATE_CACHE_SECONDS.
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import structlog
@@ -31,6 +32,7 @@ log = structlog.get_logger("herald.flow")
 
 RATE_CACHE_SECONDS = 5.0
 BURST_US = 1_000_000  # a second's worth may come at once
+ADMIT_SECONDS = 1.0  # past this the accept goes through uncounted, as with Redis down
 
 # KEYS: the tenant's tat (µs). ARGV: 1 interval µs, 2 intents, 3 burst µs.
 # Returns 0 when let in (the tat moved on), else the µs until it would be.
@@ -74,11 +76,12 @@ class AcceptRates:
             return
         interval_us = 1_000_000 / rate
         try:
-            wait_us = int(
-                await self._admit(
-                    keys=[accepts_key(tenant_id)], args=[interval_us, intents, BURST_US]
+            async with asyncio.timeout(ADMIT_SECONDS):  # a Redis that hangs must not hold it
+                wait_us = int(
+                    await self._admit(
+                        keys=[accepts_key(tenant_id)], args=[interval_us, intents, BURST_US]
+                    )
                 )
-            )
         except Exception as exc:  # Redis down: let it in, as the accept itself does
             log.warning("throttle.unavailable", tenant_id=tenant_id, error=type(exc).__name__)
             return

@@ -112,20 +112,20 @@ class Wakeups:
     async def _pipelined(
         self, script: LuaScript, keys: list[str], calls: list[list[str | int]]
     ) -> list[Any]:
-        # EVALSHA directly, and load the script only when Redis says it lacks it.
-        async def run(batch: list[list[str | int]]) -> list[Any]:
+        # EVALSHA, and the whole script (EVAL) only for the calls whose node said it lacks it.
+        async def run(command: str, body: str, batch: list[list[str | int]]) -> list[Any]:
             pipe = self.redis.pipeline(transaction=False)
             for args in batch:
                 # execute_command, not evalsha(): redis-py refuses EVALSHA in a cluster's
                 # pipeline by name, since it cannot route one without keys; these have keys.
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *map(str, args))
+                pipe.execute_command(command, body, len(keys), *keys, *map(str, args))
             return list(await pipe.execute(raise_on_error=False))
 
-        results = await run(calls)
+        results = await run("EVALSHA", script.sha, calls)
         missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
         if missing:
-            await script.load()
-            for i, result in zip(missing, await run([calls[i] for i in missing]), strict=True):
+            again = await run("EVAL", script.source, [calls[i] for i in missing])
+            for i, result in zip(missing, again, strict=True):
                 results[i] = result
         for result in results:
             if isinstance(result, Exception):
