@@ -29,7 +29,7 @@ from devstack.redis_cluster import TcpRedisCluster
 from tests.fixtures.processes import ApiProcess, herald_env, start, start_api, wait_healthy
 from tests.fixtures.receiver import Receiver, Reply
 from tests.fixtures.stack import ADMIN, Stack
-from tests.fixtures.waiting import eventually, until
+from tests.fixtures.waiting import all_succeeded, eventually
 
 DELIVERIES = 900
 PRODUCERS = 8
@@ -157,14 +157,7 @@ async def run_with_fault(
             accepted: list[str] = []
             await asyncio.gather(produce(http, tenant, ends, accepted), fault_midway())
 
-            async def all_succeeded() -> bool:
-                async with engine.connect() as connection:
-                    done = await connection.scalar(
-                        text("SELECT count(*) FROM deliveries WHERE state = 'succeeded'")
-                    )
-                return bool(done == DELIVERIES)
-
-            await until(all_succeeded, timeout=300)
+            await all_succeeded(engine, DELIVERIES, timeout=300)
             for delivery_id in sorted(accepted)[:: DELIVERIES // 30]:
                 answer = await http.get(f"/v1/deliveries/{delivery_id}", headers=tenant)
                 assert answer.status_code == 200 and answer.json()["state"] == "succeeded"

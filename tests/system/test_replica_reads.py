@@ -120,10 +120,7 @@ async def test_a_replica_serves_reads_that_say_how_old_and_never_a_stale_404(
 
 
 async def until_replayed(standby: Standby, deliveries: int) -> None:
-    deadline = time.monotonic() + 60
-    while await standby.sql("SELECT count(*) FROM deliveries") != deliveries:
-        assert time.monotonic() < deadline, "the standby never replayed the deliveries"
-        await asyncio.sleep(0.05)
+    await until_replayed_on(standby, "SELECT count(*) FROM deliveries", deliveries)
 
 
 async def test_a_replica_past_the_bound_is_passed_by_until_it_catches_up(

@@ -33,7 +33,7 @@ from tests.fixtures.processes import (
 )
 from tests.fixtures.receiver import Received, Receiver, Reply
 from tests.fixtures.stack import ADMIN, Stack
-from tests.fixtures.waiting import eventually, until
+from tests.fixtures.waiting import all_succeeded, eventually
 
 DELIVERIES = 5_000
 PRODUCERS = 16
@@ -179,14 +179,7 @@ async def test_two_apis_and_three_workers_lose_nothing_when_a_worker_and_an_api_
         )
         ids = set(accepted.values())
 
-        async def all_succeeded() -> bool:
-            async with engine.connect() as connection:
-                done = await connection.scalar(
-                    text("SELECT count(*) FROM deliveries WHERE state = 'succeeded'")
-                )
-            return bool(done == DELIVERIES)
-
-        await until(all_succeeded, timeout=600)
+        await all_succeeded(engine, DELIVERIES, timeout=600)
         assert workers[0].process.wait(10) == -signal.SIGKILL
 
     # Every accepted intent is one delivery: retries after the API died took the same key.

@@ -15,18 +15,12 @@ from tests.fixtures.processes import free_port, running_worker
 from tests.fixtures.receiver import Receiver, Reply
 from tests.fixtures.stack import Stack
 from tests.fixtures.streams import KEY, SEQUENCE, accept_in_order, arrivals_by_stream, in_order
-from tests.fixtures.waiting import count_rows, eventually
+from tests.fixtures.waiting import all_succeeded
 
 
 async def scrape(port: int) -> str:
     async with httpx.AsyncClient() as http:
         return (await http.get(f"http://127.0.0.1:{port}/metrics")).text
-
-
-async def all_succeeded(engine: AsyncEngine, count: int) -> None:
-    await eventually(
-        lambda: count_rows(engine, "deliveries", "state = 'succeeded'"), lambda n: n == count
-    )
 
 
 async def test_a_stream_goes_on_from_its_record_each_delivery_once(

@@ -45,7 +45,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** PostgreSQL and Redis are reachable (and when reconcile last succeeded) */
+        /**
+         * Ready to accept: PostgreSQL answers (Redis and reconcile reported beside it)
+         * @description Ready means able to accept, which needs PostgreSQL alone: with Redis (or one master of a
+         *     cluster) down, every API taken out of its load balancer would stop the accepts Herald
+         *     promises to take. Redis is reported, and alerted on (herald_redis_up).
+         */
         get: operations["readyz_readyz_get"];
         put?: never;
         post?: never;
@@ -2449,7 +2454,7 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A dependency is unreachable */
+            /** @description PostgreSQL is unreachable */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3972,7 +3977,17 @@ export interface operations {
                     "application/problem+json": unknown;
                 };
             };
-            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds; Service unavailable */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4658,7 +4673,7 @@ export interface operations {
                     "application/problem+json": unknown;
                 };
             };
-            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds; Service unavailable */
             503: {
                 headers: {
                     [name: string]: unknown;
