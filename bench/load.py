@@ -200,9 +200,14 @@ class Client:
         await self.accept_items(items or intents_for(self.endpoints[receiver], total))
         started = time.perf_counter()
         self.stack.start_workers()
+        # The workers' CPU from the first request on: their start-up is not an attempt's.
+        while not (first := await self.receiver_stats(receiver))["received"]:
+            await asyncio.sleep(0.005)
+        cpu = probes.CpuMeter(self.stack.worker_processes())
         await self.wait_received(receiver, total)
         elapsed = time.perf_counter() - started
         stats = await self.wait_answered(receiver)
+        worker_cpu = cpu.seconds()
         counters = await probes.engine_counters(self.stack)
         span = stats["last_end"] - stats["first_start"]
         return {
@@ -213,6 +218,7 @@ class Client:
             "mean_in_flight_seen": stats["busy_seconds"] / span,
             "rows_per_claim": counters["claimed_rows"] / max(counters["claims"], 1),
             "outcomes_per_flush": counters["attempts"] / max(counters["record_flushes"], 1),
+            "worker_cpu_ms_per_attempt": 1000 * worker_cpu / max(total - first["received"], 1),
             "engine_counters": counters,
         }
 

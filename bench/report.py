@@ -30,8 +30,10 @@ def _e2e(r: dict[str, Any], name: str, label: str, goal: str) -> Row:
     seen = e["max_in_flight_seen"]
     mean = e["mean_in_flight_seen"]
     at_once = f"; {mean:.0f} at once on average, at most {seen}" if seen > 1 else ""
+    cpu = e.get("worker_cpu_ms_per_attempt")
+    cpu_text = f"; worker CPU {cpu:.2f} ms/attempt" if cpu is not None else ""
     return (label, f"{e['per_second']:.0f}/s ({e['deliveries']}; first request to last answer "
-            f"{e['steady_per_second']:.0f}/s{at_once}{batching})",
+            f"{e['steady_per_second']:.0f}/s{at_once}{batching}{cpu_text})",
             f"raw aiohttp {e['raw_per_second']:.0f}/s", f"{e['ratio']:.2f}", goal)  # fmt: skip
 
 

@@ -32,9 +32,10 @@ from app.engine.service.attempt_runs import AttemptRuns
 from app.engine.service.attempts import Attempts
 from app.engine.service.client_tls import ClientContexts
 from app.engine.service.deadlines import cancel_until_done
+from app.engine.service.http_client import HttpClient
+from app.engine.service.http_session import build_http_session
 from app.engine.service.pump import Pump
 from app.engine.service.recorder import Recorder
-from app.engine.service.sender import build_http_session
 from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
 from app.flow.service.wakeups import Wakeups
@@ -61,6 +62,7 @@ def build_pump(
     sessionmaker: async_sessionmaker[AsyncSession],
     redis: FlowRedis,
     http: aiohttp.ClientSession,
+    client: HttpClient,
     gate: Gate,
 ) -> Pump:
     """The delivery engine: each part built once, here, and handed to the parts that use it
@@ -72,7 +74,7 @@ def build_pump(
     proxy = egress.from_settings(settings)
     allowlist, timeout = settings.destination_allowlist, settings.request_timeout_seconds
     tokens = Tokens(http, opened, allowlist, timeout, proxy)
-    attempts = Attempts(settings, http, gate, opened, tokens, ClientContexts(ring), proxy)
+    attempts = Attempts(settings, client, gate, opened, tokens, ClientContexts(ring), proxy)
     runs = AttemptRuns(settings, sessionmaker, gate, attempts, recorder, wakeups)
     pump = Pump(settings, sessionmaker, redis, gate, wakeups, runs, recorder)
     recorder.continue_streams_with(pump)  # ordered streams go on without a wake-up
@@ -192,8 +194,10 @@ async def run_worker(settings: Settings) -> None:
         settings.worker_concurrency,
         egress.from_settings(settings),
     )
+    # Attempts' own client; the session above serves OAuth2 token requests.
+    client = HttpClient(settings.destination_allowlist, settings.worker_concurrency)
     gate = Gate(settings, sessionmaker, redis)
-    pump = build_pump(settings, sessionmaker, redis, http, gate)
+    pump = build_pump(settings, sessionmaker, redis, http, client, gate)
     pump.start()
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
     beating = asyncio.create_task(heartbeat.beat(settings.worker_heartbeat_file, stop))
@@ -209,6 +213,7 @@ async def run_worker(settings: Settings) -> None:
         await asyncio.gather(relay, beating, return_exceptions=True)
         await _finish_background(herald.background, settings.shutdown_grace)
         await pump.drain(settings.shutdown_grace)  # a no-op after a normal stop
+        client.close()
         await http.close()
         await clients.aclose()
         await engine.dispose()

@@ -1,6 +1,7 @@
 """Crash-point fault injection: with ``HERALD_FAULT=<point>`` the process dies abruptly (no
 cleanup, no flush, no rollback) the first time it reaches that point -- or, at a stall point,
-stops until it is resumed. Inert unless set.
+stops until it is resumed; at an error point, the code there raises as a bug would. Inert
+unless set.
 
 The points are the failure boundaries named in design.md; the fault suite kills real processes
 at each one and proves that recovery loses nothing.
@@ -15,6 +16,8 @@ import sys
 # Stall points: the process stops itself (SIGSTOP) the first time it gets there, as a stalled
 # event loop or a paused virtual machine would, until the test resumes it (SIGCONT).
 STALL_POINTS = frozenset({"worker.stall_after_claim"})
+# Error points: every time, an exception no handler there foresaw.
+ERROR_POINTS = frozenset({"worker.error_while_sending"})
 FAULT_POINTS = frozenset(
     {
         "api.before_commit",
@@ -25,6 +28,7 @@ FAULT_POINTS = frozenset(
         "worker.after_send_before_record",
         "worker.after_record_before_ack",
         *STALL_POINTS,
+        *ERROR_POINTS,
     }
 )
 # A distinctive exit status, so a test can tell an injected crash from any other death.
@@ -47,3 +51,13 @@ def stall_point(name: str, configured: str | None) -> None:
         sys.stderr.write(f"herald: stalled at {name}; waiting for SIGCONT\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGSTOP)
+
+
+class InjectedError(RuntimeError):
+    """Raised at an error point: stands for a bug."""
+
+
+def error_point(name: str, configured: str | None) -> None:
+    assert name in ERROR_POINTS, name
+    if configured == name:
+        raise InjectedError(f"fault injected at {name}")

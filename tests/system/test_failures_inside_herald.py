@@ -195,30 +195,3 @@ async def test_a_secret_sealed_under_a_key_the_ring_lacks_ends_once_and_names_on
     assert receiver.on("/lost-key") == []
     await judged_healthy(client, tenant, endpoint["id"])
     assert secret not in worker.output()
-
-
-async def test_an_error_no_handler_foresaw_while_sending_is_retried_not_held_against_receiver(
-    client: httpx.AsyncClient,
-    tenant: dict[str, str],
-    engine: AsyncEngine,
-    worker: HeraldProcess,
-) -> None:
-    endpoint = await new_endpoint(client, tenant)
-    # An empty DNS label: the resolver raises UnicodeError (a ValueError), which aiohttp passes
-    # through as it is rather than as a connection error.
-    await write_endpoint(engine, endpoint["id"], "url", "http://a..b/hook")
-
-    delivery, attempts = await finished(client, tenant, endpoint["id"])
-
-    assert delivery["attempt_count"] == MAX_ATTEMPTS
-    assert "max_attempts_exhausted" in delivery["dead_reason"]
-    said = (
-        "before sending: internal error; see the worker logs (delivery.send_failed, "
-        f"delivery_id {delivery['id']}, endpoint_id {endpoint['id']})"
-    )
-    assert [(a["outcome"], a["error"]) for a in attempts] == [("retryable", said)] * MAX_ATTEMPTS
-    await judged_healthy(client, tenant, endpoint["id"])
-    logged = logged_for(worker, delivery["id"])
-    failures = [entry for entry in logged if entry["event"] == "delivery.send_failed"]
-    assert len(failures) == MAX_ATTEMPTS and all("UnicodeError" in f["exception"] for f in failures)
-    assert [entry["event"] for entry in logged if "given_back" in entry["event"]] == []

@@ -13,11 +13,11 @@ import ssl
 import time
 from dataclasses import dataclass
 
-import aiohttp
 import structlog
 
 from app.core import tracing
 from app.core.config import Settings
+from app.core.faults import error_point
 from app.core.logs import log_failure
 from app.core.proxies import EgressProxy
 from app.core.sealing import OpenedSecrets
@@ -26,6 +26,7 @@ from app.endpoints.service import destination_health
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import egress, envelope, outcomes, sender, tokens
 from app.engine.service.client_tls import ClientContexts
+from app.engine.service.http_client import HttpClient
 from app.engine.service.tokens import Tokens
 from app.flow.service.gate import Gate
 
@@ -75,7 +76,7 @@ class Request:
 @dataclass
 class Attempts:
     settings: Settings
-    http: aiohttp.ClientSession
+    http: HttpClient
     gate: Gate
     # The endpoints' secrets, opened once per process (app/core/sealing.py), not once per attempt.
     opened: OpenedSecrets
@@ -137,6 +138,7 @@ class Attempts:
         written keeps the attempt `unknown` should the second fail before writing."""
         contexts: list[ssl.SSLContext | None] = [*request.contexts] or [None]
         first: sender.AttemptResult | None = None
+        error_point("worker.error_while_sending", self.settings.fault)
         for tls in contexts:
             result = await sender.send(
                 self.http,
@@ -144,7 +146,6 @@ class Attempts:
                 body=request.body,
                 headers=request.headers,
                 timeout=self.settings.request_timeout_seconds,
-                allowlist=self.settings.destination_allowlist,
                 progress=progress,
                 retry_after_max=self.settings.retry_after_max_seconds,
                 on_answer=functools.partial(self._answered, request.claimed.endpoint_id),

@@ -29,6 +29,8 @@ from app.endpoints.service.handshakes import Consent, HandshakeTarget
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
 from app.engine.service import egress, envelope, handshake, sender
 from app.engine.service.client_tls import ClientContexts
+from app.engine.service.http_client import HttpClient
+from app.engine.service.http_session import build_http_session
 from app.engine.service.tokens import TokenFailed, Tokens
 from app.models import Endpoint
 
@@ -156,7 +158,8 @@ class EndpointTester:
         self._settings = settings
         self._proxy = egress.from_settings(settings)
         # No pool-wide cap: each tenant's share is (IN_FLIGHT_PER_TENANT), so none can fill it.
-        self._http = sender.build_http_session(settings.destination_allowlist, 0, self._proxy)
+        self._http = build_http_session(settings.destination_allowlist, 0, self._proxy)
+        self._client = HttpClient(settings.destination_allowlist, 0)
         self._in_flight: Counter[str] = Counter()
         self._opened = OpenedSecrets(keys)
         self._contexts = ClientContexts(keys)
@@ -200,6 +203,7 @@ class EndpointTester:
                 del self._in_flight[tenant_id]
 
     async def close(self) -> None:
+        self._client.close()
         await self._http.close()
 
     async def admit(
@@ -303,12 +307,11 @@ class EndpointTester:
         report.add("signature", "ok", f"signed {schemes}, sent as {claimed.payload_format}")
         progress = sender.SendProgress()
         result = await sender.send(
-            self._http,
+            self._client,
             url=endpoint.url,
             body=body,
             headers=headers,
             timeout=self._settings.request_timeout_seconds,
-            allowlist=allowlist,
             progress=progress,
             retry_after_max=0,
             on_answer=_heard,

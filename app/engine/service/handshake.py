@@ -23,7 +23,8 @@ from app.core.proxies import EgressProxy
 from app.endpoints.service.destinations import IPNetwork
 from app.endpoints.service.handshakes import Consent, HandshakeTarget
 from app.engine.service import egress
-from app.engine.service.sender import DestinationBlocked, SendProgress, vet_literal
+from app.engine.service.http_client import DestinationBlocked
+from app.engine.service.http_session import vet_literal
 
 REQUEST_ORIGIN = "WebHook-Request-Origin"
 REQUEST_RATE = "WebHook-Request-Rate"
@@ -94,7 +95,6 @@ async def handshake(
                 headers=headers,
                 allow_redirects=False,
                 ssl=tls if tls is not None else True,
-                trace_request_ctx={"progress": SendProgress()},
                 **through,
             ) as response:
                 await response.content.read(_MAX_BODY)

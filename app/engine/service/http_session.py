@@ -1,15 +1,12 @@
-"""The worker's pooled HTTP session: it connects only to addresses the SSRF guard allows (the
-address checked is the address used), and its trace hooks tell an attempt how far it got --
-whether its request went out, and whether its lease still covered writing it."""
+"""The aiohttp session for Herald's requests other than attempts -- OAuth2 token requests and
+webhook handshakes: it connects only to addresses the SSRF guard allows (the address checked
+is the address used). Attempts have their own client (http_client.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import socket
 from collections.abc import Sequence
-from types import SimpleNamespace
-from typing import Any
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -17,11 +14,7 @@ from aiohttp.resolver import DefaultResolver
 
 from app.core.proxies import EgressProxy
 from app.endpoints.service.destinations import IPNetwork, refusal
-
-
-class DestinationBlocked(Exception):
-    """Raised from the resolver, deliberately not an OSError, so aiohttp does not wrap it into
-    an ordinary connection error: a refusal is its own outcome (``blocked``)."""
+from app.engine.service.http_client import DestinationBlocked
 
 
 class VettingResolver(AbstractResolver):
@@ -63,38 +56,23 @@ def vet_literal(host: str, allowlist: Sequence[IPNetwork]) -> None:
         raise DestinationBlocked(refused)
 
 
-async def _on_headers_sent(
-    session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
-) -> None:
-    context.trace_request_ctx["progress"].sent = True
-
-
-class LeaseEndedBeforeWriting(Exception):
-    """The connection was ready only after the lease's last moment to start: the request is
-    not written (another worker may hold the delivery by now, and an ordered stream may have
-    moved past it)."""
-
-
-async def _on_connection(
-    session: aiohttp.ClientSession, context: SimpleNamespace, params: Any
-) -> None:
-    """Once the connection is made or taken from the pool, nothing but CPU stands between this
-    check and the request's first bytes: a worker frozen (SIGSTOP, a VM pause) while it
-    connected cannot write a request its lease no longer covers."""
-    write_by = context.trace_request_ctx["progress"].write_by
-    if write_by is not None and asyncio.get_running_loop().time() > write_by:
-        raise LeaseEndedBeforeWriting("the lease ended before the request was written")
+async def read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = cap
+    while remaining > 0:
+        chunk = await response.content.read(remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 def build_http_session(
     allowlist: Sequence[IPNetwork], max_connections: int, proxy: EgressProxy | None = None
 ) -> aiohttp.ClientSession:
-    """One pooled session per worker process; ``proxy``, HERALD_EGRESS_PROXY, is trusted to be
+    """One pooled session per process; ``proxy``, HERALD_EGRESS_PROXY, is trusted to be
     reached wherever it is."""
-    trace = aiohttp.TraceConfig()
-    trace.on_request_headers_sent.append(_on_headers_sent)
-    trace.on_connection_create_end.append(_on_connection)
-    trace.on_connection_reuseconn.append(_on_connection)
     connector = aiohttp.TCPConnector(
         resolver=VettingResolver(allowlist, trusted=[proxy.host] if proxy else []),
         limit=max_connections,
@@ -104,7 +82,6 @@ def build_http_session(
     )
     return aiohttp.ClientSession(
         connector=connector,
-        trace_configs=[trace],
         trust_env=False,  # no proxy from the environment: it would bypass the SSRF guard
         auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),

@@ -25,7 +25,9 @@ from app.core.sealing import OpenedSecrets, SealedValueError, endpoint_purpose
 from app.endpoints.service.destinations import IPNetwork
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
 from app.engine.service import egress
-from app.engine.service.sender import DestinationBlocked, SendProgress, read_capped, vet_literal
+from app.engine.service.http_client import DestinationBlocked
+from app.engine.service.http_session import read_capped, vet_literal
+from app.engine.service.sender import MAX_RESPONSE_BYTES
 
 # A token endpoint's answer is given at most this long, and no longer than an attempt.
 TOKEN_TIMEOUT_SECONDS = 10.0
@@ -166,11 +168,9 @@ class Tokens:
                     data=form,
                     headers=headers,
                     allow_redirects=False,
-                    # The session's trace hooks track a request's progress: this one's own.
-                    trace_request_ctx={"progress": SendProgress()},
                     **through,
                 ) as response:
-                    body = await read_capped(response)
+                    body = await read_capped(response, MAX_RESPONSE_BYTES)
                     status = response.status
         except (DestinationBlocked, DestinationRefused) as exc:
             raise TokenFailed(f"token endpoint refused by the SSRF guard: {exc}") from None
