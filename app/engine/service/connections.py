@@ -62,7 +62,8 @@ class Connection(asyncio.Protocol):
         self._heard: asyncio.Future[Answer] | None = None
         self._done: asyncio.Future[None] | None = None
         self._interim = False
-        self._head_bytes = 0
+        self._head_bytes = 0  # read while the headers were incomplete
+        self._header_bytes = 0  # of the headers parsed
         self._fault = ""
         self._cap = 0
 
@@ -114,6 +115,10 @@ class Connection(asyncio.Protocol):
         if len(name) + len(value) > HEADER_BYTES:
             self._fault = f"a header is longer than {HEADER_BYTES} bytes"
             raise MalformedAnswer(self._fault)  # llhttp stops parsing
+        self._header_bytes += len(name) + len(value) + 4
+        if self._header_bytes > HEAD_BYTES:
+            self._fault = f"its headers are longer than {HEAD_BYTES} bytes"
+            raise MalformedAnswer(self._fault)
         if self._answer is not None and name.lower() == b"retry-after":
             self._answer.retry_after = value.decode("latin-1")
 
@@ -159,7 +164,7 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         self._answer = None
-        self._head_bytes = 0
+        self._head_bytes = self._header_bytes = 0
         self._cap = cap
         self._heard = loop.create_future()
         self._done = loop.create_future()
@@ -235,17 +240,23 @@ class Pool:
 
     async def acquire(self, key: Hashable, connect: Connect) -> Connection:
         """An idle connection of ``key``'s, the last one used (so few stay warm), or a new one
-        from ``connect``."""
-        now = asyncio.get_running_loop().time()
-        self._close_stale(now)
-        idle = self._idle.get(key)
-        while idle:
-            connection = idle.pop()
-            del self._idle_order[connection]
-            if not connection.closed:
-                return connection
-            self._forget(connection)
-        await self._room()
+        from ``connect`` -- once there is room: a connection idle for another route is closed
+        to make it, or else the request waits for one to be released."""
+        self._close_stale(asyncio.get_running_loop().time())
+        while True:
+            idle = self._idle.get(key)
+            while idle:
+                connection = idle.pop()
+                del self._idle_order[connection]
+                if not connection.closed:
+                    return connection
+                self._forget(connection)
+            if not self._limit or self._open < self._limit:
+                break
+            if self._idle_order:
+                self._evict()
+                continue
+            await self._released()
         self._open += 1
         try:
             connection = await connect()
@@ -265,26 +276,21 @@ class Pool:
         connection.idle(asyncio.get_running_loop().time())
         self._idle.setdefault(connection.key, []).append(connection)
         self._idle_order[connection] = None
-        if self._waiters:  # someone waits for room that an idle connection now takes
-            self._evict()
+        self._wake()  # one waiting for room takes it, or closes it to make its own
 
     def close(self) -> None:
         while self._idle_order:
             self._evict()
 
-    async def _room(self) -> None:
-        while self._limit and self._open >= self._limit:
-            if self._idle_order:
-                self._evict()
-                continue
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._wake()  # woken and cancelled at once: the turn passes on
-                raise
+    async def _released(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._wake()  # woken and cancelled at once: the turn passes on
+            raise
 
     def _evict(self) -> None:
         connection, _ = self._idle_order.popitem(last=False)
