@@ -22,7 +22,9 @@ from app.core.logs import log_failure
 from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import sender
+from app.engine.service.answered import EarlyRelease
 from app.engine.service.attempts import Attempts, Ended
+from app.engine.service.capacity import Unit
 from app.engine.service.deadlines import STEP_SECONDS, unstoppable
 from app.engine.service.recorder import Recorder
 from app.flow.service.gate import Gate, Grant
@@ -67,6 +69,7 @@ class AttemptRuns:
         self._attempts = attempts
         self._recorder = recorder
         self._wakeups = wakeups
+        self._early = EarlyRelease(gate, settings.worker_concurrency)
 
     async def run(
         self,
@@ -76,9 +79,11 @@ class AttemptRuns:
         *,
         window: StartWindow,
         lease_ends: float,
+        unit: Unit,
     ) -> None:
         """Start ``claimed`` (the grant's start ``i``) in its slot of the rate, send it and hand
-        its ending to the recorder -- or give its lease back unsent. Never leaves it leased."""
+        its ending to the recorder -- or give its lease back unsent. Never leaves it leased.
+        A success frees its slot and ``unit`` as soon as it is answered (answered.py)."""
         slot = grant.slot(i)
         progress = sender.SendProgress()
         try:
@@ -109,6 +114,9 @@ class AttemptRuns:
             return
         if ended.result is not None:
             crash_point("worker.after_send_before_record", self._settings.fault)
+            if self._early.free(ended, slot, unit, recording=self._recorder.pending):
+                await unstoppable(self._recorder.record(ended, slot=None))  # released already
+                return
         await unstoppable(self._recorder.record(ended, slot=slot))
 
     async def _try(
@@ -144,6 +152,9 @@ class AttemptRuns:
         progress.write_by = lease_ends - self._settings.lease_left_to_send
         result = await self._attempts.send(claimed, progress)
         return Ended(claimed, self._attempts.decide(claimed, result), result, lease_ends)
+
+    async def close(self) -> None:
+        await self._early.close()
 
     async def _give_back(
         self, claimed: ClaimedDelivery, slot: str, lease_ends: float, event: str

@@ -46,3 +46,20 @@ class Capacity:
             self.by_tenant.pop(tenant_id, None)
         if self.free > 0:
             self.room.set()
+
+
+class Unit:
+    """One claimed row's unit, given back once: when its answer is in (answered.py) or when its
+    ending is recorded or given back, whichever comes first."""
+
+    __slots__ = ("_capacity", "_held", "_tenant_id")
+
+    def __init__(self, capacity: Capacity, tenant_id: str) -> None:
+        self._capacity = capacity
+        self._tenant_id = tenant_id
+        self._held = True
+
+    def give(self) -> None:
+        if self._held:
+            self._held = False
+            self._capacity.give(self._tenant_id)

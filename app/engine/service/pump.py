@@ -27,7 +27,7 @@ from app.core.redis_clients import FlowRedis
 from app.engine.repository import delivery_leases
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service.attempt_runs import AttemptRuns, StartWindow
-from app.engine.service.capacity import Capacity
+from app.engine.service.capacity import Capacity, Unit
 from app.engine.service.deadlines import (
     BEFORE_LEASE_SECONDS,
     cancel_until_done,
@@ -139,6 +139,7 @@ class Pump:
             await asyncio.gather(*running, return_exceptions=True)
             await self._recorder.close()
         await self._recorder.close()
+        await self._runs.close()
 
     async def _taker(self) -> None:
         backoff = 0.25
@@ -320,7 +321,8 @@ class Pump:
         window: StartWindow,
         lease_ends: float,
     ) -> None:
+        unit = Unit(self._capacity, claimed.tenant_id)
         try:
-            await self._runs.run(claimed, grant, i, window=window, lease_ends=lease_ends)
+            await self._runs.run(claimed, grant, i, window=window, lease_ends=lease_ends, unit=unit)
         finally:
-            self._capacity.give(claimed.tenant_id)
+            unit.give()

@@ -93,6 +93,7 @@ class Recorder:
         self._buffer: list[_Pending] = []
         self._flushes: set[asyncio.Task[None]] = set()
         self._continuer: Continuer | None = None
+        self.pending = 0  # endings handed to ``record`` and not yet recorded
 
     def continue_streams_with(self, continuer: Continuer) -> None:
         """Let group commits continue the streams whose heads they end (the pump lends
@@ -105,8 +106,13 @@ class Recorder:
         which no caller's cancellation reaches."""
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._buffer.append(_Pending(ended, record_writes.finished_row(ended), slot, done))
+        self.pending += 1
+        done.add_done_callback(self._recorded)
         self._maybe_flush()
         return await asyncio.shield(done)
+
+    def _recorded(self, done: asyncio.Future[bool]) -> None:
+        self.pending -= 1
 
     async def close(self) -> None:
         """Wait for every buffered outcome to be recorded (at shutdown)."""
