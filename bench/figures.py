@@ -25,7 +25,7 @@ from bench import (
 )
 from bench.console import console_pages
 from bench.load import Client
-from bench.stack import progress
+from bench.stack import BARE, progress
 
 # The short figures run this many times and report the median; the long ones run once.
 ROUNDS = 3
@@ -87,26 +87,45 @@ QUICK = Volumes(
 
 
 async def accept(client: Client, v: Volumes, results: dict[str, Any]) -> None:
-    for keyed in (False, True):
-        for clients in (32, 64):
-            # Rounds alternate Herald and pgbench, so drift on the machine hits both alike.
-            herald_runs, pgbench_runs = [], []
-            name = f"accept_{clients}" + ("_keyed" if keyed else "")
-            for round_ in range(ROUNDS):
-                progress(f"{name}, then pgbench (round {round_ + 1})")
-                herald_runs.append(await client.accept(clients, v.accept_seconds, keyed=keyed))
-                pgbench_runs.append(
-                    await baselines.pgbench(client, clients, v.accept_seconds, keyed=keyed)
-                )
-            herald = {k: median([r[k] for r in herald_runs]) for k in herald_runs[0]}
-            baseline = median(pgbench_runs)
-            results[name] = {
-                **herald,
-                "pgbench_tps": baseline,
-                "ratio": herald["per_second"] / baseline,
-                "runs": herald_runs,
-                "pgbench_runs": pgbench_runs,
-            }
+    """Single accepts against pgbench of the same statements, and -- at 32 clients -- the API's
+    CPU per accept against a bare ASGI app running Herald's accept statement (bare_accept.py)."""
+    await client.stack.start_bare_accept(client.tenant_id)
+    try:
+        for keyed in (False, True):
+            for clients in (32, 64):
+                # Rounds alternate Herald and its baselines, so drift hits them alike.
+                herald_runs, pgbench_runs, bare_runs = [], [], []
+                name = f"accept_{clients}" + ("_keyed" if keyed else "")
+                for round_ in range(ROUNDS):
+                    progress(f"{name}, then pgbench (round {round_ + 1})")
+                    herald_runs.append(await client.accept(clients, v.accept_seconds, keyed=keyed))
+                    pgbench_runs.append(
+                        await baselines.pgbench(client, clients, v.accept_seconds, keyed=keyed)
+                    )
+                    if clients == 32:
+                        bare_runs.append(
+                            await client.accept(
+                                clients,
+                                v.accept_seconds,
+                                keyed=False,
+                                base=BARE,
+                                serving=client.stack.bare_processes(),
+                            )
+                        )
+                herald = {k: median([r[k] for r in herald_runs]) for k in herald_runs[0]}
+                baseline = median(pgbench_runs)
+                results[name] = {
+                    **herald,
+                    "pgbench_tps": baseline,
+                    "ratio": herald["per_second"] / baseline,
+                    "runs": herald_runs,
+                    "pgbench_runs": pgbench_runs,
+                }
+                if bare_runs:
+                    bare = {k: median([r[k] for r in bare_runs]) for k in bare_runs[0]}
+                    results[name]["bare_asgi"] = {**bare, "runs": bare_runs}
+    finally:
+        client.stack.stop("bare")
 
 
 async def batch(client: Client, v: Volumes, results: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import aiohttp
+import psutil
 
 from bench import probes
 from bench.stack import ADMIN_KEY, API, Stack, percentile, python
@@ -124,9 +125,19 @@ class Client:
 
     # -- accept, one intent per request, against pgbench of the same transaction ---------
 
-    async def accept(self, clients: int, seconds: float, *, keyed: bool) -> dict[str, Any]:
+    async def accept(
+        self,
+        clients: int,
+        seconds: float,
+        *,
+        keyed: bool,
+        base: str = API,
+        serving: list[psutil.Process] | None = None,
+    ) -> dict[str, Any]:
         """``clients`` posting one intent at a time; ``keyed``: each with an Idempotency-Key
-        of its own, as Herald's client sends them."""
+        of its own, as Herald's client sends them. ``base``: the server posted to (Herald's
+        API, or the bare baseline); the CPU of ``serving`` (Herald's API processes by
+        default) per accept is reported."""
         latencies: list[float] = []
         answers: dict[int, int] = {}
         body = {
@@ -143,7 +154,7 @@ class Client:
                 )
                 started = time.perf_counter()
                 async with self.http.post(
-                    f"{API}/v1/deliveries", json=body, headers=headers
+                    f"{base}/v1/deliveries", json=body, headers=headers
                 ) as response:
                     await response.read()
                 answers[response.status] = answers.get(response.status, 0) + 1
@@ -151,9 +162,11 @@ class Client:
                     continue
                 latencies.append(time.perf_counter() - started)
 
+        cpu = probes.CpuMeter(self.stack.api_processes() if serving is None else serving)
         started = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(clients)))
         elapsed = time.perf_counter() - started
+        cpu_seconds = cpu.seconds()
         # Anything but 202 is a defect the figure must show, not a rate to hide it in.
         others = {status: n for status, n in answers.items() if status != 202}
         if others:
@@ -162,6 +175,7 @@ class Client:
             "per_second": len(latencies) / elapsed,
             "p50_ms": percentile(latencies, 0.5) * 1000,
             "p99_ms": percentile(latencies, 0.99) * 1000,
+            "cpu_ms_per_accept": 1000 * cpu_seconds / max(len(latencies), 1),
         }
 
     # -- batch ----------------------------------------------------------------------------
@@ -203,11 +217,18 @@ class Client:
         # The workers' CPU from the first request on: their start-up is not an attempt's.
         while not (first := await self.receiver_stats(receiver))["received"]:
             await asyncio.sleep(0.005)
-        cpu = probes.CpuMeter(self.stack.worker_processes())
+        servers = self.stack.server_processes()
+        meters = {
+            "workers": probes.CpuMeter(self.stack.worker_processes()),
+            "postgres": probes.CpuMeter(servers["postgres"]),
+            "redis": probes.CpuMeter(servers["redis"]),
+            "receiver": probes.CpuMeter(self.stack.receiver_processes(receiver)),
+        }
         await self.wait_received(receiver, total)
         elapsed = time.perf_counter() - started
         stats = await self.wait_answered(receiver)
-        worker_cpu = cpu.seconds()
+        sent = max(total - first["received"], 1)
+        cpu_ms = {role: 1000 * meter.seconds() / sent for role, meter in meters.items()}
         counters = await probes.engine_counters(self.stack)
         span = stats["last_end"] - stats["first_start"]
         return {
@@ -218,7 +239,9 @@ class Client:
             "mean_in_flight_seen": stats["busy_seconds"] / span,
             "rows_per_claim": counters["claimed_rows"] / max(counters["claims"], 1),
             "outcomes_per_flush": counters["attempts"] / max(counters["record_flushes"], 1),
-            "worker_cpu_ms_per_attempt": 1000 * worker_cpu / max(total - first["received"], 1),
+            "worker_cpu_ms_per_attempt": cpu_ms["workers"],
+            # Where a delivery's CPU goes, process by process (the machine's cores are shared).
+            "cpu_ms_per_delivery": cpu_ms,
             "engine_counters": counters,
         }
 

@@ -97,19 +97,23 @@ def counters_delta(after: dict[str, float], before: dict[str, float]) -> dict[st
 
 
 class CpuMeter:
-    """CPU time the given processes use between start and stop, as % of one core."""
+    """CPU time the given processes use between start and stop, as % of one core. A process
+    that has ended (a database backend) counts with what it had used when last read."""
 
     def __init__(self, processes: list[psutil.Process]) -> None:
         self.processes = processes
+        self._last: dict[int, float] = {}
         self.started = time.perf_counter()
         self.cpu = self._cpu()
 
     def _cpu(self) -> float:
-        total = 0.0
         for process in self.processes:
-            times = process.cpu_times()
-            total += times.user + times.system
-        return total
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            self._last[process.pid] = times.user + times.system
+        return sum(self._last.values())
 
     def seconds(self) -> float:
         """CPU seconds used since the start."""

@@ -15,8 +15,19 @@ def _accept(r: dict[str, Any], name: str) -> Row:
         "keyed (a new Idempotency-Key each)" if keyed else "unkeyed"
     )
     return (label,
-            f"{a['per_second']:.0f}/s (p50 {a['p50_ms']:.1f} ms, p99 {a['p99_ms']:.1f} ms)",
+            f"{a['per_second']:.0f}/s (p50 {a['p50_ms']:.1f} ms, p99 {a['p99_ms']:.1f} ms; "
+            f"API CPU {a['cpu_ms_per_accept']:.2f} ms/accept)",
             f"pgbench {a['pgbench_tps']:.0f} tps", f"{a['ratio']:.2f}", ">= 0.6")  # fmt: skip
+
+
+def _bare(r: dict[str, Any], name: str) -> Row:
+    a = r[name]
+    bare = a["bare_asgi"]
+    label = "accept's CPU, 32 clients, " + ("keyed" if "keyed" in name else "unkeyed")
+    return (label, f"API {a['cpu_ms_per_accept']:.2f} ms/accept, {a['per_second']:.0f}/s",
+            f"bare ASGI app, same statement: {bare['cpu_ms_per_accept']:.2f} ms, "
+            f"{bare['per_second']:.0f}/s", f"{a['per_second'] / bare['per_second']:.2f}",
+            "<= 0.5 ms and >= 0.7")  # fmt: skip
 
 
 def _e2e(r: dict[str, Any], name: str, label: str, goal: str) -> Row:
@@ -30,8 +41,10 @@ def _e2e(r: dict[str, Any], name: str, label: str, goal: str) -> Row:
     seen = e["max_in_flight_seen"]
     mean = e["mean_in_flight_seen"]
     at_once = f"; {mean:.0f} at once on average, at most {seen}" if seen > 1 else ""
-    cpu = e.get("worker_cpu_ms_per_attempt")
-    cpu_text = f"; worker CPU {cpu:.2f} ms/attempt" if cpu is not None else ""
+    cpu = e.get("cpu_ms_per_delivery")
+    cpu_text = ""
+    if cpu is not None:
+        cpu_text = "; CPU ms/delivery: " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
     return (label, f"{e['per_second']:.0f}/s ({e['deliveries']}; first request to last answer "
             f"{e['steady_per_second']:.0f}/s{at_once}{batching}{cpu_text})",
             f"raw aiohttp {e['raw_per_second']:.0f}/s", f"{e['ratio']:.2f}", goal)  # fmt: skip
@@ -289,6 +302,8 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("accept_64", lambda r: _accept(r, "accept_64")),
     ("accept_32_keyed", lambda r: _accept(r, "accept_32_keyed")),
     ("accept_64_keyed", lambda r: _accept(r, "accept_64_keyed")),
+    ("accept_32", lambda r: _bare(r, "accept_32")),
+    ("accept_32_keyed", lambda r: _bare(r, "accept_32_keyed")),
     ("batch", _batch),
     ("e2e_instant", lambda r: _e2e(r, "e2e_instant", "e2e, instant receiver", ">= 0.5")),
     ("e2e_50ms", lambda r: _e2e(r, "e2e_50ms", "e2e, 50 ms receiver, 200 in flight", ">= 0.8")),

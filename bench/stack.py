@@ -31,6 +31,8 @@ ADMIN_KEY = "bench-admin-key-0123456789"
 SECRET_KEYS = new_key("bench-1")
 API_PORT = 8941
 API = f"http://127.0.0.1:{API_PORT}"
+BARE_PORT = 8940
+BARE = f"http://127.0.0.1:{BARE_PORT}"
 # Worker n serves its counters (claims, flushes, deferrals) on this port + n.
 WORKER_METRICS_PORT = 8950
 # A worker still importing or connecting burns a whole core; an idle one a few per cent.
@@ -181,6 +183,19 @@ class Stack:
         self.spawn("api", argv, **extra)
         await wait_http(f"{API}/healthz")
 
+    async def start_bare_accept(self, tenant_id: str) -> None:
+        """The accept's bare ASGI baseline (bench/bare_accept.py), served as `herald api` is."""
+        argv = python(
+            "-m", "uvicorn", "bench.bare_accept:app", "--host", "127.0.0.1",
+            "--port", str(BARE_PORT), "--workers", str(self.shape.api_workers),
+            "--loop", "uvloop", "--http", "httptools", "--no-access-log",
+        )  # fmt: skip
+        self.spawn("bare", argv, BARE_TENANT_ID=tenant_id, BARE_REGION="local")
+        await wait_http(f"{BARE}/")
+
+    def bare_processes(self) -> list[psutil.Process]:
+        return self._with_children(["bare"])
+
     def start_workers(
         self, count: int | None = None, *, concurrency: int | None = None, **extra: str
     ) -> None:
@@ -231,6 +246,24 @@ class Stack:
     def api_processes(self) -> list[psutil.Process]:
         """The API's process and its uvicorn workers."""
         return self._with_children(["api"])
+
+    def server_processes(self) -> dict[str, list[psutil.Process]]:
+        """PostgreSQL's processes (the postmaster's and every backend's) and Redis's, found by
+        the data directory they run in: what their CPU per delivery is read from."""
+        found: dict[str, list[psutil.Process]] = {"postgres": [], "redis": []}
+        for process in psutil.process_iter(["name", "cmdline", "cwd"]):
+            try:
+                text = " ".join(process.info["cmdline"] or []) + " " + (process.info["cwd"] or "")
+            except psutil.Error:
+                continue
+            if str(self.workdir / "pg") in text and process.info["name"] == "postgres":
+                found["postgres"] += [process, *process.children(recursive=True)]
+            elif str(self.workdir / "redis") in text and "redis" in (process.info["name"] or ""):
+                found["redis"].append(process)
+        return found
+
+    def receiver_processes(self, name: str) -> list[psutil.Process]:
+        return self._with_children([f"receiver-{name}"])
 
     def _with_children(self, names: list[str]) -> list[psutil.Process]:
         found: list[psutil.Process] = []

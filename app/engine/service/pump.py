@@ -57,6 +57,8 @@ _PASSING: tuple[type[Exception], ...] = (
 # (a lock is usually gone within milliseconds), instead of being claimed in a busy loop.
 LOCKED_FIRST_PAUSE_SECONDS = 0.005
 LOCKED_MAX_PAUSE_SECONDS = 1.0
+# Destinations remembered as backlogged (bounded: a worker serves any number of them).
+BACKLOGS_KEPT = 10_000
 
 
 class Pump:
@@ -86,6 +88,8 @@ class Pump:
         self._attempts_running: set[asyncio.Task[None]] = set()
         # Destination -> how many claims in a row skipped due rows that others held locked.
         self._skipped: dict[str, int] = {}
+        # Destinations whose last claim here took all it asked for: a backlog, likely.
+        self._backlogged: set[str] = set()
 
     def reserve(self, tenant_id: str, endpoint_id: str) -> Policy | None:
         """The ``Continuer`` of continuing.py: a unit for a stream's next delivery, where nothing
@@ -188,6 +192,13 @@ class Pump:
             # Dying here leaves the destination held and its grant reserved: both expire by
             # themselves (the hold, the slots with their lease), and nothing was claimed.
             crash_point("worker.after_take_before_claim", self._settings.fault)
+            backlog = endpoint_id in self._backlogged and grant.reason is None
+            if backlog:
+                # Its last claim here was full, and the gate holds nothing back: let another
+                # taker claim beside this one (SKIP LOCKED keeps their rows apart) rather than
+                # wait for this claim. Should the backlog end with this claim, the next taker
+                # finds nothing and settles it for its next row.
+                await self._wakeups.settle(taken, in_seconds=0.0)
             try:
                 batch, claimed_at = await self._claim(endpoint_id, count)
             except BaseException:
@@ -203,10 +214,14 @@ class Pump:
         # The attempts run whatever happens next: a settle lost with Redis only leaves the
         # destination held, and it comes due again when the hold ends.
         if len(rows) < count:
+            self._backlogged.discard(endpoint_id)
             self._capacity.give(tenant_id, count - len(rows))
             await self._gate.return_unused(grant, used=len(rows))
-        next_look = self._next_look(endpoint_id, grant, count, batch)
-        await self._wakeups.settle(taken, in_seconds=next_look)
+        elif len(self._backlogged) < BACKLOGS_KEPT:
+            self._backlogged.add(endpoint_id)
+        if not backlog:
+            next_look = self._next_look(endpoint_id, grant, count, batch)
+            await self._wakeups.settle(taken, in_seconds=next_look)
 
     async def _grant(self, taken: Taken, want: int) -> tuple[Grant, StartWindow, int] | None:
         """The slots the gate grants the destination, up to ``want`` and to what this worker
