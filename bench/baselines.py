@@ -16,6 +16,7 @@ from app.core.ids import new_id
 from app.delivery.repository import intents
 from app.outbox.repository import outbox
 from bench.load import RECEIVERS, Client
+from bench.stack import percentile
 
 
 async def pgbench(client: Client, clients: int, seconds: float, *, keyed: bool) -> float:
@@ -134,3 +135,32 @@ async def raw_loop(receiver: str, total: int, concurrency: int) -> float:
         started = time.perf_counter()
         await asyncio.gather(*(sender() for _ in range(concurrency)))
         return total / (time.perf_counter() - started)
+
+
+async def raw_latency(client: Client, rate: float, seconds: float) -> dict[str, float]:
+    """The receiver's own latency at ``rate``: the same paced loop as Herald's latency figure,
+    each request posted straight to the receiver by aiohttp, timed from the send to the
+    receiver's arrival on the same clock."""
+    await client.reset_receiver("instant")
+    url = f"{RECEIVERS['instant'].url}/hook"
+    sent: dict[str, float] = {}
+    async with aiohttp.ClientSession() as raw:
+
+        async def one(n: int) -> None:
+            key = f"raw-{n}"
+            sent[key] = time.time()
+            headers = {"Content-Type": "application/json", "webhook-id": key}
+            async with raw.post(url, data=b"{}", headers=headers) as response:
+                await response.read()
+
+        tasks = []
+        start = time.perf_counter()
+        for n in range(int(rate * seconds)):
+            delay = start + n / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(n)))
+        await asyncio.gather(*tasks)
+    arrivals = await client.arrivals("instant")
+    waits = [arrivals[key] - at for key, at in sent.items() if key in arrivals]
+    return {"p50_ms": percentile(waits, 0.5) * 1000, "p99_ms": percentile(waits, 0.99) * 1000}

@@ -169,16 +169,23 @@ async def end_to_end(client: Client, v: Volumes, results: dict[str, Any]) -> Non
 
 
 async def latency(client: Client, v: Volumes, results: dict[str, Any]) -> None:
-    progress("latency at 200 intents/s")
+    progress("latency at 200 intents/s, then the receiver's own at 200 requests/s")
     client.stack.stop_workers()
     await client.stack.clean_slate()
     client.stack.start_workers()
     await client.stack.wait_workers_idle()
-    runs = [await client.latency(200, v.latency_seconds) for _ in range(ROUNDS)]
+    runs, raw_runs = [], []
+    for _ in range(ROUNDS):  # alternating, so drift on the machine hits both alike
+        runs.append(await client.latency(200, v.latency_seconds))
+        raw_runs.append(await baselines.raw_latency(client, 200, v.latency_seconds))
     results["latency_200_per_s"] = {
         "p50_ms": median([r["p50_ms"] for r in runs]),
         "p99_ms": median([r["p99_ms"] for r in runs]),
+        "raw_p50_ms": median([r["p50_ms"] for r in raw_runs]),
+        "raw_p99_ms": median([r["p99_ms"] for r in raw_runs]),
+        "stages": runs[len(runs) // 2]["stages"],  # of one round: where its time went
         "runs": runs,
+        "raw_runs": raw_runs,
     }
     client.stack.stop_workers()
 

@@ -273,7 +273,7 @@ class Client:
 
     # -- latency at a steady rate --------------------------------------------------------
 
-    async def latency(self, rate: float, seconds: float) -> dict[str, float]:
+    async def latency(self, rate: float, seconds: float) -> dict[str, Any]:
         await self.reset_receiver("instant")
         sent: dict[str, float] = {}
         body = {"endpoint_id": self.endpoints["instant"], "event_type": "bench", "payload": {}}
@@ -298,4 +298,39 @@ class Client:
                 break
             await asyncio.sleep(0.2)
         waits = [(arrivals[d] - at) for d, at in sent.items() if d in arrivals]
-        return {"p50_ms": percentile(waits, 0.5) * 1000, "p99_ms": percentile(waits, 0.99) * 1000}
+        return {
+            "p50_ms": percentile(waits, 0.5) * 1000,
+            "p99_ms": percentile(waits, 0.99) * 1000,
+            "stages": await self._stages(sent, arrivals),
+        }
+
+    async def _stages(
+        self, sent: dict[str, float], arrivals: dict[str, float]
+    ) -> dict[str, dict[str, float]]:
+        """Where the time went, stage by stage, at p50 and p99 (one machine: one clock): the
+        accept (sent to committed), the wake-up (committed to the worker starting its
+        request: publish, take, grant, claim) and the send (start to the receiver)."""
+        connection = await self.stack.connect()
+        try:
+            rows = await connection.fetch(
+                "SELECT d.id, extract(epoch FROM d.created_at) AS committed,"
+                " extract(epoch FROM a.started_at) AS started"
+                " FROM deliveries d JOIN attempts a ON a.delivery_id = d.id"
+                " WHERE d.id = ANY($1::text[])",
+                list(sent),
+            )
+        finally:
+            await connection.close()
+        spans: dict[str, list[float]] = {"accept": [], "wake-up": [], "send": []}
+        for row in rows:
+            if row["id"] not in arrivals:
+                continue
+            committed, started = float(row["committed"]), float(row["started"])
+            spans["accept"].append(committed - sent[row["id"]])
+            spans["wake-up"].append(started - committed)
+            spans["send"].append(arrivals[row["id"]] - started)
+        return {
+            stage: {"p50_ms": percentile(v, 0.5) * 1000, "p99_ms": percentile(v, 0.99) * 1000}
+            for stage, v in spans.items()
+            if v
+        }

@@ -59,8 +59,15 @@ def _batch(r: dict[str, Any]) -> Row:
 
 def _latency(r: dict[str, Any]) -> Row:
     p = r["latency_200_per_s"]
-    return ("accept-to-receipt at 200/s", f"p50 {p['p50_ms']:.1f} ms, p99 {p['p99_ms']:.1f} ms",
-            "-", "-", "p50 <= 10, p99 <= 50 ms")  # fmt: skip
+    if "raw_p50_ms" not in p:  # recorded before the baseline was measured
+        return ("accept-to-receipt at 200/s", f"p50 {p['p50_ms']:.1f} ms, p99 {p['p99_ms']:.1f} ms",
+                "-", "-", "p50 <= 10, p99 <= 50 ms")  # fmt: skip
+    stages = "; ".join(f"{name} p50 {t['p50_ms']:.1f} / p99 {t['p99_ms']:.1f}"
+                       for name, t in p.get("stages", {}).items())  # fmt: skip
+    return ("accept-to-receipt at 200/s", f"p50 {p['p50_ms']:.1f} ms, p99 {p['p99_ms']:.1f} ms"
+            f" ({stages})", f"raw loop to the receiver: p50 {p['raw_p50_ms']:.1f} ms, p99 {p['raw_p99_ms']:.1f} ms",
+            f"{p['p50_ms'] / p['raw_p50_ms']:.1f} / {p['p99_ms'] / p['raw_p99_ms']:.1f}",
+            "p50 <= 10, p99 <= 50 ms, or <= 2x raw")  # fmt: skip
 
 
 def _counts(c: dict[str, int]) -> str:

@@ -58,9 +58,12 @@ def destinations(publications: Sequence[PendingPublication]) -> list[Arm]:
 
 
 class FastPublisher:
-    """The API's fast path: publish right after commit, in the background, batching whatever
-    accumulated meanwhile. Best effort by design -- anything it fails to publish (Redis down,
-    process killed) is still an unpublished outbox row, which the relay picks up."""
+    """The API's fast path: publish right after commit, in the background. Two loops, each
+    taking whatever accumulated while its last round trip ran: one arms the destinations
+    (latency: the wake-up is what a delivery waits for), the other deletes the rows armed so
+    far (one statement for many accepts; nothing waits for it). Best effort by design --
+    anything it fails to publish (Redis down, process killed) is still an unpublished outbox
+    row, which the relay picks up; a row armed but not yet deleted is armed again, harmlessly."""
 
     def __init__(
         self,
@@ -72,11 +75,13 @@ class FastPublisher:
         max_backlog: int = 50_000,
     ) -> None:
         self._sessionmaker = sessionmaker
-        self._redis = redis
-        self._region = region
+        self._wakeups = Wakeups(redis, region)
         self._max_batch = max_batch
+        self._max_backlog = max_backlog
         self._backlog: asyncio.Queue[PendingPublication] = asyncio.Queue(max_backlog)
-        self._task: asyncio.Task[None] | None = None
+        self._armed: list[int] = []  # outbox ids armed, to delete
+        self._armed_some = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
 
     def submit(self, publications: Sequence[PendingPublication]) -> None:
         for publication in publications:
@@ -86,26 +91,59 @@ class FastPublisher:
                 return  # the relay will publish it; memory stays bounded
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="herald-fast-publisher")
+        self._tasks = [
+            asyncio.create_task(self._arm(), name="herald-fast-publisher"),
+            asyncio.create_task(self._mark(), name="herald-fast-publisher-marks"),
+        ]
 
     async def stop(self, drain_seconds: float = 5.0) -> None:
-        if self._task is None:
+        if not self._tasks:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._backlog.join(), drain_seconds)
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):  # left to the relay, as any failed mark is
+            async with asyncio.timeout(drain_seconds):
+                while self._armed:
+                    await self._mark_once()
 
-    async def _run(self) -> None:
+    async def _arm(self) -> None:
         while True:
             batch = [await self._backlog.get()]
             while len(batch) < self._max_batch and not self._backlog.empty():
                 batch.append(self._backlog.get_nowait())
             try:
-                await publish_and_mark(self._sessionmaker, self._redis, self._region, batch)
+                with tracing.TRACER.start_as_current_span(
+                    "herald.publish", attributes={"herald.publications": len(batch)}
+                ):
+                    await self._wakeups.arm(destinations(batch))
+                if len(self._armed) < self._max_backlog:
+                    self._armed += [p.outbox_id for p in batch]
+                    self._armed_some.set()
             except Exception as exc:
                 log.warning("publish.fast_path_failed", count=len(batch), error=type(exc).__name__)
             finally:
                 for _ in batch:
                     self._backlog.task_done()
+
+    async def _mark(self) -> None:
+        while True:
+            await self._armed_some.wait()
+            self._armed_some.clear()
+            try:
+                await self._mark_once()
+            except Exception as exc:  # the relay deletes them, after arming them again
+                log.warning("publish.mark_failed", error=type(exc).__name__)
+            if self._armed:
+                self._armed_some.set()
+
+    async def _mark_once(self) -> None:
+        ids, self._armed = self._armed[: self._max_batch], self._armed[self._max_batch :]
+        try:
+            async with single_statements(self._sessionmaker) as connection:
+                await outbox.mark_published(connection, ids)
+        except asyncio.CancelledError:
+            self._armed[:0] = ids  # for the stop's last round
+            raise
