@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from app.core.proxies import EgressProxy
 from app.core.states import Outcome
-from app.endpoints.service.destinations import IPNetwork
+from app.endpoints.service.destinations import IPNetwork, resolve
 from app.engine.service import sender
 from app.engine.service.connections import HEAD_BYTES, HEADER_BYTES
 from app.engine.service.http_client import HttpClient
@@ -323,3 +324,164 @@ async def test_a_header_with_a_line_break_is_never_written() -> None:
     http.close()
     assert server.connections <= 1 and server.requests == []
     assert result.outcome is Outcome.PERMANENT and not progress.sent
+
+
+async def test_a_second_answer_to_one_request_ends_the_connection() -> None:
+    """Bytes past the one answer a request gets could be read as the next request's answer:
+    the connection is closed instead, and each request gets its own answer."""
+
+    async def twice(server: Server, writer: asyncio.StreamWriter) -> bool:
+        if len(server.requests) == 1:
+            writer.write(OK + b"HTTP/1.1 500 Forged\r\nContent-Length: 6\r\n\r\nforged")
+        else:
+            writer.write(b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy")
+        await writer.drain()
+        return True
+
+    http = HttpClient(LOOPBACK, 10)
+    async with serving(twice) as server:
+        first = await attempt(http, server.url())
+        second = await attempt(http, server.url())
+    http.close()
+    assert (first.status_code, first.response_body) == (200, "ok")
+    assert (second.status_code, second.response_body) == (503, "busy")
+    assert server.connections == 2
+
+
+async def test_a_connection_is_never_shared_between_names_of_one_address() -> None:
+    """Plain http to one address under two names: a connection made for one name is never
+    another's (a tenant's receiver cannot answer for another tenant's name)."""
+    assert {a.compressed for a in await resolve("localhost", 80)} == {"127.0.0.1"}
+    http = HttpClient(LOOPBACK, 10)
+    async with serving(ok) as server:
+        by_name = await attempt(http, server.url("localhost"))
+        by_address = await attempt(http, server.url("127.0.0.1"))
+        again = await attempt(http, server.url("localhost"))
+    http.close()
+    assert by_name.outcome is by_address.outcome is again.outcome is Outcome.SUCCESS
+    assert server.connections == 2 and len(server.requests) == 3
+
+
+async def test_retry_after_is_heard_on_a_status_line_without_a_reason() -> None:
+    async def busy(server: Server, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 429\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    http = HttpClient(LOOPBACK, 10)
+    async with serving(busy) as server:
+        result = await attempt(http, server.url())
+    http.close()
+    assert result.status_code == 429 and result.retry_after_until is not None
+
+
+async def test_a_switch_of_protocols_is_an_answer_and_ends_the_connection() -> None:
+    async def upgrade(server: Server, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\nbinary")
+        await writer.drain()
+        return True
+
+    http = HttpClient(LOOPBACK, 10)
+    async with serving(upgrade) as server:
+        first = await attempt(http, server.url())
+        second = await attempt(http, server.url())
+    http.close()
+    assert first.status_code == second.status_code == 101
+    assert server.connections == 2
+
+
+async def test_a_body_cut_short_of_its_length_is_not_read_as_whole() -> None:
+    async def cut(server: Server, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 10\r\n\r\nhalf")
+        await writer.drain()
+        return False
+
+    http = HttpClient(LOOPBACK, 10)
+    async with serving(cut) as server:
+        result = await attempt(http, server.url())
+    http.close()
+    assert result.status_code == 200 and result.error is not None
+    assert result.error.startswith("reading the response"), result.error
+
+
+async def test_a_connection_the_receiver_spoke_on_unasked_is_not_used_again() -> None:
+    """Bytes after an answer -- in its read or while the connection is idle -- could be taken
+    for the next request's answer: the connection is closed, and the next request gets a new
+    one and its own answer."""
+
+    async def chatty(server: Server, writer: asyncio.StreamWriter) -> bool:
+        writer.write(OK)
+        await writer.drain()
+        if len(server.requests) == 1:
+            writer.write(b"HTTP/1.1 500 Unasked\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+        return True
+
+    http = HttpClient(LOOPBACK, 10)
+    async with serving(chatty) as server:
+        first = await attempt(http, server.url())
+        second = await attempt(http, server.url())
+    http.close()
+    assert first.status_code == second.status_code == 200
+    assert server.connections == 2
+
+
+async def test_a_framing_header_is_never_sent() -> None:
+    http = HttpClient(LOOPBACK, 10)
+    async with serving(ok) as server:
+        progress = sender.SendProgress()
+        result = await sender.send(
+            http,
+            url=server.url(),
+            body=b"{}",
+            headers={"Transfer-Encoding": "chunked"},
+            timeout=5,
+            progress=progress,
+            retry_after_max=0,
+            on_answer=_heard,
+        )
+    http.close()
+    assert server.connections == 0
+    assert result.outcome is Outcome.PERMANENT
+    assert result.error == "request not built: the header Transfer-Encoding is Herald's to set"
+
+
+async def test_the_operators_proxy_failing_is_herald_s_and_never_named() -> None:
+    """HERALD_EGRESS_PROXY that does not resolve, or hangs up on the CONNECT: Herald's own
+    failure, not the receiver's (the breaker does not count it), and the tenant never reads
+    where the operator's proxy is."""
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    listening = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    http = HttpClient(LOOPBACK, 10)
+    results = []
+    for proxy_url in ("http://squid.no-such-host.invalid:3128", f"http://127.0.0.1:{port}"):
+        proxy = EgressProxy.parse(proxy_url, trusted=True)
+        progress = sender.SendProgress()
+        results.append(
+            await sender.send(
+                http,
+                url="https://127.0.0.1:9/hook",
+                body=b"{}",
+                headers={},
+                timeout=10,
+                progress=progress,
+                retry_after_max=0,
+                on_answer=_heard,
+                proxy=proxy,
+            )
+        )
+    http.close()
+    listening.close()
+    for result in results:
+        assert result.outcome is Outcome.RETRYABLE and result.failed_inside_herald
+        assert result.error == "before sending: egress proxy: unreachable"
+        assert not result.refused_by_peer
+
+
+async def _heard(progress: sender.SendProgress) -> None:
+    return None

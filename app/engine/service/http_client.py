@@ -1,12 +1,14 @@
 """The attempts' HTTP client: a POST to an address the SSRF guard vetted, directly or through
 an egress proxy, on a pooled connection (connections.py).
 
-What it guarantees, each in one place below: it connects only to the address it vetted (a
-name is resolved here, every address judged, and the connection made to the address itself:
-no second lookup, so no rebinding); it follows no redirect (an answer is an answer); the TLS
-server name and the certificate check are the URL's name, never the address; and
-``open_request`` returns exactly when the request has been written -- the unknown-outcome rule
-turns on that moment. Deadlines and the answer's cap are the caller's (sender.py).
+What it guarantees, each in one place below: it connects only to an address it vetted (a name
+is resolved here, every address judged, and the connection made to the address itself: no
+second lookup, so no rebinding); a pooled connection is reused only for the route it was made
+for -- the address it reached, the name, the TLS context, the proxy and its credentials; it
+follows no redirect (an answer is an answer); the TLS server name and the certificate check
+are the URL's name, never the address; and ``open_request`` returns exactly when the request
+has been written -- the unknown-outcome rule turns on that moment. Deadlines and the answer's
+cap are the caller's (sender.py).
 
 Why not aiohttp: most of an attempt's CPU was its request machinery, for features an attempt
 never uses (docs/decisions.md, "Attempts speak HTTP/1.1 themselves").
@@ -15,34 +17,34 @@ never uses (docs/decisions.md, "Attempts speak HTTP/1.1 themselves").
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import functools
 import ssl
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from yarl import URL
 
-from app.core.errors import DestinationRefused
 from app.core.proxies import EgressProxy
-from app.endpoints.service.destinations import IPAddress, IPNetwork, refusal, resolve
-from app.engine.service.connections import Answer, Connection, Pool
+from app.endpoints.service.destinations import IPAddress, IPNetwork
+from app.engine.service.connections import Answer, Connection, Disconnected, MalformedAnswer
+from app.engine.service.names import DestinationBlocked, Names, ResolveFailed
+from app.engine.service.pool import Pool
 
-# How long a name's vetted addresses are used before it is resolved again.
-NAMES_SECONDS = 10.0
+__all__ = ["DestinationBlocked", "Exchange", "HttpClient", "ResolveFailed"]
 
-
-class DestinationBlocked(Exception):
-    """The SSRF guard refused the destination: a refusal is its own outcome (``blocked``)."""
-
-
-class ResolveFailed(Exception):
-    """The name did not resolve just now: a lookup to try again later, not a refusal."""
+# What the client sets itself, and what would change how the request is framed: a header of
+# these names in what it is given (a row written behind the API's back) is refused.
+_FRAMING = frozenset(
+    {
+        "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te",
+        "trailer", "upgrade", "expect", "proxy-connection", "proxy-authorization",
+    }
+)  # fmt: skip
 
 
 class ConnectFailed(OSError):
-    """No connection to the receiver (refused, unreachable, TLS handshake failed)."""
+    """No connection to the receiver (refused, unreachable, TLS handshake failed, closed
+    before the request was written)."""
 
     def __init__(self, message: str, cause: BaseException) -> None:
         super().__init__(message)
@@ -50,7 +52,8 @@ class ConnectFailed(OSError):
 
 
 class ProxyFailed(Exception):
-    """The egress proxy could not be reached (``status`` None) or refused the CONNECT."""
+    """The egress proxy could not be reached or resolved, broke off, or refused the CONNECT
+    (``status``)."""
 
     def __init__(self, status: int | None) -> None:
         super().__init__(
@@ -66,47 +69,6 @@ class InvalidRequest(ValueError):
 class LeaseEndedBeforeWriting(Exception):
     """The connection was ready only after the lease's last moment to start: the request is
     not written (another worker may hold the delivery by now)."""
-
-
-class Names:
-    """Names resolved and vetted, kept ``NAMES_SECONDS``; one lookup at a time per name."""
-
-    def __init__(self, allowlist: Sequence[IPNetwork]) -> None:
-        self._allowlist = tuple(allowlist)
-        self._known: dict[tuple[str, int], tuple[float, asyncio.Future[list[IPAddress]]]] = {}
-
-    async def vetted(self, host: str, port: int, *, trusted: bool = False) -> list[IPAddress]:
-        """``host``'s addresses, every one of them allowed -- unless ``trusted``, the
-        operator's proxy, reached wherever it is. Raises DestinationBlocked, ResolveFailed."""
-        literal = _literal(host)
-        addresses = [literal] if literal is not None else await self._resolved(host, port)
-        if not trusted:
-            # `refusal` never names the address a name resolved to: the tenant reads this.
-            refused = refusal(host, addresses, self._allowlist)
-            if refused is not None:
-                raise DestinationBlocked(refused)
-        return addresses
-
-    async def _resolved(self, host: str, port: int) -> list[IPAddress]:
-        now = time.monotonic()
-        known = self._known.get((host, port))
-        if known is None or known[0] < now or (known[1].done() and known[1].exception()):
-            if len(self._known) > 4096:
-                self._known = {k: v for k, v in self._known.items() if v[0] >= now}
-            lookup = asyncio.ensure_future(resolve(host, port))
-            known = (now + NAMES_SECONDS, lookup)
-            self._known[(host, port)] = known
-        try:
-            return await asyncio.shield(known[1])
-        except DestinationRefused as exc:
-            raise ResolveFailed(str(exc)) from None
-
-
-def _literal(host: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -129,9 +91,13 @@ class Target:
         if parsed.scheme not in ("http", "https") or not host or port is None:
             raise InvalidRequest("invalid URL: not http(s)://host/...")
         https = parsed.scheme == "https"
-        name = f"[{host}]" if ":" in host else host
-        authority = name if port == (443 if https else 80) else f"{name}:{port}"
+        authority = _authority(host, port, 443 if https else 80)
         return cls(https, host, port, authority, parsed.raw_path_qs or "/")
+
+
+def _authority(host: str, port: int, default_port: int | None = None) -> str:
+    name = f"[{host}]" if ":" in host else host
+    return name if port == default_port else f"{name}:{port}"
 
 
 def request_head(
@@ -143,14 +109,20 @@ def request_head(
     lines = [line, f"Host: {authority}"]
     if length is not None:
         lines.append(f"Content-Length: {length}")
-    for name, value in headers.items():
-        if name.lower() in ("host", "content-length"):
-            continue  # Herald's own, above
-        lines.append(f"{name}: {value}")
+    lines += [f"{name}: {value}" for name, value in headers.items()]
     for text in lines:
         if "\r" in text or "\n" in text or "\x00" in text:
             raise InvalidRequest("a header or the URL holds a line break")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogateescape")
+
+
+def _refuse_framing(headers: Mapping[str, str]) -> None:
+    for name in headers:
+        if name.lower() in _FRAMING:
+            raise InvalidRequest(f"the header {name} is Herald's to set")
+
+
+Connect = Callable[[], Awaitable[Connection]]
 
 
 class HttpClient:
@@ -178,33 +150,44 @@ class HttpClient:
         ConnectFailed, ProxyFailed, LeaseEndedBeforeWriting."""
         target = Target.parse(url)
         context = (tls or self._verified) if target.https else None
+        _refuse_framing(headers)
         if proxy is None:
-            connection = await self._direct(target, context)
-            line = f"POST {target.path} HTTP/1.1"
-            authority = target.authority
+            head, keys, connect = await self._direct(target, context, headers, len(body))
         else:
-            connection, line, authority, headers = await self._proxied(
-                target, context, proxy, headers
-            )
+            head, keys, connect = await self._proxied(target, context, proxy, headers, len(body))
+        connection = await self._pool.acquire(keys, connect)
         try:
-            head = request_head(line, authority, headers, len(body))
             if write_by is not None and asyncio.get_running_loop().time() > write_by:
                 # Nothing but CPU stands between here and the first byte: a worker frozen
                 # while it connected cannot write a request its lease no longer covers.
                 raise LeaseEndedBeforeWriting("the lease ended before the request was written")
+            try:
+                connection.send(head + body, cap)
+            except Disconnected as exc:  # closed by the receiver between its use and ours
+                raise ConnectFailed(f"cannot connect to {target.host}: {exc}", exc) from None
         except BaseException:
             self._pool.release(connection)
             raise
-        connection.send(head + body, cap)
         return Exchange(self._pool, connection)
 
-    async def _direct(self, target: Target, context: ssl.SSLContext | None) -> Connection:
+    async def _direct(
+        self,
+        target: Target,
+        context: ssl.SSLContext | None,
+        headers: Mapping[str, str],
+        length: int,
+    ) -> tuple[bytes, list[Hashable], Connect]:
+        head = request_head(f"POST {target.path} HTTP/1.1", target.authority, headers, length)
         addresses = await self._names.vetted(target.host, target.port)
-        # The name, never the address, is what TLS checks: SNI and the certificate.
-        key = (str(addresses[0]), target.port, context, target.host if context else None)
-        return await self._pool.acquire(
-            key, lambda: _connect(key, addresses, target.port, target.host, context)
-        )
+
+        def key(address: IPAddress) -> Hashable:
+            # The name too: a connection made for one name is never another name's.
+            return (str(address), target.port, context, target.host)
+
+        async def connect() -> Connection:
+            return await _connect(key, addresses, target.port, target.host, context)
+
+        return head, [key(address) for address in addresses], connect
 
     async def _proxied(
         self,
@@ -212,55 +195,63 @@ class HttpClient:
         context: ssl.SSLContext | None,
         proxy: EgressProxy,
         headers: Mapping[str, str],
-    ) -> tuple[Connection, str, str, Mapping[str, str]]:
+        length: int,
+    ) -> tuple[bytes, list[Hashable], Connect]:
         """Through ``proxy``, asking it for the address vetted here -- never the name, so the
         proxy has nothing to resolve (egress.py). An endpoint's own proxy is itself vetted
-        and reached at its address; the operator's is trusted wherever it is."""
+        and reached at its address; the operator's is trusted wherever it is, and its failures
+        are Herald's (ProxyFailed), not the receiver's."""
         proxy_url = URL(proxy.url)
         proxy_host, proxy_port = proxy_url.raw_host or "", proxy_url.port or 80
         try:
-            proxy_addresses = await self._names.vetted(
-                proxy_host, proxy_port, trusted=proxy.trusted
-            )
+            proxies = await self._names.vetted(proxy_host, proxy_port, trusted=proxy.trusted)
         except DestinationBlocked as exc:
             raise DestinationBlocked(f"egress proxy: {exc}") from None
         except ResolveFailed as exc:
+            if proxy.trusted:
+                raise ProxyFailed(None) from None
             raise ResolveFailed(f"egress proxy: {exc}") from None
         address = (await self._names.vetted(target.host, target.port))[0]
-        pinned = f"[{address}]" if address.version == 6 else str(address)
-        pinned_authority = f"{pinned}:{target.port}"
-        key = (proxy.url, str(proxy_addresses[0]), pinned_authority, context, target.host)
-        connection = await self._pool.acquire(
-            key,
-            lambda: _through(key, proxy, proxy_addresses, pinned_authority, context, target.host),
-        )
+        pinned = _authority(str(address), target.port)
         if context is not None:  # inside the tunnel: the name for SNI, the check and Host
-            return connection, f"POST {target.path} HTTP/1.1", target.authority, headers
-        # Plain http in absolute form, the address as Host: no name reaches the proxy at
-        # all; the proxy's credentials are its to read (and to strip).
-        line = f"POST http://{pinned_authority}{target.path} HTTP/1.1"
-        return connection, line, pinned_authority, {**headers, **proxy.headers}
+            head = request_head(f"POST {target.path} HTTP/1.1", target.authority, headers, length)
+        else:
+            # Plain http in absolute form, the address as Host: no name reaches the proxy at
+            # all; the proxy's credentials are its to read (and to strip).
+            line = f"POST http://{pinned}{target.path} HTTP/1.1"
+            head = request_head(line, pinned, {**headers, **proxy.headers}, length)
+        # The proxy's credentials and trust are part of the route: a tunnel one opened is
+        # never another's.
+        identity = (proxy.url, proxy.trusted, tuple(sorted(proxy.headers.items())))
+
+        def key(proxy_address: IPAddress) -> Hashable:
+            return (identity, str(proxy_address), proxy_port, pinned, context, target.host)
+
+        async def connect() -> Connection:
+            return await _through(key, proxy, proxies, proxy_port, pinned, context, target.host)
+
+        return head, [key(proxy_address) for proxy_address in proxies], connect
 
     def close(self) -> None:
         self._pool.close()
 
 
 async def _connect(
-    key: object,
+    key: Callable[[IPAddress], Hashable],
     addresses: Sequence[IPAddress],
     port: int,
     name: str,
     context: ssl.SSLContext | None,
 ) -> Connection:
-    """To each vetted address in turn until one takes the connection; over TLS, ``name`` is
-    the server name and the name the certificate must hold. Failures name the host as the
-    tenant wrote it, never the address it resolved to."""
+    """To each vetted address in turn until one takes the connection, keyed by the one that
+    did; over TLS, ``name`` is the server name and the name the certificate must hold.
+    Failures name the host as the tenant wrote it, never the address it resolved to."""
     loop = asyncio.get_running_loop()
     failure: OSError | None = None
     for address in addresses:
         try:
             _, connection = await loop.create_connection(
-                lambda: Connection(key),
+                functools.partial(Connection, key(address)),
                 str(address),
                 port,
                 ssl=context,
@@ -277,24 +268,29 @@ async def _connect(
 
 
 async def _through(
-    key: object,
+    key: Callable[[IPAddress], Hashable],
     proxy: EgressProxy,
-    proxy_addresses: Sequence[IPAddress],
-    pinned_authority: str,
+    proxies: Sequence[IPAddress],
+    proxy_port: int,
+    pinned: str,
     context: ssl.SSLContext | None,
     name: str,
 ) -> Connection:
-    """A connection to the proxy; for https, a tunnel to ``pinned_authority`` and TLS inside."""
+    """A connection to the proxy; for https, a tunnel to ``pinned`` and TLS inside. Until the
+    tunnel is up, whatever fails is the proxy's."""
     try:
-        connection = await _connect(key, proxy_addresses, URL(proxy.url).port or 80, "", None)
+        connection = await _connect(key, proxies, proxy_port, "", None)
     except ConnectFailed:
         raise ProxyFailed(None) from None
     if context is None:
         return connection
     try:
-        line = f"CONNECT {pinned_authority} HTTP/1.1"
-        connection.send(request_head(line, pinned_authority, proxy.headers, None), 0)
-        answer: Answer = await connection.answer()
+        try:
+            line = f"CONNECT {pinned} HTTP/1.1"
+            connection.send(request_head(line, pinned, proxy.headers, None), 0)
+            answer: Answer = await connection.answer()
+        except (OSError, MalformedAnswer):
+            raise ProxyFailed(None) from None
         if answer.status != 200:
             raise ProxyFailed(answer.status)
         connection.tunnel()
@@ -303,9 +299,11 @@ async def _through(
             transport = await asyncio.get_running_loop().start_tls(
                 connection.transport, connection, context, server_hostname=name
             )
-        except OSError as exc:  # ssl.SSLError among them
+        except OSError as exc:  # ssl.SSLError among them: the receiver's TLS
             raise ConnectFailed(f"cannot connect to {name}: {_said(exc)}", exc) from None
-        connection.transport = cast(asyncio.Transport, transport)
+        if transport is None:
+            raise ProxyFailed(None)
+        connection.transport = transport
         return connection
     except BaseException:
         connection.close()
