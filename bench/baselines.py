@@ -16,7 +16,7 @@ from app.core.ids import new_id
 from app.delivery.repository import intents
 from app.outbox.repository import outbox
 from bench.load import RECEIVERS, Client
-from bench.stack import percentile
+from bench.stack import paced, percentile
 
 
 async def pgbench(client: Client, clients: int, seconds: float, *, keyed: bool) -> float:
@@ -153,14 +153,7 @@ async def raw_latency(client: Client, rate: float, seconds: float) -> dict[str, 
             async with raw.post(url, data=b"{}", headers=headers) as response:
                 await response.read()
 
-        tasks = []
-        start = time.perf_counter()
-        for n in range(int(rate * seconds)):
-            delay = start + n / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(n)))
-        await asyncio.gather(*tasks)
+        await paced(rate, seconds, one)
     arrivals = await client.arrivals("instant")
     waits = [arrivals[key] - at for key, at in sent.items() if key in arrivals]
     return {"p50_ms": percentile(waits, 0.5) * 1000, "p99_ms": percentile(waits, 0.99) * 1000}

@@ -12,7 +12,7 @@ import aiohttp
 import psutil
 
 from bench import probes
-from bench.stack import ADMIN_KEY, API, Stack, percentile, python
+from bench.stack import ADMIN_KEY, API, Stack, paced, percentile, python
 
 
 class Receiver:
@@ -278,18 +278,11 @@ class Client:
         sent: dict[str, float] = {}
         body = {"endpoint_id": self.endpoints["instant"], "event_type": "bench", "payload": {}}
 
-        async def one() -> None:
+        async def one(n: int) -> None:
             at = time.time()
             sent[(await self.post("/v1/deliveries", body))["id"]] = at
 
-        tasks = []
-        start = time.perf_counter()
-        for n in range(int(rate * seconds)):
-            delay = start + n / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one()))
-        await asyncio.gather(*tasks)
+        await paced(rate, seconds, one)
         arrivals: dict[str, float] = {}
         deadline = time.perf_counter() + 30
         while time.perf_counter() < deadline:

@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -46,6 +48,21 @@ def progress(message: str) -> None:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+async def paced(
+    rate: float, seconds: float, one: Callable[[int], Coroutine[Any, Any, None]]
+) -> None:
+    """``one(n)`` started ``rate`` times a second for ``seconds``, each on time whatever the
+    others take; returns when all have ended."""
+    tasks: list[asyncio.Task[None]] = []
+    start = time.perf_counter()
+    for n in range(int(rate * seconds)):
+        delay = start + n / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(n)))
+    await asyncio.gather(*tasks)
 
 
 def python(*args: str) -> list[str]:

@@ -88,10 +88,19 @@ async def serving(
         listening.close()
 
 
+HEADERS = {"Content-Type": "application/json", "Idempotency-Key": "dlv_1"}
+
+
 async def attempt(
-    http: HttpClient, url: str, *, timeout: float = 5.0, write_by: float | None = None
+    http: HttpClient,
+    url: str,
+    *,
+    timeout: float = 5.0,
+    headers: dict[str, str] = HEADERS,
+    proxy: EgressProxy | None = None,
+    progress: sender.SendProgress | None = None,
 ) -> sender.AttemptResult:
-    progress = sender.SendProgress(write_by=write_by)
+    """One attempt as a worker sends it (sender.send), its progress tracked in ``progress``."""
 
     async def heard(progress: sender.SendProgress) -> None:
         return None
@@ -100,11 +109,12 @@ async def attempt(
         http,
         url=url,
         body=b'{"n":1}',
-        headers={"Content-Type": "application/json", "Idempotency-Key": "dlv_1"},
+        headers=headers,
         timeout=timeout,
-        progress=progress,
+        progress=progress or sender.SendProgress(),
         retry_after_max=60,
         on_answer=heard,
+        proxy=proxy,
     )
 
 
@@ -295,7 +305,7 @@ async def test_a_request_the_lease_no_longer_covers_is_not_written() -> None:
     http = HttpClient(LOOPBACK, 10)
     async with serving(ok) as server:
         late = asyncio.get_running_loop().time() - 1
-        result = await attempt(http, server.url(), write_by=late)
+        result = await attempt(http, server.url(), progress=sender.SendProgress(write_by=late))
         await asyncio.sleep(0)  # let the server see whatever was written
     http.close()
     assert server.requests == []
@@ -307,20 +317,8 @@ async def test_a_header_with_a_line_break_is_never_written() -> None:
     http = HttpClient(LOOPBACK, 10)
     async with serving(ok) as server:
         progress = sender.SendProgress()
-
-        async def heard(progress: sender.SendProgress) -> None:
-            return None
-
-        result = await sender.send(
-            http,
-            url=server.url(),
-            body=b"{}",
-            headers={"Authorization": "Bearer x\r\nX-Smuggled: 1"},
-            timeout=5,
-            progress=progress,
-            retry_after_max=0,
-            on_answer=heard,
-        )
+        smuggling = {"Authorization": "Bearer x\r\nX-Smuggled: 1"}
+        result = await attempt(http, server.url(), headers=smuggling, progress=progress)
     http.close()
     assert server.connections <= 1 and server.requests == []
     assert result.outcome is Outcome.PERMANENT and not progress.sent
@@ -429,17 +427,7 @@ async def test_a_connection_the_receiver_spoke_on_unasked_is_not_used_again() ->
 async def test_a_framing_header_is_never_sent() -> None:
     http = HttpClient(LOOPBACK, 10)
     async with serving(ok) as server:
-        progress = sender.SendProgress()
-        result = await sender.send(
-            http,
-            url=server.url(),
-            body=b"{}",
-            headers={"Transfer-Encoding": "chunked"},
-            timeout=5,
-            progress=progress,
-            retry_after_max=0,
-            on_answer=_heard,
-        )
+        result = await attempt(http, server.url(), headers={"Transfer-Encoding": "chunked"})
     http.close()
     assert server.connections == 0
     assert result.outcome is Outcome.PERMANENT
@@ -461,27 +449,10 @@ async def test_the_operators_proxy_failing_is_herald_s_and_never_named() -> None
     results = []
     for proxy_url in ("http://squid.no-such-host.invalid:3128", f"http://127.0.0.1:{port}"):
         proxy = EgressProxy.parse(proxy_url, trusted=True)
-        progress = sender.SendProgress()
-        results.append(
-            await sender.send(
-                http,
-                url="https://127.0.0.1:9/hook",
-                body=b"{}",
-                headers={},
-                timeout=10,
-                progress=progress,
-                retry_after_max=0,
-                on_answer=_heard,
-                proxy=proxy,
-            )
-        )
+        results.append(await attempt(http, "https://127.0.0.1:9/hook", proxy=proxy))
     http.close()
     listening.close()
     for result in results:
         assert result.outcome is Outcome.RETRYABLE and result.failed_inside_herald
         assert result.error == "before sending: egress proxy: unreachable"
         assert not result.refused_by_peer
-
-
-async def _heard(progress: sender.SendProgress) -> None:
-    return None
