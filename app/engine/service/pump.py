@@ -193,13 +193,13 @@ class Pump:
             # themselves (the hold, the slots with their lease), and nothing was claimed.
             crash_point("worker.after_take_before_claim", self._settings.fault)
             backlog = endpoint_id in self._backlogged and grant.reason is None
-            if backlog:
-                # Its last claim here was full, and the gate holds nothing back: let another
-                # taker claim beside this one (SKIP LOCKED keeps their rows apart) rather than
-                # wait for this claim. Should the backlog end with this claim, the next taker
-                # finds nothing and settles it for its next row.
-                await self._wakeups.settle(taken, in_seconds=0.0)
             try:
+                if backlog:
+                    # Its last claim here was full, and the gate holds nothing back: let
+                    # another taker claim beside this one (SKIP LOCKED keeps their rows apart)
+                    # rather than wait for this claim. Should the backlog end with this claim,
+                    # the next taker finds nothing and settles it for its next row.
+                    await self._wakeups.settle(taken, in_seconds=0.0)
                 batch, claimed_at = await self._claim(endpoint_id, count)
             except BaseException:
                 self._capacity.give(tenant_id, count)
@@ -253,7 +253,11 @@ class Pump:
         count = min(grant.count, self._capacity.free)
         self._capacity.take(tenant_id, max(count, 0))
         if count < grant.count:
-            await self._gate.return_unused(grant, used=max(count, 0))
+            try:
+                await self._gate.return_unused(grant, used=max(count, 0))
+            except BaseException:
+                self._capacity.give(tenant_id, max(count, 0))
+                raise
             if count <= 0:
                 await self._wakeups.settle(taken, in_seconds=0.0)
                 return None
