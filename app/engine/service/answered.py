@@ -2,9 +2,8 @@
 
 An in-flight slot counts requests at the receiver, and a worker's unit counts requests it has
 going: once a success's answer is in, neither is in use. Waiting for the group commit to free
-them kept every slot idle for a commit or two per request -- at 200 in flight to a 50 ms
-receiver, half of them. So a plain success frees both as soon as it is answered; the record
-follows on its own.
+them kept each slot idle for a commit or two per request. So a plain success frees both as
+soon as it is answered; the record follows on its own.
 
 Not freed early: a failure or a 410 (the breaker and Retry-After decide on them, in their
 record, before the destination may start more); an ordered delivery (its slot is handed on to

@@ -5,8 +5,8 @@ statement, sends each, and hands the endings to the recorder's group commit.
 Nothing is polled while it waits: a destination that may not start anything (paused, at its
 in-flight ceiling, out of rate, half-open with its probe out) is settled for the moment its gate
 opens, or left for the freed slot that wakes it. Capacity is local: a claimed row holds one unit
-of ``WORKER_CONCURRENCY`` until it is recorded or given back, and takers claim only what can
-start now.
+of ``WORKER_CONCURRENCY`` until it is answered, recorded or given back, and takers claim only
+what can start now.
 """
 
 from __future__ import annotations

@@ -48,11 +48,11 @@ def _text(value: bytes | str) -> str:
 @dataclass(frozen=True)
 class Grant:
     """Starts one caller may make to one destination now. Start i (0 <= i < count) holds
-    in-flight slot ``slot(i)`` until its outcome is recorded, and may begin ``start_offset(i)``
-    seconds after the script ran (on Redis's clock): never earlier, and no later than
-    ``late_start`` after that -- a start that cannot is given back unsent. Consecutive starts
-    are a whole interval apart, across grants too, so starts that keep to their windows keep
-    to the ceiling's bound (``start_burst``)."""
+    in-flight slot ``slot(i)`` until it is answered or recorded (answered.py), and may begin
+    ``start_offset(i)`` seconds after the script ran (on Redis's clock): never earlier, and no
+    later than ``late_start`` after that -- a start that cannot is given back unsent.
+    Consecutive starts are a whole interval apart, across grants too, so starts that keep to
+    their windows keep to the ceiling's bound (``start_burst``)."""
 
     endpoint_id: str
     grant_id: str
