@@ -19,7 +19,7 @@ from app.core.states import DeliveryState
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service import record_writes
-from app.streams.service.heads import NewHead, StreamKey
+from app.streams.service.heads import StreamKey
 from bench import baselines
 from bench.load import RECEIVERS, Client
 from bench.parking import idle_cpu, waiting_window
@@ -138,11 +138,14 @@ async def one_key(client: Client, deliveries: int) -> dict[str, Any]:
     }
 
 
-class _LeaseAll:
-    """Lease every new head, as a worker continuing its stream does."""
+class _Continue:
+    """Go on with the given streams, as a worker continuing them does."""
 
-    def heads_to_lease(self, new_heads: Sequence[NewHead]) -> list[str]:
-        return [head.id for head in new_heads]
+    def __init__(self, streams: Sequence[StreamKey]) -> None:
+        self.streams = list(streams)
+
+    def continued_streams(self) -> list[StreamKey]:
+        return self.streams
 
 
 async def record_baseline(client: Client, *, continuing: bool) -> float:
@@ -194,7 +197,7 @@ async def record_baseline(client: Client, *, continuing: bool) -> float:
             written = await record_writes.write_batch(
                 sessionmaker,
                 [(Recording(head, token, finished), StreamKey(endpoint_id, ""))],
-                continuing=_LeaseAll() if continuing else None,
+                continuing=_Continue([StreamKey(endpoint_id, "")]) if continuing else None,
                 lease_seconds=60,
             )
             timings.append(time.perf_counter() - started)

@@ -20,7 +20,7 @@ from tests.fixtures.waiting import count_rows, eventually, until
 from tests.fixtures.wire import PostgresReader, RedisReader, Totals, counting_proxy
 
 ATTEMPTS = 5
-CLAIM, RECORD = "WITH picked AS MATERIALIZED", "WITH done AS"
+CLAIM, RECORD = "WITH picked AS MATERIALIZED", "SELECT record_attempts("
 # The relay's page of unpublished outbox rows, each in its own transaction, on its clock.
 RELAY_PAGE = "UPDATE outbox_wakeups SET claimed_until"
 # arq's queue, polled; redis-py's health check, and a new connection's handshake.

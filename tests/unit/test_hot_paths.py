@@ -13,11 +13,10 @@ HOT_PATHS = {
     "outbox/repository/outbox.py": {"mark_published"},
     "engine/repository/delivery_leases.py": {
         "claim_batch",
-        "lease_heads",
         "next_wake",
         "still_held",
     },
-    "engine/repository/delivery_records.py": {"record_batch", "release_batch"},
+    "engine/repository/delivery_records.py": {"record_batch", "record_ordered", "release_batch"},
     "reconcile/repository/reconcile_scans.py": {"live_destinations"},
     "streams/repository/repair.py": {"live_streams"},
 }

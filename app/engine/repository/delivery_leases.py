@@ -91,6 +91,8 @@ _CLAIMABLE = """((d.state IN ('pending', 'enqueued') AND d.next_attempt_at <= no
 # A claim's write, besides the token ($4: the lease in seconds). Of the columns an index names
 # it changes only `state` (no index names it since migration 0010): the columns that order the
 # live rows stay, so a claim is a HOT update.
+# The ordered record leases a stream's next head with the same write (``record_ordered``,
+# migration 0041).
 _LEASE = """state = 'leased', lease_until = now() + make_interval(secs => $4),
        attempt_count = d.attempt_count + 1, updated_at = now()"""
 
@@ -98,9 +100,10 @@ _LEASED = """d.id, d.tenant_id, d.endpoint_id, d.attempt_count, d.attempt_floor,
        d.stream, d.stream_seq, d.ordering_key,
        extract(epoch FROM d.lease_until - now())::float8 AS lease_left"""
 
-# What signing and sending need of the endpoint. A rotated-out secret or key pair signs until
-# it expires.
-_ENDPOINT = """e.url, e.secret_sealed,
+# What signing and sending need of the endpoint (``e``), for the claim and for the ordered
+# record's leased heads (delivery_records.py). A rotated-out secret or key pair signs until it
+# expires.
+ENDPOINT_COLUMNS = """e.url, e.secret_sealed,
        CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret_sealed END
            AS previous_secret_sealed,
        e.signature_schemes, e.signing_key_sealed,
@@ -153,29 +156,11 @@ WITH picked AS MATERIALIZED (
     SELECT least({_WAKE_OF_THE_REST},
                  (SELECT now() + make_interval(secs => $4) FROM picked LIMIT 1)) AS at
 )
-SELECT d.*, {_ENDPOINT}, v.payload, v.event_type, v.created_at AS event_at, v.traceparent,
+SELECT d.*, {ENDPOINT_COLUMNS}, v.payload, v.event_type, v.created_at AS event_at, v.traceparent,
        extract(epoch FROM wake.at - now())::float8 AS next_wake
   FROM wake LEFT JOIN (claimed AS d JOIN endpoints AS e ON e.id = d.endpoint_id
                                     JOIN events AS v ON v.id = d.event_id) ON TRUE
  ORDER BY d.next_attempt_at, d.id
-"""  # noqa: S608
-
-# A stream continued by the record that ended its head ($1: the new heads, just made due, in
-# that record's transaction; $2 the lease in seconds): leased at once, as a claim would lease
-# them, for the worker that recorded the head to send next without a claim of its own. $3 and
-# $4, the heads' least and greatest id, confine it to their days, as the record's.
-_LEASE_HEADS = f"""
-WITH claimed AS (
-    UPDATE deliveries AS d
-       SET lease_token = gen_random_uuid(), {_LEASE.replace("$4", "$2")}
-      FROM unnest($1::text[]) AS head(id)
-     WHERE d.id = head.id AND d.id BETWEEN $3 AND $4 AND d.state IN ('pending', 'enqueued')
-       AND d.next_attempt_at <= now()
-    RETURNING {_LEASED}, d.event_id
-)
-SELECT d.*, {_ENDPOINT}, v.payload, v.event_type, v.created_at AS event_at, v.traceparent
-  FROM claimed AS d JOIN endpoints AS e ON e.id = d.endpoint_id
-                    JOIN events AS v ON v.id = d.event_id
 """  # noqa: S608
 
 _NEXT_WAKE = f"""
@@ -202,7 +187,7 @@ def _oauth2(row: asyncpg.Record) -> OAuth2Client | None:
     )
 
 
-def _claimed(row: asyncpg.Record) -> ClaimedDelivery:
+def claimed_from(row: asyncpg.Record) -> ClaimedDelivery:
     sealed_secrets = [row["secret_sealed"]]
     if row["previous_secret_sealed"]:
         sealed_secrets.append(row["previous_secret_sealed"])
@@ -257,21 +242,8 @@ async def claim_batch(
         _CLAIM_BATCH, region, endpoint_id, limit, lease_seconds, WAKE_PROBE_ROWS
     )
     # The statement always returns a row (the wake-up); without a claim its columns are NULL.
-    claimed = [_claimed(row) for row in rows if row["id"] is not None]
+    claimed = [claimed_from(row) for row in rows if row["id"] is not None]
     return ClaimBatch(claimed, rows[0]["next_wake"])
-
-
-async def lease_heads(
-    connection: asyncpg.Connection, delivery_ids: list[str], *, lease_seconds: float
-) -> list[ClaimedDelivery]:
-    """Lease the just-promoted heads that are due now (in the caller's transaction); the
-    others are left to be claimed as usual."""
-    if not delivery_ids:
-        return []
-    rows = await connection.fetch(
-        _LEASE_HEADS, delivery_ids, lease_seconds, min(delivery_ids), max(delivery_ids)
-    )
-    return [_claimed(row) for row in rows]
 
 
 async def next_wake(

@@ -2,6 +2,8 @@
 many) and the give-back of an unsent one. Only the holder of a current, unexpired lease token
 writes (design.md, invariant 4). One statement each, its own transaction -- ``record_in``
 excepted, which runs in its caller's (a failure's judgement of its destination goes with it).
+The record that ends ordered heads also hands their streams on and leases the next heads, in
+the same one statement (``record_ordered``).
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.states import DeliveryState
+from app.engine.repository import delivery_leases
+from app.engine.repository.delivery_leases import ClaimedDelivery
 
 
 @dataclass(frozen=True)
@@ -44,9 +48,10 @@ class Recording:
     finished: Finished  # a retry: state ENQUEUED with delay_seconds set
 
 
-# What a record writes of one delivery, as (name, type): the order of the statement's
-# parameters. The record in a session takes them as parameters, the batch record as one array
-# each. The first two (id, token) are also what a give-back takes.
+# What a record writes of one delivery, as (name, type): the order of the parameters of
+# ``record_attempts`` and ``record_ordered`` (PostgreSQL functions, migration 0041: the record
+# and its fencing are written there), one array each. The first two (id, token) are also what
+# a give-back takes.
 _RECORDED = (
     ("id", "text"),
     ("token", "uuid"),
@@ -64,78 +69,44 @@ _RECORDED = (
 _LEASE_KEY = _RECORDED[:2]
 
 
-def _one_row(columns: tuple[tuple[str, str], ...]) -> str:
-    """A one-row relation ``r`` from the parameters $1, $2, ..., one per column."""
-    values = ", ".join(f"${i}::{kind} AS {name}" for i, (name, kind) in enumerate(columns, 1))
-    return f"(SELECT {values}) AS r"
+def _arrays(columns: tuple[tuple[str, str], ...], first: int = 1) -> str:
+    """Typed array parameters, one per column, numbered from ``first``."""
+    return ", ".join(f"${i}::{kind}[]" for i, (_, kind) in enumerate(columns, first))
 
 
 def _many_rows(columns: tuple[tuple[str, str], ...]) -> str:
     """The relation ``r`` of many rows, from one array parameter per column."""
-    arrays = ", ".join(f"${i}::{kind}[]" for i, (_, kind) in enumerate(columns, 1))
-    return f"unnest({arrays}) AS r({', '.join(name for name, _ in columns)})"
+    names = ", ".join(name for name, _ in columns)
+    return f"unnest({_arrays(columns)}) AS r({names})"
 
 
 # Fencing (design.md, invariant 4), per row of ``r``: only the current holder (r.id, r.token)
-# of a live lease may write; an expired lease writes nothing, whether or not another worker
-# took over. A delivery cancelled while its attempt was in flight keeps that lease, so that
-# the attempt is still recorded -- and stays cancelled (``_KEEP_CANCELLED``).
-_HELD_ROW = (
-    "d.id = r.id AND d.lease_token = r.token AND d.state IN ('leased', 'cancelled')"
-    " AND d.lease_until > now()"
-)
-
-
+# of a live lease may write (the give-back's; the record's is ``record_attempts``'). The two
+# parameters after the columns, the rows' least and greatest id, known before a row is read,
+# confine the statement to the days those ids were minted in -- its plan, made once, leaves
+# out the other days' partitions as it starts (the ids themselves arrive in arrays, and each
+# would be looked for in every day).
 def _held(columns: tuple[tuple[str, str], ...]) -> str:
-    """``_HELD_ROW``, with the rows' least and greatest id as the two parameters after
-    ``columns``': known before a row is read, they confine the statement to the days those
-    ids were minted in -- its plan, made once, leaves out the other days' partitions as it
-    starts (the ids themselves arrive in arrays, and each would be looked for in every day)."""
-    return f"{_HELD_ROW} AND d.id BETWEEN ${len(columns) + 1} AND ${len(columns) + 2}"
+    return (
+        "d.id = r.id AND d.lease_token = r.token AND d.state IN ('leased', 'cancelled')"
+        f" AND d.lease_until > now() AND d.id BETWEEN ${len(columns) + 1} AND ${len(columns) + 2}"
+    )
 
 
-# The record, fenced by the lease, over the rows of ``r`` ({rows}). In the same statement: the
-# attempt rows, and a success's mark on its endpoint, once per endpoint (which closes the
-# breaker; written only when something changes or a second has passed, so a busy endpoint's
-# row is not a hot spot). Failures' verdicts on the endpoint need reads and decisions, so they
-# run after this statement in the same transaction (app/endpoints/service/destination_health.py).
-_RECORD_FROM = """
-WITH done AS (
-    UPDATE deliveries AS d
-       SET state = CASE WHEN d.state = 'cancelled' THEN d.state ELSE r.state END,
-           lease_token = NULL, lease_until = NULL, last_outcome = r.outcome,
-           last_status_code = r.status_code, last_error = r.error,
-           dead_reason = CASE WHEN d.state = 'cancelled' THEN NULL ELSE r.dead_reason END,
-           updated_at = now(),
-           completed_at = CASE WHEN d.state = 'cancelled' THEN d.completed_at
-                               WHEN r.state IN ('succeeded', 'dead') THEN now() END,
-           next_attempt_at = CASE WHEN r.delay IS NULL THEN d.next_attempt_at
-                                  ELSE now() + make_interval(secs => r.delay) END
-      FROM {rows}
-     WHERE {held}
-    RETURNING d.id, d.endpoint_id, r.attempt_number, r.started_at, r.duration_ms,
-              r.status_code, r.outcome, r.error, r.response_body
-), attempt AS (
-    INSERT INTO attempts (delivery_id, endpoint_id, attempt_number, started_at, duration_ms,
-                          status_code, outcome, error, response_body)
-    SELECT id, endpoint_id, attempt_number, started_at, duration_ms, status_code, outcome,
-           error, response_body
-      FROM done WHERE outcome IS NOT NULL
-), healthy AS (
-    UPDATE endpoints AS e
-       SET consecutive_failures = 0, failing_since = NULL, last_success_at = now(),
-           paused_until = CASE WHEN e.breaker_trips > 0 THEN NULL ELSE e.paused_until END,
-           pause_reason = CASE WHEN e.breaker_trips > 0 THEN NULL ELSE e.pause_reason END,
-           breaker_trips = 0
-      FROM (SELECT DISTINCT endpoint_id FROM done WHERE outcome = 'success') AS s
-     WHERE e.id = s.endpoint_id
-       AND (e.consecutive_failures > 0 OR e.breaker_trips > 0 OR e.last_success_at IS NULL
-            OR e.last_success_at < now() - interval '1 second')
-)
-SELECT id FROM done
-"""
-_RECORD = _RECORD_FROM.format(rows=_one_row(_RECORDED), held=_held(_RECORDED))
-_RECORD_BATCH = _RECORD_FROM.format(rows=_many_rows(_RECORDED), held=_held(_RECORDED))
+_BOUNDS = f"${len(_RECORDED) + 1}::text, ${len(_RECORDED) + 2}::text"
+_RECORD = f"SELECT record_attempts({_arrays(_RECORDED)}, {_BOUNDS}) AS id"
+
+# The ordered group commit (``record_ordered``: lock, record, hand on, lease), and what the
+# leased heads' attempts need of their endpoints and events, as the claim fetches it.
+_N = len(_RECORDED) + 2
+_RECORD_ORDERED = f"""
+SELECT r.*, {delivery_leases.ENDPOINT_COLUMNS}, v.payload, v.event_type,
+       v.created_at AS event_at, v.traceparent
+  FROM record_ordered({_arrays(_RECORDED)}, {_BOUNDS}, ${_N + 1}::text[], ${_N + 2}::text[],
+                      ${_N + 3}::text[], ${_N + 4}::text[], ${_N + 5}::float8) AS r
+  LEFT JOIN endpoints AS e ON r.kind = 'leased' AND e.id = r.endpoint_id
+  LEFT JOIN events AS v ON r.kind = 'leased' AND v.id = r.event_id
+"""  # noqa: S608 -- constants only
 
 
 def _record_args(delivery_id: str, token: uuid.UUID, finished: Finished) -> tuple[Any, ...]:
@@ -159,6 +130,15 @@ def _record_args(delivery_id: str, token: uuid.UUID, finished: Finished) -> tupl
     return tuple(named[name] for name, _ in _RECORDED)
 
 
+def _record_columns(items: Sequence[Recording]) -> list[Any]:
+    """The record's parameters: one array per column of ``_RECORDED``, then the rows' least
+    and greatest id."""
+    rows = (_record_args(i.delivery_id, i.token, i.finished) for i in items)
+    columns: list[Any] = [list(column) for column in zip(*rows, strict=True)]
+    ids = columns[0]
+    return [*columns, min(ids), max(ids)]
+
+
 async def record_in(
     session: AsyncSession, delivery_id: str, *, token: uuid.UUID, finished: Finished
 ) -> bool:
@@ -166,8 +146,8 @@ async def record_in(
     more with it (a failure's judgement of its destination). False when the lease was lost, in
     which case nothing is written."""
     connection = await session.connection()
-    args = (*_record_args(delivery_id, token, finished), delivery_id, delivery_id)
-    result = await connection.exec_driver_sql(_RECORD, args)
+    args = _record_columns([Recording(delivery_id, token, finished)])
+    result = await connection.exec_driver_sql(_RECORD, tuple(args))
     return result.scalar_one_or_none() is not None
 
 
@@ -176,12 +156,61 @@ async def record_batch(connection: asyncpg.Connection, items: Sequence[Recording
     the ids recorded; every other item had lost its lease, and nothing of it was written."""
     if not items:
         return set()
-    rows = (_record_args(i.delivery_id, i.token, i.finished) for i in items)
-    columns = [list(column) for column in zip(*rows, strict=True)]
-    ids = columns[0]
-    return {
-        row["id"] for row in await connection.fetch(_RECORD_BATCH, *columns, min(ids), max(ids))
-    }
+    return {row["id"] for row in await connection.fetch(_RECORD, *_record_columns(items))}
+
+
+# A new head of a stream, as ``hand_on_streams`` returns it: (id, tenant_id, endpoint_id,
+# next_attempt_at, attempt_count, stream).
+HeadRow: TypeAlias = tuple[str, str, str, datetime, int, str]
+
+
+@dataclass(frozen=True)
+class OrderedRecord:
+    recorded: set[str]  # the ids recorded; every other item had lost its lease
+    heads: list[HeadRow]  # the streams' new heads
+    leased: list[ClaimedDelivery]  # those of them leased for the recording worker
+
+
+async def record_ordered(
+    connection: asyncpg.Connection,
+    items: Sequence[Recording],
+    streams: Sequence[tuple[str, str]],
+    *,
+    continued: Sequence[tuple[str, str]],
+    lease_seconds: float,
+) -> OrderedRecord:
+    """Finish leased attempts that end ordered heads, as one statement (one round trip, its
+    own transaction): the ``streams`` (endpoint, stream) of those heads locked first, the
+    endings recorded, the streams handed on, and the new heads of the ``continued`` streams
+    that are due now leased, as a claim would lease them, for the recording worker to send."""
+    ordered = sorted(set(streams))
+    rows = await connection.fetch(
+        _RECORD_ORDERED,
+        *_record_columns(items),
+        [endpoint_id for endpoint_id, _ in ordered],
+        [stream for _, stream in ordered],
+        [endpoint_id for endpoint_id, _ in continued],
+        [stream for _, stream in continued],
+        lease_seconds,
+    )
+    record = OrderedRecord(set(), [], [])
+    for row in rows:
+        if row["kind"] == "recorded":
+            record.recorded.add(row["id"])
+        elif row["kind"] == "head":
+            record.heads.append(
+                (
+                    row["id"],
+                    row["tenant_id"],
+                    row["endpoint_id"],
+                    row["next_attempt_at"],
+                    row["attempt_count"],
+                    row["stream"],
+                )
+            )
+        else:
+            record.leased.append(delivery_leases.claimed_from(row))
+    return record
 
 
 # A give-back: the claim did not count as an attempt. It leaves next_attempt_at alone: the row

@@ -5,7 +5,7 @@ An ordered stream waits between two deliveries for whatever runs from the head's
 successor's request. Through the wake-ups that is the record, a slot release, an arm, a take,
 a grant, a claim and a settle -- seven round trips where the record alone is four. So when a
 group commit ends a head, the worker that sent it may keep going: the same transaction that
-hands the stream on leases the new head (``delivery_leases.lease_heads``), the head's in-flight
+hands the stream on leases the new head (``delivery_records.record_ordered``), the head's in-flight
 slot is carried over to it (one out, one in: the ceiling holds), and its attempt starts as soon
 as the commit returns.
 
@@ -35,7 +35,7 @@ from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.flow.service.gate import Gate
 from app.flow.service.policies import Policy
 from app.flow.service.wakeups import Arm
-from app.streams.service.heads import NewHead, StreamKey
+from app.streams.service.heads import StreamKey
 
 log = structlog.get_logger("herald.delivery")
 
@@ -88,8 +88,8 @@ class Continuing:
             continuing.carries[key] = _Carry(tenant_id, slot, check)
         return continuing
 
-    def heads_to_lease(self, new_heads: Sequence[NewHead]) -> list[str]:
-        return [head.id for head in new_heads if head.key in self.carries]
+    def continued_streams(self) -> list[StreamKey]:
+        return list(self.carries)
 
     async def proceed(
         self,

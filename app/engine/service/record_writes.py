@@ -1,8 +1,8 @@
 """The recorder's writes (recorder.py decides when): the row each ending writes; a group of
-endings as one statement, or -- when some of them end an ordered stream's head -- one
-transaction that also hands those streams on (app/streams/) and leases the new heads the worker
-continues with (continuing.py); the same one row at a time, when a bad row spoils the group;
-and an ending that judges its destination, in a transaction with that judgement."""
+endings as one statement -- which, when some of them end an ordered stream's head, also hands
+those streams on (app/streams/) and leases the new heads the worker continues with
+(continuing.py); the same one row at a time, when a bad row spoils the group; and an ending
+that judges its destination, in a transaction with that judgement."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from app.core.config import Settings
 from app.core.db import single_statements
 from app.core.states import DeliveryState
 from app.endpoints.service import destination_health, endpoints
-from app.engine.repository import delivery_leases, delivery_records
+from app.engine.repository import delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.repository.delivery_records import Finished, Recording
 from app.engine.service.attempts import Ended
@@ -37,10 +37,10 @@ class Written:
     leased: list[ClaimedDelivery] = field(default_factory=list)  # ...but these, continued
 
 
-class HeadsToLease(Protocol):
-    """Which of a commit's new heads to lease in it (continuing.Continuing)."""
+class StreamsToContinue(Protocol):
+    """The streams whose new heads a commit leases for its worker (continuing.Continuing)."""
 
-    def heads_to_lease(self, new_heads: Sequence[NewHead]) -> list[str]: ...
+    def continued_streams(self) -> list[StreamKey]: ...
 
 
 def finished_row(ended: Ended) -> Finished:
@@ -75,32 +75,31 @@ async def write_batch(
     sessionmaker: async_sessionmaker[AsyncSession],
     items: Sequence[tuple[Recording, StreamKey | None]],
     *,
-    continuing: HeadsToLease | None = None,
+    continuing: StreamsToContinue | None = None,
     lease_seconds: float = 0.0,
 ) -> Written:
     """Record the endings (each with the stream whose head it ends, if any), hand their
-    streams on, and lease the new heads ``continuing`` asks for."""
+    streams on, and lease the new heads of the streams ``continuing`` goes on with. One
+    statement, its own transaction, either way."""
     recordings = [recording for recording, _ in items]
     streams = [stream for _, stream in items if stream is not None]
     with tracing.TRACER.start_as_current_span(
         "herald.record", attributes={"herald.outcomes": len(items)}
     ):
-        if not streams:  # the unordered flush: one statement, its own transaction
-            async with single_statements(sessionmaker) as connection:
+        async with single_statements(sessionmaker) as connection:
+            if not streams:
                 return Written(await delivery_records.record_batch(connection, recordings))
-        # On the raw connection, like the unordered flush: through a session this transaction
-        # took 9 ms where its statements take 2 (docs/benchmarks.md), and a stream waits for
-        # it between every two deliveries.
-        leased: list[ClaimedDelivery] = []
-        async with single_statements(sessionmaker) as connection, connection.transaction():
-            async with handing_on(connection, streams) as new_heads:
-                recorded = await delivery_records.record_batch(connection, recordings)
-            to_lease = continuing.heads_to_lease(new_heads) if continuing else []
-            if to_lease:
-                leased = await delivery_leases.lease_heads(
-                    connection, to_lease, lease_seconds=lease_seconds
-                )
-        return Written(recorded, new_heads, leased)
+            # A stream waits for this between every two deliveries: its four statements are one
+            # function call (migration 0041), one round trip where a transaction took six.
+            continued = continuing.continued_streams() if continuing else []
+            record = await delivery_records.record_ordered(
+                connection,
+                recordings,
+                [(key.endpoint_id, key.stream) for key in streams],
+                continued=[(key.endpoint_id, key.stream) for key in continued],
+                lease_seconds=lease_seconds,
+            )
+        return Written(record.recorded, [NewHead(*head) for head in record.heads], record.leased)
 
 
 async def write_one_by_one(

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any
 
-import asyncpg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 
@@ -77,28 +76,22 @@ streamed AS (
 )"""  # noqa: S608 -- only the caller's relation, a constant, is formatted in
 
 
-# Where a stream statement runs: a session's transaction, or -- for the recorder's group
-# commit, where a session's overhead was most of the record's time -- a raw asyncpg connection
-# inside a transaction its caller opened.
-Db: TypeAlias = AsyncSession | asyncpg.Connection
-
-
-async def fetch(db: Db, sql: str, *args: Any) -> list[Any]:
-    if isinstance(db, asyncpg.Connection):
-        return list(await db.fetch(sql, *args))
-    connection = await db.connection()
+async def fetch(session: AsyncSession, sql: str, *args: Any) -> list[Any]:
+    connection = await session.connection()
     return list((await connection.exec_driver_sql(sql, args)).all())
 
 
-_LOCK = """
-SELECT s.endpoint_id FROM streams AS s
-  JOIN unnest($1::text[], $2::text[]) AS k(endpoint_id, stream) USING (endpoint_id, stream)
- ORDER BY s.endpoint_id, s.stream
-   FOR UPDATE OF s
+# The statements of the lock and the hand-on are PostgreSQL functions (migration 0041), so that
+# the ordered record can run them with its own in one round trip (a function's statements each
+# take a fresh snapshot: the hand-on sees every accept that held the lock before it).
+_LOCK = "SELECT lock_streams($1::text[], $2::text[])"
+_HAND_ON = """
+SELECT id, tenant_id, endpoint_id, next_attempt_at, attempt_count, stream
+  FROM hand_on_streams($1::text[], $2::text[], $3::boolean)
 """
 
 
-async def lock(session: Db, keys: Sequence[StreamKey]) -> None:
+async def lock(session: AsyncSession, keys: Sequence[StreamKey]) -> None:
     """Lock the streams' rows in the caller's transaction, in the one order every writer
     uses; before any delivery row of theirs is written."""
     if keys:
@@ -106,62 +99,15 @@ async def lock(session: Db, keys: Sequence[StreamKey]) -> None:
         await fetch(session, _LOCK, [k.endpoint_id for k in ordered], [k.stream for k in ordered])
 
 
-# For each stream given ($1 endpoints, $2 streams) whose head is no longer live: a dead head
-# halts it when its endpoint says so (and $3, an operator's skip, does not override that);
-# otherwise the stream's next live delivery becomes its head, due at its own not-before time
-# -- or, behind a head cancelled while its attempt was in flight, not before that attempt's
-# lease ends -- and a stream with nothing live left has no head. A head that is still live
-# (a retry) changes nothing. A stream with no head, or one whose head row is gone, is handed
-# on too: nothing does that but a fault, and reconcile's repair relies on it (repair.py).
-# Every stream row was locked by ``lock`` in an earlier statement.
-_HAND_ON = """
-WITH given AS (
-    SELECT s.endpoint_id, s.stream, s.head_id FROM streams AS s
-      JOIN unnest($1::text[], $2::text[]) AS k(endpoint_id, stream) USING (endpoint_id, stream)
-), ended AS (
-    SELECT g.endpoint_id, g.stream,
-           coalesce(h.state = 'dead', false) AND e.on_dead = 'halt' AND NOT $3::bool AS halts,
-           CASE WHEN h.state = 'cancelled' THEN h.lease_until END AS in_flight_until
-      FROM given AS g LEFT JOIN deliveries AS h ON h.id = g.head_id
-                      JOIN endpoints AS e ON e.id = g.endpoint_id
-     WHERE h.id IS NULL OR h.completed_at IS NOT NULL
-), halted AS (
-    UPDATE streams AS s SET halted_at = coalesce(s.halted_at, now())
-      FROM ended
-     WHERE ended.halts AND s.endpoint_id = ended.endpoint_id AND s.stream = ended.stream
-), successor AS (
-    SELECT ended.endpoint_id, ended.stream, n.id,
-           greatest(coalesce(n.deliver_after, now()), ended.in_flight_until) AS due_at
-      FROM ended CROSS JOIN LATERAL (
-          SELECT d.id, d.deliver_after FROM deliveries AS d
-           WHERE d.endpoint_id = ended.endpoint_id AND d.stream = ended.stream
-             AND d.completed_at IS NULL
-           ORDER BY d.stream_seq LIMIT 1) AS n
-     WHERE NOT ended.halts
-), promoted AS (
-    UPDATE deliveries AS d
-       SET next_attempt_at = coalesce(d.next_attempt_at, successor.due_at), updated_at = now()
-      FROM successor WHERE d.id = successor.id
-    RETURNING d.id, d.tenant_id, d.endpoint_id, d.next_attempt_at, d.attempt_count, d.stream
-), moved AS (
-    UPDATE streams AS s
-       SET head_id = successor.id,
-           head_since = CASE WHEN successor.id IS NOT NULL THEN now() END, halted_at = NULL
-      FROM ended LEFT JOIN successor USING (endpoint_id, stream)
-     WHERE NOT ended.halts AND s.endpoint_id = ended.endpoint_id AND s.stream = ended.stream
-       AND (s.head_id IS DISTINCT FROM successor.id OR s.halted_at IS NOT NULL)
-)
-SELECT id, tenant_id, endpoint_id, next_attempt_at, attempt_count, stream FROM promoted
-"""
-
-
 async def hand_on(
-    session: Db, keys: Sequence[StreamKey], *, skip_halted: bool = False
+    session: AsyncSession, keys: Sequence[StreamKey], *, skip_halted: bool = False
 ) -> list[NewHead]:
     """Hand each stream whose head has ended on to its next delivery (or halt it, when its
     head died and its endpoint halts on a dead head), in the caller's transaction, after
     ``lock``. ``skip_halted``: an operator's skip -- a halted stream moves on past its dead
-    head. Returns the new heads, whose destinations the caller arms after its commit."""
+    head. Returns the new heads, whose destinations the caller arms after its commit. (What
+    ends a head, what a dead one does, and where its successor is due: ``hand_on_streams``,
+    migration 0041.)"""
     if not keys:
         return []
     ordered = sorted(set(keys))

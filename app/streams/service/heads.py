@@ -11,14 +11,14 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.streams.repository import streams
-from app.streams.repository.streams import Db, NewHead, StreamKey
+from app.streams.repository.streams import NewHead, StreamKey
 
 __all__ = ["NewHead", "StreamKey", "handing_on", "seconds_until"]
 
 
 @asynccontextmanager
 async def handing_on(
-    session: Db, keys: Sequence[StreamKey], *, skip_halted: bool = False
+    session: AsyncSession, keys: Sequence[StreamKey], *, skip_halted: bool = False
 ) -> AsyncIterator[list[NewHead]]:
     """Around writes that may end the heads of ``keys``' streams, in the caller's transaction:
     the streams are locked before them, and handed on after them. Yields the list the new
