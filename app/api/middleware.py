@@ -1,21 +1,58 @@
-"""The ASGI middleware around every request: a body-size gate before parsing, and a last resort
-that answers what no exception handler took without dropping the connection."""
+"""The ASGI middleware around every request: a gate before parsing (a body's size, and its
+coding), and a last resort that answers what no exception handler took without dropping the
+connection."""
 
 from __future__ import annotations
+
+import re
 
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.problems import problem_response, unexpected_error
-from app.core.errors import PayloadTooLarge
+from app.core.errors import HeraldError, PayloadTooLarge, UnsupportedMediaType
 
 # Room for the JSON envelope around the payload and for a client's pretty-printing; the payload
 # itself is measured exactly once it is encoded (docs/decisions.md, "Payload bytes").
 BODY_SLACK_BYTES = 64 * 1024
 
+_CODING = re.compile(r"^[a-z0-9!#$%&'*+.^_`|~-]{1,32}$")  # a token: echoed back only if one
+
+
+def _compressed(coding: bytes) -> str | None:
+    """Why a body with this Content-Encoding is refused; None for an uncompressed one."""
+    shown = coding.strip().lower().decode("latin-1")
+    if shown in ("", "identity"):
+        return None
+    named = f"Content-Encoding: {shown}" if _CODING.fullmatch(shown) else "a Content-Encoding"
+    return f"the request body is sent with {named}; send it uncompressed"
+
+
+class _ClientGone(Exception):
+    """The client left before its body ended."""
+
+
+async def _read_within(receive: Receive, limit: int) -> bytes | None:
+    """A chunked body, whole, if it fits in ``limit`` bytes; None past it."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
 
 class BodyLimit:
-    """Refuse oversized request bodies with 413 before they are parsed.
+    """Refuse oversized request bodies with 413, and compressed ones with 415, before they are
+    parsed (a compressed body is read as JSON and fails as "not valid UTF-8"; decompressing it
+    would be a cost the sender sets: docs/decisions.md, "Request bodies are not compressed").
 
     A declared Content-Length is checked up front (the server enforces it). A chunked body has
     no length, so it is read here, counting, and handed on only if it fits: the app would
@@ -43,6 +80,10 @@ class BodyLimit:
         limit = self.batch_max_bytes if batch else self.max_bytes
         reason = self.batch_reason if batch else self.reason
         headers = dict(scope["headers"])
+        compressed = _compressed(headers.get(b"content-encoding", b""))
+        if compressed is not None:
+            await self._refuse(scope, receive, send, compressed, UnsupportedMediaType)
+            return
         length = headers.get(b"content-length", b"")
         if length.isdigit() and int(length) > limit:
             detail = f"the request body is {int(length)} bytes; the limit here is {limit}: {reason}"
@@ -51,22 +92,14 @@ class BodyLimit:
         if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                detail = f"the request body exceeds the limit here, {limit} bytes: {reason}"
-                await self._refuse(scope, receive, send, detail)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        try:
+            body = await _read_within(receive, limit)
+        except _ClientGone:
+            return
+        if body is None:
+            detail = f"the request body exceeds the limit here, {limit} bytes: {reason}"
+            await self._refuse(scope, receive, send, detail)
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -78,14 +111,19 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, detail: str) -> None:
+    async def _refuse(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        detail: str,
+        error: type[HeraldError] = PayloadTooLarge,
+    ) -> None:
         response = problem_response(
-            Request(scope),
-            status=PayloadTooLarge.status,
-            title=PayloadTooLarge.title,
-            slug=PayloadTooLarge.slug,
-            detail=detail,
+            Request(scope), status=error.status, title=error.title, slug=error.slug, detail=detail
         )
+        if error is UnsupportedMediaType:
+            response.headers["Accept-Encoding"] = "identity"  # RFC 7694: what would be read
         await response(scope, receive, send)
 
 

@@ -7,6 +7,7 @@ mounted the generic way, beside the served route, and both get the same requests
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -70,6 +71,8 @@ def cases(endpoint_id: str, tenant: dict[str, str]) -> dict[str, tuple[bytes, di
         "not UTF-8": (b'{"endpoint_id": "\xff"}', auth_json),
         "too deep to parse": (b"[" * 100_000 + b"]" * 100_000, auth_json),
         "NaN in the payload": (good.replace('{"n": 1}', '{"n": NaN}').encode(), auth_json),
+        "a number past a double": (good.replace('{"n": 1}', '{"n": 1e999}').encode(), auth_json),
+        "a gzip body": (gzip.compress(good.encode()), {**auth_json, "Content-Encoding": "gzip"}),
         "payload too large": (
             good.replace('{"n": 1}', json.dumps({"big": "x" * 300_000})).encode(),
             auth_json,

@@ -4,6 +4,7 @@ where the JSON broke -- with the limit that applies, and never a 500."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,51 @@ async def test_a_body_that_is_not_utf8_says_so(
     )
     assert response.status_code == 400
     assert "not valid UTF-8" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br, gzip"])
+async def test_a_compressed_body_is_415_saying_send_it_uncompressed(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any], coding: str
+) -> None:
+    body = gzip.compress(json.dumps(intent("/v1/deliveries", endpoint["id"], {})).encode())
+    response = await client.post(
+        "/v1/deliveries", content=body, headers={**tenant, **JSON, "Content-Encoding": coding}
+    )
+    assert response.status_code == 415, response.text
+    assert response.headers["content-type"] == PROBLEM
+    assert response.headers["accept-encoding"] == "identity"
+    named = f"Content-Encoding: {coding}" if coding == "gzip" else "a Content-Encoding"
+    assert response.json()["detail"] == (
+        f"the request body is sent with {named}; send it uncompressed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ('{"amount": 1e999}', "payload.amount"),
+        ('{"a": [1, {"b": -1e400}]}', "payload.a[1].b"),
+        ('{"n": NaN}', "payload.n"),
+        ('{"n": Infinity}', "payload.n"),
+    ],
+)
+async def test_a_number_json_cannot_carry_is_named_where_it_is(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    engine: AsyncEngine,
+    raw: str,
+    where: str,
+) -> None:
+    before = await count_rows(engine, "deliveries")
+    body = json.dumps(intent("/v1/deliveries", endpoint["id"], {}))[:-3] + raw + "}"
+    response = await client.post("/v1/deliveries", content=body, headers={**tenant, **JSON})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == (
+        f"{where} is not a number JSON can carry: beyond a double's range (about 1.8e308), "
+        "or NaN or Infinity"
+    )
+    assert await count_rows(engine, "deliveries") == before
 
 
 async def _exchange(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from app.core.errors import PayloadTooLarge, Unprocessable
@@ -31,10 +32,31 @@ def encode_payload(payload: dict[str, Any], limit: int) -> bytes:
             "payload contains an unpaired UTF-16 surrogate (\\ud800-\\udfff)"
         ) from None
     except ValueError:
-        raise Unprocessable("payload must be JSON: NaN and Infinity are not allowed") from None
+        raise Unprocessable(_not_finite(payload)) from None
     if len(encoded) > limit:
         raise PayloadTooLarge(f"payload is {len(encoded)} bytes; the limit is {limit}")
     return encoded
+
+
+def _not_finite(payload: dict[str, Any]) -> str:
+    """Where the payload holds a number JSON cannot carry. Python's JSON reader takes a number
+    past a double's range (1e999) as infinity, and NaN and Infinity as themselves; none of
+    them can be sent on as JSON."""
+    level: list[tuple[str, Any]] = [("payload", payload)]
+    while level:
+        below: list[tuple[str, Any]] = []
+        for path, value in level:
+            if isinstance(value, float) and not math.isfinite(value):
+                return (
+                    f"{path} is not a number JSON can carry: beyond a double's range "
+                    "(about 1.8e308), or NaN or Infinity"
+                )
+            if isinstance(value, dict):
+                below += [(f"{path}.{key}", child) for key, child in value.items()]
+            elif isinstance(value, list):
+                below += [(f"{path}[{i}]", child) for i, child in enumerate(value)]
+        level = below
+    return "payload holds a number JSON cannot carry: NaN, Infinity or beyond a double's range"
 
 
 def _nests_deeper_than(payload: dict[str, Any], limit: int) -> bool:
