@@ -222,6 +222,10 @@ async def test_a_used_link_opened_again_says_so_in_words(
         portal = again.frame_locator("iframe")
         await expect(portal.locator("h1")).to_have_text("Your portal session has ended")
         await expect(portal.locator("main")).to_contain_text("already used (each works once)")
+        # Said once: the page says why, and the status line does not say it again.
+        said = await portal.locator("body").inner_text()
+        assert said.count("already used (each works once)") == 1, said
+        await expect(portal.locator("h1")).to_be_focused()
         await assert_accessible(again.frames[1])
 
 

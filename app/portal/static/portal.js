@@ -27,7 +27,11 @@
     const why = document.createElement("p");
     why.textContent = detail;
     view.replaceChildren(heading, why);
-    say(detail, "error");
+    // The page says why; the status line would say it a second time. Focus on the heading
+    // brings a screen reader to it, as a new view does.
+    say("");
+    heading.setAttribute("tabindex", "-1");
+    heading.focus();
   }
 
   async function send(method, path, body) {
