@@ -108,6 +108,35 @@ class PortalSettingsPut(BaseModel):
     )
 
 
+class PortalSettingsPatch(BaseModel):
+    """Fields to change: one left out stays as it is, null clears it (the default again)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "Acme Hooks"}, {"logo_upload": None}]},
+    )
+
+    name: Annotated[str, Field(min_length=1, max_length=100), ONE_LINE_RULE] | None = Field(
+        default=None, description="null: the tenant's name."
+    )
+    logo_url: Annotated[str, LOGO_RULE] | None = Field(
+        default=None,
+        description="An image on one of `allowed_origins`; replaces an uploaded logo. null: "
+        "no logo by URL.",
+    )
+    logo_upload: str | None = Field(
+        default=None,
+        description="An uploaded logo (a data URL, as for PUT); replaces `logo_url`. null "
+        "removes the uploaded logo.",
+    )
+    accent_color: Annotated[str, ACCENT_RULE] | None = Field(
+        default=None, description="null: the default colour."
+    )
+    allowed_origins: list[Origin] | None = Field(
+        default=None, max_length=20, description="Replaces the list; null empties it."
+    )
+
+
 class PortalSettingsOut(BaseModel):
     name: str | None
     logo_url: str | None

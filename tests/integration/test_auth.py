@@ -57,6 +57,7 @@ TENANT_ROUTES = [
     ("DELETE", "/v1/portal-sessions/pts_x"),
     ("GET", "/v1/limits"),
     ("PUT", "/v1/portal-settings"),
+    ("PATCH", "/v1/portal-settings"),
     ("GET", "/v1/portal-settings"),
 ]
 ADMIN_ROUTES = [

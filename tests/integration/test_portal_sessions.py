@@ -8,6 +8,7 @@ import base64
 from datetime import datetime, timedelta
 from typing import Any
 
+import asyncpg
 import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -18,7 +19,8 @@ from app.core.errors import Unauthorized
 from app.operations.service import retention
 from app.portal.service.sessions import visitor_for
 from tests.fixtures.api import new_tenant
-from tests.fixtures.waiting import count_rows
+from tests.fixtures.stack import Stack, plain_dsn
+from tests.fixtures.waiting import count_rows, eventually
 
 
 async def mint(
@@ -288,3 +290,79 @@ async def test_an_uploaded_logo_is_checked_by_its_bytes_and_served_by_herald(
     # Settings put again without one: the portal has no uploaded logo any more.
     await client.put("/v1/portal-settings", json={}, headers=tenant)
     assert (await client.get(f"/portal/s/{minted['id']}/logo")).status_code == 404
+
+
+async def test_a_patch_changes_what_it_names_and_keeps_the_rest(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    origins = ["https://app.acme.test"]
+    logo = f"data:image/png;base64,{base64.b64encode(PIXEL).decode()}"
+    full = {"accent_color": "#0b5fff", "allowed_origins": origins, "logo_upload": logo}
+    assert (await client.put("/v1/portal-settings", json=full, headers=tenant)).status_code == 200
+
+    async def patch(change: dict[str, Any]) -> httpx.Response:
+        return await client.patch("/v1/portal-settings", json=change, headers=tenant)
+
+    renamed = await patch({"name": "Acme Hooks"})
+    assert renamed.status_code == 200, renamed.text
+    kept = {k: renamed.json()[k] for k in ("accent_color", "allowed_origins", "logo_uploaded")}
+    assert kept == {"accent_color": "#0b5fff", "allowed_origins": origins, "logo_uploaded": True}
+    assert renamed.json()["name"] == "Acme Hooks"
+
+    cleared = (await patch({"accent_color": None})).json()
+    assert cleared["accent_color"] is None and cleared["name"] == "Acme Hooks"
+
+    # One logo at a time: a URL given replaces the upload, and the upload's removal is null.
+    by_url = (await patch({"logo_url": "https://app.acme.test/logo.png"})).json()
+    assert by_url["logo_url"] == "https://app.acme.test/logo.png"
+    assert by_url["logo_uploaded"] is False
+
+    # Checked against what the settings would become: the logo's origin may not go.
+    before = (await client.get("/v1/portal-settings", headers=tenant)).json()
+    refused = await patch({"allowed_origins": []})
+    assert refused.status_code == 422 and "one of allowed_origins" in refused.json()["detail"]
+    for bad, said in (
+        ({"logo_url": "https://app.acme.test/a.png", "logo_upload": logo}, "not both"),
+        ({"origins": []}, "origins"),
+        ({"accent_color": "red"}, "#rrggbb"),
+    ):
+        refused = await patch(bad)
+        assert refused.status_code == 422 and said in refused.text, (bad, refused.text)
+    assert (await client.get("/v1/portal-settings", headers=tenant)).json() == before
+
+    # PUT replaces: what it leaves out is the default again.
+    replaced = (await client.put("/v1/portal-settings", json={"name": "A"}, headers=tenant)).json()
+    assert replaced["allowed_origins"] == [] and replaced["logo_url"] is None
+
+
+async def test_two_patches_at_once_both_land(
+    client: httpx.AsyncClient, tenant: dict[str, str], stack: Stack
+) -> None:
+    await client.put("/v1/portal-settings", json={}, headers=tenant)
+    holder = await asyncpg.connect(plain_dsn(stack.database_url))
+    try:
+        # Both patches start while another transaction holds the row: each has read (or waits
+        # to read) before either writes -- where a patch that did not lock what it read would
+        # write back the other's field as it found it.
+        held = holder.transaction()
+        await held.start()
+        await holder.execute("SELECT FROM portal_settings FOR UPDATE")
+        patches = asyncio.gather(
+            client.patch("/v1/portal-settings", json={"name": "Acme"}, headers=tenant),
+            client.patch("/v1/portal-settings", json={"accent_color": "#112233"}, headers=tenant),
+        )
+
+        async def waiting() -> int:
+            count: int = await holder.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND pid <> pg_backend_pid()"
+            )
+            return count
+
+        await eventually(waiting, lambda count: count == 2)
+        await held.commit()
+        assert [r.status_code for r in await patches] == [200, 200]
+    finally:
+        await holder.close()
+    both = (await client.get("/v1/portal-settings", headers=tenant)).json()
+    assert (both["name"], both["accent_color"]) == ("Acme", "#112233")

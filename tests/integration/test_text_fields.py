@@ -68,6 +68,12 @@ VALID: dict[tuple[str, str], Any] = {
         "allowed_origins": ["https://a.example"],
         "logo_url": "https://a.example/logo.png",
     },
+    ("PATCH", "/v1/portal-settings"): {
+        "name": "n",
+        "accent_color": "#112233",
+        "allowed_origins": ["https://a.example"],
+        "logo_url": "https://a.example/logo.png",
+    },
     ("POST", "/v1/reconcile"): {"trigger": "cron"},
     ("POST", "/v1/tenants"): {"name": "n"},
     ("PATCH", "/v1/tenants/{tenant_id}/limits"): {"max_endpoints": 10},

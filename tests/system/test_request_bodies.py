@@ -279,6 +279,7 @@ JSON_ROUTES = [
     ("PUT", "/v1/customers/acme", "tenant"),
     ("POST", "/v1/portal-sessions", "tenant"),
     ("PUT", "/v1/portal-settings", "tenant"),
+    ("PATCH", "/v1/portal-settings", "tenant"),
     ("POST", "/v1/portal-sessions/revoke", "tenant"),
     ("PATCH", f"/v1/tenants/ten_{'0' * 26}/limits", "admin"),
 ]

@@ -25,7 +25,10 @@ async def put(session: AsyncSession, tenant_id: str, values: dict[str, Any]) -> 
     ).scalar_one()
 
 
-async def get(session: AsyncSession, tenant_id: str) -> PortalSettings | None:
-    return (
-        await session.execute(select(PortalSettings).where(PortalSettings.tenant_id == tenant_id))
-    ).scalar_one_or_none()
+async def get(
+    session: AsyncSession, tenant_id: str, *, for_update: bool = False
+) -> PortalSettings | None:
+    query = select(PortalSettings).where(PortalSettings.tenant_id == tenant_id)
+    if for_update:
+        query = query.with_for_update()
+    return (await session.execute(query)).scalar_one_or_none()

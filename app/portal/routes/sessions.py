@@ -18,6 +18,7 @@ from app.portal.schemas import (
     PortalSessionOut,
     PortalSessionsRevoke,
     PortalSettingsOut,
+    PortalSettingsPatch,
     PortalSettingsPut,
     SessionsRevoked,
 )
@@ -133,13 +134,29 @@ async def revoke_portal_session(
     "/v1/portal-settings",
     response_model=PortalSettingsOut,
     responses=problem_responses(*_AUTH, UnsupportedMediaType),
-    summary="Set the portal's name, logo, accent colour and the origins that may embed it",
+    summary="Replace the portal's settings whole: name, logo, accent colour, embedding origins",
+    description="Every field left out goes back to its default (`allowed_origins` to none: "
+    "no page may frame the portal). To change some fields and keep the rest, use PATCH.",
 )
 async def put_portal_settings(
     body: PortalSettingsPut, tenant_id: TenantDep, session: SessionDep
 ) -> PortalSettingsOut:
     async with session.begin():
         stored = await settings.put_settings(session, tenant_id, body)
+    return settings.shown(stored)
+
+
+@router.patch(
+    "/v1/portal-settings",
+    response_model=PortalSettingsOut,
+    responses=problem_responses(*_AUTH, UnsupportedMediaType),
+    summary="Change some of the portal's settings, keeping the rest",
+)
+async def patch_portal_settings(
+    body: PortalSettingsPatch, tenant_id: TenantDep, session: SessionDep
+) -> PortalSettingsOut:
+    async with session.begin():
+        stored = await settings.patch_settings(session, tenant_id, body)
     return settings.shown(stored)
 
 

@@ -5,31 +5,73 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Unprocessable
 from app.models import PortalSettings
 from app.portal.repository import portal_settings
-from app.portal.schemas import LOGO_MAX_BYTES, PortalSettingsOut, PortalSettingsPut
+from app.portal.schemas import (
+    LOGO_MAX_BYTES,
+    PortalSettingsOut,
+    PortalSettingsPatch,
+    PortalSettingsPut,
+)
 from app.tenants.service.tenants import get_tenant
 
 
 async def put_settings(
     session: AsyncSession, tenant_id: str, spec: PortalSettingsPut
 ) -> PortalSettings:
-    if spec.logo_url is not None and _origin_of(spec.logo_url) not in spec.allowed_origins:
-        raise Unprocessable(
-            "logo_url must be on one of allowed_origins: the portal's CSP loads images from "
-            "those origins alone"
-        )
+    """Replace the settings whole: a field left out is the default again."""
     if spec.logo_url is not None and spec.logo_upload is not None:
         raise Unprocessable("give logo_url or logo_upload, not both")
     logo, logo_type = _uploaded(spec.logo_upload) if spec.logo_upload else (None, None)
     values = spec.model_dump(exclude={"logo_upload"})
-    return await portal_settings.put(
-        session, tenant_id, {**values, "logo": logo, "logo_type": logo_type}
-    )
+    return await _stored(session, tenant_id, {**values, "logo": logo, "logo_type": logo_type})
+
+
+async def patch_settings(
+    session: AsyncSession, tenant_id: str, change: PortalSettingsPatch
+) -> PortalSettings:
+    """Change the fields ``change`` names, the rest kept as they are. The row is locked while
+    it is read and written, so two changes at once both land."""
+    current = await portal_settings.get(session, tenant_id, for_update=True)
+    values: dict[str, Any] = {
+        "name": current.name if current else None,
+        "logo_url": current.logo_url if current else None,
+        "accent_color": current.accent_color if current else None,
+        "allowed_origins": list(current.allowed_origins) if current else [],
+        "logo": current.logo if current else None,
+        "logo_type": current.logo_type if current else None,
+    }
+    sent = change.model_fields_set
+    if change.logo_url is not None and change.logo_upload is not None:
+        raise Unprocessable("give logo_url or logo_upload, not both")
+    for name in sent & {"name", "accent_color", "logo_url"}:
+        values[name] = getattr(change, name)
+    if "allowed_origins" in sent:
+        values["allowed_origins"] = change.allowed_origins or []
+    if "logo_upload" in sent:
+        uploaded = _uploaded(change.logo_upload) if change.logo_upload else (None, None)
+        values["logo"], values["logo_type"] = uploaded
+    # One logo at a time: the one just given replaces the other kind.
+    if change.logo_url is not None:
+        values["logo"] = values["logo_type"] = None
+    if change.logo_upload is not None:
+        values["logo_url"] = None
+    return await _stored(session, tenant_id, values)
+
+
+async def _stored(session: AsyncSession, tenant_id: str, values: dict[str, Any]) -> PortalSettings:
+    logo_url = values["logo_url"]
+    if logo_url is not None and _origin_of(logo_url) not in values["allowed_origins"]:
+        raise Unprocessable(
+            "logo_url must be on one of allowed_origins: the portal's CSP loads images from "
+            "those origins alone"
+        )
+    return await portal_settings.put(session, tenant_id, values)
 
 
 # What an uploaded logo may be, told by its first bytes whatever the data URL claims. No SVG:
