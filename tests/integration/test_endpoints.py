@@ -6,6 +6,7 @@ import base64
 from typing import Any
 
 import httpx
+import pytest
 from standardwebhooks.webhooks import Webhook
 
 from tests.fixtures.api import new_endpoint
@@ -84,6 +85,26 @@ async def test_patch_changes_only_the_fields_sent(
     assert body["max_in_flight"] == 3  # not sent: unchanged
     assert body["url"] == endpoint["url"]
     assert body["updated_at"] >= endpoint["updated_at"]
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["url", "enabled", "payload_format", "signature_schemes", "webhook_handshake", "ordering",
+     "on_dead"],
+)  # fmt: skip
+async def test_a_null_for_what_every_endpoint_has_is_refused_not_ignored(
+    client: httpx.AsyncClient, tenant: dict[str, str], field: str
+) -> None:
+    endpoint = await new_endpoint(client, tenant, description="kept")
+    path = f"/v1/endpoints/{endpoint['id']}"
+    response = await client.patch(path, json={field: None, "description": "x"}, headers=tenant)
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["detail"] == (
+        f"body.{field}: cannot be null: every endpoint has one; leave it out to keep it as it is"
+    )
+    after = (await client.get(path, headers=tenant)).json()
+    assert after["description"] == "kept" and after[field] == endpoint[field]
 
 
 async def test_disable_and_reenable(client: httpx.AsyncClient, tenant: dict[str, str]) -> None:

@@ -1,6 +1,7 @@
 """A start-rate ceiling holds at the receiver: two real workers claim in batches
 for one rate-limited destination, and the receiver's own arrival times are counted over every
-sliding window. The bound is the gate's: at most floor(R·W + burst) starts in W seconds."""
+sliding window -- and so are the starts Herald records for its attempts. The bound is the
+gate's: at most floor(R·W + burst) starts in W seconds."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 from pathlib import Path
 
 import httpx
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.flow.service.rates import start_burst, start_interval_us
@@ -52,7 +54,32 @@ async def test_a_rate_ceiling_holds_in_every_sliding_window_at_the_receiver(
     most = {seconds: receiver.most_starts_within("/rated", seconds) for seconds in WINDOWS}
     bound = {seconds: math.floor(RATE * seconds + burst) for seconds in WINDOWS}
     assert all(most[seconds] <= bound[seconds] for seconds in WINDOWS), (most, bound)
+    # What an operator reads: each attempt's recorded start is when its request began, not
+    # when it was claimed and began to wait for its slot.
+    recorded = await _recorded_starts(engine, endpoint["id"])
+    most_recorded = {seconds: most_within(recorded, seconds) for seconds in WINDOWS}
+    assert all(most_recorded[s] <= bound[s] for s in WINDOWS), (most_recorded, bound)
     assert most[1.0] >= RATE  # the ceiling was reached: what is counted is the ceiling's work
     assert set((await states(engine, ids)).values()) == {"succeeded"}
     assert await count_rows(engine, "attempts") == DELIVERIES  # each sent once
     assert sorted(r.headers["webhook-id"] for r in receiver.on("/rated")) == sorted(ids)
+
+
+async def _recorded_starts(engine: AsyncEngine, endpoint_id: str) -> list[float]:
+    async with engine.connect() as connection:
+        query = text(
+            "SELECT extract(epoch FROM started_at) FROM attempts WHERE endpoint_id = :e"
+            " ORDER BY started_at"
+        )
+        return [float(at) for at in (await connection.execute(query, {"e": endpoint_id})).scalars()]
+
+
+def most_within(times: list[float], seconds: float) -> int:
+    """The most of ``times`` (sorted) within ``seconds`` of the first of them, both ends
+    counted: the fullest window of that length."""
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] > seconds:
+            first += 1
+        most = max(most, last - first + 1)
+    return most

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from app.core.fields import PRINTABLE_RULE, STORABLE_TEXT, CustomerId, EventTypeSelector
@@ -160,8 +167,8 @@ class EndpointCreate(BaseModel):
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
 
 
-# Every endpoint has one of these: null in a change leaves it as it is, like a field left out.
-_KEPT_ON_NULL = frozenset(
+# Every endpoint has one of these: a change may set them, never clear them (null is refused).
+_NEVER_NULL = frozenset(
     {
         "url",
         "enabled",
@@ -223,13 +230,21 @@ class EndpointUpdate(BaseModel):
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
     on_dead: OnDead | None = Field(default=None, description=_ON_DEAD)
 
+    @field_validator(*sorted(_NEVER_NULL), mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise PydanticCustomError(
+                "not_null",
+                "cannot be null: every endpoint has one; leave it out to keep it as it is",
+            )
+        return value
+
     def sent(self, name: str) -> bool:
         """Whether the change says what becomes of the field ``name``. Each field is one of
         three things, as in Svix's patch types: left out, it stays as it is (False); null
-        clears it -- unless every endpoint has one (a URL, a payload format...), when null too
-        leaves it as it is; a value sets it."""
+        clears it (refused for what every endpoint has: a URL, a payload format...); a value
+        sets it."""
         if name not in type(self).model_fields:
             raise KeyError(name)
-        if name not in self.model_fields_set:
-            return False
-        return name not in _KEPT_ON_NULL or getattr(self, name) is not None
+        return name in self.model_fields_set

@@ -150,6 +150,7 @@ class AttemptRuns:
         if lease_ends - clock.time() < self._settings.lease_left_to_send:
             return "delivery.lease_too_short"
         progress.write_by = lease_ends - self._settings.lease_left_to_send
+        progress.begin()
         result = await self._attempts.send(claimed, progress)
         return Ended(claimed, self._attempts.decide(claimed, result), result, lease_ends)
 

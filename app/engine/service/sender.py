@@ -73,6 +73,13 @@ class SendProgress:
     # start, applied again once the connection is made): None, no such limit.
     write_by: float | None = None
 
+    def begin(self) -> None:
+        """The attempt begins now: its recorded start, and the clock its duration is counted
+        on. Not when it was claimed: a start a rate ceiling schedules later waits for its slot
+        first, and that wait is neither the request's start nor part of its duration."""
+        self.started_at = datetime.now(UTC)
+        self.clock = time.monotonic()
+
     def start_again(self) -> None:
         """The request before was answered and is over (a 401 to a stale token): the next one
         is tracked from nothing sent. The attempt's start and clock stay."""
