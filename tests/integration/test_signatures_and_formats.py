@@ -229,3 +229,44 @@ async def test_a_static_header_cannot_take_a_cloudevents_attribute(
     )
     assert response.status_code == 422
     assert "the header ce-type is set by Herald" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("payload_format", ["raw", "standard", "cloudevents", "cloudevents-binary"])
+async def test_every_format_names_the_event_in_headers(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+    payload_format: str,
+) -> None:
+    path = f"/named-{payload_format}"
+    endpoint = await new_endpoint(
+        client, tenant, url=receiver.url(path), payload_format=payload_format
+    )
+    delivery = await deliver_one(client, tenant, settings, engine, endpoint, "invoice.sent")
+    [sent] = receiver.on(path)
+    assert sent.headers["Herald-Event-Type"] == "invoice.sent"
+    assert sent.headers["Herald-Event-Id"] == delivery["event_id"]
+    assert sent.headers["webhook-id"] == delivery["id"]
+
+
+async def test_an_event_fanned_out_arrives_under_one_event_id(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    for _ in range(2):
+        await new_endpoint(client, tenant, url=receiver.url("/fanned"), event_types=["a.fan"])
+    accepted = await client.post(
+        "/v1/events", json={"event_type": "a.fan", "payload": PAYLOAD}, headers=tenant
+    )
+    assert accepted.status_code == 202, accepted.text
+    async with pump(settings, engine) as (running, _):
+        running.start()
+        await receiver.wait_for("/fanned", 2)
+    sent = receiver.on("/fanned")
+    assert len({r.headers["webhook-id"] for r in sent}) == 2
+    assert {r.headers["Herald-Event-Id"] for r in sent} == {accepted.json()["id"]}

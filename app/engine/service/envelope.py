@@ -65,6 +65,7 @@ def request_headers(
     return {
         **static,
         **trace,
+        **event_headers(claimed),
         **stream_headers(claimed),
         **({ORIGIN_HEADER: claimed.webhook_origin} if claimed.webhook_origin else {}),
         **(cloudevents.binary_headers(claimed) if binary else {}),
@@ -112,6 +113,17 @@ def _secret_headers(claimed: ClaimedDelivery, opened: OpenedSecrets) -> Mapping[
 # The CloudEvents webhook handshake's origin, which a consenting receiver expects on every
 # delivery (HTTP 1.1 Web Hooks for Event Delivery, 4.1.2).
 ORIGIN_HEADER = "WebHook-Request-Origin"
+
+# What the event is, on every delivery whatever its format: a raw body carries neither, and an
+# event fanned out to several endpoints reaches each with a delivery id of its own (webhook-id)
+# -- this one names the event they share.
+EVENT_TYPE_HEADER = "Herald-Event-Type"
+EVENT_ID_HEADER = "Herald-Event-Id"
+
+
+def event_headers(claimed: ClaimedDelivery) -> dict[str, str]:
+    return {EVENT_TYPE_HEADER: claimed.event_type, EVENT_ID_HEADER: claimed.event_id}
+
 
 # An ordered delivery's place in its stream (docs/decisions.md, on ordered delivery): what lets a
 # receiver check the order and drop a late duplicate.

@@ -15,6 +15,7 @@ from aiohttp.resolver import DefaultResolver
 from app.core.proxies import EgressProxy
 from app.endpoints.service.destinations import IPNetwork, refusal
 from app.engine.service.http_client import DestinationBlocked
+from app.engine.service.signing import USER_AGENT
 
 
 class VettingResolver(AbstractResolver):
@@ -82,6 +83,8 @@ def build_http_session(
     )
     return aiohttp.ClientSession(
         connector=connector,
+        # The handshake's OPTIONS and the token requests say who sends, as deliveries do.
+        headers={"User-Agent": USER_AGENT},
         trust_env=False,  # no proxy from the environment: it would bypass the SSRF guard
         auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),
