@@ -14,7 +14,10 @@ from datetime import UTC, datetime
 
 from app.core.states import DeliveryState, Outcome
 
-RETRYABLE_STATUSES = frozenset({408, 425, 429})
+# Besides 5xx: "try again" (408, 425, 429), and what a receiver answers while it is being
+# deployed or its credentials changed (401, 403, 404) -- a brief window that must not send
+# its events to the dead letters (docs/decisions.md, "What a receiver's answer decides").
+RETRYABLE_STATUSES = frozenset({401, 403, 404, 408, 425, 429})
 # Only these answers carry a Retry-After that Herald honours (RFC 9110 §10.2.3).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 GONE = 410
@@ -26,8 +29,9 @@ def classify_status(status: int) -> Outcome:
         return Outcome.SUCCESS
     if status in RETRYABLE_STATUSES or 500 <= status < 600:
         return Outcome.RETRYABLE
-    # 1xx never reaches here; 3xx is not followed (a redirect could point anywhere); other 4xx
-    # say that repeating the same request will not help.
+    # 1xx never reaches here; 3xx is not followed (a redirect could point anywhere); the other
+    # 4xx say that the request itself is refused (400, 413, 422...): the same bytes would get
+    # the same answer. 410 also disables the endpoint.
     return Outcome.PERMANENT
 
 
