@@ -128,3 +128,15 @@ def test_every_container_runs_the_image_the_kustomization_names_and_the_readme_s
     assert "kubectl apply -k" in readme and "kubectl apply -f deploy/kubernetes" not in readme
     assert "docker build -t" in readme and "docker push" in readme
     assert "kustomize edit set image herald=" in readme
+
+
+def test_every_deployment_says_where_browsers_reach_herald() -> None:
+    """Portal links are made under HERALD_PUBLIC_URL: without it, a link minted through an
+    internal URL sends a customer there."""
+    repo = KUBERNETES.parents[1]
+    [config] = [doc for doc in DOCUMENTS if doc["kind"] == "ConfigMap"]
+    helm = yaml.safe_load((repo / "deploy" / "helm" / "herald" / "values.yaml").read_text())
+    compose = (repo / "deploy" / "herald.env.example").read_text().splitlines()
+    assert config["data"]["HERALD_PUBLIC_URL"].startswith("https://")
+    assert helm["config"]["HERALD_PUBLIC_URL"].startswith("https://")
+    assert "HERALD_PUBLIC_URL=http://localhost:8000" in compose
