@@ -24,6 +24,10 @@ def _split_csv(value: Any) -> Any:
     return value
 
 
+# RFC 6761 keeps .localhost for this machine: a DNS name, and never someone else's.
+LOCAL_WEBHOOK_ORIGIN = "herald.localhost"
+
+
 class Settings(BaseSettings):
     # Inputs are never repeated in a validation error: they include keys and passwords.
     model_config = SettingsConfigDict(
@@ -81,8 +85,11 @@ class Settings(BaseSettings):
     egress_proxy: SecretStr | None = Field(default=None, repr=False)
     # Who Herald says it is in the CloudEvents webhook validation handshake (an endpoint's
     # `webhook_handshake`) and on every delivery to an endpoint that consented: a DNS name
-    # naming all of this Herald's senders, e.g. webhooks.example.com.
-    webhook_origin: str = Field(default="herald", pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$")
+    # naming all of this Herald's senders, e.g. webhooks.example.com. Unset: HERALD_PUBLIC_URL's
+    # host, or -- with neither -- herald.localhost (a name that can only ever be local).
+    webhook_origin: str = Field(
+        default=LOCAL_WEBHOOK_ORIGIN, pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$"
+    )
     # Where users' browsers reach this Herald (https://webhooks.example.com): portal links are
     # made under it. None: under the URL the minting request came to.
     public_url: AnyHttpUrl | None = None
@@ -309,6 +316,13 @@ class Settings(BaseSettings):
                 "HERALD_REDIS_URL names a Redis Cluster: set HERALD_QUEUE_REDIS_URL to a single"
                 " Redis for the queue (arq cannot run on a cluster)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _webhook_origin_from_the_public_url(self) -> Settings:
+        host = self.public_url.host if self.public_url is not None else None
+        if "webhook_origin" not in self.model_fields_set and host:
+            object.__setattr__(self, "webhook_origin", host)
         return self
 
     @model_validator(mode="after")

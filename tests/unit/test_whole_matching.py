@@ -102,3 +102,12 @@ def test_a_text_rule_holds_the_whole_string(rule: TextRule, good: str) -> None:
     assert rule.matches(good)
     for spoiled in (good + "\n", good + "\r\n", good + "\nmore"):
         assert not rule.matches(spoiled), repr(spoiled)
+
+
+def test_the_webhook_origin_is_a_dns_name_by_default() -> None:
+    # Unset: the public URL's host, which names every sender behind it; without one, a name
+    # reserved for this machine -- never a bare word, and never someone else's.
+    assert Settings().webhook_origin == "herald.localhost"
+    public = "https://hooks.acme.test/herald"
+    assert Settings(public_url=public).webhook_origin == "hooks.acme.test"
+    assert Settings(public_url=public, webhook_origin="a.test").webhook_origin == "a.test"
