@@ -23,10 +23,11 @@ from tests.fixtures.api import (
     wakeups_written,
 )
 from tests.fixtures.database import postgres_refuses, sql
-from tests.fixtures.engine import armed_destinations
+from tests.fixtures.engine import armed_destinations, pump
+from tests.fixtures.receiver import Receiver, Reply
 from tests.fixtures.recovery import states
 from tests.fixtures.stack import ADMIN, client_for
-from tests.fixtures.waiting import count_rows
+from tests.fixtures.waiting import count_rows, wait_state
 
 PROBLEM = "application/problem+json"
 
@@ -304,3 +305,50 @@ async def test_a_failed_run_stores_a_generic_error_and_logs_the_detail(
     [failure] = [entry for entry in logs if entry["event"] == "reconcile.failed"]
     assert failure["run_id"] == run["run_id"] and failure["log_level"] == "error"
     assert refusal in str(failure["exc_info"])
+
+
+async def test_a_healthy_system_reports_no_destination_armed(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    endpoint: dict[str, Any],
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    """Wake-ups the accept set, due now and in the future, are what reconcile would set: a
+    run moves none of them and reports no repair -- the clocks of PostgreSQL and Redis, a few
+    milliseconds apart in what each call sees, are not a fault to report."""
+    later = endpoint
+    now = await new_endpoint(client, tenant)
+    for target, after in ((now, None), (later, datetime.now(UTC) + timedelta(minutes=30))):
+        body = {"endpoint_id": target["id"], "event_type": "a.b", "payload": {}}
+        if after is not None:
+            body["deliver_after"] = after.isoformat()
+        assert (await client.post("/v1/deliveries", json=body, headers=tenant)).status_code == 202
+    await fast_path_settled(engine)
+    for _ in range(3):
+        run = await reconcile_now(client, settings, engine)
+        assert run["counts"]["destinations_checked"] == 2, run
+        assert run["counts"]["destinations_armed"] == 0, run
+
+
+async def test_a_retry_the_recorder_armed_is_no_repair(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    """The recorder arms a retry after its commit, for the delay the record wrote: on Redis's
+    clock a moment after PostgreSQL's, so its wake-up lies a few milliseconds after the row's
+    due time. That is the wake-up working, and a run must not report it as one it repaired."""
+    receiver.script("/failing", Reply(500))
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/failing"))
+    [delivery] = await post_deliveries(client, tenant, endpoint["id"], 1)
+    async with pump(settings, engine) as (running, _):
+        running.start()
+        await wait_state(engine, delivery, "enqueued")
+        await receiver.wait_for("/failing", 1)
+    for _ in range(3):
+        run = await reconcile_now(client, settings, engine)
+        assert run["counts"]["destinations_checked"] == 1, run
+        assert run["counts"]["destinations_armed"] == 0, run

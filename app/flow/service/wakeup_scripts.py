@@ -4,15 +4,17 @@ than removes). Each runs atomically on one Redis node."""
 # Every script reads Redis's clock itself: takers, relays and reconcile on different machines
 # then agree on "now". Milliseconds: a Lua number (a double) holds them exactly.
 
-# KEYS: 1 tenants, 2 hold, 3 bell. ARGV: 1 tenant-key prefix, then (tenant, endpoint, in ms)...
-# Returns how many entries were created or moved earlier.
+# KEYS: 1 tenants, 2 hold, 3 bell. ARGV: 1 tenant-key prefix, 2 slack ms, then (tenant,
+# endpoint, in ms)... Returns how many entries were created or moved earlier by more than the
+# slack (any earlier is moved; the slack only says which moves are news).
 ARM = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local head_at = head[2] and tonumber(head[2]) or math.huge
+local slack = tonumber(ARGV[2])
 local moved, rings = 0, 0
-for i = 2, #ARGV, 3 do
+for i = 3, #ARGV, 3 do
   local tenant, endpoint = ARGV[i], ARGV[i + 1]
   local at = now + tonumber(ARGV[i + 2])
   local tkey = ARGV[1] .. tenant
@@ -23,7 +25,7 @@ for i = 2, #ARGV, 3 do
   if not cur or tonumber(cur) > at then
     redis.call('ZADD', tkey, at, endpoint)
     redis.call('ZADD', KEYS[1], 'LT', at, tenant)  -- LT still adds an absent tenant
-    moved = moved + 1
+    if not cur or tonumber(cur) > at + slack then moved = moved + 1 end
     if at <= now or at < head_at then rings = rings + 1; head_at = math.min(head_at, at) end
   end
 end

@@ -95,12 +95,12 @@ class Wakeups:
         self._settle = LuaScript(redis, wakeup_scripts.SETTLE)
         self._snapshot = LuaScript(redis, wakeup_scripts.SNAPSHOT)
 
-    async def arm(self, arms: Sequence[Arm]) -> int:
+    async def arm(self, arms: Sequence[Arm], *, slack_seconds: float = 0.0) -> int:
         """Create entries or move them earlier (never later), in one round trip. Returns how
-        many entries were created or moved earlier."""
+        many entries were created, or moved earlier by more than ``slack_seconds``."""
         calls: list[list[str | int]] = []
         for start in range(0, len(arms), ARMS_PER_CALL):
-            args: list[str | int] = [self._prefix]
+            args: list[str | int] = [self._prefix, _ms(slack_seconds)]
             for arm in arms[start : start + ARMS_PER_CALL]:
                 args += [arm.tenant_id, arm.endpoint_id, _ms(arm.in_seconds)]
             calls.append(args)
