@@ -84,7 +84,7 @@ async def test_a_thousand_destinations_spread_over_the_masters(cluster: RedisClu
 async def test_the_wake_ups_arm_and_take_on_a_cluster(cluster: RedisCluster) -> None:
     keys = [f"{WAKE}:tenants", f"{WAKE}:hold", f"{WAKE}:bell"]
     arms = ("ten_a", "ep_a", 0, "ten_b", "ep_b", 0)
-    moved = await run(cluster, wakeup_scripts.ARM, keys, f"{WAKE}:t:", *arms)
+    moved = await run(cluster, wakeup_scripts.ARM, keys, f"{WAKE}:t:", 0, *arms)
     assert int(moved) == 2
     taken = await run(cluster, wakeup_scripts.TAKE, keys[:2], f"{WAKE}:t:", 5000, "token")
     assert taken[0] == 1 and (taken[1], taken[2]) in {("ten_a", "ep_a"), ("ten_b", "ep_b")}
