@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from playwright.async_api import BrowserContext, Response, expect
 
-from app.console.routes.payloads import PREVIEW_BYTES
+from app.delivery.service.payload_views import PREVIEW_BYTES
 from tests.fixtures.console import sign_in, tenant_with_key
 from tests.fixtures.processes import ApiProcess
 from tests.fixtures.receiver import Receiver

@@ -13,13 +13,13 @@ import pytest
 from app.api.formatting import counts, seconds, size, when
 from app.console.routes.charts import stacked_bars
 from app.console.routes.filters import dead_filter
-from app.console.routes.payloads import PREVIEW_BYTES, payload_view
 from app.core.config import Settings
 from app.core.errors import Unprocessable
 from app.core.states import OUTCOMES
 from app.delivery.service import status
 from app.delivery.service.endpoint_stats import MinuteCounts
 from app.delivery.service.intake import encode_payload
+from app.delivery.service.payload_views import PREVIEW_BYTES, payload_view
 from app.flow.service.snapshot import FlowSnapshot
 from app.models import Delivery, Endpoint
 

@@ -14,7 +14,6 @@ from app.api.formatting import when
 from app.console.routes.charts import stacked_bars
 from app.console.routes.deps import ViewerDep, render
 from app.console.routes.filters import FIELDS, dead_filter
-from app.console.routes.payloads import PREVIEW_BYTES, payload_view
 from app.core.errors import Forbidden
 from app.core.ids import is_id
 from app.core.scope import Scope
@@ -23,6 +22,7 @@ from app.delivery.schemas import DeliveryDetail
 from app.delivery.service import event_detail, listings, status_facts
 from app.delivery.service.endpoint_stats import MinuteCounts, outcomes_per_minute
 from app.delivery.service.event_detail import PayloadHead
+from app.delivery.service.payload_views import PREVIEW_BYTES, payload_view
 from app.endpoints.service.endpoints import troubled_endpoints
 from app.models import Attempt, Delivery, Endpoint, ReconcileRun, Tenant
 from app.reconcile.service.reconcile import recent_runs

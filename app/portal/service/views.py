@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue.service import event_types
 from app.core.errors import Forbidden
-from app.delivery.service import listings
+from app.delivery.service import event_detail, listings
+from app.delivery.service.payload_views import PREVIEW_BYTES, PayloadView, payload_view
 from app.endpoints.service import endpoints
 from app.models import Attempt, Delivery, Endpoint, EventTypeDef
 from app.portal.service.sessions import Visitor
@@ -58,12 +59,16 @@ async def endpoint_view(
 class DeliveryView:
     delivery: Delivery
     attempts: list[Attempt]
+    payload: PayloadView  # what was sent: the console's view of it, within its cap
 
 
 async def delivery_view(session: AsyncSession, visitor: Visitor, delivery_id: str) -> DeliveryView:
     delivery = await listings.find_delivery(session, visitor.scope, delivery_id)
     tried = await listings.attempts_of(session, delivery.id, limit=PAGE)
-    return DeliveryView(delivery, tried)
+    sent = await event_detail.payload_head(
+        session, visitor.scope.tenant_id, delivery.event_id, most=PREVIEW_BYTES
+    )
+    return DeliveryView(delivery, tried, payload_view(sent.head, sent.size))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""How a delivery's payload reads on a page: pretty-printed when the page holds all of it, its
-start as sent when it is too large to show whole (a page of its own shows the rest)."""
+"""How a delivery's payload reads on a page -- the console's, the portal's: pretty-printed when
+the page holds all of it, its start as sent when it is too large to show whole."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import codecs
 import json
 from dataclasses import dataclass
 
-# The delivery page shows at most this much of a payload (and reads no more of it from the
+# A delivery page shows at most this much of a payload (and reads no more of it from the
 # database): enough for any ordinary event, while a payload at the 256 KiB default limit -- or
 # a larger configured one -- does not make every view of the page, live every 3 s, that big.
 PREVIEW_BYTES = 16 * 1024

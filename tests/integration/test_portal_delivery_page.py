@@ -1,0 +1,63 @@
+"""A delivery's page in the portal says, in a customer's words, what was sent, where the
+delivery stands and when it will be tried next (the pages through a browser: tests/browser)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from html import unescape
+
+import httpx
+
+from app.delivery.service.payload_views import PREVIEW_BYTES
+from tests.fixtures.api import accept, new_endpoint, portal_bearer
+
+
+async def _page(client: httpx.AsyncClient, bearer: dict[str, str], delivery_id: str) -> str:
+    page = await client.get(f"/portal/api/deliveries/{delivery_id}", headers=bearer)
+    assert page.status_code == 200, page.text
+    return unescape(page.text)
+
+
+async def test_a_waiting_delivery_shows_its_payload_and_its_next_attempt(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    endpoint = await new_endpoint(client, tenant, customer_id="acme")
+    later = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
+    delivery_id = await accept(
+        client,
+        tenant,
+        endpoint["id"],
+        payload={"invoice_id": "in_9", "amount": 4200},
+        deliver_after=later.isoformat(),
+    )
+    page = await _page(client, await portal_bearer(client, tenant, "acme"), delivery_id)
+
+    assert ">Waiting to be sent<" in page and ">pending<" not in page
+    assert f'Next attempt</dt><dd id="next-attempt">{later:%Y-%m-%d %H:%M:%S} UTC' in page
+    assert '"invoice_id": "in_9"' in page and '"amount": 4200' in page  # pretty-printed
+
+
+async def test_a_large_payload_shows_its_start_and_says_so(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    endpoint = await new_endpoint(client, tenant, customer_id="acme")
+    big = {"rows": ["x" * 100] * (2 * PREVIEW_BYTES // 100)}
+    delivery_id = await accept(client, tenant, endpoint["id"], payload=big)
+    page = await _page(client, await portal_bearer(client, tenant, "acme"), delivery_id)
+
+    assert "characters, as sent" in page
+    assert page.count("x" * 100) < len(big["rows"])  # its start, not all of it
+
+
+async def test_a_delivery_behind_its_stream_says_what_it_waits_for(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    endpoint = await new_endpoint(client, tenant, customer_id="acme", ordering="endpoint")
+    await accept(client, tenant, endpoint["id"])
+    behind = await accept(client, tenant, endpoint["id"])
+    page = await _page(client, await portal_bearer(client, tenant, "acme"), behind)
+
+    assert "after the deliveries before it in order" in page
