@@ -132,6 +132,7 @@ async def test_a_customer_manages_its_endpoint_in_a_framed_portal_and_another_se
             await portal.get_by_role("link", name="Back to the endpoint").click()
             row = portal.locator(f"tr[data-delivery-id='{delivery['id']}']")
             await expect(row).to_contain_text("Delivered")
+            await expect(portal.locator("#endpoint-health")).to_contain_text("Healthy")
             await assert_accessible(frame)
             await shoot(page, "portal-endpoint", tmp_path)
             await row.get_by_role("link").click()

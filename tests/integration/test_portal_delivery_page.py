@@ -1,5 +1,5 @@
-"""A delivery's page in the portal says, in a customer's words, what was sent, where the
-delivery stands and when it will be tried next (the pages through a browser: tests/browser)."""
+"""The portal's pages say, in a customer's words, what was sent, where a delivery stands and
+when it will be tried next, and how each endpoint is doing (through a browser: tests/browser)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 from html import unescape
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.delivery.service.payload_views import PREVIEW_BYTES
 from tests.fixtures.api import accept, new_endpoint, portal_bearer
+from tests.fixtures.database import sql
 
 
 async def _page(client: httpx.AsyncClient, bearer: dict[str, str], delivery_id: str) -> str:
@@ -61,3 +63,28 @@ async def test_a_delivery_behind_its_stream_says_what_it_waits_for(
     page = await _page(client, await portal_bearer(client, tenant, "acme"), behind)
 
     assert "after the deliveries before it in order" in page
+
+
+async def test_the_endpoint_list_and_page_say_how_each_endpoint_is_doing(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    failing = await new_endpoint(client, tenant, customer_id="acme")
+    quiet = await new_endpoint(client, tenant, customer_id="acme")
+    await sql(
+        engine,
+        "UPDATE endpoints SET consecutive_failures = 4, failing_since = now() WHERE id = :e",
+        e=failing["id"],
+    )
+    bearer = await portal_bearer(client, tenant, "acme")
+    listed = unescape((await client.get("/portal/api/endpoints", headers=bearer)).text)
+    cards = {
+        endpoint_id: listed.split(f'data-endpoint-id="{endpoint_id}"')[1].split("</li>")[0]
+        for endpoint_id in (failing["id"], quiet["id"])
+    }
+    assert '"badge bad">Failing<' in cards[failing["id"]]
+    assert "the last 4 attempts failed since" in cards[failing["id"]]
+    assert '"badge off">No deliveries yet<' in cards[quiet["id"]]
+
+    page = (await client.get(f"/portal/api/endpoints/{failing['id']}", headers=bearer)).text
+    assert "Failing</span> the last 4 attempts failed since" in unescape(page)

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.api.formatting import when
 from app.api.paths import DeliveryIdPath, EndpointIdPath
 from app.core.errors import Conflict, DestinationRefused, Unprocessable
 from app.delivery.schemas import RedriveFilter
@@ -156,7 +157,7 @@ async def delete_endpoint(
     views.require(visitor, "manage_endpoints")
     async with resources.sessionmaker() as session, session.begin():
         await endpoints.delete_endpoint(session, visitor.scope, endpoint_id)
-        rows = await views.endpoint_list(session, visitor)
+        rows = await views.endpoint_list(session, visitor, when)
     return fragment(request, "endpoints.html", visitor, endpoints=rows, deleted=endpoint_id)
 
 
@@ -279,5 +280,5 @@ async def _endpoint(
     status_code: int = 200,
 ) -> HTMLResponse:
     """The endpoint's page as the change's own transaction leaves it."""
-    view = await views.endpoint_view(session, visitor, endpoint_id)
+    view = await views.endpoint_view(session, visitor, endpoint_id, when)
     return fragment(request, "endpoint.html", visitor, view=view, status_code=status_code)

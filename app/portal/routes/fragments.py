@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from app.api.formatting import when
 from app.api.paths import DeliveryIdPath, EndpointIdPath
 from app.core.errors import Unprocessable
 from app.core.ids import looks_like
@@ -24,7 +25,7 @@ async def endpoint_list(
     request: Request, resources: ResourcesDep, visitor: VisitorDep
 ) -> HTMLResponse:
     async with resources.sessionmaker() as session, session.begin():
-        rows = await views.endpoint_list(session, visitor)
+        rows = await views.endpoint_list(session, visitor, when)
     return fragment(request, "endpoints.html", visitor, endpoints=rows)
 
 
@@ -49,7 +50,7 @@ async def endpoint_page(
     if before is not None and not looks_like("dlv", before):
         raise Unprocessable("before must be a delivery id this page listed")
     async with resources.sessionmaker() as session, session.begin():
-        view = await views.endpoint_view(session, visitor, endpoint_id, before_id=before)
+        view = await views.endpoint_view(session, visitor, endpoint_id, when, before_id=before)
     return fragment(request, "endpoint.html", visitor, view=view)
 
 
@@ -59,7 +60,7 @@ async def edit_endpoint(
 ) -> HTMLResponse:
     views.require(visitor, "manage_endpoints")
     async with resources.sessionmaker() as session, session.begin():
-        view = await views.endpoint_view(session, visitor, endpoint_id)
+        view = await views.endpoint_view(session, visitor, endpoint_id, when)
         types = await views.catalogue(session, visitor)
     endpoint = view.endpoint
     form = {
@@ -86,7 +87,7 @@ async def confirm_delete(
     """A second step in the page, not a dialog (a framed page's dialogs may be blocked)."""
     views.require(visitor, "manage_endpoints")
     async with resources.sessionmaker() as session, session.begin():
-        view = await views.endpoint_view(session, visitor, endpoint_id)
+        view = await views.endpoint_view(session, visitor, endpoint_id, when)
     return fragment(request, "confirm_delete.html", visitor, endpoint=view.endpoint)
 
 

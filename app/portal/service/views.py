@@ -17,6 +17,7 @@ from app.delivery.service import event_detail, listings
 from app.delivery.service.payload_views import PREVIEW_BYTES, PayloadView, payload_view
 from app.endpoints.service import endpoints
 from app.models import Attempt, Delivery, Endpoint, EventTypeDef
+from app.portal.service.health import Health, TimeWriter, health_of
 from app.portal.service.sessions import Visitor
 
 PAGE = 50
@@ -29,19 +30,36 @@ def require(visitor: Visitor, capability: str) -> None:
         raise Forbidden(f"this portal session may not {said[capability]}")
 
 
-async def endpoint_list(session: AsyncSession, visitor: Visitor) -> list[Endpoint]:
-    return await endpoints.list_endpoints(session, visitor.scope, limit=PAGE)
+@dataclass(frozen=True)
+class ListedEndpoint:
+    endpoint: Endpoint
+    health: Health
+
+
+async def endpoint_list(
+    session: AsyncSession, visitor: Visitor, when: TimeWriter
+) -> list[ListedEndpoint]:
+    """The customer's endpoints, each with its health (one count of its last hour each: a
+    customer's endpoints are few, and a page holds at most ``PAGE``)."""
+    rows = await endpoints.list_endpoints(session, visitor.scope, limit=PAGE)
+    return [ListedEndpoint(row, await health_of(session, row, when)) for row in rows]
 
 
 @dataclass(frozen=True)
 class EndpointView:
     endpoint: Endpoint
+    health: Health
     deliveries: list[Delivery]
     more: str | None  # the id to list on from, when there are more
 
 
 async def endpoint_view(
-    session: AsyncSession, visitor: Visitor, endpoint_id: str, *, before_id: str | None = None
+    session: AsyncSession,
+    visitor: Visitor,
+    endpoint_id: str,
+    when: TimeWriter,
+    *,
+    before_id: str | None = None,
 ) -> EndpointView:
     endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
     rows = await listings.list_deliveries(
@@ -52,7 +70,7 @@ async def endpoint_view(
         endpoint_id=endpoint.id,
     )
     more = rows[PAGE - 1].id if len(rows) > PAGE else None
-    return EndpointView(endpoint, rows[:PAGE], more)
+    return EndpointView(endpoint, await health_of(session, endpoint, when), rows[:PAGE], more)
 
 
 @dataclass(frozen=True)
