@@ -103,6 +103,10 @@ async def test_a_customer_manages_its_endpoint_in_a_framed_portal_and_another_se
         # A test event through the whole path, now.
         await portal.locator("#send-test").click()
         await expect(portal.locator("#verdict")).to_contain_text("Delivered")
+        # In the customer's words: no guard, proxy or TLS material of the operator's.
+        steps = await portal.locator("#steps").inner_text()
+        assert "SSRF" not in steps and "egress proxy" not in steps and "TLS material" not in steps
+        assert "an address Herald may send to" in steps
         [tested] = receiver.on("/acme")
         assert tested.headers["webhook-id"].startswith("test_")
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 _STATES = {
     "pending": "Waiting to be sent",
@@ -23,6 +24,35 @@ _OUTCOMES = {
 }
 
 
+# A test's steps, as the customer's page names them. The operator's route (its egress proxy)
+# and the checks that did not apply are Herald's business, not the customer's: left out
+# unless one failed.
+_STEPS = {
+    "destination": "Address",
+    "proxy": "Route",
+    "tls": "Client certificate",
+    "oauth2": "OAuth2 token",
+    "signature": "Signature",
+    "request": "Request",
+}
+_SAID_WHEN_OK = {"destination": "your URL resolves to an address Herald may send to"}
+
+
+def said_step(step: str) -> str:
+    return _STEPS.get(step, step)
+
+
+def shown_steps(steps: list[Any]) -> list[tuple[str, str, str]]:
+    """(name, outcome, what happened) of the steps a customer reads."""
+    shown = []
+    for s in steps:
+        if s.outcome != "failed" and (s.outcome == "skipped" or s.step == "proxy"):
+            continue
+        detail = _SAID_WHEN_OK.get(s.step, s.detail) if s.outcome == "ok" else s.detail
+        shown.append((said_step(s.step), s.outcome, detail))
+    return shown
+
+
 def said_state(state: str) -> str:
     return _STATES.get(state, state)
 
@@ -31,4 +61,8 @@ def said_outcome(outcome: str) -> str:
     return _OUTCOMES.get(outcome, outcome)
 
 
-WORDS: dict[str, Callable[[str], str]] = {"said_state": said_state, "said_outcome": said_outcome}
+WORDS: dict[str, Callable[..., Any]] = {
+    "said_state": said_state,
+    "said_outcome": said_outcome,
+    "shown_steps": shown_steps,
+}
