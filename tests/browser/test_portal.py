@@ -268,3 +268,43 @@ async def test_on_a_phone_the_portal_fits_and_works_by_keyboard_alone(
             await shoot(page, "portal-phone", tmp_path)
         finally:
             await phone.close()
+
+
+async def test_a_reload_keeps_the_session_and_the_host_page_hears_the_portal(
+    api: ApiProcess, context: BrowserContext
+) -> None:
+    async with tenant_site() as site:
+        auth = await _set_up(api, site.origin)
+        minted = await mint(api, auth, "acme", [])
+        page = await context.new_page()
+        await page.goto(site.page(minted["url"]))
+        portal = page.frame_locator("iframe")
+        await expect(portal.locator("h1")).to_have_text("Endpoints")
+        await portal.get_by_role("link", name="Event types").click()
+        await expect(portal.locator("h1")).to_have_text("Event types")
+
+        # F5 inside the frame: the same session, not "ended".
+        await page.frames[1].evaluate("location.reload()")
+        await expect(portal.locator("h1")).to_have_text("Endpoints")
+
+        heard = await page.evaluate("window.heraldMessages")
+        views = [m["view"] for m in heard if m["event"] == "navigation"]
+        assert views[:2] == ["/endpoints", "/catalogue"] and views[-1] == "/endpoints", views
+        heights = [m["height"] for m in heard if m["event"] == "height"]
+        assert heights and all(h > 0 for h in heights)
+        assert await page.locator("iframe").get_attribute("height") == str(heights[-1])
+
+        # The session ended by the tenant: the next step says so, and so does the message.
+        async with httpx.AsyncClient(base_url=api.base_url) as http:
+            revoked = await http.post(
+                "/v1/portal-sessions/revoke", json={"customer_id": "acme"}, headers=auth
+            )
+            assert revoked.json() == {"revoked": 1}
+        await portal.get_by_role("link", name="Event types").click()
+        await expect(portal.locator("h1")).to_have_text("Your portal session has ended")
+        heard = await page.evaluate("window.heraldMessages")
+        ended = [m["reason"] for m in heard if m["event"] == "session-ended"]
+        assert len(ended) == 1 and "revoked" in ended[0], heard
+        # Gone from the tab too: a reload does not bring it back.
+        await page.frames[1].evaluate("location.reload()")
+        await expect(portal.locator("h1")).to_have_text("Your portal session has ended")

@@ -1,12 +1,54 @@
 // The portal's one script. It opens the session with the link's one-time token (from the
-// URL's fragment, which it then clears), keeps the session token in memory only -- no cookie,
-// no storage: a framed page on another site may be refused both -- and sends it as a bearer
-// header with every request. Each view is HTML rendered by the server, swapped into <main>.
+// URL's fragment, which it then clears), keeps the session token in memory and where a reload
+// finds it again -- this tab's sessionStorage, or, in a frame refused storage (third-party
+// storage blocked), the frame's own URL fragment, which no server and no host page sees --
+// never in a cookie, and sends it as a bearer header with every request. Each view is HTML rendered by the server, swapped into <main>. The host
+// page hears of the portal's height, each view shown and the session's end by postMessage
+// (docs/portal.md, "Embedding"), sent only to the origins the tenant allows to frame it.
 "use strict";
 (() => {
   const view = document.getElementById("view");
   const status = document.getElementById("status");
+  const hosts = (document.body.dataset.hostOrigins || "").split(" ").filter(Boolean);
+  const kept = "herald-portal:" + location.pathname;
   let token = null;
+
+  function tell(event, fields) {
+    if (window.parent === window) return;
+    for (const origin of hosts) {
+      window.parent.postMessage({ type: "herald-portal", event, ...fields }, origin);
+    }
+  }
+
+  const framed = window.parent !== window;
+
+  function remember(session, expiresAt) {
+    try {
+      sessionStorage.setItem(kept, JSON.stringify({ session, expiresAt }));
+      return;
+    } catch {} // refused: a framed page on another site, with third-party storage blocked
+    if (framed) {
+      const fragment = new URLSearchParams({ s: session, e: expiresAt });
+      history.replaceState(null, "", location.pathname + "#" + fragment);
+    }
+  }
+
+  // The session this tab opened, unless it has expired: from storage, or from the fragment.
+  function recalled(fragment) {
+    let stored = { session: fragment.get("s"), expiresAt: fragment.get("e") };
+    try {
+      stored = JSON.parse(sessionStorage.getItem(kept) || "null") || stored;
+    } catch {}
+    if (stored.session && Date.parse(stored.expiresAt) > Date.now()) return stored;
+    return null;
+  }
+
+  function forget() {
+    try {
+      sessionStorage.removeItem(kept);
+    } catch {}
+    history.replaceState(null, "", location.pathname);
+  }
 
   function say(text, kind) {
     status.textContent = text;
@@ -22,6 +64,8 @@
 
   function ended(detail) {
     token = null;
+    forget();
+    tell("session-ended", { reason: detail });
     const heading = document.createElement("h1");
     heading.textContent = "Your portal session has ended";
     const why = document.createElement("p");
@@ -53,6 +97,7 @@
     if (type.startsWith("text/html")) {
       show(await answer.text()); // a form refused comes back with its mistakes marked
       say("");
+      tell("navigation", { view: path.replace("/portal/api", "") });
       return;
     }
     let detail = "Something went wrong (HTTP " + answer.status + ").";
@@ -78,10 +123,26 @@
     send("POST", form.dataset.post, new URLSearchParams(new FormData(form, event.submitter)));
   });
 
+  function start(session) {
+    token = session;
+    document.querySelector("[data-nav]").setAttribute("aria-current", "page");
+    send("GET", "/portal/api/endpoints");
+  }
+
   async function open() {
-    const link = new URLSearchParams(location.hash.slice(1)).get("t");
+    new ResizeObserver(() => {
+      tell("height", { height: document.documentElement.scrollHeight });
+    }).observe(document.body);
+    const fragment = new URLSearchParams(location.hash.slice(1));
+    const link = fragment.get("t");
     // The token works once; it leaves the address bar and the history now.
     history.replaceState(null, "", location.pathname);
+    const again = link ? null : recalled(fragment); // a reload: the session this tab opened
+    if (again) {
+      remember(again.session, again.expiresAt);
+      start(again.session);
+      return;
+    }
     if (!link) {
       ended("This page was opened without its link: open the portal again from the page that showed it.");
       return;
@@ -105,9 +166,8 @@
       ended(opened.detail || "This portal link cannot be used.");
       return;
     }
-    token = opened.session_token;
-    document.querySelector("[data-nav]").setAttribute("aria-current", "page");
-    send("GET", "/portal/api/endpoints");
+    remember(opened.session_token, opened.expires_at);
+    start(opened.session_token);
   }
 
   open();
