@@ -10,6 +10,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.api.formatting import FILTERS
 from app.portal.routes import exchange, forms, fragments, pages, sessions
+from app.portal.routes.snippets import SNIPPETS
 from app.portal.routes.words import WORDS
 
 _HERE = Path(__file__).resolve().parents[1]
@@ -20,6 +21,7 @@ def install(app: FastAPI) -> None:
     /portal/api, its assets at /portal/static."""
     templates = Jinja2Templates(directory=_HERE / "templates")
     templates.env.filters.update({**FILTERS, **WORDS})
+    templates.env.globals["snippets"] = SNIPPETS
     app.state.portal_templates = templates
     for module in (sessions, exchange, pages, fragments, forms):
         app.include_router(module.router)
