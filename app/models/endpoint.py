@@ -13,6 +13,7 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
+    SmallInteger,
     Text,
     func,
     text,
@@ -104,6 +105,10 @@ class Endpoint(Base):
     # and what a stream does when its head dies: halt (wait for an operator) or skip it.
     ordering: Mapped[str] = mapped_column(Text, server_default="none")
     on_dead: Mapped[str] = mapped_column(Text, server_default="halt")
+    # Statuses that end a delivery at once besides the defaults (app/engine/service/outcomes.py).
+    final_statuses: Mapped[list[int]] = mapped_column(
+        ARRAY(SmallInteger), server_default=text("'{}'")
+    )
     # Static headers sent on every attempt, vetted at save (app/endpoints/schemas/headers.py).
     headers: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     # Static headers whose values are credentials: sealed as one JSON object, their names kept

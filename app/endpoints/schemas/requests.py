@@ -83,6 +83,36 @@ _OAUTH2 = (
 
 Ordering = Literal["none", "endpoint", "key"]
 OnDead = Literal["halt", "skip"]
+
+# A status an endpoint may make final: any 4xx or 5xx but those that say "try again" (408,
+# 425, 429, 503) and 410, which is final already and also disables the endpoint.
+_NEVER_FINAL = frozenset({408, 410, 425, 429, 503})
+
+
+def _may_be_final(status: int) -> int:
+    if not 400 <= status <= 599 or status in _NEVER_FINAL:
+        raise PydanticCustomError(
+            "final_status",
+            "must be a 4xx or 5xx status other than 408, 425, 429 and 503 (which ask for a "
+            "retry) and 410 (always final)",
+        )
+    return status
+
+
+def _no_repeats(statuses: list[int]) -> list[int]:
+    return sorted(set(statuses))
+
+
+FinalStatuses = Annotated[
+    list[Annotated[int, AfterValidator(_may_be_final)]],
+    Field(max_length=50),
+    AfterValidator(_no_repeats),
+]
+_FINAL_STATUSES = (
+    "Statuses that end a delivery at once (`dead`, not retried), besides the other 4xx that do "
+    "by default. 401, 403 and 404 are retried unless listed here: a receiver answers them "
+    "while it is deployed or its credentials change."
+)
 _EGRESS_PROXY = (
     "The endpoint's own HTTP proxy, in place of the operator's (HERALD_EGRESS_PROXY), for a "
     "receiver that admits only traffic from it. Herald vets the destination itself and asks "
@@ -165,6 +195,7 @@ class EndpointCreate(BaseModel):
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
     ordering: Ordering = Field(default="none", description=_ORDERING)
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
+    final_statuses: FinalStatuses = Field(default=[], description=_FINAL_STATUSES)
 
 
 # Every endpoint has one of these: a change may set them, never clear them (null is refused).
@@ -229,6 +260,14 @@ class EndpointUpdate(BaseModel):
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
     on_dead: OnDead | None = Field(default=None, description=_ON_DEAD)
+    final_statuses: FinalStatuses | None = Field(
+        default=None, description=f"{_FINAL_STATUSES} null: none."
+    )
+
+    @field_validator("final_statuses", mode="after")
+    @classmethod
+    def _none_is_empty(cls, value: list[int] | None) -> list[int]:
+        return value or []
 
     @field_validator(*sorted(_NEVER_NULL), mode="before")
     @classmethod

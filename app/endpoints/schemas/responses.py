@@ -64,6 +64,9 @@ class EndpointOut(BaseModel):
     filter: str | None
     ordering: str
     on_dead: str
+    final_statuses: list[int] = Field(
+        description="Statuses that end a delivery at once besides the default ones."
+    )
     paused_until: datetime | None = Field(
         description="No attempt starts before this: a receiver's Retry-After or the circuit "
         "breaker's cool-down."

@@ -33,6 +33,7 @@ _WRITTEN_AS_SENT = (
     "filter",
     "ordering",
     "on_dead",
+    "final_statuses",
 )
 
 

@@ -69,6 +69,8 @@ class ClaimedDelivery:
     # The origin the receiver consented to in the CloudEvents webhook handshake: sent as
     # WebHook-Request-Origin on every delivery (None: no handshake).
     webhook_origin: str | None = None
+    # The statuses the endpoint makes final besides the defaults (outcomes.py).
+    final_statuses: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ ENDPOINT_COLUMNS = """e.url, e.secret_sealed,
        e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed,
        e.oauth2, e.oauth2_secret_sealed, e.tls_sealed,
        CASE WHEN e.previous_tls_expires_at > now() THEN e.previous_tls_sealed END
-           AS previous_tls_sealed, e.egress_proxy_sealed, e.webhook_origin"""
+           AS previous_tls_sealed, e.egress_proxy_sealed, e.webhook_origin, e.final_statuses"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -225,6 +227,7 @@ def claimed_from(row: asyncpg.Record) -> ClaimedDelivery:
         else [],
         sealed_proxy=row["egress_proxy_sealed"],
         webhook_origin=row["webhook_origin"],
+        final_statuses=frozenset(row["final_statuses"] or ()),
     )
 
 

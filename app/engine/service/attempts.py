@@ -73,6 +73,15 @@ class Request:
     proxy: EgressProxy | None  # the endpoint's own, else the operator's, else none
 
 
+def final_as_the_endpoint_says(
+    claimed: ClaimedDelivery, result: sender.AttemptResult
+) -> sender.AttemptResult:
+    """A status the endpoint lists as final ends the delivery, where it would be retried."""
+    if result.outcome is Outcome.RETRYABLE and result.status_code in claimed.final_statuses:
+        return dataclasses.replace(result, outcome=Outcome.PERMANENT)
+    return result
+
+
 @dataclass
 class Attempts:
     settings: Settings
@@ -123,8 +132,10 @@ class Attempts:
             try:
                 request = Request(claimed, body, headers, contexts, proxy)
                 if claimed.oauth2 is None:
-                    return await self._post(request, progress)
-                return await self._post_with_token(request, progress)
+                    result = await self._post(request, progress)
+                else:
+                    result = await self._post_with_token(request, progress)
+                return final_as_the_endpoint_says(claimed, result)
             except Exception as exc:
                 error = log_failure(log, "delivery.send_failed", exc, **ids)
                 return sender.failed_inside(progress, error)

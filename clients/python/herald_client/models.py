@@ -163,6 +163,7 @@ class Endpoint(_Answer):
     secret_header_names: list[str]
     ordering: str  # none | endpoint | key
     on_dead: str  # halt | skip: what a stream does when its head dies
+    final_statuses: list[int]  # statuses that end a delivery at once besides the defaults
     paused_until: datetime | None
     pause_reason: str | None
     consecutive_failures: int

@@ -581,13 +581,17 @@ export interface paths {
         };
         /** The portal's settings (the defaults, until set) */
         get: operations["get_portal_settings_v1_portal_settings_get"];
-        /** Set the portal's name, logo, accent colour and the origins that may embed it */
+        /**
+         * Replace the portal's settings whole: name, logo, accent colour, embedding origins
+         * @description Every field left out goes back to its default (`allowed_origins` to none: no page may frame the portal). To change some fields and keep the rest, use PATCH.
+         */
         put: operations["put_portal_settings_v1_portal_settings_put"];
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /** Change some of the portal's settings, keeping the rest */
+        patch: operations["patch_portal_settings_v1_portal_settings_patch"];
         trace?: never;
     };
     "/v1/reconcile": {
@@ -1148,6 +1152,12 @@ export interface components {
              */
             filter?: string | null;
             /**
+             * Final Statuses
+             * @description Statuses that end a delivery at once (`dead`, not retried), besides the other 4xx that do by default. 401, 403 and 404 are retried unless listed here: a receiver answers them while it is deployed or its credentials change.
+             * @default []
+             */
+            final_statuses?: number[];
+            /**
              * Headers
              * @description Static headers sent on every attempt (at most 20), for example a receiver's own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, `Idempotency-Key`, `webhook-*`, `Herald-*` and `ce-*` are Herald's and are refused.
              */
@@ -1235,6 +1245,11 @@ export interface components {
             event_types: string[] | null;
             /** Filter */
             filter: string | null;
+            /**
+             * Final Statuses
+             * @description Statuses that end a delivery at once besides the default ones.
+             */
+            final_statuses: number[];
             /** Headers */
             headers: {
                 [key: string]: string;
@@ -1342,6 +1357,11 @@ export interface components {
             event_types: string[] | null;
             /** Filter */
             filter: string | null;
+            /**
+             * Final Statuses
+             * @description Statuses that end a delivery at once besides the default ones.
+             */
+            final_statuses: number[];
             /** Headers */
             headers: {
                 [key: string]: string;
@@ -1496,6 +1516,11 @@ export interface components {
              * @description null removes the filter.
              */
             filter?: string | null;
+            /**
+             * Final Statuses
+             * @description Statuses that end a delivery at once (`dead`, not retried), besides the other 4xx that do by default. 401, 403 and 404 are retried unless listed here: a receiver answers them while it is deployed or its credentials change. null: none.
+             */
+            final_statuses?: number[] | null;
             /**
              * Headers
              * @description Replaces all the static headers; null clears them.
@@ -2032,6 +2057,41 @@ export interface components {
             name: string | null;
             /** Updated At */
             updated_at: string | null;
+        };
+        /**
+         * PortalSettingsPatch
+         * @description Fields to change: one left out stays as it is, null clears it (the default again).
+         * @example {
+         *       "name": "Acme Hooks"
+         *     }
+         * @example {}
+         */
+        PortalSettingsPatch: {
+            /**
+             * Accent Color
+             * @description null: the default colour.
+             */
+            accent_color?: string | null;
+            /**
+             * Allowed Origins
+             * @description Replaces the list; null empties it.
+             */
+            allowed_origins?: string[] | null;
+            /**
+             * Logo Upload
+             * @description An uploaded logo (a data URL, as for PUT); replaces `logo_url`. null removes the uploaded logo.
+             */
+            logo_upload?: string | null;
+            /**
+             * Logo Url
+             * @description An image on one of `allowed_origins`; replaces an uploaded logo. null: no logo by URL.
+             */
+            logo_url?: string | null;
+            /**
+             * Name
+             * @description null: the tenant's name.
+             */
+            name?: string | null;
         };
         /**
          * PortalSettingsPut
@@ -5611,6 +5671,80 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["PortalSettingsPut"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortalSettingsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    patch_portal_settings_v1_portal_settings_patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PortalSettingsPatch"];
             };
         };
         responses: {
