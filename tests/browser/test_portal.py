@@ -95,8 +95,13 @@ async def test_a_customer_manages_its_endpoint_in_a_framed_portal_and_another_se
         await assert_accessible(frame)
         await shoot(page, "portal-form", tmp_path)
         await portal.locator("#filter").fill("payload.amount > 100")
+        # The customer picks the body and the signatures its receiver wants.
+        await portal.get_by_label("Standard Webhooks:").check()
+        await portal.locator("input[name=signature_schemes][value=v1a]").check()
         await portal.locator("#save-endpoint").click()
         await expect(portal.locator("h1")).to_have_text("Endpoint")
+        await expect(portal.locator("#endpoint-format")).to_have_text("standard")
+        await expect(portal.locator("#endpoint-signatures")).to_have_text("v1, v1a")
         endpoint_id = await portal.locator("#endpoint").get_attribute("data-endpoint-id")
         assert endpoint_id is not None and endpoint_id.startswith("ep_")
 

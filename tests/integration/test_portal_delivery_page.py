@@ -88,3 +88,27 @@ async def test_the_endpoint_list_and_page_say_how_each_endpoint_is_doing(
 
     page = (await client.get(f"/portal/api/endpoints/{failing['id']}", headers=bearer)).text
     assert "Failing</span> the last 4 attempts failed since" in unescape(page)
+
+
+async def test_the_endpoint_form_takes_a_payload_format_and_signatures(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    bearer = await portal_bearer(client, tenant, "acme", "manage_endpoints")
+    form = {
+        "url": "http://127.0.0.1:9/hook",
+        "subscribe": "all",
+        "payload_format": "cloudevents",
+        "signatures_shown": "1",
+    }
+    unsigned = await client.post("/portal/api/endpoints", data=form, headers=bearer)
+    assert unsigned.status_code == 422
+    assert 'id="signature-schemes-error"' in unsigned.text
+    assert 'value="v1" checked' not in unsigned.text  # as the customer left it: none ticked
+
+    made = await client.post(
+        "/portal/api/endpoints", data={**form, "signature_schemes": "v1a"}, headers=bearer
+    )
+    assert made.status_code == 201, made.text
+    [endpoint] = (await client.get("/v1/endpoints", headers=tenant)).json()["items"]
+    assert (endpoint["payload_format"], endpoint["signature_schemes"]) == ("cloudevents", ["v1a"])

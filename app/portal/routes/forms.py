@@ -30,7 +30,8 @@ router = APIRouter(prefix="/portal/api", include_in_schema=False)
 
 
 async def _fields(request: Request) -> dict[str, Any]:
-    """The form as an endpoint spec: blanks are left out, event types are the boxes ticked."""
+    """The form as an endpoint spec: blanks are left out, event types and signatures are the
+    boxes ticked, the payload format the one chosen."""
     form = await request.form()
     fields: dict[str, Any] = {
         name: value.strip()
@@ -40,6 +41,10 @@ async def _fields(request: Request) -> dict[str, Any]:
     ticked = [t for t in form.getlist("event_types") if isinstance(t, str)]
     if form.get("subscribe") == "chosen":
         fields["event_types"] = ticked
+    if isinstance(chosen := form.get("payload_format"), str) and chosen:
+        fields["payload_format"] = chosen
+    if form.get("signatures_shown"):  # the boxes were on the form: none ticked is an answer
+        fields["signature_schemes"] = [s for s in form.getlist("signature_schemes") if s]
     return fields
 
 

@@ -68,6 +68,8 @@ async def edit_endpoint(
         "description": endpoint.description or "",
         "filter": endpoint.filter or "",
         "event_types": endpoint.event_types,
+        "payload_format": endpoint.payload_format,
+        "signature_schemes": endpoint.signature_schemes,
     }
     return fragment(
         request,
