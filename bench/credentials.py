@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 from aiohttp import web
 
 from app.core import certificates
+from app.core.config import DEFAULT_USER_AGENT
 from app.core.sealing import KeyRing, OpenedSecrets, endpoint_purpose, new_key
 from app.endpoints.service.credentials import generate_secret
 from app.endpoints.service.endpoints import header_fault
@@ -46,6 +47,7 @@ from app.engine.service.tokens import Tokens
 from tests.fixtures.tls import Authority, server_context
 
 ROUNDS = 7
+AGENT = DEFAULT_USER_AGENT
 CALLS = 2000
 
 
@@ -107,13 +109,15 @@ def measure() -> dict[str, Any]:
         }
 
     def cached() -> None:
-        envelope.request_headers(claimed, claimed.payload, {}, cache)
+        envelope.request_headers(claimed, claimed.payload, {}, cache, user_agent=AGENT)
 
     def uncached() -> None:
-        envelope.request_headers(claimed, claimed.payload, {}, OpenedSecrets(ring))
+        envelope.request_headers(
+            claimed, claimed.payload, {}, OpenedSecrets(ring), user_agent=AGENT
+        )
 
     def v1a() -> None:
-        envelope.request_headers(asymmetric, asymmetric.payload, {}, cache)
+        envelope.request_headers(asymmetric, asymmetric.payload, {}, cache, user_agent=AGENT)
 
     plain_us, cached_us, uncached_us, v1a_us = (
         _per_call_us(f) for f in (plain, cached, uncached, v1a)
@@ -143,7 +147,7 @@ async def _token_cache_hit_us() -> float:
     await site.start()
     port = runner.addresses[0][1]
     ring = KeyRing.parse(new_key("bench-1"))
-    http = build_http_session([ipaddress.ip_network("127.0.0.0/8")], 10)
+    http = build_http_session([ipaddress.ip_network("127.0.0.0/8")], 10, user_agent=AGENT)
     try:
         tokens = Tokens(http, OpenedSecrets(ring), [ipaddress.ip_network("127.0.0.0/8")], 10)
         claimed = dataclasses.replace(

@@ -193,6 +193,7 @@ async def run_worker(settings: Settings) -> None:
         settings.destination_allowlist,
         settings.worker_concurrency,
         egress.from_settings(settings),
+        user_agent=settings.user_agent,
     )
     # Attempts' own client; the session above serves OAuth2 token requests.
     client = HttpClient(settings.destination_allowlist, settings.worker_concurrency)

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AnyHttpUrl, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app import __version__
 from app.core.redis_clients import ClusterAddress, is_cluster_url
 from app.core.sealing import NEW_KEY_HINT, KeyRing, KeyRingError
 
@@ -26,6 +27,7 @@ def _split_csv(value: Any) -> Any:
 
 # RFC 6761 keeps .localhost for this machine: a DNS name, and never someone else's.
 LOCAL_WEBHOOK_ORIGIN = "herald.localhost"
+DEFAULT_USER_AGENT = f"Herald/{__version__}"
 
 
 class Settings(BaseSettings):
@@ -87,6 +89,9 @@ class Settings(BaseSettings):
     # `webhook_handshake`) and on every delivery to an endpoint that consented: a DNS name
     # naming all of this Herald's senders, e.g. webhooks.example.com. Unset: HERALD_PUBLIC_URL's
     # host, or -- with neither -- herald.localhost (a name that can only ever be local).
+    # What every request Herald sends says it is: deliveries, test events, the webhook
+    # handshake, OAuth2 token requests. Printable ASCII on one line.
+    user_agent: str = Field(default=DEFAULT_USER_AGENT, pattern=r"^[!-~][ -~]{0,199}$")
     webhook_origin: str = Field(
         default=LOCAL_WEBHOOK_ORIGIN, pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$"
     )

@@ -270,3 +270,27 @@ async def test_an_event_fanned_out_arrives_under_one_event_id(
     sent = receiver.on("/fanned")
     assert len({r.headers["webhook-id"] for r in sent}) == 2
     assert {r.headers["Herald-Event-Id"] for r in sent} == {accepted.json()["id"]}
+
+
+async def test_the_operator_names_what_every_request_says_it_is(
+    client: httpx.AsyncClient,
+    tenant: dict[str, str],
+    receiver: Receiver,
+    settings: Settings,
+    engine: AsyncEngine,
+) -> None:
+    endpoint = await new_endpoint(client, tenant, url=receiver.url("/agent"))
+    accepted = await client.post(
+        "/v1/deliveries",
+        json={"endpoint_id": endpoint["id"], "event_type": "a.b", "payload": {}},
+        headers=tenant,
+    )
+    async with pump(settings, engine, user_agent="AcmeHooks/2.1 (+https://acme.test)") as (
+        running,
+        _,
+    ):
+        running.start()
+        await wait_state(engine, accepted.json()["id"], "succeeded")
+    [sent] = receiver.on("/agent")
+    assert sent.headers["User-Agent"] == "AcmeHooks/2.1 (+https://acme.test)"
+    assert settings.user_agent.startswith("Herald/")  # the default

@@ -13,7 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.config import Settings
 from app.core.db import create_sessionmaker
 from app.endpoints.service.endpoints import flow_limits
-from app.engine.service.signing import USER_AGENT
 from tests.fixtures.api import new_endpoint, post_deliveries
 from tests.fixtures.engine import pump
 from tests.fixtures.receiver import Receiver, Reply
@@ -51,7 +50,7 @@ async def test_a_consenting_receiver_is_asked_once_and_its_rate_is_a_ceiling(
     assert asked.headers["WebHook-Request-Origin"] == settings.webhook_origin
     assert asked.headers["WebHook-Request-Rate"] == "120"  # 2 a second, asked in a minute
     assert asked.headers["X-Gateway-Key"] == "gw-1"  # a gateway in front may ask for it
-    assert asked.headers["User-Agent"] == USER_AGENT  # as every delivery says
+    assert asked.headers["User-Agent"] == settings.user_agent  # as every delivery says
     assert endpoint["webhook_handshake"] is True
     assert endpoint["webhook_allowed_rate_per_minute"] == 30
     assert endpoint["webhook_validated_at"] is not None

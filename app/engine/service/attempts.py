@@ -118,7 +118,9 @@ class Attempts:
         with tracing.attempting(claimed.traceparent, claimed.id) as trace:
             try:
                 body = envelope.request_body(claimed)
-                headers = envelope.request_headers(claimed, body, trace, self.opened)
+                headers = envelope.request_headers(
+                    claimed, body, trace, self.opened, user_agent=self.settings.user_agent
+                )
                 contexts = self.contexts.of(claimed)
                 proxy = egress.endpoint_proxy(claimed, self.opened) or self.proxy
             except envelope.RequestNotBuilt as exc:

@@ -158,7 +158,9 @@ class EndpointTester:
         self._settings = settings
         self._proxy = egress.from_settings(settings)
         # No pool-wide cap: each tenant's share is (IN_FLIGHT_PER_TENANT), so none can fill it.
-        self._http = build_http_session(settings.destination_allowlist, 0, self._proxy)
+        self._http = build_http_session(
+            settings.destination_allowlist, 0, self._proxy, user_agent=settings.user_agent
+        )
         self._client = HttpClient(settings.destination_allowlist, 0)
         self._in_flight: Counter[str] = Counter()
         self._opened = OpenedSecrets(keys)
@@ -289,7 +291,9 @@ class EndpointTester:
         report.add("tls", *_tls_step(endpoint))
         try:
             body = envelope.request_body(claimed)
-            headers = envelope.request_headers(claimed, body, {}, self._opened)
+            headers = envelope.request_headers(
+                claimed, body, {}, self._opened, user_agent=self._settings.user_agent
+            )
         except envelope.RequestNotBuilt as exc:
             report.add("signature", "failed", str(exc))
             return report

@@ -46,7 +46,12 @@ def request_body(claimed: ClaimedDelivery) -> bytes:
 
 
 def request_headers(
-    claimed: ClaimedDelivery, body: bytes, trace: dict[str, str], opened: OpenedSecrets
+    claimed: ClaimedDelivery,
+    body: bytes,
+    trace: dict[str, str],
+    opened: OpenedSecrets,
+    *,
+    user_agent: str,
 ) -> dict[str, str]:
     """The endpoint's static headers (plain and secret, opened from ``opened``'s cache), the
     trace context (``traceparent``), then Herald's own: a static header can never replace
@@ -69,7 +74,14 @@ def request_headers(
         **stream_headers(claimed),
         **({ORIGIN_HEADER: claimed.webhook_origin} if claimed.webhook_origin else {}),
         **(cloudevents.binary_headers(claimed) if binary else {}),
-        **signed_headers(claimed.id, body, secrets, keys=keys, content_type=content_type),
+        **signed_headers(
+            claimed.id,
+            body,
+            secrets,
+            keys=keys,
+            content_type=content_type,
+            user_agent=user_agent,
+        ),
     }
 
 

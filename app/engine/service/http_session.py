@@ -15,7 +15,6 @@ from aiohttp.resolver import DefaultResolver
 from app.core.proxies import EgressProxy
 from app.endpoints.service.destinations import IPNetwork, refusal
 from app.engine.service.http_client import DestinationBlocked
-from app.engine.service.signing import USER_AGENT
 
 
 class VettingResolver(AbstractResolver):
@@ -70,7 +69,11 @@ async def read_capped(response: aiohttp.ClientResponse, cap: int) -> bytes:
 
 
 def build_http_session(
-    allowlist: Sequence[IPNetwork], max_connections: int, proxy: EgressProxy | None = None
+    allowlist: Sequence[IPNetwork],
+    max_connections: int,
+    proxy: EgressProxy | None = None,
+    *,
+    user_agent: str,
 ) -> aiohttp.ClientSession:
     """One pooled session per process; ``proxy``, HERALD_EGRESS_PROXY, is trusted to be
     reached wherever it is."""
@@ -84,7 +87,7 @@ def build_http_session(
     return aiohttp.ClientSession(
         connector=connector,
         # The handshake's OPTIONS and the token requests say who sends, as deliveries do.
-        headers={"User-Agent": USER_AGENT},
+        headers={"User-Agent": user_agent},
         trust_env=False,  # no proxy from the environment: it would bypass the SSRF guard
         auto_decompress=False,
         cookie_jar=aiohttp.DummyCookieJar(),

@@ -11,9 +11,7 @@ from datetime import UTC, datetime
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from standardwebhooks.webhooks import Webhook
 
-from app import __version__
-
-USER_AGENT = f"Herald/{__version__}"
+from app.core.config import DEFAULT_USER_AGENT
 
 
 def signed_headers(
@@ -23,6 +21,7 @@ def signed_headers(
     now: datetime | None = None,
     keys: Sequence[Ed25519PrivateKey] = (),
     content_type: str = "application/json",
+    user_agent: str = DEFAULT_USER_AGENT,
 ) -> dict[str, str]:
     """Headers for one attempt. The timestamp is per attempt; the id is the delivery's, so a
     receiver deduplicates retries by ``webhook-id`` (or ``Idempotency-Key``, the same value).
@@ -40,7 +39,7 @@ def signed_headers(
         signatures += [f"v1a,{base64.b64encode(key.sign(content)).decode()}" for key in keys]
     return {
         "Content-Type": content_type,
-        "User-Agent": USER_AGENT,
+        "User-Agent": user_agent,
         "Idempotency-Key": delivery_id,
         "webhook-id": delivery_id,
         "webhook-timestamp": str(int(timestamp.timestamp())),
