@@ -279,18 +279,9 @@ async def test_the_operator_names_what_every_request_says_it_is(
     settings: Settings,
     engine: AsyncEngine,
 ) -> None:
+    assert settings.user_agent.startswith("Herald/")  # the default
+    named = settings.model_copy(update={"user_agent": "AcmeHooks/2.1 (+https://acme.test)"})
     endpoint = await new_endpoint(client, tenant, url=receiver.url("/agent"))
-    accepted = await client.post(
-        "/v1/deliveries",
-        json={"endpoint_id": endpoint["id"], "event_type": "a.b", "payload": {}},
-        headers=tenant,
-    )
-    async with pump(settings, engine, user_agent="AcmeHooks/2.1 (+https://acme.test)") as (
-        running,
-        _,
-    ):
-        running.start()
-        await wait_state(engine, accepted.json()["id"], "succeeded")
+    await deliver_one(client, tenant, named, engine, endpoint)
     [sent] = receiver.on("/agent")
     assert sent.headers["User-Agent"] == "AcmeHooks/2.1 (+https://acme.test)"
-    assert settings.user_agent.startswith("Herald/")  # the default
