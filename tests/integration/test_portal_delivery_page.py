@@ -112,3 +112,23 @@ async def test_the_endpoint_form_takes_a_payload_format_and_signatures(
     assert made.status_code == 201, made.text
     [endpoint] = (await client.get("/v1/endpoints", headers=tenant)).json()["items"]
     assert (endpoint["payload_format"], endpoint["signature_schemes"]) == ("cloudevents", ["v1a"])
+
+
+async def test_a_failed_delivery_says_why_in_words(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    endpoint = await new_endpoint(client, tenant, customer_id="acme")
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    await sql(
+        engine,
+        "UPDATE deliveries SET state = 'dead', completed_at = now(),"
+        " dead_reason = 'permanent_failure: HTTP 400' WHERE id = :d",
+        d=delivery_id,
+    )
+    page = await _page(client, await portal_bearer(client, tenant, "acme"), delivery_id)
+    assert ">Failed<" in page
+    assert (
+        "Your receiver refused it, and the same request would be refused again (HTTP 400)" in page
+    )
+    assert "permanent_failure" not in page

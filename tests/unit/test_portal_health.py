@@ -1,4 +1,4 @@
-"""An endpoint's health in a customer's words, from its health columns and its last hour."""
+"""An endpoint's health, and why a delivery failed, in a customer's words."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from app.api.formatting import when
 from app.delivery.service.endpoint_stats import WindowCounts
 from app.models import Endpoint
+from app.portal.routes.words import said_reason
 from app.portal.service.health import judged
 
 NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
@@ -82,3 +83,19 @@ def test_the_last_hour_is_counted_when_there_were_attempts() -> None:
         "11 of 12 attempts delivered in the last hour"
     )
     assert judged(endpoint(), QUIET, when, NOW).last_hour is None
+
+
+def test_why_a_delivery_failed_is_said_in_words_keeping_its_detail() -> None:
+    said = {
+        "permanent_failure: HTTP 400": (
+            "Your receiver refused it, and the same request would be refused again (HTTP 400)"
+        ),
+        "max_attempts_exhausted (10)": "Every attempt failed (10 attempts)",
+        "destination_blocked: 10.0.0.7 is a private address": (
+            "Its address is one Herald may not send to (10.0.0.7 is a private address)"
+        ),
+        "endpoint_disabled": "The endpoint was disabled",
+        "something new": "something new",  # a reason not known here is shown as it is
+    }
+    for reason, words in said.items():
+        assert said_reason(reason) == words

@@ -53,6 +53,29 @@ def shown_steps(steps: list[Any]) -> list[tuple[str, str, str]]:
     return shown
 
 
+# Why a delivery failed, by the reason's first word (the API's `dead_reason`); what follows the
+# colon -- a status, what the address was -- is kept as the detail.
+_REASONS = {
+    "permanent_failure": "Your receiver refused it, and the same request would be refused again",
+    "max_attempts_exhausted": "Every attempt failed",
+    "destination_blocked": "Its address is one Herald may not send to",
+    "endpoint_disabled": "The endpoint was disabled",
+    "endpoint_deleted": "The endpoint was deleted",
+}
+
+
+def said_reason(reason: str) -> str:
+    """``permanent_failure: HTTP 400`` as "Your receiver refused it, ... (HTTP 400)"."""
+    head, _, detail = reason.partition(":")
+    head, _, count = head.partition(" (")
+    said = _REASONS.get(head.strip())
+    if said is None:
+        return reason
+    if head.strip() == "max_attempts_exhausted" and count:
+        said += f" ({count.rstrip(')')} attempts)"
+    return f"{said} ({detail.strip()})" if detail.strip() else said
+
+
 def said_state(state: str) -> str:
     return _STATES.get(state, state)
 
@@ -64,5 +87,6 @@ def said_outcome(outcome: str) -> str:
 WORDS: dict[str, Callable[..., Any]] = {
     "said_state": said_state,
     "said_outcome": said_outcome,
+    "said_reason": said_reason,
     "shown_steps": shown_steps,
 }
