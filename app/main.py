@@ -18,7 +18,7 @@ from app.console import routes as console
 from app.core import tracing
 from app.core.config import Settings, load_settings
 from app.core.logs import configure_logging
-from app.delivery.routes import actions, deliveries, events
+from app.delivery.routes import actions, deliveries, events, test_events
 from app.endpoints.routes import endpoints
 from app.operations.routes import health, metrics
 from app.portal import routes as portal
@@ -68,6 +68,7 @@ def create_app(settings: Settings) -> FastAPI:
         api_keys,
         customers,
         endpoints,
+        test_events,
         event_types,
         actions,
         reconcile,

@@ -28,6 +28,11 @@ _SCHEMA = (
     "type must match when accepted; a payload that does not is refused with 422 naming the "
     "JSON pointer that fails. $ref must stay inside the schema."
 )
+_EXAMPLE = (
+    "A payload of this type, as a test event carries it and as the portal shows it to a "
+    "customer choosing a type; it must match the schema."
+)
+Example = Annotated[dict[str, Any], STORABLE_JSON]
 
 
 class EventTypeCreate(BaseModel):
@@ -46,6 +51,7 @@ class EventTypeCreate(BaseModel):
                             "amount": {"type": "integer", "minimum": 0},
                         },
                     },
+                    "example": {"order_id": "o_77", "amount": 1999},
                 }
             ]
         },
@@ -54,15 +60,18 @@ class EventTypeCreate(BaseModel):
     name: EventType
     description: Description | None = None
     schema_: PayloadSchema | None = Field(default=None, alias="schema", description=_SCHEMA)
+    example: Example | None = Field(default=None, description=_EXAMPLE)
 
 
 class EventTypeUpdate(BaseModel):
-    """Fields to change; fields left out stay as they are; a null schema removes it."""
+    """Fields to change; fields left out stay as they are; a null schema or example removes
+    it."""
 
     model_config = ConfigDict(extra="forbid")
 
     description: Description | None = None
     schema_: PayloadSchema | None = Field(default=None, alias="schema", description=_SCHEMA)
+    example: Example | None = Field(default=None, description=_EXAMPLE)
 
 
 class EventTypeOut(BaseModel):
@@ -71,6 +80,7 @@ class EventTypeOut(BaseModel):
     name: str
     description: str | None
     schema_: dict[str, Any] | None = Field(validation_alias="schema", serialization_alias="schema")
+    example: dict[str, Any] | None = Field(description=_EXAMPLE)
     version: int = Field(description="Counts the schema's changes, from 1.")
     created_at: datetime
     updated_at: datetime

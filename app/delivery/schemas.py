@@ -66,6 +66,22 @@ class DeliveryIntent(BaseModel):
     ordering_key: OrderingKey | None = Field(default=None, description=_ORDERING_KEY)
 
 
+class TestEventRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"event_type": "invoice.paid"}, {}]},
+    )
+
+    event_type: EventType = Field(
+        default="herald.test",
+        description="A type in the catalogue, whose example is the payload unless one is "
+        "given; or herald.test (the default), whose payload says it is a test.",
+    )
+    payload: dict[str, Any] | None = Field(
+        default=None, description="The payload, instead of the type's example. " + _PAYLOAD
+    )
+
+
 class EventIntent(BaseModel):
     model_config = ConfigDict(
         extra="forbid",

@@ -20,6 +20,8 @@ class EventTypeDef(Base):
     name: Mapped[str] = mapped_column(Text, primary_key=True)
     description: Mapped[str | None] = mapped_column(Text)
     schema: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    # What a test event of the type carries; it matches the schema, when there is one.
+    example: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     version: Mapped[int] = mapped_column(Integer, server_default="1")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -105,8 +105,22 @@ async def test_a_customer_manages_its_endpoint_in_a_framed_portal_and_another_se
         endpoint_id = await portal.locator("#endpoint").get_attribute("data-endpoint-id")
         assert endpoint_id is not None and endpoint_id.startswith("ep_")
 
-        # A test event through the whole path, now.
+        # A test event of a type from the catalogue, with its example: a delivery in the log.
         await portal.locator("#send-test").click()
+        await expect(portal.locator("h1")).to_have_text("Send a test event")
+        await expect(portal.locator("#test-event-form")).to_contain_text('"amount": 4200')
+        await portal.get_by_label("invoice.paid").check()
+        await assert_accessible(frame)
+        await portal.locator("#send-test-event").click()
+        await expect(portal.locator("#tested")).to_be_visible()
+        await expect(portal.locator("#delivery-state")).to_have_text("Waiting to be sent")
+        await expect(portal.locator("#payload")).to_contain_text('"invoice_id": "in_1"')
+        test_id = await portal.locator("h1 code").inner_text()
+
+        # The connection check through the whole path, now, kept nowhere.
+        await portal.get_by_role("link", name="Back to the endpoint").click()
+        await portal.locator("#send-test").click()
+        await portal.locator("#check-connection").click()
         await expect(portal.locator("#verdict")).to_contain_text("Delivered")
         # In the customer's words: no guard, proxy or TLS material of the operator's.
         steps = await portal.locator("#steps").inner_text()
@@ -138,7 +152,11 @@ async def test_a_customer_manages_its_endpoint_in_a_framed_portal_and_another_se
         [delivery] = published.json()["deliveries"]
         with running_worker(stack, tmp_path / "worker.log"):
             await wait_state(engine, delivery["id"], "succeeded")
+            await wait_state(engine, test_id, "succeeded")
             await portal.get_by_role("link", name="Back to the endpoint").click()
+            test_row = portal.locator(f"tr[data-delivery-id='{test_id}']")
+            await expect(test_row).to_contain_text("invoice.paid")
+            await expect(test_row).to_contain_text("Delivered")
             row = portal.locator(f"tr[data-delivery-id='{delivery['id']}']")
             await expect(row).to_contain_text("Delivered")
             await expect(portal.locator("#endpoint-health")).to_contain_text("Healthy")
@@ -158,7 +176,7 @@ async def test_a_customer_manages_its_endpoint_in_a_framed_portal_and_another_se
             await wait_state(engine, delivery["id"], "succeeded")
         # The receiver saw the event twice under one id: a replay is a harmless duplicate.
         seen = Counter(r.headers["webhook-id"] for r in receiver.on("/acme"))
-        assert seen[delivery["id"]] == 2
+        assert seen[delivery["id"]] == 2 and seen[test_id] == 1
 
         await portal.get_by_role("link", name="Event types").click()
         await expect(portal.locator("#catalogue")).to_contain_text('"amount": 4200')

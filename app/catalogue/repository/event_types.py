@@ -17,11 +17,14 @@ async def insert_type(
     name: str,
     description: str | None,
     schema: dict[str, Any] | None,
+    example: dict[str, Any] | None,
 ) -> EventTypeDef | None:
     """A new catalogue entry; None when the tenant already has the name."""
     statement = (
         insert(EventTypeDef)
-        .values(tenant_id=tenant_id, name=name, description=description, schema=schema)
+        .values(
+            tenant_id=tenant_id, name=name, description=description, schema=schema, example=example
+        )
         .on_conflict_do_nothing(index_elements=[EventTypeDef.tenant_id, EventTypeDef.name])
         .returning(EventTypeDef)
     )

@@ -3,11 +3,13 @@ process at once and in every other within the schema cache's time (payload_schem
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue.repository import event_types
 from app.catalogue.schemas import EventTypeCreate, EventTypeUpdate
-from app.catalogue.service.payload_schemas import PayloadSchemas
+from app.catalogue.service.payload_schemas import PayloadSchemas, example_refusal
 from app.core.errors import Conflict, NotFound
 from app.models import EventTypeDef
 
@@ -21,9 +23,12 @@ async def create_type(
         name=spec.name,
         description=spec.description,
         schema=spec.schema_,
+        example=spec.example,
     )
     if created is None:
         raise Conflict(f"event type {spec.name} is already in the catalogue; PATCH it to change it")
+    if (refused := example_refusal(created)) is not None:
+        raise refused
     payload_schemas.forget(tenant_id, spec.name)
     return created
 
@@ -33,6 +38,20 @@ async def get_type(session: AsyncSession, tenant_id: str, name: str) -> EventTyp
     if found is None:
         raise NotFound(f"event type {name} is not in the catalogue")
     return found
+
+
+async def find_type(session: AsyncSession, tenant_id: str, name: str) -> EventTypeDef | None:
+    return await event_types.get(session, tenant_id, name)
+
+
+def example_of(row: EventTypeDef) -> dict[str, Any] | None:
+    """The entry's example payload: its own, else the first of its schema's ``examples`` (the
+    JSON Schema keyword, where schemas written before examples had a field keep them)."""
+    if row.example is not None:
+        return row.example
+    examples = row.schema.get("examples") if isinstance(row.schema, dict) else None
+    first = examples[0] if isinstance(examples, list) and examples else None
+    return first if isinstance(first, dict) else None
 
 
 async def list_types(
@@ -54,5 +73,9 @@ async def update_type(
     updated = await event_types.update_type(session, tenant_id, name, values)
     if updated is None:
         raise NotFound(f"event type {name} is not in the catalogue")
+    # Checked as changed, in the change's transaction: a new schema its example no longer
+    # matches is refused, as is a new example the schema refuses.
+    if (refused := example_refusal(updated)) is not None:
+        raise refused
     payload_schemas.forget(tenant_id, name)
     return updated

@@ -7,6 +7,7 @@ has run out, and a schema change reaches every process within that time (this on
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from typing import Any
 
@@ -26,6 +27,35 @@ from app.programs.payload_schemas import (
 )
 
 _Entry = tuple[CompiledSchema | None, int]  # (schema or None, version)
+
+
+def _mismatch(
+    schema: CompiledSchema, of: str, payload: dict[str, Any], payload_bytes: int
+) -> Unprocessable | None:
+    try:
+        if conforms(schema, payload, payload_bytes):
+            return None
+    except OverBudget as over:
+        return Unprocessable(
+            f"payload is too large to be checked against {of}: checking its "
+            f"{payload_bytes:,} bytes could take {over.steps:,} steps, over the budget of a "
+            "check (send less, or simplify the schema)"
+        )
+    return Unprocessable(
+        f"payload does not match {of}: {first_violation(schema, payload, payload_bytes)}"
+    )
+
+
+def example_refusal(row: EventTypeDef) -> Unprocessable | None:
+    """Why the entry's example does not match its own schema, or None."""
+    if row.example is None or row.schema is None:
+        return None
+    schema = compile_schema(row.schema)  # saved schemas compile (checked when saved)
+    size = len(json.dumps(row.example, separators=(",", ":")).encode())
+    refused = _mismatch(schema, f"event type {row.name}'s schema", row.example, size)
+    if refused is None:
+        return None
+    return Unprocessable(f"the example {refused}")
 
 
 class PayloadSchemas:
@@ -54,18 +84,11 @@ class PayloadSchemas:
         schema, version = await self._schema_of(tenant_id, event_type)
         if schema is None:
             return None
-        of = f"the schema of event type {event_type} (version {version})"
-        try:
-            if conforms(schema, payload, payload_bytes):
-                return None
-        except OverBudget as over:
-            return Unprocessable(
-                f"payload is too large to be checked against {of}: checking its "
-                f"{payload_bytes:,} bytes could take {over.steps:,} steps, over the budget of a "
-                "check (send less, or simplify the schema)"
-            )
-        return Unprocessable(
-            f"payload does not match {of}: {first_violation(schema, payload, payload_bytes)}"
+        return _mismatch(
+            schema,
+            f"the schema of event type {event_type} (version {version})",
+            payload,
+            payload_bytes,
         )
 
     async def check(

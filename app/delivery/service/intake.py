@@ -81,7 +81,7 @@ async def _claim_key(
     return stored.resource_id
 
 
-async def _insert(
+async def insert_intent(
     session: AsyncSession,
     settings: Settings,
     *,
@@ -294,7 +294,7 @@ async def _accept(
     # After the key: a replay answers what was accepted, whatever the schema says now.
     await payload_schemas.check(tenant_id, intent.event_type, intent.payload, len(payload))
     endpoint_ids, filtered_out = await targets(len(payload))
-    rows, publications = await _insert(
+    rows, publications = await insert_intent(
         session,
         settings,
         tenant_id=tenant_id,

@@ -9,7 +9,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app.api.formatting import FILTERS
-from app.portal.routes import exchange, forms, fragments, pages, sessions
+from app.portal.routes import exchange, forms, fragments, pages, sessions, test_events
 from app.portal.routes.snippets import SNIPPETS
 from app.portal.routes.words import WORDS
 
@@ -23,6 +23,6 @@ def install(app: FastAPI) -> None:
     templates.env.filters.update({**FILTERS, **WORDS})
     templates.env.globals["snippets"] = SNIPPETS
     app.state.portal_templates = templates
-    for module in (sessions, exchange, pages, fragments, forms):
+    for module in (sessions, exchange, pages, fragments, forms, test_events):
         app.include_router(module.router)
     app.mount("/portal/static", StaticFiles(directory=_HERE / "static"), name="portal-static")

@@ -202,20 +202,6 @@ async def rotate_secret(
     )
 
 
-@router.post("/endpoints/{endpoint_id}/test", response_class=HTMLResponse)
-async def send_test_event(
-    request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
-) -> HTMLResponse:
-    views.require(visitor, "manage_endpoints")
-    async with resources.sessionmaker() as session, session.begin():
-        endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
-    # Counted per customer: one customer's tests never use up another's minute.
-    scope = visitor.scope
-    await resources.tester.admit(resources.redis, scope.tenant_id, customer=_customer(visitor))
-    report = await resources.tester.test(endpoint)  # no transaction across the send
-    return fragment(request, "tested.html", visitor, endpoint=endpoint, report=report)
-
-
 @router.post("/endpoints/{endpoint_id}/replay", response_class=HTMLResponse)
 async def replay_since(
     request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath

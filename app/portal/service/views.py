@@ -93,7 +93,7 @@ async def delivery_view(session: AsyncSession, visitor: Visitor, delivery_id: st
 class EventTypeView:
     name: str
     description: str | None
-    example: str | None  # the schema's first `examples` entry, pretty-printed
+    example: str | None  # the entry's example (example_of), pretty-printed
     schema: str | None
 
 
@@ -106,8 +106,7 @@ async def catalogue(session: AsyncSession, visitor: Visitor) -> list[EventTypeVi
 
 def _shown(row: EventTypeDef) -> EventTypeView:
     schema: dict[str, Any] | None = row.schema
-    examples = schema.get("examples") if isinstance(schema, dict) else None
-    example = examples[0] if isinstance(examples, list) and examples else None
+    example = event_types.example_of(row)
     return EventTypeView(
         row.name,
         row.description,

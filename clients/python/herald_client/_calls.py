@@ -223,6 +223,17 @@ def test_endpoint(endpoint_id: str) -> Call[dict[str, Any]]:
     )
 
 
+def send_test_event(endpoint_id: str, body: dict[str, Any]) -> Call[Delivery]:
+    # Each call is a new delivery: not sent again blindly.
+    return Call(
+        "POST",
+        f"/v1/endpoints/{endpoint_id}/test-events",
+        _model(Delivery),
+        json=body,
+        repeatable=False,
+    )
+
+
 def rotate_signing_key(endpoint_id: str) -> Call[dict[str, Any]]:
     return Call(
         "POST",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from herald_client import _calls
-from herald_client.models import Endpoint, EndpointCreated, Page, Stream
+from herald_client.models import Delivery, Endpoint, EndpointCreated, Page, Stream
 
 if TYPE_CHECKING:
     from herald_client.client import AsyncHerald, Herald
@@ -51,6 +51,14 @@ class Endpoints:
         "detail"}]}``; nothing is stored. At most 10 a minute per tenant (429 past that)."""
         return self._run(_calls.test_endpoint(endpoint_id))
 
+    def send_test_event(
+        self, endpoint_id: str, event_type: str = "herald.test", payload: Any = None
+    ) -> Delivery:
+        """A test event kept in the log like any delivery: of a catalogue type, with its
+        example payload unless ``payload`` is given (``herald.test``: a payload saying it is a
+        test). Attempted, retried and replayable as any delivery is."""
+        return self._run(_calls.send_test_event(endpoint_id, _test_event(event_type, payload)))
+
     def streams(
         self,
         endpoint_id: str,
@@ -94,6 +102,12 @@ class AsyncEndpoints:
     async def test(self, endpoint_id: str) -> dict[str, Any]:
         return await self._run(_calls.test_endpoint(endpoint_id))
 
+    async def send_test_event(
+        self, endpoint_id: str, event_type: str = "herald.test", payload: Any = None
+    ) -> Delivery:
+        body = _test_event(event_type, payload)
+        return await self._run(_calls.send_test_event(endpoint_id, body))
+
     async def streams(
         self,
         endpoint_id: str,
@@ -105,3 +119,11 @@ class AsyncEndpoints:
         return await self._run(
             _calls.list_streams(endpoint_id, halted=halted, limit=limit, cursor=cursor)
         )
+
+
+def _test_event(event_type: str, payload: Any) -> dict[str, Any]:
+    return (
+        {"event_type": event_type}
+        if payload is None
+        else {"event_type": event_type, "payload": payload}
+    )

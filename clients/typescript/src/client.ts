@@ -129,6 +129,12 @@ export class Endpoints extends Resource {
   test(id: string): Promise<EndpointTestReport> {
     return this.run({ method: "POST", path: path("/v1/endpoints/{}/test", id) });
   }
+  /** A test event kept in the log like any delivery: of a catalogue type, with its example
+   * payload unless one is given (by default herald.test, a payload saying it is a test). */
+  sendTestEvent(id: string, request: S["TestEventRequest"] = {}): Promise<Delivery> {
+    const at = path("/v1/endpoints/{}/test-events", id);
+    return this.run({ method: "POST", path: at, body: request });
+  }
   stats(id: string): Promise<S["EndpointStats"]> {
     return this.run({ method: "GET", path: path("/v1/endpoints/{}/stats", id) });
   }

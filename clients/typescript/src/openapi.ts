@@ -433,6 +433,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints/{endpoint_id}/test-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event of a catalogue type to the endpoint, as a delivery in its log
+         * @description Accepted like any intent, then attempted, retried and recorded like one: its attempts,
+         *     status and replay are the delivery's. Counted against the tenant's test events a minute
+         *     as well as its accept rate.
+         */
+        post: operations["send_test_event_v1_endpoints__endpoint_id__test_events_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/event-types": {
         parameters: {
             query?: never;
@@ -1671,6 +1693,10 @@ export interface components {
          * EventTypeCreate
          * @example {
          *       "description": "An order was paid in full.",
+         *       "example": {
+         *         "amount": 1999,
+         *         "order_id": "o_77"
+         *       },
          *       "name": "order.paid",
          *       "schema": {
          *         "properties": {
@@ -1693,6 +1719,13 @@ export interface components {
         EventTypeCreate: {
             /** Description */
             description?: string | null;
+            /**
+             * Example
+             * @description A payload of this type, as a test event carries it and as the portal shows it to a customer choosing a type; it must match the schema.
+             */
+            example?: {
+                [key: string]: unknown;
+            } | null;
             /** Name */
             name: string;
             /**
@@ -1712,6 +1745,13 @@ export interface components {
             created_at: string;
             /** Description */
             description: string | null;
+            /**
+             * Example
+             * @description A payload of this type, as a test event carries it and as the portal shows it to a customer choosing a type; it must match the schema.
+             */
+            example: {
+                [key: string]: unknown;
+            } | null;
             /** Name */
             name: string;
             /** Schema */
@@ -1731,11 +1771,19 @@ export interface components {
         };
         /**
          * EventTypeUpdate
-         * @description Fields to change; fields left out stay as they are; a null schema removes it.
+         * @description Fields to change; fields left out stay as they are; a null schema or example removes
+         *     it.
          */
         EventTypeUpdate: {
             /** Description */
             description?: string | null;
+            /**
+             * Example
+             * @description A payload of this type, as a test event carries it and as the portal shows it to a customer choosing a type; it must match the schema.
+             */
+            example?: {
+                [key: string]: unknown;
+            } | null;
             /**
              * Schema
              * @description A JSON Schema (Draft 2020-12 unless its $schema says otherwise) that every payload of this type must match when accepted; a payload that does not is refused with 422 naming the JSON pointer that fails. $ref must stay inside the schema.
@@ -2385,6 +2433,28 @@ export interface components {
             id: string;
             /** Name */
             name: string;
+        };
+        /**
+         * TestEventRequest
+         * @example {
+         *       "event_type": "invoice.paid"
+         *     }
+         * @example {}
+         */
+        TestEventRequest: {
+            /**
+             * Event Type
+             * @description A type in the catalogue, whose example is the payload unless one is given; or herald.test (the default), whose payload says it is a test.
+             * @default herald.test
+             */
+            event_type?: string;
+            /**
+             * Payload
+             * @description The payload, instead of the type's example. A JSON object, sent as the request body. Objects and arrays in it may nest at most 64 levels deep (the payload itself is level 1).
+             */
+            payload?: {
+                [key: string]: unknown;
+            } | null;
         };
         /** WindowStats */
         WindowStats: {
@@ -4705,6 +4775,123 @@ export interface operations {
             };
             /** @description Not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds; Service unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    send_test_event_v1_endpoints__endpoint_id__test_events_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The endpoint's id (ep_...). */
+                endpoint_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["TestEventRequest"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Payload too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
