@@ -21,6 +21,12 @@ from app.core.replicas import Reads
 from app.core.scope import Scope
 from app.runtime.resources import Resources, ResourcesDep
 from app.tenants.service.api_keys import Principal, principal_for
+from app.tenants.service.customer_sessions import (
+    Visitor,
+    is_session_token,
+    tenant_visitor,
+    visitor_for,
+)
 
 
 # Every dependency here is ``async def`` although none awaits: FastAPI runs a plain ``def``
@@ -85,7 +91,9 @@ ReaderDep = Annotated[Reader, Depends(get_reader)]
 BEARER = HTTPBearer(
     scheme_name="apiKey",
     description="An API key, sent as `Authorization: Bearer <key>`. A tenant key acts for its "
-    "tenant; an admin key manages tenants, reconcile runs and metrics.",
+    "tenant; an admin key manages tenants, reconcile runs and metrics. On the customer-scoped "
+    "routes -- endpoints, deliveries and their attempts, the catalogue -- a portal session's "
+    "token (`hps_...`) acts for its one customer, writing only with its capabilities.",
     auto_error=False,
 )
 
@@ -98,12 +106,23 @@ async def get_principal(
     return await authenticate(resources, request.headers.get("authorization"))
 
 
-async def authenticate(resources: Resources, authorization: str | None) -> Principal:
-    """Who sent ``Authorization``: the bootstrap admin key, or an API key (cached briefly)."""
-    scheme, _, key = (authorization or "").partition(" ")
-    key = key.strip()
-    if scheme.lower() != "bearer" or not key:
+def _bearer(authorization: str | None) -> str:
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
         raise Unauthorized("send Authorization: Bearer <api key>")
+    return token
+
+
+async def authenticate(resources: Resources, authorization: str | None) -> Principal:
+    """Who sent ``Authorization``: the bootstrap admin key, or an API key (cached briefly). A
+    customer's session token is no key: it reaches the customer-scoped routes alone."""
+    key = _bearer(authorization)
+    if is_session_token(key):
+        raise Forbidden(
+            "a portal session reaches only its customer's endpoints, deliveries and attempts, "
+            "and the catalogue: this route needs an API key"
+        )
     bootstrap = resources.settings.admin_api_key
     if bootstrap is not None and hmac.compare_digest(
         key.encode(), bootstrap.get_secret_value().encode()
@@ -144,6 +163,46 @@ async def require_tenant_scope(tenant_id: TenantDep) -> Scope:
 
 
 ScopeDep = Annotated[Scope, Depends(require_tenant_scope)]
+
+
+async def get_visitor(
+    resources: ResourcesDep,
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)],
+) -> Visitor:
+    """Who a customer-scoped route acts for: a tenant key's whole tenant, or a portal
+    session's one customer, found by the code the portal finds it with -- so the same ids
+    answer 404 to both, and one customer's ids to another."""
+    token = _bearer(request.headers.get("authorization"))
+    if not is_session_token(token):
+        return tenant_visitor(tenant_of(await authenticate(resources, f"Bearer {token}")))
+    async with resources.sessionmaker() as session, session.begin():
+        return await visitor_for(session, token)
+
+
+VisitorDep = Annotated[Visitor, Depends(get_visitor)]
+
+
+async def readable_scope(visitor: VisitorDep) -> Scope:
+    return visitor.scope
+
+
+async def managing_scope(visitor: VisitorDep) -> Scope:
+    visitor.require("manage_endpoints")
+    return visitor.scope
+
+
+async def replaying_scope(visitor: VisitorDep) -> Scope:
+    visitor.require("replay")
+    return visitor.scope
+
+
+# The customer-scoped routes (docs/portal.md, "The portal's data as an API"): what a portal
+# session may read, manage with ``manage_endpoints``, and replay with ``replay``; a tenant
+# key may do all three, for its whole tenant.
+ReadScopeDep = Annotated[Scope, Depends(readable_scope)]
+ManageScopeDep = Annotated[Scope, Depends(managing_scope)]
+ReplayScopeDep = Annotated[Scope, Depends(replaying_scope)]
 
 
 async def parse_idempotency_key(

@@ -10,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.db import create_sessionmaker
+from app.core.scope import Scope
 from app.delivery.service import listings
 from tests.fixtures.api import accept, fast_path_settled, new_endpoint, new_tenant
 
@@ -117,7 +118,9 @@ async def test_listing_another_tenants_endpoint_reads_no_delivery_at_all(
     async with create_sessionmaker(engine)() as session, session.begin():
         small_id = await session.scalar(text("SELECT id FROM tenants WHERE name = 'small'"))
         before = await session.scalar(READS)
-        rows = await listings.list_deliveries(session, small_id, limit=50, endpoint_id=busy["id"])
+        rows = await listings.list_deliveries(
+            session, Scope(small_id), limit=50, endpoint_id=busy["id"]
+        )
         read = await session.scalar(READS) - before
     assert rows == []
     # Whichever index a plan would take -- the other tenant's endpoint, or this tenant's own

@@ -55,6 +55,7 @@ PATH_ROUTES = [
     ("POST", "/v1/endpoints/{}/secret/rotate"),
     ("POST", "/v1/endpoints/{}/signing-key/rotate"),
     ("POST", "/v1/endpoints/{}/test"),
+    ("POST", "/v1/endpoints/{}/test-events"),
     ("GET", "/v1/reconcile/runs/{}"),
     ("GET", "/v1/events/{}"),
     ("POST", "/v1/api-keys/{}/revoke"),

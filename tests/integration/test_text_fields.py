@@ -53,6 +53,10 @@ VALID: dict[tuple[str, str], Any] = {
     ("PATCH", "/v1/endpoints/{endpoint_id}"): {
         k: v for k, v in ENDPOINT.items() if k != "customer_id"
     },
+    ("POST", "/v1/endpoints/{endpoint_id}/test-events"): {
+        "event_type": "herald.test",
+        "payload": {"k": "v"},
+    },
     ("POST", "/v1/event-types"): {
         "name": "c.d",
         "description": "d",

@@ -78,6 +78,8 @@ CASES = [
     Case("EventIntent.event_type", "POST /v1/events",
          {"json": {"event_type": VALUE, "payload": {}}}, "body.event_type", BAD_EVENT_TYPES,
          EVENT_TYPE),
+    Case("TestEventRequest.event_type", f"POST /v1/endpoints/{UNKNOWN_ENDPOINT}/test-events",
+         {"json": {"event_type": VALUE}}, "body.event_type", BAD_EVENT_TYPES, EVENT_TYPE),
     Case("BatchItem.event_type", "POST /v1/deliveries/batch",
          {"json": {"items": [_delivery(event_type=VALUE)]}}, "event_type", BAD_EVENT_TYPES,
          EVENT_TYPE),

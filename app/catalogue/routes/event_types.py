@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response
 
-from app.api.deps import SessionDep, TenantDep
+from app.api.deps import ReadScopeDep, SessionDep, TenantDep
 from app.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
 from app.api.problems import problem_responses
 from app.catalogue.schemas import EventTypeCreate, EventTypeOut, EventTypeUpdate
@@ -58,11 +58,11 @@ async def create_event_type(
     summary="Your event types, by name",
 )
 async def list_event_types(
-    tenant_id: TenantDep, session: SessionDep, limit: Limit = 50, cursor: Cursor = None
+    scope: ReadScopeDep, session: SessionDep, limit: Limit = 50, cursor: Cursor = None
 ) -> Page[EventTypeOut]:
     after = decode_cursor(cursor, EVENT_TYPE_RULE.matches)
     async with session.begin():
-        rows = await event_types.list_types(session, tenant_id, limit=limit + 1, after=after)
+        rows = await event_types.list_types(session, scope.tenant_id, limit=limit + 1, after=after)
     return page_of(rows, limit, EventTypeOut.model_validate, lambda item: item.name)
 
 
@@ -72,9 +72,11 @@ async def list_event_types(
     responses=problem_responses(*_AUTH, NotFound),
     summary="One event type, with its schema",
 )
-async def get_event_type(tenant_id: TenantDep, name: NamePath, session: SessionDep) -> EventTypeOut:
+async def get_event_type(scope: ReadScopeDep, name: NamePath, session: SessionDep) -> EventTypeOut:
     async with session.begin():
-        return EventTypeOut.model_validate(await event_types.get_type(session, tenant_id, name))
+        return EventTypeOut.model_validate(
+            await event_types.get_type(session, scope.tenant_id, name)
+        )
 
 
 @router.patch(

@@ -91,7 +91,7 @@ async def dead_letters(
         served = await resources.reads.run(
             lambda session: listings.list_deliveries(
                 session,
-                tenant_id,
+                Scope(tenant_id),
                 limit=PAGE + 1,
                 before_id=before if before and is_id(before) else None,
                 state=DeliveryState.DEAD,
@@ -128,7 +128,7 @@ async def delivery(
             session,
             resources.redis,
             resources.settings,
-            tenant_id,
+            Scope(tenant_id),
             delivery_id,
             write_time=when,  # the why's times read as the page's others do
         )

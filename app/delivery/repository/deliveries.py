@@ -5,6 +5,7 @@ from datetime import datetime
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
     func,
     or_,
     select,
@@ -149,9 +150,11 @@ async def list_page(
     event_id: str | None = None,
     finished_after: datetime | None = None,
     finished_before: datetime | None = None,
+    to_endpoints: Select[str] | None = None,
 ) -> list[Delivery]:
     """Newest first, keyset-paginated on the time-ordered id: stable while rows are inserted.
-    ``finished_*`` bound when a delivery ended (died, for dead ones)."""
+    ``finished_*`` bound when a delivery ended (died, for dead ones); ``to_endpoints``: only
+    to the endpoints whose ids it selects (a customer's)."""
     query = select(Delivery).where(Delivery.tenant_id == tenant_id)
     if finished_after is not None:
         query = query.where(Delivery.completed_at >= finished_after)
@@ -163,6 +166,8 @@ async def list_page(
         query = query.where(*in_state(state))
     if endpoint_id is not None:
         query = query.where(Delivery.endpoint_id == endpoint_id)
+    if to_endpoints is not None:
+        query = query.where(Delivery.endpoint_id.in_(to_endpoints))
     if event_type is not None:
         query = query.where(*of_type(event_type))
     if before_id is not None:

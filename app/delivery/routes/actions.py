@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import SessionDep, SettingsDep, TenantDep
+from app.api.deps import ReplayScopeDep, SessionDep, SettingsDep, TenantDep
 from app.api.paths import DeliveryIdPath, RedriveJobIdPath
 from app.api.problems import problem_responses
 from app.core.errors import (
@@ -17,7 +17,6 @@ from app.core.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
-from app.core.scope import Scope
 from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
 from app.delivery.service import cancel, listings, redrive, skip
 from app.runtime.resources import PublisherDep, ResourcesDep
@@ -71,7 +70,7 @@ async def get_bulk_redrive(
     summary="Send a dead delivery again (same id, attempt history kept)",
 )
 async def redrive_delivery(
-    tenant_id: TenantDep,
+    scope: ReplayScopeDep,
     delivery_id: DeliveryIdPath,
     session: SessionDep,
     settings: SettingsDep,
@@ -79,7 +78,7 @@ async def redrive_delivery(
 ) -> DeliveryOut:
     async with session.begin():
         delivery, publications = await redrive.redrive_one(
-            session, Scope(tenant_id), delivery_id, region=settings.region
+            session, scope, delivery_id, region=settings.region
         )
     publisher.submit(publications)
     return DeliveryOut.model_validate(delivery)

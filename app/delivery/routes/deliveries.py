@@ -8,6 +8,7 @@ from app.api.deps import (
     READ_LAG_DOC,
     IdempotencyKeyDep,
     ReaderDep,
+    ReadScopeDep,
     SessionDep,
     SettingsDep,
     TenantDep,
@@ -34,7 +35,6 @@ from app.core.errors import (
 )
 from app.core.faults import crash_point
 from app.core.fields import EndpointId, EventId, EventTypeSelector
-from app.core.scope import Scope
 from app.core.states import DeliveryState
 from app.delivery.schemas import (
     AttemptOut,
@@ -180,7 +180,7 @@ async def create_deliveries_batch(
     summary="List deliveries, newest first",
 )
 async def list_deliveries(
-    tenant_id: TenantDep,
+    scope: ReadScopeDep,
     read: ReaderDep,
     state: DeliveryState | None = None,
     endpoint_id: Annotated[EndpointId | None, Query()] = None,
@@ -195,7 +195,7 @@ async def list_deliveries(
     rows = await read(
         lambda session: listings.list_deliveries(
             session,
-            tenant_id,
+            scope,
             limit=limit + 1,
             before_id=before_id,
             state=state,
@@ -214,11 +214,11 @@ async def list_deliveries(
     summary="A delivery: its state, why it is waiting, and its custody timeline",
 )
 async def get_delivery(
-    tenant_id: TenantDep, delivery_id: DeliveryIdPath, read: ReaderDep, resources: ResourcesDep
+    scope: ReadScopeDep, delivery_id: DeliveryIdPath, read: ReaderDep, resources: ResourcesDep
 ) -> DeliveryDetail:
     return await read(
         lambda session: status_facts.delivery_detail(
-            session, resources.redis, resources.settings, tenant_id, delivery_id
+            session, resources.redis, resources.settings, scope, delivery_id
         )
     )
 
@@ -230,7 +230,7 @@ async def get_delivery(
     summary="A delivery's attempt log, oldest first",
 )
 async def list_attempts(
-    tenant_id: TenantDep,
+    scope: ReadScopeDep,
     delivery_id: DeliveryIdPath,
     read: ReaderDep,
     limit: Limit = 50,
@@ -239,7 +239,7 @@ async def list_attempts(
     after = decode_number_cursor(cursor)
     rows = await read(
         lambda session: listings.attempts_page(
-            session, Scope(tenant_id), delivery_id, limit=limit + 1, after_number=after
+            session, scope, delivery_id, limit=limit + 1, after_number=after
         )
     )
     return page_of(rows, limit, AttemptOut.model_validate, lambda item: item.attempt_number)

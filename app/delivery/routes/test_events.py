@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import ScopeDep, TraceparentDep
+from app.api.deps import ManageScopeDep, TraceparentDep
 from app.api.paths import EndpointIdPath
 from app.api.problems import problem_responses
 from app.core.errors import (
@@ -43,7 +43,7 @@ router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
     summary="Send a test event of a catalogue type to the endpoint, as a delivery in its log",
 )
 async def send_test_event(
-    scope: ScopeDep,
+    scope: ManageScopeDep,
     endpoint_id: EndpointIdPath,
     resources: ResourcesDep,
     response: Response,
@@ -53,7 +53,9 @@ async def send_test_event(
     """Accepted like any intent, then attempted, retried and recorded like one: its attempts,
     status and replay are the delivery's. Counted against the tenant's test events a minute
     as well as its accept rate."""
-    await resources.tester.admit(resources.redis, scope.tenant_id, "test events")
+    await resources.tester.admit(
+        resources.redis, scope.tenant_id, "test events", customer=scope.customer_id or ""
+    )
     await resources.accept_rates.admit(scope.tenant_id)
     await resources.partitions.ready()
     async with resources.sessionmaker() as session, session.begin():

@@ -18,7 +18,7 @@ from app.models import Attempt, Delivery, RedriveJob
 
 async def list_deliveries(
     session: AsyncSession,
-    tenant_id: str,
+    scope: Scope,
     *,
     limit: int,
     before_id: str | None = None,
@@ -29,20 +29,19 @@ async def list_deliveries(
     finished_after: datetime | None = None,
     finished_before: datetime | None = None,
 ) -> list[Delivery]:
-    """Newest first, at most ``limit``."""
-    if endpoint_id is not None and not await endpoints.in_scope(
-        session, Scope(tenant_id), endpoint_id
-    ):
-        # Not the tenant's: none of its deliveries go there, and the listing must not walk
-        # another tenant's rows to find that out.
+    """Newest first, at most ``limit``: the scope's -- a customer's, those to its endpoints."""
+    if endpoint_id is not None and not await endpoints.in_scope(session, scope, endpoint_id):
+        # Not the scope's: none of its deliveries go there, and the listing must not walk
+        # another tenant's (or customer's) rows to find that out.
         return []
     return await deliveries.list_page(
         session,
-        tenant_id,
+        scope.tenant_id,
         limit=limit,
         before_id=before_id,
         state=state,
         endpoint_id=endpoint_id,
+        to_endpoints=None if scope.customer_id is None else endpoints.ids_in_scope(scope),
         event_type=event_type,
         event_id=event_id,
         finished_after=finished_after,

@@ -10,12 +10,12 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.config import Settings
-from app.core.errors import NotFound
 from app.core.redis_clients import FlowRedis
+from app.core.scope import Scope
 from app.core.states import DeliveryState
-from app.delivery.repository import attempts, custody_records, deliveries
+from app.delivery.repository import attempts, custody_records
 from app.delivery.schemas import CustodyEventOut, DeliveryDetail, DeliveryOut
-from app.delivery.service import status
+from app.delivery.service import listings, status
 from app.endpoints.service import endpoints
 from app.flow.service.flow_state import flow_snapshot
 from app.flow.service.snapshot import FlowSnapshot
@@ -33,16 +33,14 @@ async def delivery_detail(
     session: AsyncSession,
     redis: FlowRedis,
     settings: Settings,
-    tenant_id: str,
+    scope: Scope,
     delivery_id: str,
     *,
     write_time: status.TimeWriter = datetime.isoformat,
 ) -> DeliveryDetail:
     """The delivery, why it is where it is and its timeline; ``write_time`` writes the moments
     in the why (the API's ISO 8601 unless a page writes times its own way)."""
-    delivery = await deliveries.get_for_tenant(session, tenant_id, delivery_id)
-    if delivery is None:
-        raise NotFound(f"delivery {delivery_id} not found")
+    delivery = await listings.find_delivery(session, scope, delivery_id)
     endpoint = await endpoints.get_any(session, delivery.endpoint_id)
     assert endpoint is not None  # the accept read it, and endpoints are never deleted
     most = status.TIMELINE_ATTEMPTS

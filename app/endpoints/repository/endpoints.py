@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Row, Select, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -257,12 +257,11 @@ async def has_filter(session: AsyncSession, tenant_id: str, source: str) -> tupl
     return bool(same), int(distinct)
 
 
-async def in_scope(session: AsyncSession, scope: Scope, endpoint_id: str) -> bool:
-    """Whether the endpoint, deleted or not, is the scope's: what was sent to it is then the
-    scope's to see -- a customer's, for an endpoint of its current life."""
-    query = select(Endpoint.id).where(
-        Endpoint.id == endpoint_id, Endpoint.tenant_id == scope.tenant_id
-    )
+def ids_in_scope(scope: Scope) -> Select[str]:
+    """The ids of the scope's endpoints, deleted or not, as a query (to narrow another by):
+    what was sent to them is the scope's to see -- a customer's, for endpoints of its current
+    life."""
+    query = select(Endpoint.id).where(Endpoint.tenant_id == scope.tenant_id)
     if scope.customer_id is not None:
         # Made in the customer's current life: one deleted and put again sees nothing of the
         # endpoints (and so the deliveries) of its earlier one.
@@ -276,6 +275,12 @@ async def in_scope(session: AsyncSession, scope: Scope, endpoint_id: str) -> boo
             .scalar_subquery()
         )
         query = query.where(Endpoint.customer_id == scope.customer_id, Endpoint.created_at >= life)
+    return query
+
+
+async def in_scope(session: AsyncSession, scope: Scope, endpoint_id: str) -> bool:
+    """Whether the endpoint, deleted or not, is the scope's (``ids_in_scope``)."""
+    query = ids_in_scope(scope).where(Endpoint.id == endpoint_id)
     return (await session.execute(query)).scalar_one_or_none() is not None
 
 

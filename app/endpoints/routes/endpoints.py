@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import ScopeDep, SessionDep
+from app.api.deps import ManageScopeDep, ReadScopeDep, SessionDep
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -39,7 +39,7 @@ from app.endpoints.schemas import (
     RotatedSecret,
     RotatedSigningKey,
 )
-from app.endpoints.service import credentials, endpoints, handshakes
+from app.endpoints.service import credentials, customer_fields, endpoints, handshakes
 from app.flow.service.flow_state import clear_flow_state, wake_destination
 from app.runtime.resources import Resources, ResourcesDep
 from app.streams.schemas import StreamOut
@@ -61,13 +61,14 @@ _AUTH = (Unauthorized, Forbidden)
 )
 async def create_endpoint(
     body: EndpointCreate,
-    scope: ScopeDep,
+    scope: ManageScopeDep,
     session: SessionDep,
     resources: ResourcesDep,
     response: Response,
 ) -> EndpointCreated:
+    customer_fields.check_customer_fields(scope, body)  # before any receiver is asked
     target = handshakes.for_create(body)
-    consent = await _consent(resources, scope.tenant_id, target)
+    consent = await _consent(resources, scope, target)
     async with session.begin():
         created = await endpoints.create_endpoint(
             session,
@@ -84,7 +85,7 @@ async def create_endpoint(
 
 
 async def _consent(
-    resources: Resources, tenant_id: str, target: handshakes.HandshakeTarget | None
+    resources: Resources, scope: Scope, target: handshakes.HandshakeTarget | None
 ) -> handshakes.Consent | None:
     """The receiver's consent a save needs (None: it needs none): the save's rules held
     first, the tenant's minute counted, and asked outside any transaction -- no database
@@ -92,8 +93,10 @@ async def _consent(
     if target is None:
         return None
     await handshakes.vet(target, resources.settings.destination_allowlist)
-    await resources.tester.admit(resources.redis, tenant_id, "webhook handshakes")
-    return await resources.tester.handshake(tenant_id, target)
+    await resources.tester.admit(
+        resources.redis, scope.tenant_id, "webhook handshakes", customer=scope.customer_id or ""
+    )
+    return await resources.tester.handshake(scope.tenant_id, target)
 
 
 @router.get(
@@ -103,7 +106,7 @@ async def _consent(
     summary="List endpoints, newest first",
 )
 async def list_endpoints(
-    scope: ScopeDep,
+    scope: ReadScopeDep,
     session: SessionDep,
     customer_id: Annotated[
         CustomerId | None, Query(description="Only the endpoints of this customer.")
@@ -112,6 +115,8 @@ async def list_endpoints(
     cursor: Cursor = None,
 ) -> Page[EndpointOut]:
     if customer_id is not None:
+        if scope.customer_id not in (None, customer_id):
+            return Page(items=[], next_cursor=None)  # another customer's: none of them
         scope = Scope(scope.tenant_id, customer_id)
     async with session.begin():
         rows = await endpoints.list_endpoints(
@@ -126,7 +131,7 @@ async def list_endpoints(
     responses=problem_responses(*_AUTH, NotFound),
 )
 async def get_endpoint(
-    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
+    scope: ReadScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> EndpointOut:
     async with session.begin():
         endpoint = await endpoints.get_endpoint(session, scope, endpoint_id)
@@ -140,7 +145,7 @@ async def get_endpoint(
     summary="Attempts and successes over the last hour and day; health, pause and breaker",
 )
 async def get_endpoint_stats(
-    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
+    scope: ReadScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> EndpointStats:
     async with session.begin():
         return await endpoint_stats.endpoint_stats(session, scope, endpoint_id)
@@ -153,7 +158,7 @@ async def get_endpoint_stats(
     summary="The endpoint's ordered streams with work or halted, by ordering key",
 )
 async def list_streams(
-    scope: ScopeDep,
+    scope: ReadScopeDep,
     endpoint_id: EndpointIdPath,
     session: SessionDep,
     halted: Annotated[bool, Query(description="Only the halted streams.")] = False,
@@ -181,7 +186,7 @@ async def list_streams(
     summary="The endpoint's current signing secret",
 )
 async def get_endpoint_secret(
-    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ManageScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> EndpointSecret:
     async with session.begin():
         secret = await credentials.signing_secret(session, scope, endpoint_id, resources.keys)
@@ -195,7 +200,7 @@ async def get_endpoint_secret(
     summary="Rotate the signing secret; the old one keeps signing during the overlap",
 )
 async def rotate_endpoint_secret(
-    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ManageScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> RotatedSecret:
     overlap = resources.settings.secret_rotation_overlap_hours
     async with session.begin():
@@ -215,7 +220,7 @@ async def rotate_endpoint_secret(
     summary="Rotate the ed25519 key pair (v1a); the old one keeps signing during the overlap",
 )
 async def rotate_endpoint_signing_key(
-    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ManageScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> RotatedSigningKey:
     overlap = resources.settings.secret_rotation_overlap_hours
     async with session.begin():
@@ -236,11 +241,12 @@ async def rotate_endpoint_signing_key(
     summary="Send a signed test event now through the endpoint's whole path; report each step",
 )
 async def send_test_event(
-    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ManageScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
 ) -> EndpointTestReport:
     async with session.begin():
         endpoint = await endpoints.get_endpoint(session, scope, endpoint_id)
-    await resources.tester.admit(resources.redis, scope.tenant_id)
+    # A customer's count against its own minute: it never uses up another's.
+    await resources.tester.admit(resources.redis, scope.tenant_id, customer=scope.customer_id or "")
     report = await resources.tester.test(endpoint)  # no transaction across the send
     return EndpointTestReport.model_validate(report)
 
@@ -251,15 +257,16 @@ async def send_test_event(
     responses=problem_responses(*_AUTH, NotFound, UnsupportedMediaType, DestinationRefused),
 )
 async def update_endpoint(
-    scope: ScopeDep,
+    scope: ManageScopeDep,
     endpoint_id: EndpointIdPath,
     body: EndpointUpdate,
     session: SessionDep,
     resources: ResourcesDep,
 ) -> EndpointOut:
+    customer_fields.check_customer_fields(scope, body)  # before any receiver is asked
     async with session.begin():
         target = await handshakes.for_update(session, scope, endpoint_id, body, resources.keys)
-    consent = await _consent(resources, scope.tenant_id, target)
+    consent = await _consent(resources, scope, target)
     async with session.begin():
         endpoint = await endpoints.update_endpoint(
             session,
@@ -297,7 +304,7 @@ async def update_endpoint(
     summary="Delete an endpoint; its delivery history is kept",
 )
 async def delete_endpoint(
-    scope: ScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
+    scope: ManageScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> Response:
     async with session.begin():
         await endpoints.delete_endpoint(session, scope, endpoint_id)

@@ -15,6 +15,7 @@ from app.core.sealing import KeyRing
 from app.endpoints.repository import endpoints
 from app.endpoints.schemas import EndpointUpdate
 from app.endpoints.service import credential_origins, credentials, handshakes, save_checks
+from app.endpoints.service.customer_fields import check_customer_fields
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.models import Endpoint
 from app.streams.service import policy
@@ -47,6 +48,7 @@ async def update_endpoint(
     consent: handshakes.Consent | None = None,
 ) -> Endpoint:
     """``consent``: the receiver's, when handshakes.for_update said the change needs it."""
+    check_customer_fields(scope, change)
     current = await _current(session, scope, endpoint_id, change, consent)
     values = _handshake_values(change, current, consent)
     # What a customer's move to another origin leaves behind is cleared, as if sent as null.

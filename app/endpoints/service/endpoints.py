@@ -22,6 +22,7 @@ from app.endpoints.repository.endpoints import Subscriber as Subscriber
 from app.endpoints.repository.endpoints import get_any as get_any
 from app.endpoints.repository.endpoints import get_live as get_live
 from app.endpoints.repository.endpoints import get_live_many as get_live_many
+from app.endpoints.repository.endpoints import ids_in_scope as ids_in_scope
 from app.endpoints.repository.endpoints import in_scope as in_scope
 from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
 
@@ -32,6 +33,7 @@ from app.endpoints.service import credentials, handshakes, save_checks
 
 # Changing an endpoint has a module of its own; its callers find it here beside the rest.
 from app.endpoints.service.changes import update_endpoint as update_endpoint
+from app.endpoints.service.customer_fields import check_customer_fields
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.models import Endpoint
 from app.tenants.service import customers, limits
@@ -77,6 +79,7 @@ async def create_endpoint(
     after the URLs' checks (DNS), so that no deletion waits on a resolver. The tenant's row is
     locked just before it, so that its endpoints are counted against its limits one creation
     at a time."""
+    check_customer_fields(scope, spec)
     if spec.webhook_handshake and consent is None:
         raise Conflict("the endpoint requires the webhook handshake: ask its receiver first")
     await check_endpoint_url(spec.url, allowlist)

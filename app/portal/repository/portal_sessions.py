@@ -4,10 +4,10 @@ token on every portal request while it lasts, its customer stands and nobody rev
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.ids import is_id, new_id
@@ -98,35 +98,6 @@ async def tenant_of(session: AsyncSession, session_id: str) -> str | None:
         return None
     found = select(PortalSession.tenant_id).where(PortalSession.id == session_id)
     return (await session.execute(found)).scalar_one_or_none()
-
-
-@dataclass(frozen=True)
-class LiveSession:
-    id: str
-    tenant_id: str
-    customer_id: str
-    capabilities: list[str]
-    expires_at: datetime
-
-
-_FIND = text("""
-SELECT s.id, s.tenant_id, s.customer_id, s.capabilities, s.expires_at
-  FROM portal_sessions AS s
-  JOIN customers AS c ON c.tenant_id = s.tenant_id AND c.id = s.customer_id
- WHERE s.session_hash = :session_hash AND s.expires_at > now() AND s.revoked_at IS NULL
-   AND c.deleted_at IS NULL AND c.created_at <= s.created_at
-   AND NOT EXISTS (
-       SELECT 1 FROM api_keys AS k WHERE k.id = s.api_key_id AND k.revoked_at IS NOT NULL
-   )
-""")
-
-
-async def find(session: AsyncSession, session_hash: bytes) -> LiveSession | None:
-    """The live session a token opens: not expired, not revoked (nor the key that minted it),
-    its customer standing -- and the same customer it was minted for: one deleted and put
-    again starts anew, and no session of its earlier life opens (customers.put)."""
-    row = (await session.execute(_FIND, {"session_hash": session_hash})).one_or_none()
-    return None if row is None else LiveSession(*row)
 
 
 async def revoke(session: AsyncSession, tenant_id: str, session_id: str) -> bool:

@@ -4,7 +4,6 @@ portal's session). Tokens are random and kept only as SHA-256."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -12,19 +11,15 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import NotFound, Unauthorized
-from app.core.scope import Scope
 from app.models import PortalSession
 from app.portal.repository import portal_sessions
 from app.portal.repository.portal_sessions import Listed as Listed
 from app.portal.repository.portal_sessions import tenant_of as tenant_of
 from app.portal.schemas import LINK_SECONDS, PortalSessionCreate, SessionStatus
 from app.tenants.service import customers
-
-LINK_PREFIX, SESSION_PREFIX = "hpl_", "hps_"
-
-
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
+from app.tenants.service.customer_sessions import LINK_PREFIX, SESSION_PREFIX, digest
+from app.tenants.service.customer_sessions import Visitor as Visitor
+from app.tenants.service.customer_sessions import visitor_for as visitor_for
 
 
 @dataclass(frozen=True)
@@ -44,7 +39,7 @@ async def mint(
         tenant_id=tenant_id,
         customer_id=spec.customer_id,
         capabilities=sorted(set(spec.capabilities)),
-        link_hash=_digest(link_token),
+        link_hash=digest(link_token),
         link_lasts=timedelta(seconds=LINK_SECONDS),
         lasts=timedelta(seconds=spec.lifetime_seconds),
         api_key_id=api_key_id,
@@ -62,9 +57,9 @@ async def open_link(session: AsyncSession, link_token: str) -> Opened:
     """The link used, once: a session token for it. A used, expired, revoked or unknown link
     is refused saying which, so the customer knows to ask for a new one."""
     session_token = SESSION_PREFIX + secrets.token_urlsafe(32)
-    link_hash = _digest(link_token)
+    link_hash = digest(link_token)
     row = await portal_sessions.exchange(
-        session, link_hash=link_hash, session_hash=_digest(session_token)
+        session, link_hash=link_hash, session_hash=digest(session_token)
     )
     if row is not None:
         return Opened(session_token, row)
@@ -85,29 +80,6 @@ def _why_not(row: PortalSession | None) -> str:
         return f"the customer this portal link was for was deleted: {_AGAIN}"
     expired = row.link_expires_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return f"this portal link expired at {expired}: {_AGAIN}"
-
-
-@dataclass(frozen=True)
-class Visitor:
-    """Who a portal request acts for: one customer, within what its session allows."""
-
-    scope: Scope
-    capabilities: frozenset[str]
-
-    def may(self, capability: str) -> bool:
-        return capability in self.capabilities
-
-
-async def visitor_for(session: AsyncSession, session_token: str) -> Visitor:
-    if not session_token.startswith(SESSION_PREFIX) or len(session_token) > 100:
-        raise Unauthorized("this portal session is not valid: open the portal again")
-    live = await portal_sessions.find(session, _digest(session_token))
-    if live is None:
-        raise Unauthorized(
-            "this portal session has ended (it expired, was revoked, or its customer or the "
-            "key that opened it was): open the portal again"
-        )
-    return Visitor(Scope(live.tenant_id, live.customer_id), frozenset(live.capabilities))
 
 
 async def revoke(session: AsyncSession, tenant_id: str, session_id: str) -> None:

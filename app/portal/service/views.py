@@ -12,7 +12,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue.service import event_types
-from app.core.errors import Forbidden
 from app.delivery.service import event_detail, listings
 from app.delivery.service.payload_views import PREVIEW_BYTES, PayloadView, payload_view
 from app.endpoints.service import endpoints
@@ -25,9 +24,7 @@ CATALOGUE_MOST = 200
 
 
 def require(visitor: Visitor, capability: str) -> None:
-    if not visitor.may(capability):
-        said = {"manage_endpoints": "manage endpoints", "replay": "replay deliveries"}
-        raise Forbidden(f"this portal session may not {said[capability]}")
+    visitor.require(capability)
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,7 @@ async def endpoint_view(
     endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
     rows = await listings.list_deliveries(
         session,
-        visitor.scope.tenant_id,
+        visitor.scope,
         limit=PAGE + 1,
         before_id=before_id,
         endpoint_id=endpoint.id,

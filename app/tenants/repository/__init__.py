@@ -1,2 +1,3 @@
 """The tenants domain's SQL. It owns ``tenants``, ``api_keys`` and ``customers``, a module
-each. Flush, never commit (docs/architecture.md)."""
+each; ``customer_sessions`` reads the portal's ``portal_sessions`` to say who a session token
+is, as ``api_keys`` says who a key is. Flush, never commit (docs/architecture.md)."""
