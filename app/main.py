@@ -24,7 +24,7 @@ from app.operations.routes import health, metrics
 from app.portal import routes as portal
 from app.reconcile.routes import reconcile
 from app.runtime.resources import open_resources
-from app.tenants.routes import api_keys, customers, limits, tenants
+from app.tenants.routes import api_keys, customers, limits, own_tenant, tenants
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -64,6 +64,7 @@ def create_app(settings: Settings) -> FastAPI:
         deliveries,
         events,
         tenants,
+        own_tenant,
         limits,
         api_keys,
         customers,

@@ -63,11 +63,13 @@ async def _show(session: AsyncSession, endpoint_id: str) -> int:
 
 async def _test(session: AsyncSession, endpoint_id: str, settings: Settings) -> int:
     from app.engine.service.endpoint_tester import EndpointTester
+    from app.tenants.service import tenants
 
     endpoint = await _endpoint(session, endpoint_id)
+    source = (await tenants.own(session, endpoint.tenant_id)).cloudevents_source
     tester = EndpointTester(settings, settings.key_ring())
     try:
-        report = await tester.test(endpoint)
+        report = await tester.test(endpoint, source)
     finally:
         await tester.close()
     for step in report.steps:

@@ -20,3 +20,5 @@ class Tenant(Base):
     max_fanout: Mapped[int | None] = mapped_column(Integer)
     accept_rate: Mapped[float | None] = mapped_column(Double)  # intents a second; 0: no limit
     delivery_rate: Mapped[float | None] = mapped_column(Double)  # attempts a second; 0: none
+    # Set by the tenant: the CloudEvents source of its events (None: urn:herald:tenant:<id>).
+    cloudevents_source: Mapped[str | None] = mapped_column(Text)

@@ -5,7 +5,36 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.fields import ONE_LINE_RULE, TenantId
+from app.core.fields import ONE_LINE_RULE, TenantId, TextRule
+
+# RFC 3986's characters (unreserved, reserved and "%"): what a URI-reference is written with.
+URI_REFERENCE_RULE = TextRule(
+    r"^[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+$",
+    "must be a URI reference (such as https://billing.example.com or /billing): letters, digits "
+    "and the characters URIs use, no spaces",
+)
+_SOURCE = (
+    "The CloudEvents `source` of this tenant's events (a URI reference, such as "
+    "`https://billing.example.com`); null: `urn:herald:tenant:<tenant id>`."
+)
+CloudEventsSource = Annotated[str, Field(min_length=1, max_length=255), URI_REFERENCE_RULE]
+
+
+class TenantSettingsOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    created_at: datetime
+    cloudevents_source: str | None = Field(description=_SOURCE)
+
+
+class TenantSettingsChange(BaseModel):
+    """Fields to change; fields left out stay as they are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cloudevents_source: CloudEventsSource | None = Field(default=None, description=_SOURCE)
 
 
 class TenantCreate(BaseModel):

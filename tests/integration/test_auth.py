@@ -57,6 +57,8 @@ TENANT_ROUTES = [
     ("POST", "/v1/portal-sessions/revoke"),
     ("DELETE", "/v1/portal-sessions/pts_x"),
     ("GET", "/v1/limits"),
+    ("GET", "/v1/tenant"),
+    ("PATCH", "/v1/tenant"),
     ("PUT", "/v1/portal-settings"),
     ("PATCH", "/v1/portal-settings"),
     ("GET", "/v1/portal-settings"),

@@ -80,6 +80,7 @@ VALID: dict[tuple[str, str], Any] = {
     },
     ("POST", "/v1/reconcile"): {"trigger": "cron"},
     ("POST", "/v1/tenants"): {"name": "n"},
+    ("PATCH", "/v1/tenant"): {"cloudevents_source": "https://a.example/s"},
     ("PATCH", "/v1/tenants/{tenant_id}/limits"): {"max_endpoints": 10},
 }
 # Where a NUL is data, not text: a payload is stored as the JSON bytes it was sent as, where a

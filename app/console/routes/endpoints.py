@@ -19,6 +19,7 @@ from app.endpoints.service import credentials, endpoints
 from app.flow.service.flow_state import clear_flow_state
 from app.runtime.resources import ResourcesDep
 from app.streams.service import streams
+from app.tenants.service import tenants
 
 router = APIRouter(prefix="/console/endpoints", include_in_schema=False)
 PAGE = 50
@@ -120,8 +121,9 @@ async def send_test_event(
     tenant_id = _tenant(viewer)
     async with resources.sessionmaker() as session, session.begin():
         endpoint = await endpoints.get_endpoint(session, Scope(tenant_id), endpoint_id)
+        source = (await tenants.own(session, tenant_id)).cloudevents_source
     await resources.tester.admit(resources.redis, tenant_id)
-    report = await resources.tester.test(endpoint)
+    report = await resources.tester.test(endpoint, source)
     return render(
         request, resources, "tested.html", viewer, nav="endpoints", endpoint=endpoint, report=report
     )

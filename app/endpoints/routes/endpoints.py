@@ -44,7 +44,7 @@ from app.flow.service.flow_state import clear_flow_state, wake_destination
 from app.runtime.resources import Resources, ResourcesDep
 from app.streams.schemas import StreamOut
 from app.streams.service import streams
-from app.tenants.service import limits
+from app.tenants.service import limits, tenants
 
 router = APIRouter(prefix="/v1/endpoints", tags=["endpoints"])
 _AUTH = (Unauthorized, Forbidden)
@@ -245,9 +245,10 @@ async def send_test_event(
 ) -> EndpointTestReport:
     async with session.begin():
         endpoint = await endpoints.get_endpoint(session, scope, endpoint_id)
+        source = (await tenants.own(session, scope.tenant_id)).cloudevents_source
     # A customer's count against its own minute: it never uses up another's.
     await resources.tester.admit(resources.redis, scope.tenant_id, customer=scope.customer_id or "")
-    report = await resources.tester.test(endpoint)  # no transaction across the send
+    report = await resources.tester.test(endpoint, source)  # no transaction across the send
     return EndpointTestReport.model_validate(report)
 
 

@@ -34,7 +34,8 @@ _PAYLOAD_FORMAT = (
     "The request body: `raw`, the payload as accepted; `standard`, the Standard Webhooks "
     'envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`; '
     "`cloudevents`, a CloudEvent 1.0 in structured mode (`application/cloudevents+json`: "
-    "`id` the event's id, `source` `urn:herald:tenant:<tenant id>`, `type`, `time`, `data` the "
+    "`id` the event's id, `source` the tenant's (`PATCH /v1/tenant`; by default "
+    "`urn:herald:tenant:<tenant id>`), `type`, `time`, `data` the "
     "payload); or `cloudevents-binary`, the payload as the body with those attributes in "
     "`ce-*` headers (the CloudEvents HTTP binding). The signature covers exactly the bytes sent."
 )

@@ -71,6 +71,8 @@ class ClaimedDelivery:
     webhook_origin: str | None = None
     # The statuses the endpoint makes final besides the defaults (outcomes.py).
     final_statuses: frozenset[int] = frozenset()
+    # The tenant's CloudEvents source, read for CloudEvents endpoints (None: Herald's default).
+    cloudevents_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,10 @@ ENDPOINT_COLUMNS = """e.url, e.secret_sealed,
        e.payload_format, e.headers AS endpoint_headers, e.secret_headers_sealed,
        e.oauth2, e.oauth2_secret_sealed, e.tls_sealed,
        CASE WHEN e.previous_tls_expires_at > now() THEN e.previous_tls_sealed END
-           AS previous_tls_sealed, e.egress_proxy_sealed, e.webhook_origin, e.final_statuses"""
+           AS previous_tls_sealed, e.egress_proxy_sealed, e.webhook_origin, e.final_statuses,
+       CASE WHEN e.payload_format LIKE 'cloudevents%'
+            THEN (SELECT t.cloudevents_source FROM tenants AS t WHERE t.id = e.tenant_id)
+       END AS cloudevents_source"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
@@ -228,6 +233,7 @@ def claimed_from(row: asyncpg.Record) -> ClaimedDelivery:
         sealed_proxy=row["egress_proxy_sealed"],
         webhook_origin=row["webhook_origin"],
         final_statuses=frozenset(row["final_statuses"] or ()),
+        cloudevents_source=row["cloudevents_source"],
     )
 
 

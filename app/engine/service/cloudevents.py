@@ -3,10 +3,10 @@ data included, as one ``application/cloudevents+json`` body) or binary mode (the
 the body, the attributes in ``ce-*`` headers).
 
 The attributes: ``id`` the event's id (the same for every endpoint and every attempt, so
-``source`` + ``id`` deduplicates across endpoints too), ``source`` ``urn:herald:tenant:<id>``
-(the tenant whose event it is), ``type`` the event type, ``time`` when it was accepted, and
-``datacontenttype`` ``application/json``. Built around the payload's stored bytes, never
-re-encoded: every attempt sends, and signs, the same body."""
+``source`` + ``id`` deduplicates across endpoints too), ``source`` the tenant's own (``PATCH
+/v1/tenant``) or ``urn:herald:tenant:<id>`` (the tenant whose event it is), ``type`` the event
+type, ``time`` when it was accepted, and ``datacontenttype`` ``application/json``. Built around
+the payload's stored bytes, never re-encoded: every attempt sends, and signs, the same body."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _attributes(claimed: ClaimedDelivery) -> dict[str, str]:
     return {
         "specversion": SPEC_VERSION,
         "id": claimed.event_id,
-        "source": source(claimed.tenant_id),
+        "source": claimed.cloudevents_source or source(claimed.tenant_id),
         "type": claimed.event_type,
         "time": _time(claimed.event_at),
     }

@@ -83,7 +83,7 @@ class Report:
         self.steps.append(Step(step, outcome, detail))
 
 
-def _claimed(endpoint: Endpoint, now: datetime) -> ClaimedDelivery:
+def _claimed(endpoint: Endpoint, now: datetime, cloudevents_source: str | None) -> ClaimedDelivery:
     """The endpoint's row as an attempt's claim would read it, for a test event."""
     sealed_secrets = [endpoint.secret_sealed]
     expires = endpoint.previous_secret_expires_at
@@ -131,6 +131,7 @@ def _claimed(endpoint: Endpoint, now: datetime) -> ClaimedDelivery:
         sealed_tls=[endpoint.tls_sealed] if endpoint.tls_sealed else [],
         sealed_proxy=endpoint.egress_proxy_sealed,
         webhook_origin=endpoint.webhook_origin,
+        cloudevents_source=cloudevents_source,
     )
 
 
@@ -255,14 +256,15 @@ class EndpointTester:
                 headers={"Retry-After": str(60 - int(time.time()) % 60)},
             )
 
-    async def test(self, endpoint: Endpoint) -> Report:
-        """The test event, in one of the tenant's slots (TooManyRequests when none is free)."""
+    async def test(self, endpoint: Endpoint, cloudevents_source: str | None = None) -> Report:
+        """The test event, in one of the tenant's slots (TooManyRequests when none is free);
+        ``cloudevents_source``: the tenant's own, when it set one."""
         with self._slot(endpoint.tenant_id):
-            return await self._test(endpoint)
+            return await self._test(endpoint, cloudevents_source)
 
-    async def _test(self, endpoint: Endpoint) -> Report:
+    async def _test(self, endpoint: Endpoint, cloudevents_source: str | None) -> Report:
         report = Report()
-        claimed = _claimed(endpoint, datetime.now(UTC))
+        claimed = _claimed(endpoint, datetime.now(UTC), cloudevents_source)
         allowlist = self._settings.destination_allowlist
         try:
             await check_endpoint_url(endpoint.url, allowlist)

@@ -17,6 +17,7 @@ from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views
 from app.portal.service.sessions import Visitor
 from app.runtime.resources import ResourcesDep
+from app.tenants.service import tenants
 
 router = APIRouter(prefix="/portal/api", include_in_schema=False)
 
@@ -96,9 +97,10 @@ async def check_connection(
     views.require(visitor, "manage_endpoints")
     async with resources.sessionmaker() as session, session.begin():
         endpoint = await endpoints.get_endpoint(session, visitor.scope, endpoint_id)
+        source = (await tenants.own(session, visitor.scope.tenant_id)).cloudevents_source
     scope = visitor.scope
     assert scope.customer_id is not None
     # Counted per customer: one customer's tests never use up another's minute.
     await resources.tester.admit(resources.redis, scope.tenant_id, customer=scope.customer_id)
-    report = await resources.tester.test(endpoint)  # no transaction across the send
+    report = await resources.tester.test(endpoint, source)  # no transaction across the send
     return fragment(request, "tested.html", visitor, endpoint=endpoint, report=report)

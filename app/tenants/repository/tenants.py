@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -54,10 +56,11 @@ async def locked(session: AsyncSession, tenant_id: str) -> Tenant | None:
     return (await session.execute(query)).scalar_one_or_none() if is_id(tenant_id) else None
 
 
-async def set_limits(
-    session: AsyncSession, tenant_id: str, values: dict[str, int | None]
+async def set_values(
+    session: AsyncSession, tenant_id: str, values: Mapping[str, object]
 ) -> Tenant | None:
-    """The operator's limits for the tenant (None: the default); the row, or None."""
+    """Columns of the tenant's row set, in one statement (None: the default); the row, or
+    None."""
     if not is_id(tenant_id):
         return None
     if not values:

@@ -70,7 +70,7 @@ async def hold(session: AsyncSession, tenant_id: str, defaults: Limits) -> Limit
 async def set_limits(
     session: AsyncSession, tenant_id: str, values: dict[str, int | None]
 ) -> Tenant:
-    tenant = await tenants.set_limits(session, tenant_id, values)
+    tenant = await tenants.set_values(session, tenant_id, values)
     if tenant is None:
         raise NotFound(f"tenant {tenant_id} not found")
     return tenant

@@ -1,6 +1,8 @@
-"""Tenants as other domains see them (the console's tenant picker)."""
+"""Tenants as other domains see them (the console's tenant picker), and a tenant's own settings."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -17,3 +19,17 @@ async def list_tenants(
 ) -> list[Tenant]:
     """Newest first."""
     return await tenants.list_page(session, limit=limit, before_id=before_id)
+
+
+async def own(session: AsyncSession, tenant_id: str) -> Tenant:
+    """The caller's tenant (its key found it: it exists)."""
+    tenant = await tenants.get(session, tenant_id)
+    assert tenant is not None
+    return tenant
+
+
+async def change_own(session: AsyncSession, tenant_id: str, values: dict[str, Any]) -> Tenant:
+    """The tenant's own settings changed (a null: back to Herald's default)."""
+    tenant = await tenants.set_values(session, tenant_id, values)
+    assert tenant is not None
+    return tenant

@@ -667,6 +667,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tenant": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This tenant, and the settings it sets itself */
+        get: operations["own_tenant_v1_tenant_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Change this tenant's own settings */
+        patch: operations["change_own_tenant_v1_tenant_patch"];
+        trace?: never;
+    };
     "/v1/tenants": {
         parameters: {
             query?: never;
@@ -1206,7 +1224,7 @@ export interface components {
             ordering?: "none" | "endpoint" | "key";
             /**
              * Payload Format
-             * @description The request body: `raw`, the payload as accepted; `standard`, the Standard Webhooks envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`; `cloudevents`, a CloudEvent 1.0 in structured mode (`application/cloudevents+json`: `id` the event's id, `source` `urn:herald:tenant:<tenant id>`, `type`, `time`, `data` the payload); or `cloudevents-binary`, the payload as the body with those attributes in `ce-*` headers (the CloudEvents HTTP binding). The signature covers exactly the bytes sent.
+             * @description The request body: `raw`, the payload as accepted; `standard`, the Standard Webhooks envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`; `cloudevents`, a CloudEvent 1.0 in structured mode (`application/cloudevents+json`: `id` the event's id, `source` the tenant's (`PATCH /v1/tenant`; by default `urn:herald:tenant:<tenant id>`), `type`, `time`, `data` the payload); or `cloudevents-binary`, the payload as the body with those attributes in `ce-*` headers (the CloudEvents HTTP binding). The signature covers exactly the bytes sent.
              * @default raw
              * @enum {string}
              */
@@ -1566,7 +1584,7 @@ export interface components {
             ordering?: ("none" | "endpoint" | "key") | null;
             /**
              * Payload Format
-             * @description The request body: `raw`, the payload as accepted; `standard`, the Standard Webhooks envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`; `cloudevents`, a CloudEvent 1.0 in structured mode (`application/cloudevents+json`: `id` the event's id, `source` `urn:herald:tenant:<tenant id>`, `type`, `time`, `data` the payload); or `cloudevents-binary`, the payload as the body with those attributes in `ce-*` headers (the CloudEvents HTTP binding). The signature covers exactly the bytes sent.
+             * @description The request body: `raw`, the payload as accepted; `standard`, the Standard Webhooks envelope `{"type": <event type>, "timestamp": <event time>, "data": <payload>}`; `cloudevents`, a CloudEvent 1.0 in structured mode (`application/cloudevents+json`: `id` the event's id, `source` the tenant's (`PATCH /v1/tenant`; by default `urn:herald:tenant:<tenant id>`), `type`, `time`, `data` the payload); or `cloudevents-binary`, the payload as the body with those attributes in `ce-*` headers (the CloudEvents HTTP binding). The signature covers exactly the bytes sent.
              */
             payload_format?: ("raw" | "standard" | "cloudevents" | "cloudevents-binary") | null;
             /** Rate Limit Per Second */
@@ -2424,6 +2442,34 @@ export interface components {
         };
         /** TenantOut */
         TenantOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: string;
+            /** Name */
+            name: string;
+        };
+        /**
+         * TenantSettingsChange
+         * @description Fields to change; fields left out stay as they are.
+         */
+        TenantSettingsChange: {
+            /**
+             * Cloudevents Source
+             * @description The CloudEvents `source` of this tenant's events (a URI reference, such as `https://billing.example.com`); null: `urn:herald:tenant:<tenant id>`.
+             */
+            cloudevents_source?: string | null;
+        };
+        /** TenantSettingsOut */
+        TenantSettingsOut: {
+            /**
+             * Cloudevents Source
+             * @description The CloudEvents `source` of this tenant's events (a URI reference, such as `https://billing.example.com`); null: `urn:herald:tenant:<tenant id>`.
+             */
+            cloudevents_source: string | null;
             /**
              * Created At
              * Format: date-time
@@ -6178,6 +6224,140 @@ export interface operations {
             };
             /** @description Not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    own_tenant_v1_tenant_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantSettingsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    change_own_tenant_v1_tenant_patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TenantSettingsChange"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantSettingsOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
