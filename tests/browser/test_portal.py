@@ -110,7 +110,9 @@ async def test_a_customer_manages_its_endpoint_in_a_framed_portal_and_another_se
         await expect(portal.locator("h1")).to_have_text("Send a test event")
         await expect(portal.locator("#test-event-form")).to_contain_text('"amount": 4200')
         await portal.get_by_label("invoice.paid").check()
+        await portal.locator("#test-event-form summary").first.click()  # its example, shown
         await assert_accessible(frame)
+        await shoot(page, "portal-test-event", tmp_path)
         await portal.locator("#send-test-event").click()
         await expect(portal.locator("#tested")).to_be_visible()
         await expect(portal.locator("#delivery-state")).to_have_text("Waiting to be sent")

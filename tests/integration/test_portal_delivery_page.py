@@ -40,6 +40,31 @@ async def test_a_waiting_delivery_shows_its_payload_and_its_next_attempt(
     assert '"invoice_id": "in_9"' in page and '"amount": 4200' in page  # pretty-printed
 
 
+async def test_a_paused_or_disabled_endpoint_puts_off_the_next_attempt_and_says_so(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    endpoint = await new_endpoint(client, tenant, customer_id="acme")
+    delivery_id = await accept(client, tenant, endpoint["id"])
+    bearer = await portal_bearer(client, tenant, "acme")
+    paused = (datetime.now(UTC) + timedelta(hours=2)).replace(microsecond=0)
+    await sql(
+        engine,
+        "UPDATE endpoints SET paused_until = :at, pause_reason = 'Retry-After' WHERE id = :e",
+        at=paused,
+        e=endpoint["id"],
+    )
+    page = await _page(client, bearer, delivery_id)
+    assert f"{paused:%Y-%m-%d %H:%M:%S} UTC, when the endpoint's pause ends" in page
+
+    off = await client.patch(
+        f"/v1/endpoints/{endpoint['id']}", json={"enabled": False}, headers=tenant
+    )
+    assert off.status_code == 200, off.text
+    page = await _page(client, bearer, delivery_id)
+    assert "when the endpoint is enabled again: it is disabled" in page
+
+
 async def test_a_large_payload_shows_its_start_and_says_so(
     client: httpx.AsyncClient, tenant: dict[str, str]
 ) -> None:

@@ -258,7 +258,7 @@ async def replay_one(
         _, publications = await redrive.redrive_one(
             session, visitor.scope, delivery_id, region=resources.settings.region, replay=True
         )
-        view = await views.delivery_view(session, visitor, delivery_id)
+        view = await views.delivery_view(session, visitor, delivery_id, when)
     resources.publisher.submit(publications)  # after the commit, as every accept's
     return fragment(request, "delivery.html", visitor, view=view, replayed=True)
 

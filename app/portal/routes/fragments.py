@@ -98,7 +98,7 @@ async def delivery_page(
     request: Request, resources: ResourcesDep, visitor: VisitorDep, delivery_id: DeliveryIdPath
 ) -> HTMLResponse:
     async with resources.sessionmaker() as session, session.begin():
-        view = await views.delivery_view(session, visitor, delivery_id)
+        view = await views.delivery_view(session, visitor, delivery_id, when)
     return fragment(request, "delivery.html", visitor, view=view)
 
 

@@ -1,6 +1,7 @@
 """An endpoint's health as a customer reads it: one word (Healthy, Failing, Paused, Disabled)
 and a sentence saying why and since when, with the last hour's delivery rate -- from the
-endpoint's own health columns and one count of its attempts."""
+endpoint's own health columns and one count of its attempts; and when a waiting delivery is
+tried next, which its endpoint's state may put off."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.delivery.service import endpoint_stats
 from app.delivery.service.endpoint_stats import WindowCounts
-from app.models import Endpoint
+from app.models import Delivery, Endpoint
 
 # How a sentence writes a moment: as the portal's pages write every other time (the routes
 # pass app/api/formatting.py's, which a service may not import).
@@ -59,3 +60,24 @@ def judged(
     if endpoint.last_success_at is not None:
         return Health("Healthy", "ok", f"last delivered {when(endpoint.last_success_at)}", rate)
     return Health("No deliveries yet", "off", None, rate)
+
+
+def next_attempt_said(
+    delivery: Delivery, endpoint: Endpoint, when: TimeWriter, now: datetime | None = None
+) -> str | None:
+    """When a waiting delivery is tried next, as a customer reads it: its own time, unless its
+    endpoint holds it longer (disabled, or paused past that time). None: it is not waiting."""
+    if delivery.state not in ("pending", "enqueued"):
+        return None
+    if endpoint.deleted_at is not None:
+        return "never: the endpoint was deleted"
+    if not endpoint.enabled:
+        return "when the endpoint is enabled again: it is disabled"
+    due = delivery.next_attempt_at
+    if due is None:
+        return "after the deliveries before it in order"
+    now = now or datetime.now(UTC)
+    paused = endpoint.paused_until
+    if paused is not None and paused > now and paused > due:
+        return f"{when(paused)}, when the endpoint's pause ends"
+    return when(due)

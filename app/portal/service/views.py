@@ -16,7 +16,7 @@ from app.delivery.service import event_detail, listings
 from app.delivery.service.payload_views import PREVIEW_BYTES, PayloadView, payload_view
 from app.endpoints.service import endpoints
 from app.models import Attempt, Delivery, Endpoint, EventTypeDef
-from app.portal.service.health import Health, TimeWriter, health_of
+from app.portal.service.health import Health, TimeWriter, health_of, next_attempt_said
 from app.portal.service.sessions import Visitor
 
 PAGE = 50
@@ -75,15 +75,21 @@ class DeliveryView:
     delivery: Delivery
     attempts: list[Attempt]
     payload: PayloadView  # what was sent: the console's view of it, within its cap
+    next_attempt: str | None  # when it is tried next, in words; None: it is not waiting
 
 
-async def delivery_view(session: AsyncSession, visitor: Visitor, delivery_id: str) -> DeliveryView:
+async def delivery_view(
+    session: AsyncSession, visitor: Visitor, delivery_id: str, when: TimeWriter
+) -> DeliveryView:
     delivery = await listings.find_delivery(session, visitor.scope, delivery_id)
+    endpoint = await endpoints.get_any(session, delivery.endpoint_id)
+    assert endpoint is not None  # endpoints are never deleted, only marked so
     tried = await listings.attempts_of(session, delivery.id, limit=PAGE)
     sent = await event_detail.payload_head(
         session, visitor.scope.tenant_id, delivery.event_id, most=PREVIEW_BYTES
     )
-    return DeliveryView(delivery, tried, payload_view(sent.head, sent.size))
+    next_attempt = next_attempt_said(delivery, endpoint, when)
+    return DeliveryView(delivery, tried, payload_view(sent.head, sent.size), next_attempt)
 
 
 @dataclass(frozen=True)
