@@ -3,7 +3,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from app.core.fields import ONE_LINE_RULE, TenantId, TextRule
 
@@ -17,7 +18,20 @@ _SOURCE = (
     "The CloudEvents `source` of this tenant's events (a URI reference, such as "
     "`https://billing.example.com`); null: `urn:herald:tenant:<tenant id>`."
 )
-CloudEventsSource = Annotated[str, Field(min_length=1, max_length=255), URI_REFERENCE_RULE]
+
+
+def _not_herald_s(source: str) -> str:
+    if source.lower().startswith("urn:herald:"):
+        raise PydanticCustomError(
+            "reserved_source", "urn:herald: is Herald's own: name a source of yours"
+        )
+    return source
+
+
+# Herald's default (urn:herald:tenant:<id>) is reserved: no tenant can take another's.
+CloudEventsSource = Annotated[
+    str, Field(min_length=1, max_length=255), URI_REFERENCE_RULE, AfterValidator(_not_herald_s)
+]
 
 
 class TenantSettingsOut(BaseModel):

@@ -161,6 +161,13 @@ async def test_a_managing_session_sets_its_receivers_fields_and_not_its_tenants(
     assert "max_in_flight" in ceiling.json()["detail"]
     tested = await client.post(f"/v1/endpoints/{mine}/test-events", headers=manager)
     assert tested.status_code == 202, tested.text
+    # A test of its receiver, not an event of its tenant's: the example payload, never its own.
+    own = await client.post(
+        f"/v1/endpoints/{mine}/test-events",
+        json={"event_type": "invoice.paid", "payload": {"n": 2}},
+        headers=manager,
+    )
+    assert own.status_code == 403 and "example payload" in own.json()["detail"]
     listed = (await client.get("/v1/deliveries", headers=manager)).json()
     assert tested.json()["id"] in [d["id"] for d in listed["items"]]
 

@@ -85,7 +85,8 @@ async def test_a_tenants_own_source_is_on_its_cloudevents_and_only_its(
 
 
 @pytest.mark.parametrize(
-    "given", ["", "has space", "https://a.example/\u00e9", "x" * 256, "a\nb", 7]
+    "given",
+    ["", "has space", "https://a.example/\u00e9", "x" * 256, "a\nb", 7, "URN:herald:tenant:ten_1"],
 )
 async def test_a_source_that_is_no_uri_reference_is_refused_in_words(
     client: httpx.AsyncClient, tenant: dict[str, str], given: object

@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.config import Settings
 from app.core.db import create_sessionmaker
 from app.endpoints.service.endpoints import flow_limits
-from tests.fixtures.api import new_endpoint, post_deliveries
+from tests.fixtures.api import new_endpoint, portal_bearer, post_deliveries
 from tests.fixtures.engine import pump
-from tests.fixtures.receiver import Receiver, Reply
+from tests.fixtures.receiver import Receiver, Reply, running_receiver
 from tests.fixtures.waiting import count_rows, wait_state
 
 CONSENT = {"WebHook-Allowed-Origin": "*", "Allow": "POST"}
@@ -194,3 +194,47 @@ async def test_the_test_event_carries_the_consented_origin(
     assert tested.json()["delivered"] is True
     [_, sent] = receiver.on("/tested")
     assert sent.headers["WebHook-Request-Origin"] == settings.webhook_origin
+
+
+async def test_a_move_to_another_origin_asks_it_without_the_old_receivers_credentials(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
+) -> None:
+    """The handshake for a new origin goes out before the change is saved: it must not carry
+    the secret headers set for the old receiver -- from a customer (who never saw them) nor
+    from a tenant that did not restate them."""
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    receiver.script("/old", Reply(headers=CONSENT), Reply(headers=CONSENT))
+    endpoint = await new_endpoint(
+        client,
+        tenant,
+        url=receiver.url("/old"),
+        webhook_handshake=True,
+        secret_headers={"Authorization": "Bearer old-receivers-token"},
+        customer_id="acme",
+    )
+    path = f"/v1/endpoints/{endpoint['id']}"
+    bearer = await portal_bearer(client, tenant, "acme", "manage_endpoints")
+    async with running_receiver() as elsewhere:
+        elsewhere.script("/new", Reply(headers=CONSENT), Reply(headers=CONSENT))
+        unsaid = await client.patch(path, json={"url": elsewhere.url("/new")}, headers=tenant)
+        assert unsaid.status_code == 422  # refused before any receiver is asked
+        assert elsewhere.requests == []
+
+        nulled = await client.patch(
+            path, json={"url": elsewhere.url("/new"), "secret_headers": None}, headers=tenant
+        )
+        assert nulled.status_code == 200, nulled.text
+        back = await client.patch(
+            path,
+            json={"url": receiver.url("/old"), "secret_headers": {"Authorization": "Bearer t"}},
+            headers=tenant,
+        )
+        assert back.status_code == 200, back.text
+
+        moved = await client.patch(path, json={"url": elsewhere.url("/new")}, headers=bearer)
+        assert moved.status_code == 200, moved.text
+
+    asked = elsewhere.on("/new")
+    assert [r.method for r in asked] == ["OPTIONS", "OPTIONS"]
+    for request in asked:
+        assert "Authorization" not in request.headers, request.headers

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.catalogue.service import event_types
 from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.core.config import Settings
-from app.core.errors import Unprocessable
+from app.core.errors import Forbidden, Unprocessable
 from app.core.ids import new_id
 from app.core.scope import Scope
 from app.delivery.schemas import DeliveryOut, TestEventRequest
@@ -40,6 +40,10 @@ async def accept_test_event(
     if (refused := refusal_for(endpoint_id, endpoint)) is not None:
         raise refused
     assert endpoint is not None
+    if scope.customer_id is not None and request.payload is not None:
+        # What a customer sends is a test of its receiver, not an event of its tenant's: the
+        # tenant's example, or herald.test's own payload.
+        raise Forbidden("a customer's test event carries its type's example payload: send none")
     payload = await _payload(session, scope.tenant_id, endpoint_id, request)
     encoded = encode_payload(payload, settings.max_payload_bytes)
     await payload_schemas.check(scope.tenant_id, request.event_type, payload, len(encoded))

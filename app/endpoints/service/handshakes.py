@@ -23,7 +23,7 @@ from app.core.scope import Scope
 from app.core.sealing import KeyRing, endpoint_purpose
 from app.endpoints.repository import endpoints as rows
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
-from app.endpoints.service import credentials
+from app.endpoints.service import credential_origins, credentials
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.models import Endpoint
 
@@ -81,14 +81,21 @@ async def for_update(
     asked = change.webhook_handshake is True
     if not required or not (asked or new_url != current.url):
         return None
+    # The OPTIONS goes out before the change is saved: to another origin it carries only the
+    # credentials the change itself gives, never those set for the old receiver -- a tenant's
+    # move that leaves them unsaid is refused before anyone is asked, a customer's drops them.
+    moved = credential_origins.origin(new_url) != credential_origins.origin(current.url)
+    if moved and scope.customer_id is None:
+        credential_origins.left_behind(scope, current, change)
     plain = change.headers if "headers" in changed else current.headers
-    secret = change.secret_headers if "secret_headers" in changed else None
-    if secret is None:
-        secret = credentials.secret_headers(ring, current)
+    if "secret_headers" in changed:
+        secret = change.secret_headers or {}  # null: none
+    else:
+        secret = {} if moved else credentials.secret_headers(ring, current)
     return HandshakeTarget(
         url=new_url,
         headers={**(plain or {}), **secret},
-        tls=_tls(ring, change, current),
+        tls=None if moved and "tls" not in changed else _tls(ring, change, current),
         proxy_url=_proxy(ring, change, current),
         request_rate=_rate(
             change.rate_limit_per_second
