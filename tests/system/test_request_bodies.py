@@ -268,6 +268,7 @@ JSON_ROUTES = [
     ("POST", "/v1/tenants", "admin"),
     ("POST", "/v1/endpoints", "tenant"),
     ("PATCH", "/v1/endpoints/ep_x", "tenant"),
+    ("POST", "/v1/endpoints/ep_x/test-events", "tenant"),
     ("POST", "/v1/deliveries", "tenant"),
     ("POST", "/v1/deliveries/batch", "tenant"),
     ("POST", "/v1/deliveries/redrive", "tenant"),
@@ -282,6 +283,7 @@ JSON_ROUTES = [
     ("PATCH", "/v1/portal-settings", "tenant"),
     ("POST", "/v1/portal-sessions/revoke", "tenant"),
     ("PATCH", f"/v1/tenants/ten_{'0' * 26}/limits", "admin"),
+    ("PATCH", "/v1/tenant", "tenant"),
 ]
 
 
