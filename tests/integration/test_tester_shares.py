@@ -1,7 +1,8 @@
 """The API's way out to receivers -- endpoint tests, portal test events, webhook handshakes --
 is shared by every tenant, and each tenant has a share of it: one that holds all of its own
 with a receiver that never answers is refused in words for more, while another tenant's test
-and handshake go through. Customers cost a tenant nothing to make, so they share its share."""
+and handshake go through. Customers cost a tenant nothing to make, so they share a share of
+their own: the tenant's own tests are never held up by its customers'."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from app.engine.service.endpoint_tester import IN_FLIGHT_PER_TENANT
+from app.engine.service.endpoint_tester import IN_FLIGHT_ALL_CUSTOMERS
 from tests.fixtures.api import new_endpoint, new_tenant, portal_bearer
 from tests.fixtures.receiver import Receiver, Reply
 
@@ -44,8 +45,14 @@ async def test_a_tenant_holding_its_tests_on_a_silent_receiver_costs_another_ten
         for endpoint, manager in sessions
         for _ in range(TESTS_EACH)
     ]
-    held = await receiver.wait_for("/silent", IN_FLIGHT_PER_TENANT)
-    assert len(held) == IN_FLIGHT_PER_TENANT
+    held = await receiver.wait_for("/silent", IN_FLIGHT_ALL_CUSTOMERS)
+    assert len(held) == IN_FLIGHT_ALL_CUSTOMERS
+
+    # The attacker's own key, while its customers' tests all wait: its share is its own.
+    own = await new_endpoint(client, attacker, url=receiver.url("/own"))
+    tested_own = await client.post(f"/v1/endpoints/{own['id']}/test", headers=attacker)
+    assert tested_own.status_code == 200, tested_own.text
+    assert tested_own.json()["delivered"] is True
 
     # The victim, while the attacker's tests are all still waiting on the silent receiver.
     victim = await new_tenant(client, "victim")
@@ -65,9 +72,9 @@ async def test_a_tenant_holding_its_tests_on_a_silent_receiver_costs_another_ten
     released.set()
     answers = await asyncio.gather(*attack)
     refused = [a for a in answers if "wait on receivers at once" in a.text]
-    assert len(refused) == CUSTOMERS * TESTS_EACH - IN_FLIGHT_PER_TENANT
+    assert len(refused) == CUSTOMERS * TESTS_EACH - IN_FLIGHT_ALL_CUSTOMERS
     assert all(a.status_code == 429 and a.headers["Retry-After"] for a in refused)
-    assert len(receiver.on("/silent")) == IN_FLIGHT_PER_TENANT
+    assert len(receiver.on("/silent")) == IN_FLIGHT_ALL_CUSTOMERS
 
 
 async def _a_minute_with_room() -> None:

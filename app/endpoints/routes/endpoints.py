@@ -96,7 +96,9 @@ async def _consent(
     await resources.tester.admit(
         resources.redis, scope.tenant_id, "webhook handshakes", customer=scope.customer_id or ""
     )
-    return await resources.tester.handshake(scope.tenant_id, target)
+    return await resources.tester.handshake(
+        scope.tenant_id, target, customer=scope.customer_id or ""
+    )
 
 
 @router.get(
@@ -248,7 +250,8 @@ async def send_test_event(
         source = (await tenants.own(session, scope.tenant_id)).cloudevents_source
     # A customer's count against its own minute: it never uses up another's.
     await resources.tester.admit(resources.redis, scope.tenant_id, customer=scope.customer_id or "")
-    report = await resources.tester.test(endpoint, source)  # no transaction across the send
+    # No transaction across the send.
+    report = await resources.tester.test(endpoint, source, customer=scope.customer_id or "")
     return EndpointTestReport.model_validate(report)
 
 

@@ -57,8 +57,12 @@ return 0
 """
 # Tests and handshakes one tenant may have waiting on receivers at once, in one API process.
 # Each may wait its whole timeout on a receiver that never answers; past this share the next
-# is refused at once, never queued, so one tenant's never hold what another's need.
+# is refused at once, never queued, so one tenant's never hold what another's need. Its
+# customers' are counted apart -- each customer's, and all of them together -- so that no
+# customer holds what its tenant, or another customer, needs.
 IN_FLIGHT_PER_TENANT = 2
+IN_FLIGHT_PER_CUSTOMER = 1
+IN_FLIGHT_ALL_CUSTOMERS = 2
 StepOutcome = Literal["ok", "failed", "skipped"]
 # A save waits on the receiver's consent: not for as long as an attempt may take.
 HANDSHAKE_TIMEOUT_SECONDS = 10.0
@@ -163,7 +167,7 @@ class EndpointTester:
             settings.destination_allowlist, 0, self._proxy, user_agent=settings.user_agent
         )
         self._client = HttpClient(settings.destination_allowlist, 0)
-        self._in_flight: Counter[str] = Counter()
+        self._in_flight: Counter[tuple[str, str]] = Counter()
         self._opened = OpenedSecrets(keys)
         self._contexts = ClientContexts(keys)
         self._tokens = Tokens(
@@ -174,10 +178,12 @@ class EndpointTester:
             self._proxy,
         )
 
-    async def handshake(self, tenant_id: str, target: HandshakeTarget) -> Consent:
+    async def handshake(
+        self, tenant_id: str, target: HandshakeTarget, *, customer: str = ""
+    ) -> Consent:
         """The webhook handshake for a save (handshake.py), on this session: the API's own
-        way out, with the workers' SSRF guard, in one of the tenant's slots."""
-        with self._slot(tenant_id):
+        way out, with the workers' SSRF guard, in one of the tenant's (or customer's) slots."""
+        with self._slot(tenant_id, customer):
             return await handshake.handshake(
                 self._http,
                 target,
@@ -188,22 +194,31 @@ class EndpointTester:
             )
 
     @contextlib.contextmanager
-    def _slot(self, tenant_id: str) -> Iterator[None]:
-        """One of the tenant's ``IN_FLIGHT_PER_TENANT``; TooManyRequests when they are all
-        taken."""
-        if self._in_flight[tenant_id] >= IN_FLIGHT_PER_TENANT:
-            raise TooManyRequests(
-                f"at most {IN_FLIGHT_PER_TENANT} endpoint tests or webhook handshakes of a "
-                "tenant wait on receivers at once: try again when one has been answered",
-                headers={"Retry-After": "1"},
-            )
-        self._in_flight[tenant_id] += 1
+    def _slot(self, tenant_id: str, customer: str = "") -> Iterator[None]:
+        """One of the tenant's ``IN_FLIGHT_PER_TENANT`` -- or, for a customer, one of its own
+        and of its tenant's customers' together; TooManyRequests when they are taken."""
+        shares = [((tenant_id, ""), IN_FLIGHT_PER_TENANT, "a tenant")]
+        if customer:
+            shares = [
+                ((tenant_id, customer), IN_FLIGHT_PER_CUSTOMER, "a customer"),
+                ((tenant_id, "*"), IN_FLIGHT_ALL_CUSTOMERS, "a tenant's customers together"),
+            ]
+        for key, most, whose in shares:
+            if self._in_flight[key] >= most:
+                raise TooManyRequests(
+                    f"at most {most} endpoint tests or webhook handshakes of {whose} wait on "
+                    "receivers at once: try again when one has been answered",
+                    headers={"Retry-After": "1"},
+                )
+        for key, _, _ in shares:
+            self._in_flight[key] += 1
         try:
             yield
         finally:
-            self._in_flight[tenant_id] -= 1
-            if not self._in_flight[tenant_id]:
-                del self._in_flight[tenant_id]
+            for key, _, _ in shares:
+                self._in_flight[key] -= 1
+                if not self._in_flight[key]:
+                    del self._in_flight[key]
 
     async def close(self) -> None:
         self._client.close()
@@ -256,10 +271,12 @@ class EndpointTester:
                 headers={"Retry-After": str(60 - int(time.time()) % 60)},
             )
 
-    async def test(self, endpoint: Endpoint, cloudevents_source: str | None = None) -> Report:
-        """The test event, in one of the tenant's slots (TooManyRequests when none is free);
-        ``cloudevents_source``: the tenant's own, when it set one."""
-        with self._slot(endpoint.tenant_id):
+    async def test(
+        self, endpoint: Endpoint, cloudevents_source: str | None = None, *, customer: str = ""
+    ) -> Report:
+        """The test event, in one of the tenant's (or ``customer``'s) slots -- TooManyRequests
+        when none is free; ``cloudevents_source``: the tenant's own, when it set one."""
+        with self._slot(endpoint.tenant_id, customer):
             return await self._test(endpoint, cloudevents_source)
 
     async def _test(self, endpoint: Endpoint, cloudevents_source: str | None) -> Report:

@@ -102,5 +102,7 @@ async def check_connection(
     assert scope.customer_id is not None
     # Counted per customer: one customer's tests never use up another's minute.
     await resources.tester.admit(resources.redis, scope.tenant_id, customer=scope.customer_id)
-    report = await resources.tester.test(endpoint, source)  # no transaction across the send
+    report = await resources.tester.test(
+        endpoint, source, customer=scope.customer_id
+    )  # no transaction across the send
     return fragment(request, "tested.html", visitor, endpoint=endpoint, report=report)
