@@ -13,7 +13,7 @@ from app import __version__
 from app.api.deps import require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.api.problems import install_error_handlers
-from app.catalogue.routes import event_types
+from app.catalogue.routes import event_types, operational_types
 from app.console import routes as console
 from app.core import tracing
 from app.core.config import Settings, load_settings
@@ -71,6 +71,7 @@ def create_app(settings: Settings) -> FastAPI:
         endpoints,
         test_events,
         event_types,
+        operational_types,
         actions,
         reconcile,
         health,

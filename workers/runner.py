@@ -27,6 +27,7 @@ from app.core.config import Settings
 from app.core.db import create_engine, create_sessionmaker
 from app.core.redis_clients import FlowRedis, RedisClients
 from app.core.sealing import OpenedSecrets
+from app.delivery.service import operational_events
 from app.engine.service import egress
 from app.engine.service.attempt_runs import AttemptRuns
 from app.engine.service.attempts import Attempts
@@ -201,6 +202,9 @@ async def run_worker(settings: Settings) -> None:
     pump = build_pump(settings, sessionmaker, redis, http, client, gate)
     pump.start()
     relay = asyncio.create_task(run_relay(sessionmaker, redis, settings, stop), name="relay")
+    telling = asyncio.create_task(
+        operational_events.run_relay(sessionmaker, redis, settings, stop), name="operational"
+    )
     beating = asyncio.create_task(heartbeat.beat(settings.worker_heartbeat_file, stop))
     herald = WorkerContext(settings, sessionmaker, redis)
     ctx = herald.as_arq_ctx()
@@ -211,7 +215,7 @@ async def run_worker(settings: Settings) -> None:
         await supervise(settings, clients.queue, ctx, pump, stop)
     finally:
         stop.set()
-        await asyncio.gather(relay, beating, return_exceptions=True)
+        await asyncio.gather(relay, telling, beating, return_exceptions=True)
         await _finish_background(herald.background, settings.shutdown_grace)
         await pump.drain(settings.shutdown_grace)  # a no-op after a normal stop
         client.close()

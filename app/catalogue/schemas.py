@@ -6,7 +6,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from app.core.fields import PRINTABLE_RULE, STORABLE_JSON, EventType
+from app.core.fields import PRINTABLE_RULE, STORABLE_JSON, TenantEventType
 from app.programs import payload_schemas
 
 
@@ -57,7 +57,7 @@ class EventTypeCreate(BaseModel):
         },
     )
 
-    name: EventType
+    name: TenantEventType
     description: Description | None = None
     schema_: PayloadSchema | None = Field(default=None, alias="schema", description=_SCHEMA)
     example: Example | None = Field(default=None, description=_EXAMPLE)

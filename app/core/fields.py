@@ -123,6 +123,48 @@ def family_of(selector: str) -> str | None:
     return selector[:-1] if selector.endswith(".*") else None
 
 
+# Herald's own event types, the operational events (app/signals/): a namespace no tenant's
+# event or catalogue entry may use, and which only a tenant's own endpoints may subscribe to.
+HERALD_TYPES = "herald."
+
+
+def is_herald_type(name: str) -> bool:
+    return name.startswith(HERALD_TYPES)
+
+
+def _yours(name: str) -> str:
+    if is_herald_type(name):
+        raise PydanticCustomError(
+            "reserved_type",
+            "must not start with herald.: that namespace is Herald's own events (operational "
+            "events, GET /v1/operational-event-types)",
+        )
+    return name
+
+
+# A tenant's event type, where Herald's own are refused: an intent's, a catalogue entry's.
+TenantEventType = Annotated[str, EVENT_TYPE_RULE, AfterValidator(_yours)]
+
+
+def subscribes_to_herald(selectors: list[str] | None) -> bool:
+    """Whether a subscription is to Herald's own events -- all of it, as ``one_namespace``
+    holds every saved subscription to."""
+    return bool(selectors) and all(is_herald_type(s) for s in selectors or ())
+
+
+def _one_namespace(selectors: list[str]) -> list[str]:
+    if any(is_herald_type(s) for s in selectors) and not subscribes_to_herald(selectors):
+        raise PydanticCustomError(
+            "mixed_subscription",
+            "must be either Herald's own event types (herald.*) or yours, not both: an endpoint "
+            "for Herald's events is one of its own, whose deliveries tell of nothing",
+        )
+    return selectors
+
+
+ONE_NAMESPACE = AfterValidator(_one_namespace)
+
+
 # What PostgreSQL refuses in text and jsonb: the NUL character, and an unpaired UTF-16
 # surrogate (JSON's \ud800 escape carries one; UTF-8 cannot encode it). Most fields refuse
 # both by their own rule; these are for text that is otherwise free (a filter's literals, a

@@ -14,6 +14,7 @@ from app.core.fields import (
     EventTypeSelector,
     IdempotencyKey,
     OrderingKey,
+    TenantEventType,
     Timestamp,
 )
 from app.core.states import DeliveryState, Outcome
@@ -56,7 +57,7 @@ class DeliveryIntent(BaseModel):
     )
 
     endpoint_id: EndpointId = Field(description="The endpoint's id (ep_...).")
-    event_type: EventType
+    event_type: TenantEventType
     payload: dict[str, Any] = Field(description=_PAYLOAD)
     deliver_after: DeliverAfter | None = Field(
         default=None,
@@ -92,7 +93,7 @@ class EventIntent(BaseModel):
         },
     )
 
-    event_type: EventType
+    event_type: TenantEventType
     payload: dict[str, Any] = Field(description=_PAYLOAD)
     customer_id: CustomerId | None = Field(
         default=None,

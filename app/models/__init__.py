@@ -11,6 +11,7 @@ from app.models.endpoint import Endpoint
 from app.models.event import Event
 from app.models.event_type import EventTypeDef
 from app.models.idempotency_key import IdempotencyKey
+from app.models.operational_signal import OperationalSignal
 from app.models.outbox import OutboxWakeup
 from app.models.portal import PortalSession, PortalSettings
 from app.models.reconcile_run import ReconcileRun
@@ -30,6 +31,7 @@ __all__ = [
     "Event",
     "EventTypeDef",
     "IdempotencyKey",
+    "OperationalSignal",
     "OutboxWakeup",
     "PortalSession",
     "PortalSettings",

@@ -40,6 +40,13 @@ class Endpoint(Base):
             "customer_id",
             postgresql_where=text("deleted_at IS NULL AND customer_id IS NOT NULL"),
         ),
+        # Whether a tenant has an endpoint for Herald's own events: read by the triggers that
+        # write operational signals (migration 0045), for every transition they tell of.
+        Index(
+            "ix_endpoints_operational",
+            "tenant_id",
+            postgresql_where=text("operational AND deleted_at IS NULL"),
+        ),
         ForeignKeyConstraint(
             ["tenant_id", "customer_id"],
             ["customers.tenant_id", "customers.id"],
@@ -68,8 +75,11 @@ class Endpoint(Base):
     customer_id: Mapped[str | None] = mapped_column(Text)
     url: Mapped[str] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text)
-    # NULL subscribes to every event type.
+    # NULL subscribes to every event type (the tenant's: Herald's own are named).
     event_types: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    # Subscribed to Herald's own events (herald.*) alone: an operational endpoint, whose own
+    # deliveries tell of nothing (app/signals/, the loop rule). Decided from event_types.
+    operational: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
     # A CEL expression over the event (app/programs/filters.py); NULL lets every subscribed
     # event through.
     filter: Mapped[str | None] = mapped_column(Text)

@@ -22,3 +22,6 @@ class Tenant(Base):
     delivery_rate: Mapped[float | None] = mapped_column(Double)  # attempts a second; 0: none
     # Set by the tenant: the CloudEvents source of its events (None: urn:herald:tenant:<id>).
     cloudevents_source: Mapped[str | None] = mapped_column(Text)
+    # Failures in a row that make one of its endpoints "failing" (herald.endpoint.failing;
+    # None: 5). Read by the trigger of migration 0045.
+    failing_after: Mapped[int | None] = mapped_column(Integer)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from app.core.fields import ONE_LINE_RULE, TenantId, TextRule
@@ -34,6 +34,20 @@ CloudEventsSource = Annotated[
 ]
 
 
+# Failures in a row that make an endpoint "failing" unless the tenant says otherwise: the
+# trigger of migration 0045 applies the same default.
+FAILING_AFTER_DEFAULT = 5
+_FAILING_AFTER = (
+    "Failures in a row after which an endpoint is failing (the operational event "
+    "herald.endpoint.failing; herald.endpoint.recovered follows its next success). "
+    f"null: {FAILING_AFTER_DEFAULT}."
+)
+
+
+def _or_default(value: int | None) -> int:
+    return FAILING_AFTER_DEFAULT if value is None else value
+
+
 class TenantSettingsOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -41,6 +55,7 @@ class TenantSettingsOut(BaseModel):
     name: str
     created_at: datetime
     cloudevents_source: str | None = Field(description=_SOURCE)
+    failing_after: Annotated[int, BeforeValidator(_or_default)] = Field(description=_FAILING_AFTER)
 
 
 class TenantSettingsChange(BaseModel):
@@ -49,6 +64,7 @@ class TenantSettingsChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cloudevents_source: CloudEventsSource | None = Field(default=None, description=_SOURCE)
+    failing_after: int | None = Field(default=None, ge=1, le=1000, description=_FAILING_AFTER)
 
 
 class TenantCreate(BaseModel):

@@ -48,6 +48,8 @@ TENANT_ROUTES = [
     ("GET", "/v1/event-types"),
     ("GET", "/v1/event-types/order.paid"),
     ("PATCH", "/v1/event-types/order.paid"),
+    ("GET", "/v1/operational-event-types"),
+    ("GET", "/v1/operational-event-types/order.paid"),
     ("PUT", "/v1/customers/cus_x"),
     ("GET", "/v1/customers"),
     ("GET", "/v1/customers/cus_x"),

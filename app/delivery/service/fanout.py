@@ -27,8 +27,6 @@ async def targets_of(
     filters share one budget (app/programs/budget.py). An event whose subscribers are more
     than the tenant's ``max_fanout`` is refused before any filter runs: what it would cost is
     decided by how many endpoints it reaches, so that is what is bounded."""
-    chosen: list[str] = []
-    passed_by: list[FilteredOut] = []
     event = filters.Events(event_type, payload, payload_bytes, tenant_id=tenant_id)
     subscribers = await endpoints.subscribed_to(
         session, tenant_id, customer_id, event_type, limit=max_fanout + 1
@@ -40,6 +38,32 @@ async def targets_of(
             "event may go to at most that many (max_fanout, GET /v1/limits): narrow the "
             "endpoints' event types, or ask the operator for more"
         )
+    return _filtered(event, subscribers)
+
+
+async def operational_targets(
+    session: AsyncSession,
+    tenant_id: str,
+    event_type: str,
+    payload: dict[str, Any],
+    payload_bytes: int,
+    max_fanout: int,
+) -> tuple[list[str], list[FilteredOut]]:
+    """``targets_of`` for one of Herald's own events: the tenant's operational endpoints
+    subscribed to it. Nobody could be told of a refusal, so past ``max_fanout`` the first
+    that many (by id) receive it."""
+    event = filters.Events(event_type, payload, payload_bytes, tenant_id=tenant_id)
+    subscribers = await endpoints.operational_subscribers(
+        session, tenant_id, event_type, limit=max_fanout
+    )
+    return _filtered(event, subscribers)
+
+
+def _filtered(
+    event: filters.Events, subscribers: list[endpoints.Subscriber]
+) -> tuple[list[str], list[FilteredOut]]:
+    chosen: list[str] = []
+    passed_by: list[FilteredOut] = []
     for subscriber in subscribers:
         if subscriber.filter is None:
             chosen.append(subscriber.endpoint_id)

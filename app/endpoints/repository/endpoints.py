@@ -180,18 +180,26 @@ async def rotate_signing_key(
     )
 
 
-async def soft_delete(session: AsyncSession, scope: Scope, endpoint_id: str) -> bool:
+_DELETED = {
+    "deleted_at": func.now(),
+    "enabled": False,
+    "disabled_reason": "deleted",
+    "updated_at": func.now(),
+}
+
+
+async def soft_delete(session: AsyncSession, scope: Scope, endpoint_id: str) -> Endpoint | None:
+    """The endpoint deleted (its history kept), or None: none of the scope's has that id."""
     if not is_id(endpoint_id):
-        return False
-    result = await session.execute(
-        update(Endpoint)
-        .where(Endpoint.id == endpoint_id, *_owned(scope))
-        .values(
-            deleted_at=func.now(), enabled=False, disabled_reason="deleted", updated_at=func.now()
-        )
-        .returning(Endpoint.id)
+        return None
+    deleted = update(Endpoint).where(Endpoint.id == endpoint_id, *_owned(scope)).values(_DELETED)
+    return _returned(
+        (
+            await session.execute(
+                deleted.returning(*_RETURNED).execution_options(populate_existing=True)
+            )
+        ).one_or_none()
     )
-    return result.scalar_one_or_none() is not None
 
 
 @dataclass(frozen=True)
@@ -222,6 +230,28 @@ async def subscribed_to(
                 Endpoint.event_types.is_(None),
                 Endpoint.event_types.overlap(selectors_of(event_type)),
             ),
+        )
+        .order_by(Endpoint.id)
+        .limit(limit)
+    )
+    return [Subscriber(row.id, row.filter) for row in await session.execute(query)]
+
+
+async def operational_subscribers(
+    session: AsyncSession, tenant_id: str, event_type: str, *, limit: int
+) -> list[Subscriber]:
+    """The tenant's enabled operational endpoints subscribed to ``event_type`` (one of
+    Herald's own), with their filters; at most ``limit``, in id order. By the partial index of
+    operational endpoints: a tenant has a handful."""
+    query = (
+        select(Endpoint.id, Endpoint.filter)
+        .where(
+            Endpoint.tenant_id == tenant_id,
+            Endpoint.operational.is_(True),
+            _live,
+            Endpoint.customer_id.is_(None),
+            Endpoint.enabled.is_(True),
+            Endpoint.event_types.overlap(selectors_of(event_type)),
         )
         .order_by(Endpoint.id)
         .limit(limit)
@@ -284,14 +314,10 @@ async def in_scope(session: AsyncSession, scope: Scope, endpoint_id: str) -> boo
     return (await session.execute(query)).scalar_one_or_none() is not None
 
 
-async def delete_all_of(session: AsyncSession, scope: Scope) -> list[str]:
-    """Soft-delete every live endpoint in the scope (a deleted customer's); their ids."""
+async def delete_all_of(session: AsyncSession, scope: Scope) -> list[Endpoint]:
+    """Soft-delete every live endpoint in the scope (a deleted customer's)."""
+    deleted = update(Endpoint).where(*_owned(scope)).values(_DELETED)
     result = await session.execute(
-        update(Endpoint)
-        .where(*_owned(scope))
-        .values(
-            deleted_at=func.now(), enabled=False, disabled_reason="deleted", updated_at=func.now()
-        )
-        .returning(Endpoint.id)
+        deleted.returning(Endpoint).execution_options(populate_existing=True)
     )
     return list(result.scalars())

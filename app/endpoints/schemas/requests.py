@@ -15,7 +15,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app.core.fields import PRINTABLE_RULE, STORABLE_TEXT, CustomerId, EventTypeSelector
+from app.core.fields import (
+    ONE_NAMESPACE,
+    PRINTABLE_RULE,
+    STORABLE_TEXT,
+    CustomerId,
+    EventTypeSelector,
+)
 from app.endpoints.schemas.credentials import (
     SIGNATURE_SCHEMES_DOC,
     EgressProxySpec,
@@ -28,6 +34,8 @@ from app.endpoints.schemas.headers import MAX_HEADERS, EndpointHeaders
 from app.endpoints.schemas.tls import TLS_DOC, ClientTLSSpec
 
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
+# What an endpoint receives: the tenant's event types, or Herald's own (herald.*), never both.
+Subscription = Annotated[list[EventTypeSelector], ONE_NAMESPACE]
 
 PayloadFormat = Literal["raw", "standard", "cloudevents", "cloudevents-binary"]
 _PAYLOAD_FORMAT = (
@@ -174,11 +182,13 @@ class EndpointCreate(BaseModel):
         "to none reach only the endpoints that belong to none.",
     )
     description: Description | None = None
-    event_types: list[EventTypeSelector] | None = Field(
+    event_types: Subscription | None = Field(
         default=None,
         max_length=100,
         description="Event types to receive: exact types, families (`order.*`: order.paid, "
-        "order.item.shipped; not orders.x) or `*`; null receives all.",
+        "order.item.shipped; not orders.x) or `*`; null receives all of yours. Herald's own "
+        "events (`herald.*`, GET /v1/operational-event-types) are named, never mixed with "
+        "yours, and go only to the tenant's own endpoints.",
     )
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
@@ -226,7 +236,7 @@ class EndpointUpdate(BaseModel):
         "removes them.",
     )
     description: Description | None = None
-    event_types: list[EventTypeSelector] | None = Field(default=None, max_length=100)
+    event_types: Subscription | None = Field(default=None, max_length=100)
     rate_limit_per_second: float | None = Field(default=None, gt=0, le=100_000)
     max_in_flight: int | None = Field(default=None, gt=0, le=10_000)
     enabled: bool | None = None

@@ -29,6 +29,10 @@ class EndpointOut(BaseModel):
     customer_id: str | None = Field(description="The customer it belongs to; null: none.")
     description: str | None
     event_types: list[str] | None
+    operational: bool = Field(
+        description="Subscribed to Herald's own events (herald.*): its own deliveries tell of "
+        "nothing, so that no operational event can feed another."
+    )
     rate_limit_per_second: float | None
     max_in_flight: int | None
     enabled: bool

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Conflict, NotFound
+from app.core.fields import subscribes_to_herald
 from app.core.scope import Scope
 from app.core.sealing import KeyRing
 from app.endpoints.repository import endpoints
@@ -18,6 +19,7 @@ from app.endpoints.service import credential_origins, credentials, handshakes, s
 from app.endpoints.service.customer_fields import check_customer_fields
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.models import Endpoint
+from app.signals.service import signals
 from app.streams.service import policy
 from app.tenants.service import limits
 
@@ -69,10 +71,14 @@ async def update_endpoint(
     if change.filter is not None:
         await limits.lock(session, scope.tenant_id)  # counted one change at a time
         await save_checks.room_for_filter(session, scope.tenant_id, change.filter)
+    if change.sent("event_types"):
+        values["operational"] = subscribes_to_herald(change.event_types)
+        save_checks.check_operational(values["operational"], current.customer_id)
     values |= {name: getattr(change, name) for name in _WRITTEN_AS_SENT if change.sent(name)}
     endpoint = await endpoints.update_fields(session, scope, endpoint_id, values)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
+    await signals.endpoint_updated(session, endpoint, change.model_fields_set)
     return endpoint
 
 

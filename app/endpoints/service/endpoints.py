@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Conflict, HeraldError, NotFound
+from app.core.fields import subscribes_to_herald
 from app.core.ids import new_id
 from app.core.scope import Scope
 from app.core.sealing import KeyRing
@@ -24,6 +25,7 @@ from app.endpoints.repository.endpoints import get_live as get_live
 from app.endpoints.repository.endpoints import get_live_many as get_live_many
 from app.endpoints.repository.endpoints import ids_in_scope as ids_in_scope
 from app.endpoints.repository.endpoints import in_scope as in_scope
+from app.endpoints.repository.endpoints import operational_subscribers as operational_subscribers
 from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
 
 # The header rule's syntax, which every send holds the endpoint's stored headers to again.
@@ -36,6 +38,7 @@ from app.endpoints.service.changes import update_endpoint as update_endpoint
 from app.endpoints.service.customer_fields import check_customer_fields
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.models import Endpoint
+from app.signals.service import signals
 from app.tenants.service import customers, limits
 
 
@@ -101,6 +104,8 @@ async def create_endpoint(
     )
     credentials.check_header_sets(spec.headers, spec.secret_headers, oauth2=spec.oauth2 is not None)
     credentials.check_tls_url(spec.url, spec.tls is not None)
+    operational = subscribes_to_herald(spec.event_types)
+    save_checks.check_operational(operational, scope.customer_id or spec.customer_id)
     held = await limits.hold(session, scope.tenant_id, defaults)
     customer_id = await _customer_for(session, scope, spec.customer_id)
     await save_checks.room_for_one_more(session, scope.tenant_id, customer_id, held)
@@ -119,8 +124,10 @@ async def create_endpoint(
         **credentials.tls_values(ring, endpoint_id, spec.tls),
         **credentials.egress_proxy_values(ring, endpoint_id, spec.egress_proxy),
         **handshakes.consent_values(consent, spec.url, required=spec.webhook_handshake),
+        operational=operational,
         **values,
     )
+    await signals.endpoint_created(session, endpoint)
     return credentials.WithSecret(endpoint, secret)
 
 
@@ -141,8 +148,10 @@ async def get_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) ->
 
 
 async def delete_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) -> None:
-    if not await endpoints.soft_delete(session, scope, endpoint_id):
+    deleted = await endpoints.soft_delete(session, scope, endpoint_id)
+    if deleted is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
+    await signals.endpoint_deleted(session, deleted)
 
 
 async def delete_customer(session: AsyncSession, scope: Scope) -> list[str]:
@@ -151,7 +160,10 @@ async def delete_customer(session: AsyncSession, scope: Scope) -> list[str]:
     before, and is deleted too."""
     assert scope.customer_id is not None
     await customers.mark_deleted(session, scope.tenant_id, scope.customer_id)
-    return await endpoints.delete_all_of(session, scope)
+    deleted = await endpoints.delete_all_of(session, scope)
+    for endpoint in deleted:
+        await signals.endpoint_deleted(session, endpoint)
+    return [endpoint.id for endpoint in deleted]
 
 
 async def list_endpoints(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.errors import Conflict, DestinationRefused
+from app.core.errors import Conflict, DestinationRefused, Unprocessable
 from app.core.proxies import EgressProxy
 from app.endpoints.repository import endpoints
 from app.endpoints.schemas.credentials import EgressProxySpec
@@ -61,3 +61,13 @@ async def check_egress_proxy(spec: EgressProxySpec, allowlist: Sequence[IPNetwor
         await check_endpoint_url(EgressProxy.parse(spec.url, trusted=False).url, allowlist)
     except DestinationRefused as exc:
         raise DestinationRefused(f"egress_proxy.url: {exc.detail}") from None
+
+
+def check_operational(operational: bool, customer_id: str | None) -> None:
+    """Herald's own events tell of all the tenant's endpoints and deliveries: they go to the
+    tenant's own endpoints, never to a customer's."""
+    if operational and customer_id is not None:
+        raise Unprocessable(
+            "Herald's own events (herald.*) go only to the tenant's own endpoints: an endpoint "
+            "of a customer cannot subscribe to them"
+        )

@@ -139,6 +139,8 @@ class Endpoint(_Answer):
     customer_id: str | None  # the tenant's customer it belongs to
     description: str | None
     event_types: list[str] | None
+    # Subscribed to Herald's own events (herald.*): its own deliveries tell of nothing.
+    operational: bool
     filter: str | None
     rate_limit_per_second: float | None
     max_in_flight: int | None

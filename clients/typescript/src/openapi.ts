@@ -542,6 +542,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/operational-event-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Herald's own event types (operational events), with their payloads' schemas */
+        get: operations["list_operational_types_v1_operational_event_types_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/operational-event-types/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One of Herald's own event types, with its payload's schema */
+        get: operations["get_operational_type_v1_operational_event_types__name__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/portal-sessions": {
         parameters: {
             query?: never;
@@ -1183,7 +1217,7 @@ export interface components {
             enabled?: boolean;
             /**
              * Event Types
-             * @description Event types to receive: exact types, families (`order.*`: order.paid, order.item.shipped; not orders.x) or `*`; null receives all.
+             * @description Event types to receive: exact types, families (`order.*`: order.paid, order.item.shipped; not orders.x) or `*`; null receives all of yours. Herald's own events (`herald.*`, GET /v1/operational-event-types) are named, never mixed with yours, and go only to the tenant's own endpoints.
              */
             event_types?: string[] | null;
             /**
@@ -1302,6 +1336,11 @@ export interface components {
             oauth2: components["schemas"]["OAuth2Out"] | null;
             /** On Dead */
             on_dead: string;
+            /**
+             * Operational
+             * @description Subscribed to Herald's own events (herald.*): its own deliveries tell of nothing, so that no operational event can feed another.
+             */
+            operational: boolean;
             /** Ordering */
             ordering: string;
             /** Pause Reason */
@@ -1414,6 +1453,11 @@ export interface components {
             oauth2: components["schemas"]["OAuth2Out"] | null;
             /** On Dead */
             on_dead: string;
+            /**
+             * Operational
+             * @description Subscribed to Herald's own events (herald.*): its own deliveries tell of nothing, so that no operational event can feed another.
+             */
+            operational: boolean;
             /** Ordering */
             ordering: string;
             /** Pause Reason */
@@ -1930,6 +1974,27 @@ export interface components {
              * @description The token endpoint; it passes the same SSRF guard as the endpoint's URL.
              */
             token_url: string;
+        };
+        /**
+         * OperationalEventTypeOut
+         * @description One of Herald's own event types, as the catalogue shows it.
+         */
+        OperationalEventTypeOut: {
+            /** Description */
+            description: string;
+            /** Example */
+            example: {
+                [key: string]: unknown;
+            };
+            /** Name */
+            name: string;
+            /**
+             * Schema
+             * @description The JSON Schema of its payload.
+             */
+            schema: {
+                [key: string]: unknown;
+            };
         };
         /**
          * Outcome
@@ -2462,6 +2527,11 @@ export interface components {
              * @description The CloudEvents `source` of this tenant's events (a URI reference, such as `https://billing.example.com`); null: `urn:herald:tenant:<tenant id>`.
              */
             cloudevents_source?: string | null;
+            /**
+             * Failing After
+             * @description Failures in a row after which an endpoint is failing (the operational event herald.endpoint.failing; herald.endpoint.recovered follows its next success). null: 5.
+             */
+            failing_after?: number | null;
         };
         /** TenantSettingsOut */
         TenantSettingsOut: {
@@ -2475,6 +2545,11 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Failing After
+             * @description Failures in a row after which an endpoint is failing (the operational event herald.endpoint.failing; herald.endpoint.recovered follows its next success). null: 5.
+             */
+            failing_after: number;
             /** Id */
             id: string;
             /** Name */
@@ -5508,6 +5583,139 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    list_operational_types_v1_operational_event_types_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationalEventTypeOut"][];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    get_operational_type_v1_operational_event_types__name__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description herald.endpoint.failing, ... */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OperationalEventTypeOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Not found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
