@@ -70,18 +70,27 @@ async def test_the_endpoints_page_shows_what_each_endpoint_receives(
     async with httpx.AsyncClient(
         base_url=api.base_url, headers={"Authorization": f"Bearer {key}"}
     ) as http:
+        assert (await http.put("/v1/customers/acme", json={})).is_success
         made = [
             (await http.post("/v1/endpoints", json=spec)).json()["id"]
             for spec in (
                 picky,
                 {"url": receiver.url("/all")},
                 {"url": receiver.url("/direct"), "event_types": []},
+                {"url": receiver.url("/acme"), "customer_id": "acme"},
+                {"url": receiver.url("/ops"), "event_types": ["herald.endpoint.*"]},
             )
         ]
     page = await context.new_page()
     await sign_in(page, api, key, start="/console/endpoints")
 
-    billing, every, direct = (page.locator(f"tr[data-endpoint='{e}']") for e in made)
+    billing, every, direct, of_acme, ops = (page.locator(f"tr[data-endpoint='{e}']") for e in made)
+    await expect(of_acme.locator(".customer")).to_have_text("of customer acme")
+    await expect(billing.locator(".customer")).to_have_count(0)
+    await expect(ops.locator(".receives")).to_contain_text(
+        "Herald's own events (operational): herald.endpoint.*"
+    )
+    await expect(billing.locator(".operational")).to_have_count(0)
     await expect(billing).to_contain_text("Billing <b>ledger</b> sync")  # as text, escaped
     await expect(billing.locator("b")).to_have_count(0)
     await expect(billing.locator(".event-types")).to_have_text("invoice.*, order.paid")
