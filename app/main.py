@@ -13,6 +13,7 @@ from app import __version__
 from app.api.deps import require_json_body
 from app.api.middleware import AnswerUnexpected, BodyLimit
 from app.api.problems import install_error_handlers
+from app.audit.routes import audit_records
 from app.catalogue.routes import event_types, operational_types
 from app.console import routes as console
 from app.core import tracing
@@ -72,6 +73,7 @@ def create_app(settings: Settings) -> FastAPI:
         test_events,
         event_types,
         operational_types,
+        audit_records,
         actions,
         reconcile,
         health,

@@ -28,6 +28,7 @@ from typing import IO
 
 import httpx
 
+from app.core.actors import CLI
 from app.core.config import Settings, SettingsError
 from app.core.db import create_engine, create_sessionmaker
 from app.core.migrate import upgrade_to_head
@@ -76,7 +77,7 @@ async def _ensure_tenant_key(database_url: str, known: str | None) -> str:
         async with create_sessionmaker(engine)() as session, session.begin():
             if known is not None and await api_keys.find_principal(session, hash_key(known)):
                 return known
-            issued = await issue_key_for_tenant_name(session, DEV_TENANT, is_admin=False)
+            issued = await issue_key_for_tenant_name(session, DEV_TENANT, is_admin=False, by=CLI)
             return issued.key
     finally:
         await engine.dispose()

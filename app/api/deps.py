@@ -14,6 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import tracing
+from app.core.actors import Actor
 from app.core.config import Settings
 from app.core.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.core.fields import IDEMPOTENCY_KEY_RULE, is_idempotency_key
@@ -175,7 +176,8 @@ async def get_visitor(
     answer 404 to both, and one customer's ids to another."""
     token = _bearer(request.headers.get("authorization"))
     if not is_session_token(token):
-        return tenant_visitor(tenant_of(await authenticate(resources, f"Bearer {token}")))
+        principal = await authenticate(resources, f"Bearer {token}")
+        return tenant_visitor(tenant_of(principal), principal.actor)
     async with resources.sessionmaker() as session, session.begin():
         return await visitor_for(session, token)
 
@@ -203,6 +205,14 @@ async def replaying_scope(visitor: VisitorDep) -> Scope:
 ReadScopeDep = Annotated[Scope, Depends(readable_scope)]
 ManageScopeDep = Annotated[Scope, Depends(managing_scope)]
 ReplayScopeDep = Annotated[Scope, Depends(replaying_scope)]
+
+
+async def acting(visitor: VisitorDep) -> Actor:
+    return visitor.actor
+
+
+# Who is acting, for the audit trail: the key or the portal session the request came with.
+ActorDep = Annotated[Actor, Depends(acting)]
 
 
 async def parse_idempotency_key(

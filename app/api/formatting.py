@@ -3,6 +3,7 @@ in UTC."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 from typing import Any
@@ -40,4 +41,9 @@ def size(value: int) -> str:
     return f"{value / (1024 * 1024):.1f} MiB"
 
 
-FILTERS = {"seconds": seconds, "when": when, "counts": counts, "size": size}
+def as_json(value: Any) -> str:
+    """A value as JSON, to be read (the template escapes it as any text): ``"a"``, ``null``."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+FILTERS = {"seconds": seconds, "when": when, "counts": counts, "size": size, "as_json": as_json}

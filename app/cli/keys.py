@@ -44,6 +44,7 @@ async def in_session(database_url: str, work: Callable[[AsyncSession], Awaitable
 
 
 def run(database_url: str, args: argparse.Namespace) -> int:
+    from app.core.actors import CLI
     from app.core.errors import NotFound
     from app.tenants.service.api_keys import (
         Principal,
@@ -61,10 +62,12 @@ def run(database_url: str, args: argparse.Namespace) -> int:
 
         async def create(session: AsyncSession) -> str:
             if args.tenant is None:
-                issued = await issue_key(session, tenant_id=None, is_admin=True, label=args.label)
+                issued = await issue_key(
+                    session, tenant_id=None, is_admin=True, label=args.label, by=CLI
+                )
             else:
                 issued = await issue_key_for_tenant_name(
-                    session, args.tenant, is_admin=args.admin, label=args.label
+                    session, args.tenant, is_admin=args.admin, label=args.label, by=CLI
                 )
             return issued.key
 
@@ -86,7 +89,7 @@ def run(database_url: str, args: argparse.Namespace) -> int:
     async def revoked(session: AsyncSession) -> None:
         # As an admin would over HTTP; this process caches no key, so it has none to forget.
         admin = Principal(tenant_id=None, is_admin=True)
-        await revoke_key(session, admin, args.key_id, PrincipalCache(0))
+        await revoke_key(session, admin, args.key_id, PrincipalCache(0), by=CLI)
 
     try:
         asyncio.run(in_session(database_url, revoked))

@@ -178,6 +178,8 @@ class Settings(BaseSettings):
     # Terminal deliveries (with their attempts), orphaned events, expired
     # idempotency keys and old reconcile runs are purged after this many days.
     retention_days: float = Field(default=30.0, gt=0)
+    # The audit trail (configuration changes) is kept this long, apart from deliveries.
+    audit_retention_days: float = Field(default=365.0, gt=0)
     # Day partitions are kept made this many days past today (reconcile, migrate, the API).
     partitions_ahead_days: int = Field(default=14, ge=2, le=366)
     # After a rotation, attempts are signed with the old secret too, for this long.

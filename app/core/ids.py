@@ -34,6 +34,7 @@ KINDS = {
     "rdv": "redrive job",
     "ses": "console session",
     "pts": "portal session",
+    "aud": "audit record",
     "test": "test event",  # POST /v1/endpoints/{id}/test: its webhook-id; nothing is stored
 }
 PREFIXES = tuple(KINDS)

@@ -2,6 +2,7 @@
 
 from app.models.api_key import ApiKey
 from app.models.attempt import Attempt
+from app.models.audit_record import AuditRecord
 from app.models.console_secret import ConsoleSecret
 from app.models.console_session import ConsoleSession
 from app.models.custody_record import CustodyRecord
@@ -22,6 +23,7 @@ from app.models.tenant import Tenant
 __all__ = [
     "ApiKey",
     "Attempt",
+    "AuditRecord",
     "ConsoleSecret",
     "ConsoleSession",
     "CustodyRecord",

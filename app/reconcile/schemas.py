@@ -38,7 +38,7 @@ class ReconcileRunOut(BaseModel):
         "partitions_made (the days ahead made now); and retention's: dropped_days (days of "
         "deliveries dropped whole, with their events, attempts and custody records), and rows "
         "purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, "
-        "purged_portal_sessions."
+        "purged_portal_sessions, purged_audit_records (past HERALD_AUDIT_RETENTION_DAYS)."
     )
     error: str | None
     started_at: datetime

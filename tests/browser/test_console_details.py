@@ -14,6 +14,7 @@ from playwright.async_api import BrowserContext, Response, expect
 
 from app.delivery.service.payload_views import PREVIEW_BYTES
 from tests.fixtures.console import sign_in, tenant_with_key
+from tests.fixtures.portal import assert_accessible
 from tests.fixtures.processes import ApiProcess
 from tests.fixtures.receiver import Receiver
 
@@ -175,3 +176,32 @@ async def test_every_console_page_has_an_icon_and_the_site_answers_for_one(
         assert answer.headers["content-type"].startswith("image/")
         assert (await answer.body())[:4] == b"\x00\x00\x01\x00"  # an ICO file
     assert failed == []
+
+
+async def test_the_audit_trail_shows_who_changed_what(
+    api: ApiProcess, context: BrowserContext, receiver: Receiver
+) -> None:
+    key = await tenant_with_key(api, "audited")
+    async with httpx.AsyncClient(
+        base_url=api.base_url, headers={"Authorization": f"Bearer {key}"}
+    ) as http:
+        made = (await http.post("/v1/endpoints", json={"url": receiver.url("/a")})).json()
+        await http.patch(f"/v1/endpoints/{made['id']}", json={"description": "<i>Orders</i>"})
+        await http.put("/v1/customers/acme", json={"name": "Acme"})
+    page = await context.new_page()
+    await sign_in(page, api, key, start="/console/audit")
+
+    rows = page.locator("#audit tbody tr")
+    await expect(rows).to_have_count(4)  # the first key, the endpoint twice, the customer
+    newest = rows.nth(0)
+    await expect(newest.locator(".action")).to_have_text("customer.created")
+    changed = rows.nth(1)
+    await expect(changed.locator(".action")).to_have_text("endpoint.updated")
+    await expect(changed.locator(".actor")).to_contain_text("api key key_")
+    await expect(changed.locator(".changes")).to_contain_text('description: null → "<i>Orders</i>"')
+    await expect(changed.locator(".changes i")).to_have_count(0)  # as text, escaped
+    await assert_accessible(page)
+
+    await changed.locator(".subject a").click()
+    await expect(page).to_have_url(re.compile(r"/console/audit\?subject=ep_"))
+    await expect(page.locator("#audit tbody tr")).to_have_count(2)

@@ -50,6 +50,7 @@ TENANT_ROUTES = [
     ("PATCH", "/v1/event-types/order.paid"),
     ("GET", "/v1/operational-event-types"),
     ("GET", "/v1/operational-event-types/order.paid"),
+    ("GET", "/v1/audit-records"),
     ("PUT", "/v1/customers/cus_x"),
     ("GET", "/v1/customers"),
     ("GET", "/v1/customers/cus_x"),

@@ -107,6 +107,15 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
             ),
             {"r": id_floor("run", DAYS_AGO_40)},
         )
+        # The audit trail keeps its own time (HERALD_AUDIT_RETENTION_DAYS, 365 by default): a
+        # change of 400 days ago goes, the endpoint's creation above stays.
+        await connection.execute(
+            text(
+                "INSERT INTO audit_records (id, tenant_id, actor_kind, action)"
+                " VALUES (:a, :t, 'cli', 'endpoint.created')"
+            ),
+            {"a": id_floor("aud", DAYS_AGO_40 - timedelta(days=360)), "t": tenant_id},
+        )
     fresh = (
         await client.post(
             "/v1/deliveries",
@@ -124,6 +133,7 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
         "purged_keys": 1,
         "purged_runs": 1,
         "purged_portal_sessions": 0,
+        "purged_audit_records": 1,
     }
     async with engine.connect() as connection:
         left = set((await connection.execute(text("SELECT id FROM deliveries"))).scalars())
@@ -137,6 +147,8 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
         kept = await count_rows(engine, table, "delivery_id = ANY(:d)", d=[pending[0], recent[0]])
         assert kept == 2 and await count_rows(engine, table) == kept
     assert await count_rows(engine, "idempotency_keys") == 1
+    # The endpoint made above, not the change of 400 days ago.
+    assert await count_rows(engine, "audit_records", "action = 'endpoint.created'") == 1
 
 
 async def test_purge_in_small_batches_covers_everything(

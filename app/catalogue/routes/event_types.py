@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response
 
-from app.api.deps import ReadScopeDep, SessionDep, TenantDep
+from app.api.deps import ActorDep, ReadScopeDep, SessionDep, TenantDep
 from app.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
 from app.api.problems import problem_responses
 from app.catalogue.schemas import EventTypeCreate, EventTypeOut, EventTypeUpdate
@@ -41,12 +41,15 @@ NamePath = Annotated[str, Depends(_name)]
 async def create_event_type(
     body: EventTypeCreate,
     tenant_id: TenantDep,
+    by: ActorDep,
     session: SessionDep,
     resources: ResourcesDep,
     response: Response,
 ) -> EventTypeOut:
     async with session.begin():
-        created = await event_types.create_type(session, tenant_id, body, resources.payload_schemas)
+        created = await event_types.create_type(
+            session, tenant_id, body, resources.payload_schemas, by=by
+        )
     response.headers["Location"] = f"/v1/event-types/{created.name}"
     return EventTypeOut.model_validate(created)
 
@@ -88,12 +91,13 @@ async def get_event_type(scope: ReadScopeDep, name: NamePath, session: SessionDe
 async def update_event_type(
     body: EventTypeUpdate,
     tenant_id: TenantDep,
+    by: ActorDep,
     name: NamePath,
     session: SessionDep,
     resources: ResourcesDep,
 ) -> EventTypeOut:
     async with session.begin():
         updated = await event_types.update_type(
-            session, tenant_id, name, body, resources.payload_schemas
+            session, tenant_id, name, body, resources.payload_schemas, by=by
         )
     return EventTypeOut.model_validate(updated)

@@ -7,15 +7,27 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.service import audit
 from app.catalogue.repository import event_types
 from app.catalogue.schemas import EventTypeCreate, EventTypeUpdate
 from app.catalogue.service.payload_schemas import PayloadSchemas, example_refusal
+from app.core.actors import Actor
 from app.core.errors import Conflict, NotFound
 from app.models import EventTypeDef
 
 
+def _view(row: EventTypeDef) -> dict[str, Any]:
+    """What the audit trail keeps of an entry."""
+    return {"description": row.description, "schema": row.schema, "example": row.example}
+
+
 async def create_type(
-    session: AsyncSession, tenant_id: str, spec: EventTypeCreate, payload_schemas: PayloadSchemas
+    session: AsyncSession,
+    tenant_id: str,
+    spec: EventTypeCreate,
+    payload_schemas: PayloadSchemas,
+    *,
+    by: Actor,
 ) -> EventTypeDef:
     created = await event_types.insert_type(
         session,
@@ -30,6 +42,9 @@ async def create_type(
     if (refused := example_refusal(created)) is not None:
         raise refused
     payload_schemas.forget(tenant_id, spec.name)
+    await audit.record(
+        session, tenant_id, by, "event_type.created", spec.name, after=_view(created)
+    )
     return created
 
 
@@ -66,10 +81,14 @@ async def update_type(
     name: str,
     change: EventTypeUpdate,
     payload_schemas: PayloadSchemas,
+    *,
+    by: Actor,
 ) -> EventTypeDef:
     values = change.model_dump(exclude_unset=True, by_alias=True)
+    current = await get_type(session, tenant_id, name)
     if not values:
-        return await get_type(session, tenant_id, name)
+        return current
+    was = _view(current)  # before the update refreshes the same row
     updated = await event_types.update_type(session, tenant_id, name, values)
     if updated is None:
         raise NotFound(f"event type {name} is not in the catalogue")
@@ -78,4 +97,7 @@ async def update_type(
     if (refused := example_refusal(updated)) is not None:
         raise refused
     payload_schemas.forget(tenant_id, name)
+    await audit.record(
+        session, tenant_id, by, "event_type.updated", name, before=was, after=_view(updated)
+    )
     return updated

@@ -15,7 +15,7 @@ from app.core.errors import Forbidden
 from app.core.ids import is_id
 from app.core.scope import Scope
 from app.endpoints.schemas import EndpointUpdate
-from app.endpoints.service import credentials, endpoints
+from app.endpoints.service import endpoints, rotations
 from app.flow.service.flow_state import clear_flow_state
 from app.runtime.resources import ResourcesDep
 from app.streams.service import streams
@@ -104,6 +104,7 @@ async def set_enabled(
             EndpointUpdate(enabled=enable),
             resources.settings.destination_allowlist,
             resources.keys,
+            by=viewer.actor,
         )
     if enable:  # as PATCH /v1/endpoints does: no leftover pause or probe holds it back
         await clear_flow_state(
@@ -135,12 +136,13 @@ async def rotate_secret(
 ) -> HTMLResponse:
     """The new secret is shown once, on this answer (never in a URL): the receiver needs it."""
     async with resources.sessionmaker() as session, session.begin():
-        rotated = await credentials.rotate_secret(
+        rotated = await rotations.rotate_secret(
             session,
             Scope(_tenant(viewer)),
             endpoint_id,
             resources.settings.secret_rotation_overlap_hours,
             resources.keys,
+            by=viewer.actor,
         )
     return render(
         request,

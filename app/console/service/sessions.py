@@ -15,6 +15,7 @@ from datetime import timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.console.repository import console_sessions
+from app.core.actors import Actor
 from app.core.config import Settings
 from app.core.errors import Forbidden, NotFound
 from app.tenants.service.api_keys import PrincipalCache, hash_key, principal_for
@@ -30,6 +31,11 @@ class Viewer:
     is_admin: bool
     csrf_token: str
     viewing: str | None  # the tenant whose data the pages show (None: an admin yet to pick)
+
+    @property
+    def actor(self) -> Actor:
+        """Who the audit trail names for what this sign-in changes: its console session."""
+        return Actor("console", self.session_id)
 
 
 @dataclass(frozen=True)

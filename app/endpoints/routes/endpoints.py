@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import ManageScopeDep, ReadScopeDep, SessionDep
+from app.api.deps import ActorDep, ManageScopeDep, ReadScopeDep, SessionDep
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -39,7 +39,13 @@ from app.endpoints.schemas import (
     RotatedSecret,
     RotatedSigningKey,
 )
-from app.endpoints.service import credentials, customer_fields, endpoints, handshakes
+from app.endpoints.service import (
+    credentials,
+    customer_fields,
+    endpoints,
+    handshakes,
+    rotations,
+)
 from app.flow.service.flow_state import clear_flow_state, wake_destination
 from app.runtime.resources import Resources, ResourcesDep
 from app.streams.schemas import StreamOut
@@ -62,6 +68,7 @@ _AUTH = (Unauthorized, Forbidden)
 async def create_endpoint(
     body: EndpointCreate,
     scope: ManageScopeDep,
+    by: ActorDep,
     session: SessionDep,
     resources: ResourcesDep,
     response: Response,
@@ -78,6 +85,7 @@ async def create_endpoint(
             resources.keys,
             consent,
             defaults=limits.Limits.defaults(resources.settings),
+            by=by,
         )
     response.headers["Location"] = f"/v1/endpoints/{created.endpoint.id}"
     shown = EndpointOut.model_validate(created.endpoint).model_dump()
@@ -202,12 +210,16 @@ async def get_endpoint_secret(
     summary="Rotate the signing secret; the old one keeps signing during the overlap",
 )
 async def rotate_endpoint_secret(
-    scope: ManageScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ManageScopeDep,
+    by: ActorDep,
+    endpoint_id: EndpointIdPath,
+    session: SessionDep,
+    resources: ResourcesDep,
 ) -> RotatedSecret:
     overlap = resources.settings.secret_rotation_overlap_hours
     async with session.begin():
-        rotated = await credentials.rotate_secret(
-            session, scope, endpoint_id, overlap, resources.keys
+        rotated = await rotations.rotate_secret(
+            session, scope, endpoint_id, overlap, resources.keys, by=by
         )
     return RotatedSecret(
         secret=rotated.secret,
@@ -222,12 +234,16 @@ async def rotate_endpoint_secret(
     summary="Rotate the ed25519 key pair (v1a); the old one keeps signing during the overlap",
 )
 async def rotate_endpoint_signing_key(
-    scope: ManageScopeDep, endpoint_id: EndpointIdPath, session: SessionDep, resources: ResourcesDep
+    scope: ManageScopeDep,
+    by: ActorDep,
+    endpoint_id: EndpointIdPath,
+    session: SessionDep,
+    resources: ResourcesDep,
 ) -> RotatedSigningKey:
     overlap = resources.settings.secret_rotation_overlap_hours
     async with session.begin():
-        endpoint = await credentials.rotate_signing_key(
-            session, scope, endpoint_id, overlap, resources.keys
+        endpoint = await rotations.rotate_signing_key(
+            session, scope, endpoint_id, overlap, resources.keys, by=by
         )
     assert endpoint.public_key is not None  # a rotation always leaves a pair
     return RotatedSigningKey(
@@ -262,6 +278,7 @@ async def send_test_event(
 )
 async def update_endpoint(
     scope: ManageScopeDep,
+    by: ActorDep,
     endpoint_id: EndpointIdPath,
     body: EndpointUpdate,
     session: SessionDep,
@@ -280,6 +297,7 @@ async def update_endpoint(
             resources.settings.destination_allowlist,
             resources.keys,
             consent,
+            by=by,
         )
     if body.enabled:
         # Re-enabled: no leftover pause or probe may hold the destination back.
@@ -308,8 +326,8 @@ async def update_endpoint(
     summary="Delete an endpoint; its delivery history is kept",
 )
 async def delete_endpoint(
-    scope: ManageScopeDep, endpoint_id: EndpointIdPath, session: SessionDep
+    scope: ManageScopeDep, by: ActorDep, endpoint_id: EndpointIdPath, session: SessionDep
 ) -> Response:
     async with session.begin():
-        await endpoints.delete_endpoint(session, scope, endpoint_id)
+        await endpoints.delete_endpoint(session, scope, endpoint_id, by=by)
     return Response(status_code=204)

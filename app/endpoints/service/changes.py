@@ -9,6 +9,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.service import audit
+from app.core.actors import Actor
 from app.core.errors import Conflict, NotFound
 from app.core.fields import subscribes_to_herald
 from app.core.scope import Scope
@@ -16,6 +18,7 @@ from app.core.sealing import KeyRing
 from app.endpoints.repository import endpoints
 from app.endpoints.schemas import EndpointUpdate
 from app.endpoints.service import credential_origins, credentials, handshakes, save_checks
+from app.endpoints.service.audit_views import endpoint_view
 from app.endpoints.service.customer_fields import check_customer_fields
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.models import Endpoint
@@ -48,10 +51,13 @@ async def update_endpoint(
     allowlist: Sequence[IPNetwork],
     ring: KeyRing,
     consent: handshakes.Consent | None = None,
+    *,
+    by: Actor,
 ) -> Endpoint:
     """``consent``: the receiver's, when handshakes.for_update said the change needs it."""
     check_customer_fields(scope, change)
     current = await _current(session, scope, endpoint_id, change, consent)
+    was = endpoint_view(current)  # before the update refreshes the same row
     values = _handshake_values(change, current, consent)
     # What a customer's move to another origin leaves behind is cleared, as if sent as null.
     change = change.model_copy(
@@ -79,6 +85,15 @@ async def update_endpoint(
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     await signals.endpoint_updated(session, endpoint, change.model_fields_set)
+    await audit.record(
+        session,
+        scope.tenant_id,
+        by,
+        "endpoint.updated",
+        endpoint.id,
+        before=was,
+        after=endpoint_view(endpoint),
+    )
     return endpoint
 
 

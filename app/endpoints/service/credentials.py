@@ -30,7 +30,7 @@ from app.models import Endpoint
 SECRET_PREFIX = "whsec_"  # noqa: S105  (a format prefix, not a secret)
 
 
-async def _get(session: AsyncSession, scope: Scope, endpoint_id: str) -> Endpoint:
+async def live_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) -> Endpoint:
     endpoint = await endpoints.get_live(session, scope, endpoint_id)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
@@ -120,7 +120,7 @@ def unreadable(what: str, remedy: str) -> Conflict:
 async def signing_secret(
     session: AsyncSession, scope: Scope, endpoint_id: str, ring: KeyRing
 ) -> str:
-    endpoint = await _get(session, scope, endpoint_id)
+    endpoint = await live_endpoint(session, scope, endpoint_id)
     opened = opens(ring, endpoint.secret_sealed, endpoint_purpose(endpoint.id, "signing"))
     if opened is None:
         raise unreadable("signing secret", "rotate it to make a new one")
@@ -209,51 +209,6 @@ def check_tls_url(url: str, tls: bool) -> None:
         raise Unprocessable(
             "tls is for https URLs: the endpoint's url must be https while tls is set"
         )
-
-
-async def rotate_secret(
-    session: AsyncSession, scope: Scope, endpoint_id: str, overlap_hours: float, ring: KeyRing
-) -> WithSecret:
-    current = await _get(session, scope, endpoint_id)
-    if opens(ring, current.secret_sealed, endpoint_purpose(endpoint_id, "signing")) is None:
-        overlap_hours = 0  # sealed under a lost key: it cannot sign beside the new one
-    secret = generate_secret()
-    endpoint = await endpoints.rotate_secret(
-        session,
-        scope,
-        endpoint_id,
-        sealed=signing_secrets_sealed(ring, endpoint_id, secret),
-        overlap=timedelta(hours=overlap_hours),
-    )
-    if endpoint is None:
-        raise NotFound(f"endpoint {endpoint_id} not found")
-    return WithSecret(endpoint, secret)
-
-
-async def rotate_signing_key(
-    session: AsyncSession, scope: Scope, endpoint_id: str, overlap_hours: float, ring: KeyRing
-) -> Endpoint:
-    """A new ed25519 pair; the current one signs beside it for the overlap, unless there is
-    none yet or it is sealed under a lost key."""
-    current = await _get(session, scope, endpoint_id)
-    purpose = endpoint_purpose(endpoint_id, "ed25519")
-    if (
-        current.signing_key_sealed is None
-        or opens(ring, current.signing_key_sealed, purpose) is None
-    ):
-        overlap_hours = 0
-    pair = key_pair_values(ring, endpoint_id)
-    endpoint = await endpoints.rotate_signing_key(
-        session,
-        scope,
-        endpoint_id,
-        sealed=pair["signing_key_sealed"],
-        public_key=pair["public_key"],
-        overlap=timedelta(hours=overlap_hours),
-    )
-    if endpoint is None:
-        raise NotFound(f"endpoint {endpoint_id} not found")
-    return endpoint
 
 
 @dataclass

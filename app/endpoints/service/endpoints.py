@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.service import audit
+from app.core.actors import Actor
 from app.core.errors import Conflict, HeraldError, NotFound
 from app.core.fields import subscribes_to_herald
 from app.core.ids import new_id
@@ -32,6 +34,7 @@ from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
 from app.endpoints.schemas import EndpointCreate
 from app.endpoints.schemas import header_fault as header_fault
 from app.endpoints.service import credentials, handshakes, save_checks
+from app.endpoints.service.audit_views import endpoint_view
 
 # Changing an endpoint has a module of its own; its callers find it here beside the rest.
 from app.endpoints.service.changes import update_endpoint as update_endpoint
@@ -74,6 +77,7 @@ async def create_endpoint(
     consent: handshakes.Consent | None = None,
     *,
     defaults: limits.Limits,
+    by: Actor,
 ) -> credentials.WithSecret:
     """``consent``: the receiver's, from the webhook handshake, when the spec requires one
     (handshakes.for_create says so; the route asks the receiver first). The endpoint belongs
@@ -128,6 +132,9 @@ async def create_endpoint(
         **values,
     )
     await signals.endpoint_created(session, endpoint)
+    await audit.record(
+        session, scope.tenant_id, by, "endpoint.created", endpoint.id, after=endpoint_view(endpoint)
+    )
     return credentials.WithSecret(endpoint, secret)
 
 
@@ -147,22 +154,36 @@ async def get_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) ->
     return endpoint
 
 
-async def delete_endpoint(session: AsyncSession, scope: Scope, endpoint_id: str) -> None:
+async def delete_endpoint(
+    session: AsyncSession, scope: Scope, endpoint_id: str, *, by: Actor
+) -> None:
     deleted = await endpoints.soft_delete(session, scope, endpoint_id)
     if deleted is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
-    await signals.endpoint_deleted(session, deleted)
+    await _deleted(session, deleted, by)
 
 
-async def delete_customer(session: AsyncSession, scope: Scope) -> list[str]:
+async def _deleted(session: AsyncSession, endpoint: Endpoint, by: Actor) -> None:
+    await signals.endpoint_deleted(session, endpoint)
+    await audit.record(
+        session,
+        endpoint.tenant_id,
+        by,
+        "endpoint.deleted",
+        endpoint.id,
+        before={"url": endpoint.url, "customer_id": endpoint.customer_id},
+    )
+
+
+async def delete_customer(session: AsyncSession, scope: Scope, *, by: Actor) -> list[str]:
     """The scope's customer deleted, and its endpoints with it (their history kept): the ids
     of the endpoints deleted. The customer first: an endpoint being made for it finishes
     before, and is deleted too."""
     assert scope.customer_id is not None
-    await customers.mark_deleted(session, scope.tenant_id, scope.customer_id)
+    await customers.mark_deleted(session, scope.tenant_id, scope.customer_id, by=by)
     deleted = await endpoints.delete_all_of(session, scope)
     for endpoint in deleted:
-        await signals.endpoint_deleted(session, endpoint)
+        await _deleted(session, endpoint, by)
     return [endpoint.id for endpoint in deleted]
 
 

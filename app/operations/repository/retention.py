@@ -15,6 +15,7 @@ from app.core.ids import id_floor, sibling_range
 from app.core.states import TERMINAL_STATES
 from app.models import (
     Attempt,
+    AuditRecord,
     CustodyRecord,
     Delivery,
     Event,
@@ -146,5 +147,20 @@ async def purge_runs(session: AsyncSession, *, before: datetime, limit: int) -> 
     )
     result = await session.execute(
         delete(ReconcileRun).where(ReconcileRun.id.in_(doomed)).returning(ReconcileRun.id)
+    )
+    return len(result.all())
+
+
+async def purge_audit_records(session: AsyncSession, *, before: datetime, limit: int) -> int:
+    """Audit records made before ``before``: a range of their time-ordered ids."""
+    doomed = (
+        select(AuditRecord.id)
+        .where(AuditRecord.id < id_floor("aud", before))
+        .order_by(AuditRecord.id)
+        .limit(limit)
+        .scalar_subquery()
+    )
+    result = await session.execute(
+        delete(AuditRecord).where(AuditRecord.id.in_(doomed)).returning(AuditRecord.id)
     )
     return len(result.all())

@@ -33,6 +33,7 @@ async def purge(
         "purged_keys": 0,
         "purged_runs": 0,
         "purged_portal_sessions": 0,
+        "purged_audit_records": 0,
     }
 
     async def drain(name: str, batch: Callable[[AsyncSession], Awaitable[int]]) -> None:
@@ -62,6 +63,12 @@ async def purge(
     await drain(
         "purged_portal_sessions",
         lambda session: retention.purge_portal_sessions(session, limit=BATCH),
+    )
+    # The audit trail has a retention of its own, however long deliveries are kept.
+    audited = datetime.now(UTC) - timedelta(days=settings.audit_retention_days)
+    await drain(
+        "purged_audit_records",
+        lambda session: retention.purge_audit_records(session, before=audited, limit=BATCH),
     )
     log.info("retention.purged", **counts)
     return counts

@@ -18,7 +18,7 @@ from app.core.errors import Conflict, DestinationRefused, Unprocessable
 from app.delivery.schemas import RedriveFilter
 from app.delivery.service import redrive
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
-from app.endpoints.service import credentials, endpoints
+from app.endpoints.service import credentials, endpoints, rotations
 from app.flow.service.flow_state import clear_flow_state
 from app.portal.routes.deps import VisitorDep, fragment
 from app.portal.service import views
@@ -90,6 +90,7 @@ async def create_endpoint(
                 resources.settings.destination_allowlist,
                 resources.keys,
                 defaults=limits.Limits.defaults(resources.settings),
+                by=visitor.actor,
             )
             return await _endpoint(request, session, visitor, created.endpoint.id, 201)
     except ValidationError as exc:
@@ -118,6 +119,7 @@ async def change_endpoint(
                 spec,
                 resources.settings.destination_allowlist,
                 resources.keys,
+                by=visitor.actor,
             )
             return await _endpoint(request, session, visitor, endpoint_id)
     except ValidationError as exc:
@@ -143,6 +145,7 @@ async def enable_endpoint(
             EndpointUpdate(enabled=enable),
             resources.settings.destination_allowlist,
             resources.keys,
+            by=visitor.actor,
         )
         shown = await _endpoint(request, session, visitor, endpoint_id)
     if enable:  # as the API does: no leftover pause or probe holds it back
@@ -161,7 +164,7 @@ async def delete_endpoint(
 ) -> HTMLResponse:
     views.require(visitor, "manage_endpoints")
     async with resources.sessionmaker() as session, session.begin():
-        await endpoints.delete_endpoint(session, visitor.scope, endpoint_id)
+        await endpoints.delete_endpoint(session, visitor.scope, endpoint_id, by=visitor.actor)
         rows = await views.endpoint_list(session, visitor, when)
     return fragment(request, "endpoints.html", visitor, endpoints=rows, deleted=endpoint_id)
 
@@ -185,12 +188,13 @@ async def rotate_secret(
 ) -> HTMLResponse:
     views.require(visitor, "manage_endpoints")
     async with resources.sessionmaker() as session, session.begin():
-        rotated = await credentials.rotate_secret(
+        rotated = await rotations.rotate_secret(
             session,
             visitor.scope,
             endpoint_id,
             resources.settings.secret_rotation_overlap_hours,
             resources.keys,
+            by=visitor.actor,
         )
     return fragment(
         request,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Response
 
-from app.api.deps import PrincipalDep, SessionDep, SettingsDep, TenantDep
+from app.api.deps import ActorDep, PrincipalDep, SessionDep, SettingsDep, TenantDep
 from app.api.pagination import Cursor, Limit, Page, decode_id_cursor, page_of
 from app.api.paths import PortalSessionIdPath
 from app.api.problems import problem_responses
@@ -139,10 +139,10 @@ async def revoke_portal_session(
     "no page may frame the portal). To change some fields and keep the rest, use PATCH.",
 )
 async def put_portal_settings(
-    body: PortalSettingsPut, tenant_id: TenantDep, session: SessionDep
+    body: PortalSettingsPut, tenant_id: TenantDep, by: ActorDep, session: SessionDep
 ) -> PortalSettingsOut:
     async with session.begin():
-        stored = await settings.put_settings(session, tenant_id, body)
+        stored = await settings.put_settings(session, tenant_id, body, by=by)
     return settings.shown(stored)
 
 
@@ -153,10 +153,10 @@ async def put_portal_settings(
     summary="Change some of the portal's settings, keeping the rest",
 )
 async def patch_portal_settings(
-    body: PortalSettingsPatch, tenant_id: TenantDep, session: SessionDep
+    body: PortalSettingsPatch, tenant_id: TenantDep, by: ActorDep, session: SessionDep
 ) -> PortalSettingsOut:
     async with session.begin():
-        stored = await settings.patch_settings(session, tenant_id, body)
+        stored = await settings.patch_settings(session, tenant_id, body, by=by)
     return settings.shown(stored)
 
 

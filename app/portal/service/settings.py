@@ -9,6 +9,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.service import audit
+from app.core.actors import Actor
 from app.core.errors import Unprocessable
 from app.models import PortalSettings
 from app.portal.repository import portal_settings
@@ -22,18 +24,18 @@ from app.tenants.service.tenants import get_tenant
 
 
 async def put_settings(
-    session: AsyncSession, tenant_id: str, spec: PortalSettingsPut
+    session: AsyncSession, tenant_id: str, spec: PortalSettingsPut, *, by: Actor
 ) -> PortalSettings:
     """Replace the settings whole: a field left out is the default again."""
     if spec.logo_url is not None and spec.logo_upload is not None:
         raise Unprocessable("give logo_url or logo_upload, not both")
     logo, logo_type = _uploaded(spec.logo_upload) if spec.logo_upload else (None, None)
     values = spec.model_dump(exclude={"logo_upload"})
-    return await _stored(session, tenant_id, {**values, "logo": logo, "logo_type": logo_type})
+    return await _stored(session, tenant_id, {**values, "logo": logo, "logo_type": logo_type}, by)
 
 
 async def patch_settings(
-    session: AsyncSession, tenant_id: str, change: PortalSettingsPatch
+    session: AsyncSession, tenant_id: str, change: PortalSettingsPatch, *, by: Actor
 ) -> PortalSettings:
     """Change the fields ``change`` names, the rest kept as they are. The row is locked while
     it is read and written, so two changes at once both land."""
@@ -61,17 +63,39 @@ async def patch_settings(
         values["logo"] = values["logo_type"] = None
     if change.logo_upload is not None:
         values["logo_url"] = None
-    return await _stored(session, tenant_id, values)
+    return await _stored(session, tenant_id, values, by)
 
 
-async def _stored(session: AsyncSession, tenant_id: str, values: dict[str, Any]) -> PortalSettings:
+async def _stored(
+    session: AsyncSession, tenant_id: str, values: dict[str, Any], by: Actor
+) -> PortalSettings:
     logo_url = values["logo_url"]
     if logo_url is not None and _origin_of(logo_url) not in values["allowed_origins"]:
         raise Unprocessable(
             "logo_url must be on one of allowed_origins: the portal's CSP loads images from "
             "those origins alone"
         )
-    return await portal_settings.put(session, tenant_id, values)
+    current = await portal_settings.get(session, tenant_id)
+    was = _view(vars(current) if current is not None else None)
+    stored = await portal_settings.put(session, tenant_id, values)
+    await audit.record(
+        session, tenant_id, by, "portal_settings.updated", None, before=was, after=_view(values)
+    )
+    return stored
+
+
+def _view(values: dict[str, Any] | None) -> dict[str, Any]:
+    """What the audit trail keeps of the settings: an uploaded logo by its type and size."""
+    if values is None:
+        return {"name": None, "logo_url": None, "accent_color": None, "allowed_origins": []}
+    logo = values.get("logo")
+    return {
+        "name": values.get("name"),
+        "logo_url": values.get("logo_url"),
+        "accent_color": values.get("accent_color"),
+        "allowed_origins": list(values.get("allowed_origins") or []),
+        "logo_upload": None if logo is None else f"{values.get('logo_type')}, {len(logo)} bytes",
+    }
 
 
 # What an uploaded logo may be, told by its first bytes whatever the data URL claims. No SVG:

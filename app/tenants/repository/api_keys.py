@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.actors import Actor
 from app.core.ids import is_id, new_id
 from app.models import ApiKey
 
@@ -16,6 +17,11 @@ class Principal:
     tenant_id: str | None
     is_admin: bool
     key_id: str | None = None  # None for the configured admin key (HERALD_ADMIN_API_KEY)
+
+    @property
+    def actor(self) -> Actor:
+        """Who the audit trail names for what this key changes."""
+        return Actor("admin" if self.is_admin else "api_key", self.key_id)
 
 
 async def insert_key(

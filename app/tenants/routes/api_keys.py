@@ -82,5 +82,7 @@ async def revoke_key(
     resources: ResourcesDep,
 ) -> ApiKeyOut:
     async with session.begin():
-        revoked = await api_keys.revoke_key(session, principal, key_id, resources.principals)
+        revoked = await api_keys.revoke_key(
+            session, principal, key_id, resources.principals, by=principal.actor
+        )
     return ApiKeyOut.model_validate(revoked)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from app.api.deps import SessionDep, TenantDep
+from app.api.deps import ActorDep, SessionDep, TenantDep
 from app.api.pagination import Cursor, Limit, Page, decode_cursor, page_of
 from app.api.paths import CustomerIdPath, NewCustomerIdPath
 from app.api.problems import problem_responses
@@ -28,13 +28,16 @@ _AUTH = (Unauthorized, Forbidden)
 )
 async def put_customer(
     tenant_id: TenantDep,
+    by: ActorDep,
     customer_id: NewCustomerIdPath,
     body: CustomerPut,
     session: SessionDep,
     response: Response,
 ) -> CustomerOut:
     async with session.begin():
-        customer, made = await customers.put_customer(session, tenant_id, customer_id, body.name)
+        customer, made = await customers.put_customer(
+            session, tenant_id, customer_id, body.name, by=by
+        )
     if made:
         response.status_code = 201
         response.headers["Location"] = f"/v1/customers/{customer.id}"
@@ -76,8 +79,8 @@ async def get_customer(
     summary="Delete a customer and its endpoints; their delivery history is kept",
 )
 async def delete_customer(
-    tenant_id: TenantDep, customer_id: CustomerIdPath, session: SessionDep
+    tenant_id: TenantDep, by: ActorDep, customer_id: CustomerIdPath, session: SessionDep
 ) -> Response:
     async with session.begin():
-        await endpoints.delete_customer(session, Scope(tenant_id, customer_id))
+        await endpoints.delete_customer(session, Scope(tenant_id, customer_id), by=by)
     return Response(status_code=204)

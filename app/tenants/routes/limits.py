@@ -61,7 +61,7 @@ async def tenant_limits(
     summary="Set what a tenant may use (admin)",
 )
 async def change_limits(
-    _admin: AdminDep,
+    admin: AdminDep,
     tenant_id: TenantIdPath,
     change: LimitsChange,
     session: SessionDep,
@@ -69,6 +69,6 @@ async def change_limits(
 ) -> LimitsOut:
     async with session.begin():
         tenant = await limits.set_limits(
-            session, tenant_id, change.model_dump(include=change.model_fields_set)
+            session, tenant_id, change.model_dump(include=change.model_fields_set), by=admin.actor
         )
     return _shown(tenant, limits.Limits.defaults(settings))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import SessionDep, TenantDep
+from app.api.deps import ActorDep, SessionDep, TenantDep
 from app.api.problems import problem_responses
 from app.core.errors import Forbidden, Unauthorized, UnsupportedMediaType
 from app.tenants.schemas import TenantSettingsChange, TenantSettingsOut
@@ -32,10 +32,10 @@ async def own_tenant(tenant_id: TenantDep, session: SessionDep) -> TenantSetting
     summary="Change this tenant's own settings",
 )
 async def change_own_tenant(
-    change: TenantSettingsChange, tenant_id: TenantDep, session: SessionDep
+    change: TenantSettingsChange, tenant_id: TenantDep, by: ActorDep, session: SessionDep
 ) -> TenantSettingsOut:
     async with session.begin():
         changed = await tenants.change_own(
-            session, tenant_id, change.model_dump(include=change.model_fields_set)
+            session, tenant_id, change.model_dump(include=change.model_fields_set), by=by
         )
         return TenantSettingsOut.model_validate(changed)

@@ -20,12 +20,14 @@ router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
     responses=problem_responses(Unauthorized, Forbidden, UnsupportedMediaType, Conflict),
     summary="Create a tenant and its first API key (admin)",
 )
-async def create_tenant(body: TenantCreate, _admin: AdminDep, session: SessionDep) -> TenantCreated:
+async def create_tenant(body: TenantCreate, admin: AdminDep, session: SessionDep) -> TenantCreated:
     async with session.begin():
         tenant = await tenants.insert_tenant(session, body.name)
         if tenant is None:
             raise Conflict(f"a tenant named {body.name!r} already exists")
-        issued = await issue_key(session, tenant_id=tenant.id, is_admin=False, label="first key")
+        issued = await issue_key(
+            session, tenant_id=tenant.id, is_admin=False, label="first key", by=admin.actor
+        )
     return TenantCreated(
         id=tenant.id, name=tenant.name, created_at=tenant.created_at, api_key=issued.key
     )

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.audit.service import audit
+from app.core.actors import Actor
 from app.core.caches import SharedCache
 from app.core.errors import NotFound, Unprocessable
 from app.models import ApiKey
@@ -32,7 +34,12 @@ class IssuedKey:
 
 
 async def issue_key(
-    session: AsyncSession, *, tenant_id: str | None, is_admin: bool, label: str | None = None
+    session: AsyncSession,
+    *,
+    tenant_id: str | None,
+    is_admin: bool,
+    label: str | None = None,
+    by: Actor,
 ) -> IssuedKey:
     key = generate_key()
     row = await api_keys.insert_key(
@@ -43,15 +50,18 @@ async def issue_key(
         prefix=key[:12],
         label=label,
     )
+    if tenant_id is not None:
+        shown = {"label": label, "prefix": row.display_prefix, "admin": is_admin}
+        await audit.record(session, tenant_id, by, "api_key.created", row.id, after=shown)
     return IssuedKey(row, key)
 
 
 async def issue_key_for_tenant_name(
-    session: AsyncSession, name: str, *, is_admin: bool, label: str | None = None
+    session: AsyncSession, name: str, *, is_admin: bool, label: str | None = None, by: Actor
 ) -> IssuedKey:
     """`herald keys create --tenant NAME`: the tenant is created when it does not exist yet."""
     tenant = await tenants.get_or_create(session, name)
-    return await issue_key(session, tenant_id=tenant.id, is_admin=is_admin, label=label)
+    return await issue_key(session, tenant_id=tenant.id, is_admin=is_admin, label=label, by=by)
 
 
 def scope_of(principal: Principal, tenant_id: str | None) -> str | None:
@@ -75,11 +85,13 @@ async def create_key(
         raise Unprocessable("tenant_id: an admin creates a key for a named tenant")
     if await tenants.get(session, target) is None:
         raise NotFound(f"tenant {target} not found")
-    return await issue_key(session, tenant_id=target, is_admin=False, label=label)
+    return await issue_key(
+        session, tenant_id=target, is_admin=False, label=label, by=principal.actor
+    )
 
 
 async def revoke_key(
-    session: AsyncSession, principal: Principal, key_id: str, cache: PrincipalCache
+    session: AsyncSession, principal: Principal, key_id: str, cache: PrincipalCache, *, by: Actor
 ) -> ApiKey:
     """Revoke; this process forgets the key at once, every other within the key cache's time
     (``HERALD_API_KEY_CACHE_SECONDS``)."""
@@ -89,6 +101,15 @@ async def revoke_key(
     if revoked is None:
         raise NotFound(f"API key {key_id} not found")
     cache.forget(revoked.key_hash)
+    if revoked.tenant_id is not None:
+        await audit.record(
+            session,
+            revoked.tenant_id,
+            by,
+            "api_key.revoked",
+            key_id,
+            before={"label": revoked.label, "prefix": revoked.display_prefix},
+        )
     return revoked
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.actors import Actor
 from app.core.errors import Forbidden, Unauthorized
 from app.core.scope import Scope
 from app.tenants.repository import customer_sessions
@@ -35,6 +36,7 @@ class Visitor:
 
     scope: Scope
     capabilities: frozenset[str]
+    actor: Actor  # who the audit trail says changed what this request changes
 
     def may(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -44,8 +46,8 @@ class Visitor:
             raise Forbidden(f"this portal session may not {_SAID[capability]}")
 
 
-def tenant_visitor(tenant_id: str) -> Visitor:
-    return Visitor(Scope(tenant_id), frozenset(CAPABILITIES))
+def tenant_visitor(tenant_id: str, actor: Actor) -> Visitor:
+    return Visitor(Scope(tenant_id), frozenset(CAPABILITIES), actor)
 
 
 async def visitor_for(session: AsyncSession, session_token: str) -> Visitor:
@@ -57,4 +59,8 @@ async def visitor_for(session: AsyncSession, session_token: str) -> Visitor:
             "this portal session has ended (it expired, was revoked, or its customer or the "
             "key that opened it was): open the portal again"
         )
-    return Visitor(Scope(live.tenant_id, live.customer_id), frozenset(live.capabilities))
+    return Visitor(
+        Scope(live.tenant_id, live.customer_id),
+        frozenset(live.capabilities),
+        Actor("portal_session", live.id),
+    )

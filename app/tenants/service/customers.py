@@ -5,12 +5,23 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.service import audit
+from app.core.actors import Actor
 from app.core.errors import NotFound
 from app.models import Customer
 from app.tenants.repository import customers
 
-put_customer = customers.put
 list_customers = customers.list_page
+
+
+async def put_customer(
+    session: AsyncSession, tenant_id: str, customer_id: str, name: str | None, *, by: Actor
+) -> tuple[Customer, bool]:
+    """Create the customer or name it afresh (customers.put); and whether it was made."""
+    customer, made = await customers.put(session, tenant_id, customer_id, name)
+    action = "customer.created" if made else "customer.updated"
+    await audit.record(session, tenant_id, by, action, customer_id, after={"name": name})
+    return customer, made
 
 
 async def get_customer(
@@ -24,6 +35,9 @@ async def get_customer(
     return customer
 
 
-async def mark_deleted(session: AsyncSession, tenant_id: str, customer_id: str) -> None:
+async def mark_deleted(
+    session: AsyncSession, tenant_id: str, customer_id: str, *, by: Actor
+) -> None:
     if not await customers.mark_deleted(session, tenant_id, customer_id):
         raise NotFound(f"customer {customer_id} not found")
+    await audit.record(session, tenant_id, by, "customer.deleted", customer_id)

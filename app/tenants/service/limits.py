@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.service import audit
+from app.core.actors import Actor
 from app.core.config import Settings
 from app.core.errors import NotFound
 from app.models import Tenant
@@ -68,9 +70,15 @@ async def hold(session: AsyncSession, tenant_id: str, defaults: Limits) -> Limit
 
 
 async def set_limits(
-    session: AsyncSession, tenant_id: str, values: dict[str, int | None]
+    session: AsyncSession, tenant_id: str, values: dict[str, int | None], *, by: Actor
 ) -> Tenant:
-    tenant = await tenants.set_values(session, tenant_id, values)
-    if tenant is None:
+    """The operator's change to what a tenant may use, in the tenant's audit trail."""
+    earlier = await tenants.get(session, tenant_id)
+    if earlier is None:
         raise NotFound(f"tenant {tenant_id} not found")
+    was = {name: getattr(earlier, name) for name in values}
+    tenant = await tenants.set_values(session, tenant_id, values)
+    assert tenant is not None
+    now = {name: getattr(tenant, name) for name in values}
+    await audit.record(session, tenant_id, by, "limits.updated", tenant_id, before=was, after=now)
     return tenant

@@ -6,6 +6,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.audit.service import audit
+from app.core.actors import Actor
 from app.models import Tenant
 from app.tenants.repository import tenants
 
@@ -28,8 +30,17 @@ async def own(session: AsyncSession, tenant_id: str) -> Tenant:
     return tenant
 
 
-async def change_own(session: AsyncSession, tenant_id: str, values: dict[str, Any]) -> Tenant:
+async def change_own(
+    session: AsyncSession, tenant_id: str, values: dict[str, Any], *, by: Actor
+) -> Tenant:
     """The tenant's own settings changed (a null: back to Herald's default)."""
+    was = _settings(await own(session, tenant_id), values)
     tenant = await tenants.set_values(session, tenant_id, values)
     assert tenant is not None
+    now = _settings(tenant, values)
+    await audit.record(session, tenant_id, by, "tenant.updated", tenant_id, before=was, after=now)
     return tenant
+
+
+def _settings(tenant: Tenant, names: dict[str, Any]) -> dict[str, Any]:
+    return {name: getattr(tenant, name) for name in names}

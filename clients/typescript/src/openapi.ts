@@ -98,6 +98,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit-records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The audit trail: who changed what, before and after, newest first */
+        get: operations["list_audit_records_v1_audit_records_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/customers": {
         parameters: {
             query?: never;
@@ -759,6 +776,13 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** ActorOut */
+        ActorOut: {
+            /** Id */
+            id: string | null;
+            /** Kind */
+            kind: string;
+        };
         /** ApiKeyCreate */
         ApiKeyCreate: {
             /**
@@ -856,6 +880,42 @@ export interface components {
             started_at: string;
             /** Status Code */
             status_code: number | null;
+        };
+        /** AuditRecordOut */
+        AuditRecordOut: {
+            /**
+             * Action
+             * @description What was done: endpoint.updated, api_key.revoked, ...
+             */
+            action: string;
+            /** @description Who made the change: `kind` api_key (a tenant key), admin (an admin key; id null for the configured one), portal_session (a customer's portal), console (a console sign-in, by its session) or cli (the `herald` command); `id` the key's, session's or sign-in's id. */
+            actor: components["schemas"]["ActorOut"];
+            /**
+             * After
+             * @description The fields that changed, as they became (null for a deletion).
+             */
+            after: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Before
+             * @description The fields that changed, as they were (null for a creation). A secret is named, never shown.
+             */
+            before: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: string;
+            /**
+             * Subject Id
+             * @description What it was done to: an endpoint's id, a key's, a customer's, an event type's name; null for the portal's settings.
+             */
+            subject_id: string | null;
         };
         /** BatchAccepted */
         BatchAccepted: {
@@ -2015,6 +2075,13 @@ export interface components {
             /** Next Cursor */
             next_cursor?: string | null;
         };
+        /** Page[AuditRecordOut] */
+        Page_AuditRecordOut_: {
+            /** Items */
+            items: components["schemas"]["AuditRecordOut"][];
+            /** Next Cursor */
+            next_cursor?: string | null;
+        };
         /** Page[CustomerOut] */
         Page_CustomerOut_: {
             /** Items */
@@ -2300,7 +2367,7 @@ export interface components {
         ReconcileRunOut: {
             /**
              * Counts
-             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; partitions_made (the days ahead made now); and retention's: dropped_days (days of deliveries dropped whole, with their events, attempts and custody records), and rows purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions.
+             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; partitions_made (the days ahead made now); and retention's: dropped_days (days of deliveries dropped whole, with their events, attempts and custody records), and rows purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions, purged_audit_records (past HERALD_AUDIT_RETENTION_DAYS).
              */
             counts: {
                 [key: string]: number;
@@ -2921,6 +2988,75 @@ export interface operations {
             };
             /** @description Not found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    list_audit_records_v1_audit_records_get: {
+        parameters: {
+            query?: {
+                /** @description Only the changes to this endpoint, key, ... */
+                subject_id?: string | null;
+                /** @description Only this kind of change (endpoint.updated). */
+                action?: string | null;
+                /** @description Page size. */
+                limit?: number;
+                /** @description next_cursor of the last page. */
+                cursor?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_AuditRecordOut_"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,1 @@
+"""The audit domain owns ``audit_records``."""

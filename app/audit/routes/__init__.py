@@ -1,0 +1,1 @@
+"""HTTP routes: parse, authorise, call the service, answer. No SQL, no workflow."""
