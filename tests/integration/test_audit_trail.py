@@ -57,7 +57,7 @@ async def test_an_endpoints_life_is_in_the_trail_with_no_secret(
         ).is_success
     assert (await client.delete(f"/v1/endpoints/{made['id']}", headers=tenant)).status_code == 204
 
-    trail = await _trail(client, tenant, subject_id=made["id"])
+    trail = await _trail(client, tenant, subject=made["id"])
     assert [r["action"] for r in trail] == [
         "endpoint.deleted",
         "endpoint.signing_key_rotated",
@@ -175,7 +175,7 @@ async def test_the_trail_is_the_tenants_own(client: httpx.AsyncClient) -> None:
     tenant = await new_tenant(client, "mine")
     other = await new_tenant(client, "theirs")
     made = await new_endpoint(client, tenant)
-    assert await _trail(client, other, subject_id=made["id"]) == []
+    assert await _trail(client, other, subject=made["id"]) == []
     assert [r["action"] for r in await _trail(client, other)] == ["api_key.created"]
     await client.put("/v1/customers/acme", json={}, headers=tenant)
     bearer = await portal_bearer(client, tenant, "acme", "manage_endpoints")

@@ -51,6 +51,7 @@ TENANT_ROUTES = [
     ("GET", "/v1/operational-event-types"),
     ("GET", "/v1/operational-event-types/order.paid"),
     ("GET", "/v1/audit-records"),
+    ("POST", "/v1/deliveries/dlv_x/retry"),
     ("PUT", "/v1/customers/cus_x"),
     ("GET", "/v1/customers"),
     ("GET", "/v1/customers/cus_x"),

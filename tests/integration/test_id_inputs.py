@@ -43,6 +43,7 @@ PATH_ROUTES = [
     ("GET", "/v1/deliveries/{}"),
     ("GET", "/v1/deliveries/{}/attempts"),
     ("POST", "/v1/deliveries/{}/redrive"),
+    ("POST", "/v1/deliveries/{}/retry"),
     ("POST", "/v1/deliveries/{}/cancel"),
     ("POST", "/v1/deliveries/{}/skip"),
     ("GET", "/v1/deliveries/redrive/{}"),
@@ -245,6 +246,7 @@ LISTS = [
     ("/v1/api-keys", "key", False),
     ("/v1/tenants", "ten", True),
     ("/v1/portal-sessions", "pts", False),
+    ("/v1/audit-records", "aud", False),
 ]
 
 

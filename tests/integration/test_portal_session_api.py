@@ -57,6 +57,7 @@ def _probes(endpoint_id: str, delivery_id: str) -> list[tuple[str, str, Any]]:
         ("GET", f"/v1/deliveries/{delivery_id}", None),
         ("GET", f"/v1/deliveries/{delivery_id}/attempts", None),
         ("POST", f"/v1/deliveries/{delivery_id}/redrive", None),
+        ("POST", f"/v1/deliveries/{delivery_id}/retry", None),
     ]
 
 

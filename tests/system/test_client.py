@@ -93,6 +93,10 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
             published = herald.events.publish("order.shipped", {"order": 7})
             assert [d.endpoint_id for d in published.deliveries] == [endpoint.id]
 
+            # Not attempted yet, so not to be retried now: the 409 as the client raises it.
+            with pytest.raises(HeraldError, match="has not been attempted yet") as refused:
+                herald.deliveries.retry_now(later.id)
+            assert refused.value.status == 409
             cancelled = herald.deliveries.cancel(later.id)
             assert cancelled.state == "cancelled"
             listed = herald.deliveries.list(event_id=published.id)

@@ -17,6 +17,15 @@ from app.core.ids import looks_like
 
 router = APIRouter(prefix="/v1/audit-records", tags=["audit"])
 
+# What a record is about: an id, a customer's id or an event type's name (their characters).
+AuditSubject = Annotated[
+    str,
+    TextRule(
+        r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-/]{0,254}$",
+        "must be what was changed: an endpoint's or a key's id, a customer's id or an event "
+        "type's name",
+    ),
+]
 # An action's name: a kind of subject and what was done to it.
 AuditAction = Annotated[
     str, TextRule(r"^[a-z_]{1,40}\.[a-z_]{1,40}$", "must be an action, such as endpoint.updated")
@@ -32,9 +41,12 @@ AuditAction = Annotated[
 async def list_audit_records(
     tenant_id: TenantDep,
     session: SessionDep,
-    subject_id: Annotated[
-        str | None,
-        Query(max_length=255, description="Only the changes to this endpoint, key, ..."),
+    subject: Annotated[
+        AuditSubject | None,
+        Query(
+            description="Only the changes to this: an endpoint's or a key's id, a customer's, "
+            "an event type's name.",
+        ),
     ] = None,
     action: Annotated[
         AuditAction | None, Query(description="Only this kind of change (endpoint.updated).")
@@ -49,7 +61,7 @@ async def list_audit_records(
             tenant_id,
             limit=limit + 1,
             before_id=before_id,
-            subject_id=subject_id,
+            subject_id=subject,
             action=action,
         )
     return page_of(rows, limit, AuditRecordOut.model_validate, lambda item: item.id)

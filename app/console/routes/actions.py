@@ -1,6 +1,6 @@
-"""What the console changes: redrive one dead delivery or every matching one, cancel one. Each
-is a form with the session's CSRF token, answered with a redirect to the page that shows the
-result (post/redirect/get)."""
+"""What the console changes: redrive one dead delivery or every matching one, try one that
+waits for a retry now, cancel one. Each is a form with the session's CSRF token, answered with
+a redirect to the page that shows the result (post/redirect/get)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from app.console.routes.filters import dead_filter
 from app.console.service.sessions import Viewer
 from app.core.errors import Forbidden
 from app.core.scope import Scope
-from app.delivery.service import cancel, listings, redrive, skip
+from app.delivery.service import cancel, listings, redrive, retry_now, skip
 from app.runtime.resources import ResourcesDep
 
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -30,6 +30,18 @@ async def redrive_one(
 ) -> RedirectResponse:
     async with resources.sessionmaker() as session, session.begin():
         _, publications = await redrive.redrive_one(
+            session, Scope(_tenant(viewer)), delivery_id, region=resources.settings.region
+        )
+    resources.publisher.submit(publications)
+    return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
+
+
+@router.post("/deliveries/{delivery_id}/retry")
+async def retry_one_now(
+    resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, delivery_id: str
+) -> RedirectResponse:
+    async with resources.sessionmaker() as session, session.begin():
+        _, publications = await retry_now.retry_now(
             session, Scope(_tenant(viewer)), delivery_id, region=resources.settings.region
         )
     resources.publisher.submit(publications)

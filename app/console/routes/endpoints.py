@@ -37,7 +37,9 @@ async def endpoints_page(
     resources: ResourcesDep,
     viewer: ViewerDep,
     before: Annotated[str | None, Query()] = None,
+    endpoint_id: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
+    """A page of the tenant's endpoints; with ``endpoint_id``, the one it names."""
     rows = []
     if viewer.viewing is not None:
         async with resources.sessionmaker() as session, session.begin():
@@ -48,6 +50,7 @@ async def endpoints_page(
                 viewer.viewing,
                 limit=PAGE + 1,
                 before_id=before if before and is_id(before) else None,
+                endpoint_id=endpoint_id or None,
             )
     more = len(rows) > PAGE
     return render(
@@ -59,6 +62,7 @@ async def endpoints_page(
         rows=rows[:PAGE],
         overlap_hours=resources.settings.secret_rotation_overlap_hours,
         next_before=rows[PAGE - 1].endpoint.id if more else None,
+        one=endpoint_id,
     )
 
 

@@ -16,7 +16,7 @@ from app.core.scope import Scope
 from app.delivery.service.endpoint_stats import WindowCounts, last_hour
 from app.endpoints.schemas import current_pause
 from app.endpoints.schemas.tls import shown
-from app.endpoints.service.endpoints import FlowLimits, list_endpoints
+from app.endpoints.service.endpoints import FlowLimits, get_live, list_endpoints
 from app.flow.service.flow_state import flow_snapshot
 from app.models import Endpoint
 
@@ -42,11 +42,18 @@ async def endpoint_board(
     *,
     limit: int,
     before_id: str | None,
+    endpoint_id: str | None = None,
 ) -> list[BoardRow]:
+    """A page of the tenant's endpoints, newest first; or the one ``endpoint_id`` names (an
+    id a page links to), none if it is not the tenant's."""
+    scope = Scope(tenant_id)
+    if endpoint_id is not None:
+        one = await get_live(session, scope, endpoint_id)
+        listed = [] if one is None else [one]
+    else:
+        listed = await list_endpoints(session, scope, limit=limit, before_id=before_id)
     rows = []
-    for endpoint in await list_endpoints(
-        session, Scope(tenant_id), limit=limit, before_id=before_id
-    ):
+    for endpoint in listed:
         ceiling = endpoint.max_in_flight or settings.default_max_in_flight
         flow = await flow_snapshot(redis, endpoint.id, ceiling)
         rows.append(

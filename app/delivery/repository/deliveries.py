@@ -194,3 +194,24 @@ async def cancel(session: AsyncSession, tenant_id: str, delivery_id: str) -> Del
         .execution_options(synchronize_session=False, populate_existing=True)
     )
     return (await session.execute(statement)).scalar_one_or_none()
+
+
+async def due_now(session: AsyncSession, tenant_id: str, delivery_id: str) -> Delivery | None:
+    """A delivery waiting for its next attempt -- tried before, not being tried, scheduled for
+    later -- made due now, in one statement; None when it is not such a delivery."""
+    if not is_id(delivery_id):
+        return None
+    statement = (
+        update(Delivery)
+        .where(
+            Delivery.id == delivery_id,
+            Delivery.tenant_id == tenant_id,
+            Delivery.state.in_((DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)),
+            Delivery.attempt_count > 0,
+            Delivery.next_attempt_at > func.now(),
+        )
+        .values(next_attempt_at=func.now(), updated_at=func.now())
+        .returning(Delivery)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    return (await session.execute(statement)).scalar_one_or_none()

@@ -18,7 +18,7 @@ from app.core.errors import (
     UnsupportedMediaType,
 )
 from app.delivery.schemas import DeliveryOut, RedriveFilter, RedriveJobOut
-from app.delivery.service import cancel, listings, redrive, skip
+from app.delivery.service import cancel, listings, redrive, retry_now, skip
 from app.runtime.resources import PublisherDep, ResourcesDep
 
 # Beside the deliveries router under the same prefix, and included before it: its
@@ -78,6 +78,31 @@ async def redrive_delivery(
 ) -> DeliveryOut:
     async with session.begin():
         delivery, publications = await redrive.redrive_one(
+            session, scope, delivery_id, region=settings.region
+        )
+    publisher.submit(publications)
+    return DeliveryOut.model_validate(delivery)
+
+
+@router.post(
+    "/{delivery_id}/retry",
+    response_model=DeliveryOut,
+    responses=problem_responses(*_AUTH, NotFound, Conflict),
+    summary="Try a delivery that waits for its next attempt now, not when its backoff says",
+    description="For a delivery that failed and waits for a retry (`pending` or `enqueued`, "
+    "attempted before, `next_attempt_at` ahead): it becomes due now. Its endpoint's ceilings, "
+    "pause and circuit breaker still decide when it is sent. Anything else is a 409 that "
+    "says why (a dead delivery is redriven instead).",
+)
+async def retry_delivery_now(
+    scope: ReplayScopeDep,
+    delivery_id: DeliveryIdPath,
+    session: SessionDep,
+    settings: SettingsDep,
+    publisher: PublisherDep,
+) -> DeliveryOut:
+    async with session.begin():
+        delivery, publications = await retry_now.retry_now(
             session, scope, delivery_id, region=settings.region
         )
     publisher.submit(publications)

@@ -123,6 +123,11 @@ def redrive_delivery(delivery_id: str) -> Call[Delivery]:
     return Call("POST", f"/v1/deliveries/{delivery_id}/redrive", _model(Delivery), repeatable=False)
 
 
+def retry_delivery_now(delivery_id: str) -> Call[Delivery]:
+    # A second one finds the delivery due already: a 409, so not repeated blindly.
+    return Call("POST", f"/v1/deliveries/{delivery_id}/retry", _model(Delivery), repeatable=False)
+
+
 def skip_delivery(delivery_id: str) -> Call[Delivery]:
     # A second skip finds the stream moved on: a 409, so not repeated blindly.
     return Call("POST", f"/v1/deliveries/{delivery_id}/skip", _model(Delivery), repeatable=False)

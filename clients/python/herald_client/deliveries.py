@@ -59,6 +59,10 @@ class Deliveries:
     def redrive(self, delivery_id: str) -> Delivery:
         return self._run(_calls.redrive_delivery(delivery_id))
 
+    def retry_now(self, delivery_id: str) -> Delivery:
+        """Try a delivery that waits for its next attempt now, not when its backoff says."""
+        return self._run(_calls.retry_delivery_now(delivery_id))
+
     def skip(self, delivery_id: str) -> Delivery:
         """Move a halted stream past its dead head (the delivery given)."""
         return self._run(_calls.skip_delivery(delivery_id))
@@ -110,6 +114,9 @@ class AsyncDeliveries:
 
     async def redrive(self, delivery_id: str) -> Delivery:
         return await self._run(_calls.redrive_delivery(delivery_id))
+
+    async def retry_now(self, delivery_id: str) -> Delivery:
+        return await self._run(_calls.retry_delivery_now(delivery_id))
 
     async def skip(self, delivery_id: str) -> Delivery:
         return await self._run(_calls.skip_delivery(delivery_id))

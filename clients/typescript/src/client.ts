@@ -77,6 +77,10 @@ export class Deliveries extends Resource {
   cancel(id: string): Promise<Delivery> {
     return this.run({ method: "POST", path: path("/v1/deliveries/{}/cancel", id) });
   }
+  /** Try a delivery that waits for its next attempt now, not when its backoff says. */
+  retryNow(id: string): Promise<Delivery> {
+    return this.run({ method: "POST", path: path("/v1/deliveries/{}/retry", id) });
+  }
   skip(id: string): Promise<Delivery> {
     return this.run({ method: "POST", path: path("/v1/deliveries/{}/skip", id) });
   }
