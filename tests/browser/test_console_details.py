@@ -205,3 +205,15 @@ async def test_the_audit_trail_shows_who_changed_what(
     await changed.locator(".subject a").click()
     await expect(page).to_have_url(re.compile(r"/console/audit\?subject=ep_"))
     await expect(page.locator("#audit tbody tr")).to_have_count(2)
+
+    # A key made on the keys page is shown once, then listed by its prefix alone.
+    await page.goto(f"{api.base_url}/console/keys")
+    await page.locator("#new-key input[name=label]").fill("deploys")
+    await page.locator("#new-key button").click()
+    made = await page.locator("#new-key-value").inner_text()
+    assert made.startswith("hrk_")
+    await assert_accessible(page)
+    await page.goto(f"{api.base_url}/console/keys")
+    await expect(page.locator("#keys tbody tr")).to_have_count(2)
+    assert made not in await page.content()
+    await assert_accessible(page)

@@ -64,6 +64,20 @@ async def issue_key_for_tenant_name(
     return await issue_key(session, tenant_id=tenant.id, is_admin=is_admin, label=label, by=by)
 
 
+async def tenant_keys(
+    session: AsyncSession, tenant_id: str, *, limit: int, before_id: str | None = None
+) -> list[ApiKey]:
+    """A tenant's own keys, newest first (the console's list)."""
+    return await api_keys.list_page(
+        session,
+        tenant_id=tenant_id,
+        every_tenant=False,
+        limit=limit,
+        before_id=before_id,
+        with_admin_keys=False,
+    )
+
+
 def scope_of(principal: Principal, tenant_id: str | None) -> str | None:
     """Whose keys a request may see or change: a tenant key its own tenant's only (another
     tenant's answers as not found); an admin any tenant's, or -- with none named -- every key.
