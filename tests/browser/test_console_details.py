@@ -217,3 +217,22 @@ async def test_the_audit_trail_shows_who_changed_what(
     await expect(page.locator("#keys tbody tr")).to_have_count(2)
     assert made not in await page.content()
     await assert_accessible(page)
+
+
+async def test_the_catalogue_is_kept_from_the_console(
+    api: ApiProcess, context: BrowserContext
+) -> None:
+    key = await tenant_with_key(api, "catalogued")
+    page = await context.new_page()
+    await sign_in(page, api, key, start="/console/event-types")
+    await page.locator("summary", has_text="Add an event type").click()
+    form = page.locator("#new-event-type")
+    await form.locator("input[name=name]").fill("order.paid")
+    await form.locator("textarea[name=schema]").fill('{"type": "object"')  # not JSON yet
+    await form.locator("button").click()
+    await expect(page.locator("#event-type-error")).to_contain_text("schema: not JSON")
+    await assert_accessible(page)
+    await form.locator("textarea[name=schema]").fill('{"type": "object"}')
+    await form.locator("button").click()
+    await expect(page.locator("tr[data-event-type='order.paid']")).to_contain_text("version 1")
+    await assert_accessible(page)

@@ -1,0 +1,136 @@
+"""The console's catalogue: a tenant's event types listed, one added, one changed -- with the
+API's own models, so a schema, an example and a name are held to the same rules and refused
+in the same words; JSON a person typed that is not JSON is said so, where it was typed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from pydantic import BaseModel, ValidationError
+
+from app.catalogue.schemas import EventTypeCreate, EventTypeUpdate
+from app.catalogue.service import event_types
+from app.console.routes.deps import FormDep, ViewerDep, render
+from app.console.service.sessions import Viewer
+from app.core.errors import Forbidden, HeraldError
+from app.runtime.resources import Resources, ResourcesDep
+
+router = APIRouter(prefix="/console/event-types", include_in_schema=False)
+PAGE = 200
+_JSON_FIELDS = ("schema", "example")
+M = TypeVar("M", bound=BaseModel)
+
+
+def _tenant(viewer: Viewer) -> str:
+    if viewer.viewing is None:
+        raise Forbidden("pick a tenant first")
+    return viewer.viewing
+
+
+class _Refused(Exception):
+    def __init__(self, said: str) -> None:
+        self.said = said
+
+
+def _fields(form: dict[str, str], names: tuple[str, ...]) -> dict[str, Any]:
+    """The form's fields as the API's body would carry them: an empty box is null, and the
+    JSON boxes are parsed (a mistake said for the box it is in)."""
+    fields: dict[str, Any] = {}
+    for name in names:
+        text = form.get(name, "").strip()
+        if name not in _JSON_FIELDS or not text:
+            fields[name] = text or None
+            continue
+        try:
+            fields[name] = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise _Refused(f"{name}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    return fields
+
+
+def _validated(model: type[M], fields: dict[str, Any]) -> M:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        said = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise _Refused(said) from None
+
+
+async def _page(
+    request: Request,
+    resources: Resources,
+    viewer: Viewer,
+    *,
+    error: str | None = None,
+    editing: str | None = None,
+    typed: dict[str, str] | None = None,
+) -> HTMLResponse:
+    rows = []
+    if viewer.viewing is not None:
+        async with resources.sessionmaker() as session, session.begin():
+            rows = await event_types.list_types(session, viewer.viewing, limit=PAGE, after=None)
+    return render(
+        request,
+        resources,
+        "event_types.html",
+        viewer,
+        status_code=422 if error else 200,
+        nav="event-types",
+        rows=rows,
+        error=error,
+        editing=editing,
+        typed=typed or {},
+        as_text=lambda value: "" if value is None else json.dumps(value, indent=2),
+    )
+
+
+@router.get("", response_class=HTMLResponse)
+async def event_types_page(
+    request: Request, resources: ResourcesDep, viewer: ViewerDep
+) -> HTMLResponse:
+    return await _page(request, resources, viewer)
+
+
+@router.post("", response_class=HTMLResponse, response_model=None)
+async def add_event_type(
+    request: Request, resources: ResourcesDep, viewer: ViewerDep, form: FormDep
+) -> HTMLResponse | RedirectResponse:
+    tenant_id = _tenant(viewer)
+    try:
+        fields = _fields(form, ("name", "description", "schema", "example"))
+        spec = _validated(EventTypeCreate, fields)
+        async with resources.sessionmaker() as session, session.begin():
+            await event_types.create_type(
+                session, tenant_id, spec, resources.payload_schemas, by=viewer.actor
+            )
+    except _Refused as refused:
+        return await _page(request, resources, viewer, error=refused.said, typed=form)
+    except HeraldError as exc:
+        return await _page(request, resources, viewer, error=exc.detail, typed=form)
+    return RedirectResponse("/console/event-types", status_code=303)
+
+
+@router.post("/{name:path}", response_class=HTMLResponse, response_model=None)
+async def change_event_type(
+    request: Request, resources: ResourcesDep, viewer: ViewerDep, form: FormDep, name: str
+) -> HTMLResponse | RedirectResponse:
+    tenant_id = _tenant(viewer)
+    try:
+        change = _validated(EventTypeUpdate, _fields(form, ("description", "schema", "example")))
+        async with resources.sessionmaker() as session, session.begin():
+            await event_types.update_type(
+                session, tenant_id, name, change, resources.payload_schemas, by=viewer.actor
+            )
+    except _Refused as refused:
+        return await _page(request, resources, viewer, error=refused.said, editing=name, typed=form)
+    except HeraldError as exc:
+        if exc.status == 404:
+            raise
+        return await _page(request, resources, viewer, error=exc.detail, editing=name, typed=form)
+    return RedirectResponse("/console/event-types", status_code=303)
