@@ -236,3 +236,32 @@ async def test_the_catalogue_is_kept_from_the_console(
     await form.locator("button").click()
     await expect(page.locator("tr[data-event-type='order.paid']")).to_contain_text("version 1")
     await assert_accessible(page)
+
+
+async def test_customers_and_the_portals_settings_pages_are_accessible(
+    api: ApiProcess, context: BrowserContext
+) -> None:
+    key = await tenant_with_key(api, "customers")
+    async with httpx.AsyncClient(
+        base_url=api.base_url, headers={"Authorization": f"Bearer {key}"}
+    ) as http:
+        await http.put("/v1/customers/acme", json={"name": "Acme"})
+        minted = await http.post("/v1/portal-sessions", json={"customer_id": "acme"})
+        assert minted.status_code == 201
+    page = await context.new_page()
+    await sign_in(page, api, key, start="/console/customers")
+    acme = page.locator("[data-customer='acme']")
+    await expect(acme.locator(".session-state")).to_have_text("unopened")
+    await assert_accessible(page)
+    await acme.locator("form.inline button", has_text="End it").click()
+    await expect(acme.locator(".session-state")).to_have_text("revoked")
+
+    await page.goto(f"{api.base_url}/console/portal-settings")
+    form = page.locator("#portal-settings")
+    await form.locator("input[name=accent_color]").fill("blue")
+    await form.locator("button").click()
+    await expect(page.locator("#portal-settings-error")).to_contain_text("accent_color")
+    await assert_accessible(page)
+    await form.locator("input[name=accent_color]").fill("#112233")
+    await form.locator("button").click()
+    await expect(form.locator("input[name=accent_color]")).to_have_value("#112233")

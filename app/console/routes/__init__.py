@@ -11,7 +11,17 @@ from fastapi.templating import Jinja2Templates
 
 from app.api.formatting import FILTERS
 from app.api.problems import herald_problem
-from app.console.routes import actions, audit, auth, endpoints, event_types, keys, pages
+from app.console.routes import (
+    actions,
+    audit,
+    auth,
+    customers,
+    endpoints,
+    event_types,
+    keys,
+    pages,
+    portal_settings,
+)
 from app.console.routes.deps import SignInNeeded, render, sign_in_redirect
 from app.core.errors import HeraldError
 
@@ -24,7 +34,18 @@ def install(app: FastAPI) -> None:
     templates = Jinja2Templates(directory=_HERE / "templates")
     templates.env.filters.update(FILTERS)
     app.state.console_templates = templates
-    for module in (auth, pages, actions, endpoints, event_types, keys, audit):
+    pages_and_forms = (
+        auth,
+        pages,
+        actions,
+        endpoints,
+        event_types,
+        customers,
+        keys,
+        portal_settings,
+        audit,
+    )
+    for module in pages_and_forms:
         app.include_router(module.router)
     app.mount("/console/static", StaticFiles(directory=_HERE / "static"), name="console-static")
 
