@@ -18,7 +18,9 @@ from app.core.config import Settings
 from app.core.db import create_engine, create_sessionmaker
 from app.core.redis_clients import FlowRedis, RedisClients
 from app.core.replicas import Reads
+from app.core.scope import Scope
 from app.core.sealing import KeyRing
+from app.endpoints.service import handshakes
 from app.engine.service.endpoint_tester import EndpointTester
 from app.flow.service.accept_rates import AcceptRates
 from app.operations.service.fleet import FleetGauges
@@ -44,6 +46,21 @@ class Resources:
     tester: EndpointTester  # POST /v1/endpoints/{id}/test: a test event, sent now
     accept_rates: AcceptRates  # each tenant's accept rate, counted across API processes
     partitions: PartitionKeeper  # awaited by every accept: the day's partitions exist
+
+    async def receiver_consent(
+        self, scope: Scope, target: handshakes.HandshakeTarget | None
+    ) -> handshakes.Consent | None:
+        """The receiver's consent an endpoint's save needs (None: it needs none), for the API
+        and the console alike: the save's rules held first, the tenant's minute counted, and
+        asked outside any transaction -- no database connection waits on a receiver."""
+        if target is None:
+            return None
+        await handshakes.vet(target, self.settings.destination_allowlist)
+        customer = scope.customer_id or ""
+        await self.tester.admit(
+            self.redis, scope.tenant_id, "webhook handshakes", customer=customer
+        )
+        return await self.tester.handshake(scope.tenant_id, target, customer=customer)
 
 
 @asynccontextmanager

@@ -265,3 +265,35 @@ async def test_customers_and_the_portals_settings_pages_are_accessible(
     await form.locator("input[name=accent_color]").fill("#112233")
     await form.locator("button").click()
     await expect(form.locator("input[name=accent_color]")).to_have_value("#112233")
+
+
+async def test_an_endpoint_is_made_and_changed_from_the_console(
+    api: ApiProcess, context: BrowserContext, receiver: Receiver
+) -> None:
+    key = await tenant_with_key(api, "forms")
+    page = await context.new_page()
+    await sign_in(page, api, key, start="/console/endpoints")
+    await page.locator("#new-endpoint").click()
+    form = page.locator("#endpoint-form")
+    await assert_accessible(page)
+    await form.locator("input[name=url]").fill(receiver.url("/made"))
+    await form.locator("input[name=event_types]").fill("order.*")
+    await form.locator("textarea[name=headers]").fill("{not json")
+    await form.locator("button[type=submit]").click()
+    await expect(page.locator("#endpoint-error")).to_contain_text("headers: not JSON")
+    await assert_accessible(page)
+    await form.locator("textarea[name=headers]").fill('{"X-Team": "billing"}')
+    await form.locator("select[name=payload_format]").select_option("standard")
+    await form.locator("button[type=submit]").click()
+    secret = await page.locator("#secret").inner_text()
+    assert secret.startswith("whsec_")
+
+    await page.locator("a", has_text="See the endpoint").click()
+    row = page.locator("#endpoints tbody tr")
+    await expect(row).to_have_count(1)
+    await expect(row.locator(".event-types")).to_have_text("order.*")
+    await row.locator("a.edit").click()
+    await form.locator("input[name=description]").fill("Orders, all of them")
+    await form.locator("button[type=submit]").click()
+    await expect(page.locator("#endpoints tbody tr")).to_contain_text("Orders, all of them")
+    await expect(page.locator("#endpoints tbody tr")).to_contain_text("sent as standard")

@@ -5,15 +5,15 @@ in the same words; JSON a person typed that is not JSON is said so, where it was
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
-from pydantic import BaseModel, ValidationError
 
 from app.catalogue.schemas import EventTypeCreate, EventTypeUpdate
 from app.catalogue.service import event_types
 from app.console.routes.deps import FormDep, ViewerDep, render
+from app.console.service.form_reading import Unreadable, read_json, validated
 from app.console.service.sessions import Viewer
 from app.core.errors import Forbidden, HeraldError
 from app.runtime.resources import Resources, ResourcesDep
@@ -21,18 +21,12 @@ from app.runtime.resources import Resources, ResourcesDep
 router = APIRouter(prefix="/console/event-types", include_in_schema=False)
 PAGE = 200
 _JSON_FIELDS = ("schema", "example")
-M = TypeVar("M", bound=BaseModel)
 
 
 def _tenant(viewer: Viewer) -> str:
     if viewer.viewing is None:
         raise Forbidden("pick a tenant first")
     return viewer.viewing
-
-
-class _Refused(Exception):
-    def __init__(self, said: str) -> None:
-        self.said = said
 
 
 def _fields(form: dict[str, str], names: tuple[str, ...]) -> dict[str, Any]:
@@ -44,22 +38,8 @@ def _fields(form: dict[str, str], names: tuple[str, ...]) -> dict[str, Any]:
         if name not in _JSON_FIELDS or not text:
             fields[name] = text or None
             continue
-        try:
-            fields[name] = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise _Refused(f"{name}: not JSON ({exc.msg}, line {exc.lineno})") from None
+        fields[name] = read_json(name, text)
     return fields
-
-
-def _validated(model: type[M], fields: dict[str, Any]) -> M:
-    try:
-        return model.model_validate(fields)
-    except ValidationError as exc:
-        said = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
-            for error in exc.errors()
-        )
-        raise _Refused(said) from None
 
 
 async def _page(
@@ -104,13 +84,13 @@ async def add_event_type(
     tenant_id = _tenant(viewer)
     try:
         fields = _fields(form, ("name", "description", "schema", "example"))
-        spec = _validated(EventTypeCreate, fields)
+        spec = validated(EventTypeCreate, fields)
         async with resources.sessionmaker() as session, session.begin():
             await event_types.create_type(
                 session, tenant_id, spec, resources.payload_schemas, by=viewer.actor
             )
-    except _Refused as refused:
-        return await _page(request, resources, viewer, error=refused.said, typed=form)
+    except Unreadable as refused:
+        return await _page(request, resources, viewer, error=str(refused), typed=form)
     except HeraldError as exc:
         return await _page(request, resources, viewer, error=exc.detail, typed=form)
     return RedirectResponse("/console/event-types", status_code=303)
@@ -122,13 +102,13 @@ async def change_event_type(
 ) -> HTMLResponse | RedirectResponse:
     tenant_id = _tenant(viewer)
     try:
-        change = _validated(EventTypeUpdate, _fields(form, ("description", "schema", "example")))
+        change = validated(EventTypeUpdate, _fields(form, ("description", "schema", "example")))
         async with resources.sessionmaker() as session, session.begin():
             await event_types.update_type(
                 session, tenant_id, name, change, resources.payload_schemas, by=viewer.actor
             )
-    except _Refused as refused:
-        return await _page(request, resources, viewer, error=refused.said, editing=name, typed=form)
+    except Unreadable as refused:
+        return await _page(request, resources, viewer, error=str(refused), editing=name, typed=form)
     except HeraldError as exc:
         if exc.status == 404:
             raise

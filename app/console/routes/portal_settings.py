@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
-from pydantic import ValidationError
 
 from app.console.routes.deps import FormDep, ViewerDep, render
+from app.console.service.form_reading import Unreadable, validated
 from app.console.service.sessions import Viewer
 from app.core.errors import Forbidden, Unprocessable
 from app.portal.schemas import PortalSettingsOut, PortalSettingsPatch
@@ -79,15 +79,11 @@ async def change_portal_settings(
         "allowed_origins": [origin for origin in origins if origin],
     }
     try:
-        change = PortalSettingsPatch.model_validate(fields)
+        change = validated(PortalSettingsPatch, fields)
         async with resources.sessionmaker() as session, session.begin():
             await settings.patch_settings(session, tenant_id, change, by=viewer.actor)
-    except ValidationError as exc:
-        said = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
-            for error in exc.errors()
-        )
-        return await _form(request, resources, viewer, error=said, typed=form)
+    except Unreadable as refused:
+        return await _form(request, resources, viewer, error=str(refused), typed=form)
     except Unprocessable as exc:
         return await _form(request, resources, viewer, error=exc.detail, typed=form)
     return RedirectResponse("/console/portal-settings", status_code=303)

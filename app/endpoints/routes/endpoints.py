@@ -47,7 +47,7 @@ from app.endpoints.service import (
     rotations,
 )
 from app.flow.service.flow_state import clear_flow_state, wake_destination
-from app.runtime.resources import Resources, ResourcesDep
+from app.runtime.resources import ResourcesDep
 from app.streams.schemas import StreamOut
 from app.streams.service import streams
 from app.tenants.service import limits, tenants
@@ -75,7 +75,7 @@ async def create_endpoint(
 ) -> EndpointCreated:
     customer_fields.check_customer_fields(scope, body)  # before any receiver is asked
     target = handshakes.for_create(body)
-    consent = await _consent(resources, scope, target)
+    consent = await resources.receiver_consent(scope, target)
     async with session.begin():
         created = await endpoints.create_endpoint(
             session,
@@ -90,23 +90,6 @@ async def create_endpoint(
     response.headers["Location"] = f"/v1/endpoints/{created.endpoint.id}"
     shown = EndpointOut.model_validate(created.endpoint).model_dump()
     return EndpointCreated(**shown, secret=created.secret)
-
-
-async def _consent(
-    resources: Resources, scope: Scope, target: handshakes.HandshakeTarget | None
-) -> handshakes.Consent | None:
-    """The receiver's consent a save needs (None: it needs none): the save's rules held
-    first, the tenant's minute counted, and asked outside any transaction -- no database
-    connection waits on a receiver."""
-    if target is None:
-        return None
-    await handshakes.vet(target, resources.settings.destination_allowlist)
-    await resources.tester.admit(
-        resources.redis, scope.tenant_id, "webhook handshakes", customer=scope.customer_id or ""
-    )
-    return await resources.tester.handshake(
-        scope.tenant_id, target, customer=scope.customer_id or ""
-    )
 
 
 @router.get(
@@ -287,7 +270,7 @@ async def update_endpoint(
     customer_fields.check_customer_fields(scope, body)  # before any receiver is asked
     async with session.begin():
         target = await handshakes.for_update(session, scope, endpoint_id, body, resources.keys)
-    consent = await _consent(resources, scope, target)
+    consent = await resources.receiver_consent(scope, target)
     async with session.begin():
         endpoint = await endpoints.update_endpoint(
             session,
