@@ -100,6 +100,13 @@ async def test_fleet_gauges_after_known_traffic(
             ),
             {"e": endpoint["id"]},
         )
+        # An operational signal the workers' relay has not told for three minutes.
+        await connection.execute(
+            text(
+                "INSERT INTO operational_signals (tenant_id, type, payload, created_at)"
+                " VALUES ('ten_x', 'herald.endpoint.created', '{}', now() - interval '3 minutes')"
+            )
+        )
     body = (await client.get("/metrics", headers=ADMIN)).text
 
     assert sample(body, "herald_deliveries", region="local", state="dead") == 1
@@ -110,6 +117,7 @@ async def test_fleet_gauges_after_known_traffic(
     assert 89 <= sample(body, "herald_oldest_due_age_seconds", region="local") < 200
     assert 29 <= sample(body, "herald_oldest_enqueued_age_seconds", region="local") < 89
     assert 119 <= sample(body, "herald_outbox_relay_lag_seconds", region="local") < 300
+    assert 179 <= sample(body, "herald_operational_signal_lag_seconds", region="local") < 400
     assert sample(body, "herald_endpoints", condition="paused") == 1
     assert "dlv_" not in body and "secret" not in body
 

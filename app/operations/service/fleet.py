@@ -37,6 +37,8 @@ _SNAPSHOT = """
     SELECT live.*,
       (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox_wakeups
         WHERE region = :r) AS relay_lag,
+      (SELECT extract(epoch FROM now() - min(created_at)) FROM operational_signals
+        WHERE true {t}) AS signal_lag,
       (SELECT count(*) FROM deliveries
         WHERE region = :r AND state = 'dead' AND dead_reason IS NOT NULL {t}) AS dead,
       (SELECT count(*) FROM endpoints WHERE deleted_at IS NULL AND paused_until > now() {t})
@@ -93,6 +95,9 @@ class FleetSnapshot:
     streams_halted: int = 0
     oldest_stream_head: float = 0.0
     behind_stream_heads: int = 0
+    # The oldest operational signal not yet made an event (0: none): the workers' relay of
+    # them is stopped when this grows.
+    signal_lag: float = 0.0
 
 
 class _SnapshotCollector(Collector):
@@ -118,6 +123,11 @@ class _SnapshotCollector(Collector):
                 "herald_outbox_relay_lag_seconds",
                 "Age of the oldest unpublished outbox row (0: none)",
                 s.relay_lag,
+            ),
+            (
+                "herald_operational_signal_lag_seconds",
+                "Age of the oldest operational signal not yet made an operational event (0: none)",
+                s.signal_lag,
             ),
             ("herald_expired_leases", "Leased deliveries whose lease expired", s.expired_leases),
             (
@@ -211,6 +221,7 @@ class FleetGauges:
             oldest_due=float(row.oldest_due or 0),
             oldest_enqueued=float(row.oldest_enqueued or 0),
             relay_lag=float(row.relay_lag or 0),
+            signal_lag=float(row.signal_lag or 0),
             by_state={
                 "pending": row.pending,
                 "enqueued": row.enqueued,
