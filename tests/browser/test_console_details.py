@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 from playwright.async_api import BrowserContext, Response, expect
 
 from app.delivery.service.payload_views import PREVIEW_BYTES
-from tests.fixtures.console import sign_in, tenant_with_key
+from tests.fixtures.console import shoot, sign_in, tenant_with_key
 from tests.fixtures.portal import assert_accessible
 from tests.fixtures.processes import ApiProcess
 from tests.fixtures.receiver import Receiver
@@ -179,7 +180,7 @@ async def test_every_console_page_has_an_icon_and_the_site_answers_for_one(
 
 
 async def test_the_audit_trail_shows_who_changed_what(
-    api: ApiProcess, context: BrowserContext, receiver: Receiver
+    api: ApiProcess, context: BrowserContext, receiver: Receiver, tmp_path: Path
 ) -> None:
     key = await tenant_with_key(api, "audited")
     async with httpx.AsyncClient(
@@ -201,6 +202,7 @@ async def test_the_audit_trail_shows_who_changed_what(
     await expect(changed.locator(".changes")).to_contain_text('description: null → "<i>Orders</i>"')
     await expect(changed.locator(".changes i")).to_have_count(0)  # as text, escaped
     await assert_accessible(page)
+    await shoot(page, "audit", tmp_path)
 
     await changed.locator(".subject a").click()
     await expect(page).to_have_url(re.compile(r"/console/audit\?subject=ep_"))
@@ -268,7 +270,7 @@ async def test_customers_and_the_portals_settings_pages_are_accessible(
 
 
 async def test_an_endpoint_is_made_and_changed_from_the_console(
-    api: ApiProcess, context: BrowserContext, receiver: Receiver
+    api: ApiProcess, context: BrowserContext, receiver: Receiver, tmp_path: Path
 ) -> None:
     key = await tenant_with_key(api, "forms")
     page = await context.new_page()
@@ -284,6 +286,7 @@ async def test_an_endpoint_is_made_and_changed_from_the_console(
     await assert_accessible(page)
     await form.locator("textarea[name=headers]").fill('{"X-Team": "billing"}')
     await form.locator("select[name=payload_format]").select_option("standard")
+    await shoot(page, "endpoint-form", tmp_path)
     await form.locator("button[type=submit]").click()
     secret = await page.locator("#secret").inner_text()
     assert secret.startswith("whsec_")
