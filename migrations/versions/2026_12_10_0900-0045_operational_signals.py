@@ -86,11 +86,15 @@ DECLARE
     subject jsonb;
     threshold integer;
 BEGIN
-    IF NEW.deleted_at IS NOT NULL OR NOT operational_signals_wanted(NEW.tenant_id) THEN
+    IF NEW.deleted_at IS NOT NULL THEN
         RETURN NULL;
     END IF;
     subject := jsonb_build_object(
         'endpoint_id', NEW.id, 'customer_id', NEW.customer_id, 'url', NEW.url);
+    IF OLD.enabled IS DISTINCT FROM NEW.enabled
+       AND NOT operational_signals_wanted(NEW.tenant_id) THEN
+        RETURN NULL;
+    END IF;
     IF OLD.enabled AND NOT NEW.enabled THEN
         PERFORM operational_signal(NEW.tenant_id, 'herald.endpoint.disabled',
                                    subject || jsonb_build_object('reason', NEW.disabled_reason));
@@ -100,7 +104,14 @@ BEGIN
     IF NEW.operational OR OLD.consecutive_failures = NEW.consecutive_failures THEN
         RETURN NULL;
     END IF;
+    -- A failure crosses the threshold at most once a streak: the tenant's row is read (by its
+    -- key), and whether anyone listens only when it does.
     SELECT coalesce(failing_after, 5) INTO threshold FROM tenants WHERE id = NEW.tenant_id;
+    IF NOT ((NEW.consecutive_failures >= threshold AND OLD.consecutive_failures < threshold)
+            OR (OLD.consecutive_failures >= threshold AND NEW.consecutive_failures = 0))
+       OR NOT operational_signals_wanted(NEW.tenant_id) THEN
+        RETURN NULL;
+    END IF;
     IF NEW.consecutive_failures >= threshold AND OLD.consecutive_failures < threshold THEN
         PERFORM operational_signal(NEW.tenant_id, 'herald.endpoint.failing',
             subject || jsonb_build_object('consecutive_failures', NEW.consecutive_failures,
@@ -168,7 +179,9 @@ _TRIGGERS = (
     """CREATE TRIGGER endpoints_signal_health
        AFTER UPDATE OF enabled, consecutive_failures ON endpoints
        FOR EACH ROW WHEN (OLD.enabled IS DISTINCT FROM NEW.enabled
-                          OR OLD.consecutive_failures IS DISTINCT FROM NEW.consecutive_failures)
+                          OR (NEW.consecutive_failures = 0 AND OLD.consecutive_failures > 0)
+                          OR (NEW.consecutive_failures > OLD.consecutive_failures
+                              AND NEW.consecutive_failures <= 1000))
        EXECUTE FUNCTION signal_endpoint_health()""",
     "DROP TRIGGER IF EXISTS streams_signal_halted ON streams",
     """CREATE TRIGGER streams_signal_halted AFTER UPDATE OF halted_at ON streams
@@ -186,6 +199,12 @@ def upgrade() -> None:
     op.execute(
         "CREATE INDEX IF NOT EXISTS ix_endpoints_operational ON endpoints (tenant_id)"
         " WHERE operational AND deleted_at IS NULL"
+    )
+    # An endpoint of the tenant's own already subscribed to herald.* types alone is one.
+    op.execute(
+        "UPDATE endpoints SET operational = true WHERE customer_id IS NULL"
+        " AND cardinality(event_types) > 0 AND NOT operational"
+        " AND NOT EXISTS (SELECT 1 FROM unnest(event_types) AS t WHERE t NOT LIKE 'herald.%')"
     )
     op.execute("ALTER TABLE tenants ADD COLUMN IF NOT EXISTS failing_after integer")
     for statement in (_WANTED, _SIGNAL, _DELIVERY_ENDED, _ENDPOINT_HEALTH, _STREAM_HALTED):

@@ -70,10 +70,15 @@ async def test_an_endpoints_life_is_in_the_trail_with_no_secret(
     assert created["before"] is None and created["after"]["url"] == made["url"]
     assert created["after"]["description"] == "Orders"
     # Only what changed, as it was and as it became; a secret header by its name alone.
-    assert updated["before"] == {"description": "Orders", "secret_header_names": []}
+    assert updated["before"] == {
+        "description": "Orders",
+        "secret_header_names": [],
+        "credentials_set": [],
+    }
     assert updated["after"] == {
         "description": "All orders",
         "secret_header_names": ["Authorization"],
+        "credentials_set": ["oauth2", "secret_headers"],
     }
     assert deleted["before"]["url"] == made["url"] and deleted["after"] is None
     said = json.dumps(trail)
@@ -185,3 +190,33 @@ async def test_the_trail_is_the_tenants_own(client: httpx.AsyncClient) -> None:
     assert bad.status_code == 422 and "such as endpoint.updated" in bad.text
     forged = await client.get("/v1/audit-records?cursor=bm90LWFuLWlk", headers=tenant)
     assert forged.status_code == 422
+
+
+async def test_a_new_secret_value_under_the_same_name_is_in_the_trail(
+    client: httpx.AsyncClient,
+) -> None:
+    tenant = await new_tenant(client, "rotated-by-hand")
+    made = await new_endpoint(client, tenant, secret_headers={"Authorization": "Bearer first"})
+    changed = await client.patch(
+        f"/v1/endpoints/{made['id']}",
+        json={"secret_headers": {"Authorization": "Bearer second"}},
+        headers=tenant,
+    )
+    assert changed.status_code == 200
+    [record] = await _trail(client, tenant, action="endpoint.updated")
+    assert record["before"] == {"credentials_set": []}
+    assert record["after"] == {"credentials_set": ["secret_headers"]}
+    assert "Bearer" not in json.dumps(record)
+
+
+async def test_a_customer_renamed_says_its_name_before_and_one_put_again_nothing(
+    client: httpx.AsyncClient,
+) -> None:
+    tenant = await new_tenant(client, "renamed")
+    for name in ("Acme", "Acme Ltd", "Acme Ltd"):
+        await client.put("/v1/customers/acme", json={"name": name}, headers=tenant)
+    trail = await _trail(client, tenant, subject="acme")
+    assert [(r["action"], r["before"], r["after"]) for r in trail] == [
+        ("customer.updated", {"name": "Acme"}, {"name": "Acme Ltd"}),
+        ("customer.created", None, {"name": "Acme"}),
+    ]

@@ -18,6 +18,14 @@ from tests.fixtures.receiver import Receiver
 SECRET_VALUE = "Bearer receivers-own-token"
 
 
+def _boxes(page: str) -> dict[str, str]:
+    """The edit form's text boxes as the page filled them in, and the state it was filled from."""
+    boxes = dict(re.findall(r'<input name="([a-z_]+)"[^>]*value="([^"]*)"', page))
+    seen = re.search(r'name="seen" value="([^"]*)"', page)
+    assert seen is not None
+    return {**boxes, "seen": seen.group(1)}
+
+
 def _form(csrf: str, **fields: str) -> dict[str, str]:
     return {"csrf_token": csrf, **fields}
 
@@ -108,7 +116,7 @@ async def test_a_change_sends_only_what_changed_and_keeps_credentials_left_empty
     assert page.status_code == 200 and SECRET_VALUE not in page.text
     assert "Secret headers set: <code>Authorization</code>" in page.text
     # The form as the page filled it in, with only the description changed.
-    boxes = dict(re.findall(r'<input name="([a-z_]+)"[^>]*value="([^"]*)"', page.text))
+    boxes = _boxes(page.text)
     boxes["description"] = "after"
     changed = await client.post(
         f"/console/endpoints/{endpoint_id}/edit",
@@ -131,6 +139,7 @@ async def test_a_change_sends_only_what_changed_and_keeps_credentials_left_empty
     assert record["after"] == {"description": "after"}
     assert record["actor"]["kind"] == "console"
 
+    boxes = _boxes((await client.get(f"/console/endpoints/{endpoint_id}/edit")).text)
     removed = await client.post(
         f"/console/endpoints/{endpoint_id}/edit",
         data=_form(
@@ -179,3 +188,25 @@ async def test_what_the_api_refuses_the_form_refuses_without_echoing_a_credentia
     assert (await client.get("/v1/endpoints", headers=tenant)).json()["items"] == []
     stale = await client.post("/console/endpoints/new", data={"url": receiver.url("/x")})
     assert stale.status_code == 403
+
+
+async def test_a_form_opened_before_a_change_cannot_undo_it(
+    client: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    tenant, csrf = await _signed_in(client, "stale")
+    made = await client.post("/v1/endpoints", json={"url": receiver.url("/a")}, headers=tenant)
+    endpoint_id = made.json()["id"]
+    opened = _boxes((await client.get(f"/console/endpoints/{endpoint_id}/edit")).text)
+    # Disabled meanwhile (by a person here; a 410 or the failing streak alike).
+    disabled = await client.patch(
+        f"/v1/endpoints/{endpoint_id}", json={"enabled": False}, headers=tenant
+    )
+    assert disabled.status_code == 200
+    saved = await client.post(
+        f"/console/endpoints/{endpoint_id}/edit",
+        data=_form(csrf, **{**opened, "description": "late"}, enabled="on", scheme_v1="on"),
+    )
+    assert saved.status_code == 409
+    assert "changed since this form was opened" in saved.text
+    now = (await client.get(f"/v1/endpoints/{endpoint_id}", headers=tenant)).json()
+    assert now["enabled"] is False and now["description"] is None

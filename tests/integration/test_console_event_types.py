@@ -86,3 +86,14 @@ async def test_what_the_api_refuses_the_console_refuses_in_words(
         "/console/event-types/order.none", data={"csrf_token": csrf, "description": "x"}
     )
     assert missing.status_code == 404
+
+
+async def test_junk_in_a_console_path_or_filter_is_refused_not_a_fault(
+    client: httpx.AsyncClient,
+) -> None:
+    tenant = await new_tenant(client, "junk")
+    csrf = await sign_in(client, tenant["Authorization"].removeprefix("Bearer "))
+    path = await client.post("/console/event-types/a%00b", data={"csrf_token": csrf})
+    assert path.status_code == 404
+    audit = await client.get("/console/audit", params={"subject": "a\x00b"})
+    assert audit.status_code == 422 and 'role="alert"' in audit.text

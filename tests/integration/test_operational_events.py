@@ -67,11 +67,10 @@ async def test_an_endpoints_changes_reach_the_tenants_operational_endpoints_alon
     assert changed.status_code == 200, changed.text
     assert (await client.delete(f"/v1/endpoints/{made['id']}", headers=tenant)).status_code == 204
 
-    # Five signals: each watcher's own creation, and the three changes.
+    # Five signals: each watcher's own creation (told to no one: no operational endpoint is
+    # told of itself), and the three changes.
     assert await _relay(engine, settings) == 5
     told = await _told(engine, watcher["id"])
-    assert told[0][1]["endpoint_id"] == watcher["id"]
-    told = told[1:]
     assert [kind for kind, _ in told] == [
         "herald.endpoint.created",
         "herald.endpoint.updated",
@@ -89,8 +88,8 @@ async def test_an_endpoints_changes_reach_the_tenants_operational_endpoints_alon
     schemas = {kind["name"]: kind["schema"] for kind in listed.json()}
     for kind, payload in told:
         jsonschema.validate(payload, schemas[kind])
-    # The other tenant's operational endpoint heard of its own creation, nothing of this tenant.
-    assert [p["endpoint_id"] for _, p in await _told(engine, theirs["id"])] == [theirs["id"]]
+    # The other tenant's operational endpoint heard nothing: of this tenant, nor of itself.
+    assert await _told(engine, theirs["id"]) == []
 
 
 async def test_a_tenant_without_an_operational_endpoint_writes_no_signal(
@@ -215,3 +214,40 @@ async def test_failing_after_is_the_tenants_own(client: httpx.AsyncClient) -> No
     assert refused.status_code == 422
     reset = await client.patch("/v1/tenant", json={"failing_after": None}, headers=tenant)
     assert reset.json()["failing_after"] == 5
+
+
+async def test_a_signal_that_cannot_be_told_is_dropped_alone(
+    client: httpx.AsyncClient, engine: AsyncEngine, settings: Settings
+) -> None:
+    tenant = await new_tenant(client, "poisoned")
+    watcher = await new_endpoint(client, tenant, event_types=["herald.*"])
+    tenant_id = (await client.get("/v1/tenant", headers=tenant)).json()["id"]
+    await new_endpoint(client, tenant, description="before")
+    # A signal no event can be made of (a payload past what Herald's own may be), between two
+    # good ones.
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO operational_signals (tenant_id, type, payload)"
+                " VALUES (:t, 'herald.endpoint.updated', CAST(:p AS jsonb))"
+            ),
+            {"t": tenant_id, "p": json.dumps({"endpoint_id": "x", "junk": "x" * 300_000})},
+        )
+    await new_endpoint(client, tenant, description="after")
+    assert await _relay(engine, settings) == 4  # the watcher's creation, two, and the poison
+    told = await _told(engine, watcher["id"])
+    assert [payload["description"] for _, payload in told] == ["before", "after"]
+    assert await count_rows(engine, "operational_signals") == 0
+
+
+async def test_a_test_event_cannot_be_one_of_heralds(client: httpx.AsyncClient) -> None:
+    tenant = await new_tenant(client, "test-events")
+    watcher = await new_endpoint(client, tenant, event_types=["herald.*"])
+    refused = await client.post(
+        f"/v1/endpoints/{watcher['id']}/test-events",
+        json={"event_type": "herald.endpoint.disabled", "payload": {"endpoint_id": "ep_x"}},
+        headers=tenant,
+    )
+    assert refused.status_code == 422 and "only Herald sends" in refused.json()["detail"]
+    plain = await client.post(f"/v1/endpoints/{watcher['id']}/test-events", json={}, headers=tenant)
+    assert plain.status_code == 202 and plain.json()["event_type"] == "herald.test"

@@ -17,15 +17,7 @@ from app.core.ids import looks_like
 
 router = APIRouter(prefix="/v1/audit-records", tags=["audit"])
 
-# What a record is about: an id, a customer's id or an event type's name (their characters).
-AuditSubject = Annotated[
-    str,
-    TextRule(
-        r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-/]{0,254}$",
-        "must be what was changed: an endpoint's or a key's id, a customer's id or an event "
-        "type's name",
-    ),
-]
+AuditSubject = Annotated[str, audit.SUBJECT_RULE]
 # An action's name: a kind of subject and what was done to it.
 AuditAction = Annotated[
     str, TextRule(r"^[a-z_]{1,40}\.[a-z_]{1,40}$", "must be an action, such as endpoint.updated")

@@ -14,9 +14,18 @@ from app.audit.repository import audit_records
 # The API's and the console's reads of the trail.
 from app.audit.repository.audit_records import list_page as list_page
 from app.core.actors import Actor
+from app.core.fields import TextRule
 from app.core.ids import new_id
 
 View = dict[str, Any]
+
+# What a record is about, as a filter names it: an id, a customer's id or an event type's name
+# (the characters of each).
+SUBJECT_RULE = TextRule(
+    r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-/]{0,254}$",
+    "must be what was changed: an endpoint's or a key's id, a customer's id or an event "
+    "type's name",
+)
 
 
 def changed(before: View, after: View) -> tuple[View, View]:

@@ -26,6 +26,20 @@ async def audit_trail(
     before: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
     rows = []
+    wanted = subject.strip()
+    if wanted and not audit.SUBJECT_RULE.matches(wanted):
+        return render(
+            request,
+            resources,
+            "audit.html",
+            viewer,
+            status_code=422,
+            nav="audit",
+            rows=[],
+            subject=subject,
+            error=f"Changes to: {audit.SUBJECT_RULE.allowed}.",
+            next_before=None,
+        )
     if (tenant_id := viewer.viewing) is not None:
         served = await resources.reads.run(
             lambda session: audit.list_page(
@@ -33,7 +47,7 @@ async def audit_trail(
                 tenant_id,
                 limit=PAGE + 1,
                 before_id=before if before and looks_like("aud", before) else None,
-                subject_id=subject.strip() or None,
+                subject_id=wanted or None,
             )
         )
         rows = served.value

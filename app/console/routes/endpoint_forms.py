@@ -48,7 +48,14 @@ def _shown(endpoint: Endpoint) -> dict[str, str]:
         "final_statuses": ", ".join(str(status) for status in view["final_statuses"]),
         "headers": json.dumps(view["headers"]) if view["headers"] else "",
         **{f"scheme_{s}": "on" for s in view["signature_schemes"]},
+        "seen": _version(endpoint),
     }
+
+
+def _version(endpoint: Endpoint) -> str:
+    """Which state of the endpoint a form was filled from: a save from an older one would put
+    back what changed since (an endpoint disabled meanwhile, enabled again)."""
+    return endpoint.updated_at.isoformat()
 
 
 def _number(value: float | None) -> str:
@@ -138,6 +145,15 @@ async def change_endpoint(
     async with resources.sessionmaker() as session, session.begin():
         current = await endpoints.get_endpoint(session, scope, endpoint_id)
         now = endpoint_view(current)
+    if form.get("seen") != _version(current):
+        said = (
+            "the endpoint changed since this form was opened (by someone, or by Herald: a "
+            "pause, a 410): here it is as it is now; make your change again"
+        )
+        shown = _shown(current)
+        return _form(
+            request, resources, viewer, shown=shown, endpoint=current, error=said, status_code=409
+        )
     try:
         fields = changed_fields(fields_of(form, creating=False), now)
         change = validated(EndpointUpdate, fields)

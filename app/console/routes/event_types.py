@@ -15,7 +15,8 @@ from app.catalogue.service import event_types
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.form_reading import Unreadable, read_json, validated
 from app.console.service.sessions import Viewer
-from app.core.errors import Forbidden, HeraldError
+from app.core.errors import Forbidden, HeraldError, NotFound
+from app.core.fields import EVENT_TYPE_RULE
 from app.runtime.resources import Resources, ResourcesDep
 
 router = APIRouter(prefix="/console/event-types", include_in_schema=False)
@@ -101,6 +102,8 @@ async def change_event_type(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, form: FormDep, name: str
 ) -> HTMLResponse | RedirectResponse:
     tenant_id = _tenant(viewer)
+    if not EVENT_TYPE_RULE.matches(name):
+        raise NotFound("no such event type: the path does not hold an event type's name")
     try:
         change = validated(EventTypeUpdate, _fields(form, ("description", "schema", "example")))
         async with resources.sessionmaker() as session, session.begin():

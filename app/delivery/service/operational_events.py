@@ -5,8 +5,9 @@ engine delivers them with the same signing, retries and flow control as the tena
 
 Every worker runs this relay beside the outbox's. A page of signals is claimed (SKIP LOCKED),
 accepted and deleted in one transaction: a crash before the commit leaves the page to the next
-claim, and after it nothing is left to tell twice. Its wake-ups are published at once (the
-outbox relay publishes whatever that misses).
+claim, and after it nothing is left to tell twice. Pages claimed by several workers commit in
+any order, so events are not ordered by when they happened: each says when (occurred_at). Its
+wake-ups are published at once (the outbox relay publishes whatever that misses).
 """
 
 from __future__ import annotations
@@ -33,72 +34,44 @@ from app.tenants.service import limits
 log = structlog.get_logger("herald.operational")
 
 PAGE_SIZE = 100
+# The largest operational payload: an endpoint's 100 event types of 255 characters and its URL
+# come to about 30 KiB.
+OWN_PAYLOAD_BYTES = 256 * 1024
 
 
 async def relay_once(
     sessionmaker: async_sessionmaker[AsyncSession], redis: FlowRedis, settings: Settings
 ) -> int:
-    """Tell one page of signals; how many there were. A page that fails for a reason other
-    than the database's passing trouble is told one signal at a time, and a signal that
-    cannot be told at all is dropped with an error in the log, so that it never holds back
-    the signals behind it."""
-    try:
-        told, publications = await _tell(sessionmaker, settings, PAGE_SIZE)
-    except DATABASE_TROUBLE as exc:
-        if is_transient(exc):
-            raise
-        told, publications = await _tell_one_by_one(sessionmaker, settings)
-    except Exception:
-        told, publications = await _tell_one_by_one(sessionmaker, settings)
+    """Tell one page of signals; how many there were. Each signal is accepted under a savepoint
+    of the page's transaction: one that can never be told (a fault of Herald's own) is
+    dropped, with an error in the log, and never holds back the signals behind it -- and it
+    is exactly that one, held by this transaction's lock, that is dropped. The database's
+    passing trouble fails the whole page, which a later claim tells again."""
+    publications: list[PendingPublication] = []
+    async with sessionmaker() as session, session.begin():
+        page = await signals.claim_page(session, limit=PAGE_SIZE)
+        fanouts: dict[str, int] = {}
+        for signal in page:
+            try:
+                async with session.begin_nested():
+                    publications += await _accept(session, settings, signal, fanouts)
+            except Exception as exc:
+                if isinstance(exc, DATABASE_TROUBLE) and is_transient(exc):
+                    raise
+                log.error(
+                    "operational.signal_dropped",
+                    signal_id=signal.id,
+                    tenant_id=signal.tenant_id,
+                    type=signal.type,
+                    error=type(exc).__name__,
+                )
+        if page:
+            await signals.delete_told(session, [signal.id for signal in page])
     if publications:
         await publish_and_mark(
             sessionmaker, redis, settings.region, publications, fault=settings.fault
         )
-    return told
-
-
-async def _tell(
-    sessionmaker: async_sessionmaker[AsyncSession], settings: Settings, limit: int
-) -> tuple[int, list[PendingPublication]]:
-    publications: list[PendingPublication] = []
-    async with sessionmaker() as session, session.begin():
-        page = await signals.claim_page(session, limit=limit)
-        fanouts: dict[str, int] = {}
-        for signal in page:
-            publications += await _accept(session, settings, signal, fanouts)
-        if page:
-            await signals.delete_told(session, [signal.id for signal in page])
-    return len(page), publications
-
-
-async def _tell_one_by_one(
-    sessionmaker: async_sessionmaker[AsyncSession], settings: Settings
-) -> tuple[int, list[PendingPublication]]:
-    told, publications = 0, list[PendingPublication]()
-    for _ in range(PAGE_SIZE):
-        try:
-            one, published = await _tell(sessionmaker, settings, 1)
-        except Exception as exc:
-            if isinstance(exc, DATABASE_TROUBLE) and is_transient(exc):
-                raise
-            await _drop_first(sessionmaker, exc)
-            continue
-        if not one:
-            break
-        told, publications = told + one, publications + published
-    return told, publications
-
-
-async def _drop_first(sessionmaker: async_sessionmaker[AsyncSession], exc: Exception) -> None:
-    async with sessionmaker() as session, session.begin():
-        for signal in await signals.claim_page(session, limit=1):
-            log.error(
-                "operational.signal_dropped",
-                tenant_id=signal.tenant_id,
-                type=signal.type,
-                error=type(exc).__name__,
-            )
-            await signals.delete_told(session, [signal.id])
+    return len(page)
 
 
 async def _accept(
@@ -112,7 +85,8 @@ async def _accept(
     if signal.tenant_id not in fanouts:
         tenant = await limits.tenant_of(session, signal.tenant_id)
         fanouts[signal.tenant_id] = limits.Limits.defaults(settings).of(tenant).max_fanout
-    payload = encode_payload(signal.payload, settings.max_payload_bytes)
+    # Herald's own payload, bounded by what it tells of: the tenant's limit is for its events.
+    payload = encode_payload(signal.payload, OWN_PAYLOAD_BYTES)
     endpoint_ids, filtered_out = await fanout.operational_targets(
         session,
         signal.tenant_id,
@@ -121,6 +95,9 @@ async def _accept(
         len(payload),
         fanouts[signal.tenant_id],
     )
+    # An operational endpoint is not told of itself: its own disabling cannot reach it, and
+    # no answer of its to news about itself can make more.
+    endpoint_ids = [e for e in endpoint_ids if e != signal.payload.get("endpoint_id")]
     if not endpoint_ids:
         return []
     _, publications = await insert_intent(

@@ -14,6 +14,7 @@ from app.catalogue.service import event_types
 from app.catalogue.service.payload_schemas import PayloadSchemas
 from app.core.config import Settings
 from app.core.errors import Forbidden, Unprocessable
+from app.core.fields import is_herald_type
 from app.core.ids import new_id
 from app.core.scope import Scope
 from app.delivery.schemas import DeliveryOut, TestEventRequest
@@ -36,6 +37,11 @@ async def accept_test_event(
     """The test event and its one delivery, in the caller's transaction. It goes to the named
     endpoint whatever the endpoint subscribes to (it is asked for by name) and belongs to the
     endpoint's customer, as the endpoint does."""
+    if is_herald_type(request.event_type) and request.event_type != TEST_EVENT_TYPE:
+        raise Unprocessable(
+            f"{request.event_type} is one of Herald's own event types, which only Herald "
+            f"sends: a test event is of a type in your catalogue, or {TEST_EVENT_TYPE}"
+        )
     endpoint = await get_live(session, scope, endpoint_id)
     if (refused := refusal_for(endpoint_id, endpoint)) is not None:
         raise refused

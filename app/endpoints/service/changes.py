@@ -26,6 +26,9 @@ from app.signals.service import signals
 from app.streams.service import policy
 from app.tenants.service import limits
 
+# The fields whose values are sealed, and never shown.
+SEALED_FIELDS = ("secret_headers", "oauth2", "tls", "egress_proxy")
+
 # The fields written to the endpoint's columns as the change sends them; the others are
 # credentials (sealed) or decide columns of their own.
 _WRITTEN_AS_SENT = (
@@ -85,14 +88,13 @@ async def update_endpoint(
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
     await signals.endpoint_updated(session, endpoint, change.model_fields_set)
+    now = endpoint_view(endpoint)
+    # A credential's value is never in a view, so a new one under the same name would look
+    # like no change: the trail names the credentials the change set instead.
+    if replaced := sorted(change.model_fields_set & set(SEALED_FIELDS)):
+        was, now = {**was, "credentials_set": []}, {**now, "credentials_set": replaced}
     await audit.record(
-        session,
-        scope.tenant_id,
-        by,
-        "endpoint.updated",
-        endpoint.id,
-        before=was,
-        after=endpoint_view(endpoint),
+        session, scope.tenant_id, by, "endpoint.updated", endpoint.id, before=was, after=now
     )
     return endpoint
 

@@ -75,7 +75,7 @@ async def _stored(
             "logo_url must be on one of allowed_origins: the portal's CSP loads images from "
             "those origins alone"
         )
-    current = await portal_settings.get(session, tenant_id)
+    current = await portal_settings.get(session, tenant_id, for_update=True)
     was = _view(vars(current) if current is not None else None)
     stored = await portal_settings.put(session, tenant_id, values)
     await audit.record(

@@ -18,9 +18,19 @@ async def put_customer(
     session: AsyncSession, tenant_id: str, customer_id: str, name: str | None, *, by: Actor
 ) -> tuple[Customer, bool]:
     """Create the customer or name it afresh (customers.put); and whether it was made."""
+    earlier = await customers.get_live(session, tenant_id, customer_id)
+    was = None if earlier is None else {"name": earlier.name}  # before the put refreshes it
     customer, made = await customers.put(session, tenant_id, customer_id, name)
     action = "customer.created" if made else "customer.updated"
-    await audit.record(session, tenant_id, by, action, customer_id, after={"name": name})
+    await audit.record(
+        session,
+        tenant_id,
+        by,
+        action,
+        customer_id,
+        before=None if made else was,
+        after={"name": name},
+    )
     return customer, made
 
 
