@@ -9,19 +9,11 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.routes.filters import dead_filter
-from app.console.service.sessions import Viewer
-from app.core.errors import Forbidden
 from app.core.scope import Scope
 from app.delivery.service import cancel, listings, redrive, retry_now, skip
 from app.runtime.resources import ResourcesDep
 
 router = APIRouter(prefix="/console", include_in_schema=False)
-
-
-def _tenant(viewer: Viewer) -> str:
-    if viewer.viewing is None:
-        raise Forbidden("pick a tenant first")
-    return viewer.viewing
 
 
 @router.post("/deliveries/{delivery_id}/redrive")
@@ -30,7 +22,7 @@ async def redrive_one(
 ) -> RedirectResponse:
     async with resources.sessionmaker() as session, session.begin():
         _, publications = await redrive.redrive_one(
-            session, Scope(_tenant(viewer)), delivery_id, region=resources.settings.region
+            session, Scope(viewer.chosen_tenant()), delivery_id, region=resources.settings.region
         )
     resources.publisher.submit(publications)
     return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
@@ -42,7 +34,7 @@ async def retry_one_now(
 ) -> RedirectResponse:
     async with resources.sessionmaker() as session, session.begin():
         _, publications = await retry_now.retry_now(
-            session, Scope(_tenant(viewer)), delivery_id, region=resources.settings.region
+            session, Scope(viewer.chosen_tenant()), delivery_id, region=resources.settings.region
         )
     resources.publisher.submit(publications)
     return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
@@ -54,7 +46,7 @@ async def cancel_one(
 ) -> RedirectResponse:
     async with resources.sessionmaker() as session, session.begin():
         cancelled = await cancel.cancel_delivery(
-            session, _tenant(viewer), delivery_id, region=resources.settings.region
+            session, viewer.chosen_tenant(), delivery_id, region=resources.settings.region
         )
     resources.publisher.submit(cancelled.publications)
     return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
@@ -66,7 +58,7 @@ async def skip_one(
 ) -> RedirectResponse:
     async with resources.sessionmaker() as session, session.begin():
         skipped = await skip.skip_halted_head(
-            session, _tenant(viewer), delivery_id, region=resources.settings.region
+            session, viewer.chosen_tenant(), delivery_id, region=resources.settings.region
         )
     resources.publisher.submit(skipped.publications)
     return RedirectResponse(f"/console/deliveries/{delivery_id}", status_code=303)
@@ -82,7 +74,7 @@ async def redrive_matching(
         resources.sessionmaker,
         resources.queue,
         resources.settings,
-        tenant_id=_tenant(viewer),
+        tenant_id=viewer.chosen_tenant(),
         wanted=wanted.model_dump(mode="json"),
     )
     return RedirectResponse(f"/console/redrives/{job.id}", status_code=303)
@@ -93,5 +85,5 @@ async def redrive_progress(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, job_id: str
 ) -> HTMLResponse:
     async with resources.sessionmaker() as session, session.begin():
-        job = await listings.redrive_job(session, _tenant(viewer), job_id)
+        job = await listings.redrive_job(session, viewer.chosen_tenant(), job_id)
     return render(request, resources, "redrive.html", viewer, job=job)

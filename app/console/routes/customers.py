@@ -11,8 +11,6 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.console.routes.deps import FormDep, ViewerDep, render
-from app.console.service.sessions import Viewer
-from app.core.errors import Forbidden
 from app.core.fields import CUSTOMER_ID_RULE
 from app.portal.service import sessions
 from app.runtime.resources import ResourcesDep
@@ -21,12 +19,6 @@ from app.tenants.service import customers
 router = APIRouter(prefix="/console/customers", include_in_schema=False)
 PAGE = 50
 SESSIONS_SHOWN = 10  # a customer's newest; the API lists them all
-
-
-def _tenant(viewer: Viewer) -> str:
-    if viewer.viewing is None:
-        raise Forbidden("pick a tenant first")
-    return viewer.viewing
 
 
 @router.get("", response_class=HTMLResponse)
@@ -74,7 +66,7 @@ async def revoke_session(
     resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, customer_id: str, session_id: str
 ) -> RedirectResponse:
     async with resources.sessionmaker() as session, session.begin():
-        await sessions.revoke(session, _tenant(viewer), session_id)
+        await sessions.revoke(session, viewer.chosen_tenant(), session_id)
     return RedirectResponse(f"/console/customers#customer-{customer_id}", status_code=303)
 
 
@@ -82,7 +74,7 @@ async def revoke_session(
 async def revoke_all_sessions(
     resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, customer_id: str
 ) -> RedirectResponse:
-    tenant_id = _tenant(viewer)
+    tenant_id = viewer.chosen_tenant()
     async with resources.sessionmaker() as session, session.begin():
         await customers.get_customer(session, tenant_id, customer_id)  # 404: not the tenant's
         await sessions.revoke_matching(session, tenant_id, customer_id=customer_id, api_key_id=None)

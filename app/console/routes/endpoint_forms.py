@@ -15,7 +15,7 @@ from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.endpoint_forms import CHOICES, CREDENTIALS, changed_fields, fields_of
 from app.console.service.form_reading import Unreadable, validated
 from app.console.service.sessions import Viewer
-from app.core.errors import Forbidden, HeraldError
+from app.core.errors import HeraldError
 from app.core.scope import Scope
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
 from app.endpoints.service import endpoints, handshakes
@@ -29,9 +29,7 @@ router = APIRouter(prefix="/console/endpoints", include_in_schema=False)
 
 
 def _scope(viewer: Viewer) -> Scope:
-    if viewer.viewing is None:
-        raise Forbidden("pick a tenant first")
-    return Scope(viewer.viewing)
+    return Scope(viewer.chosen_tenant())
 
 
 def _shown(endpoint: Endpoint) -> dict[str, str]:

@@ -10,8 +10,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.endpoint_board import endpoint_board
-from app.console.service.sessions import Viewer
-from app.core.errors import Forbidden
 from app.core.ids import is_id
 from app.core.scope import Scope
 from app.endpoints.schemas import EndpointUpdate
@@ -23,12 +21,6 @@ from app.tenants.service import tenants
 
 router = APIRouter(prefix="/console/endpoints", include_in_schema=False)
 PAGE = 50
-
-
-def _tenant(viewer: Viewer) -> str:
-    if viewer.viewing is None:
-        raise Forbidden("pick a tenant first")
-    return viewer.viewing
 
 
 @router.get("", response_class=HTMLResponse)
@@ -77,7 +69,7 @@ async def streams_page(
 ) -> HTMLResponse:
     """An ordered endpoint's streams with work or halted: each one's head, depth and halt."""
     async with resources.sessionmaker() as session, session.begin():
-        endpoint = await endpoints.get_endpoint(session, Scope(_tenant(viewer)), endpoint_id)
+        endpoint = await endpoints.get_endpoint(session, Scope(viewer.chosen_tenant()), endpoint_id)
         rows = await streams.page(
             session, endpoint.id, after=after, halted_only=halted, limit=PAGE + 1
         )
@@ -99,7 +91,7 @@ async def streams_page(
 async def set_enabled(
     resources: ResourcesDep, viewer: ViewerDep, form: FormDep, endpoint_id: str
 ) -> RedirectResponse:
-    tenant_id, enable = _tenant(viewer), form.get("enabled") == "true"
+    tenant_id, enable = viewer.chosen_tenant(), form.get("enabled") == "true"
     async with resources.sessionmaker() as session, session.begin():
         await endpoints.update_endpoint(
             session,
@@ -123,7 +115,7 @@ async def send_test_event(
 ) -> HTMLResponse:
     """A signed test event through the endpoint's whole path, as POST /v1/endpoints/{id}/test
     sends it; each step shown."""
-    tenant_id = _tenant(viewer)
+    tenant_id = viewer.chosen_tenant()
     async with resources.sessionmaker() as session, session.begin():
         endpoint = await endpoints.get_endpoint(session, Scope(tenant_id), endpoint_id)
         source = (await tenants.own(session, tenant_id)).cloudevents_source
@@ -142,7 +134,7 @@ async def rotate_secret(
     async with resources.sessionmaker() as session, session.begin():
         rotated = await rotations.rotate_secret(
             session,
-            Scope(_tenant(viewer)),
+            Scope(viewer.chosen_tenant()),
             endpoint_id,
             resources.settings.secret_rotation_overlap_hours,
             resources.keys,

@@ -15,19 +15,13 @@ from app.catalogue.service import event_types
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.form_reading import Unreadable, read_json, validated
 from app.console.service.sessions import Viewer
-from app.core.errors import Forbidden, HeraldError, NotFound
+from app.core.errors import HeraldError, NotFound
 from app.core.fields import EVENT_TYPE_RULE
 from app.runtime.resources import Resources, ResourcesDep
 
 router = APIRouter(prefix="/console/event-types", include_in_schema=False)
 PAGE = 200
 _JSON_FIELDS = ("schema", "example")
-
-
-def _tenant(viewer: Viewer) -> str:
-    if viewer.viewing is None:
-        raise Forbidden("pick a tenant first")
-    return viewer.viewing
 
 
 def _fields(form: dict[str, str], names: tuple[str, ...]) -> dict[str, Any]:
@@ -82,7 +76,7 @@ async def event_types_page(
 async def add_event_type(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, form: FormDep
 ) -> HTMLResponse | RedirectResponse:
-    tenant_id = _tenant(viewer)
+    tenant_id = viewer.chosen_tenant()
     try:
         fields = _fields(form, ("name", "description", "schema", "example"))
         spec = validated(EventTypeCreate, fields)
@@ -101,7 +95,7 @@ async def add_event_type(
 async def change_event_type(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, form: FormDep, name: str
 ) -> HTMLResponse | RedirectResponse:
-    tenant_id = _tenant(viewer)
+    tenant_id = viewer.chosen_tenant()
     if not EVENT_TYPE_RULE.matches(name):
         raise NotFound("no such event type: the path does not hold an event type's name")
     try:

@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.sessions import Viewer
-from app.core.errors import Forbidden
 from app.core.ids import looks_like
 from app.runtime.resources import Resources, ResourcesDep
 from app.tenants.schemas import ApiKeyCreate
@@ -19,12 +18,6 @@ from app.tenants.service import api_keys
 
 router = APIRouter(prefix="/console/keys", include_in_schema=False)
 PAGE = 50
-
-
-def _tenant(viewer: Viewer) -> str:
-    if viewer.viewing is None:
-        raise Forbidden("pick a tenant first")
-    return viewer.viewing
 
 
 async def _page(
@@ -74,7 +67,7 @@ async def keys_page(
 async def create_key(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, form: FormDep
 ) -> HTMLResponse:
-    tenant_id = _tenant(viewer)
+    tenant_id = viewer.chosen_tenant()
     label = form.get("label", "").strip()
     try:
         spec = ApiKeyCreate.model_validate({"label": label or None})
@@ -94,7 +87,7 @@ async def create_key(
 async def revoke_key(
     resources: ResourcesDep, viewer: ViewerDep, _form: FormDep, key_id: str
 ) -> RedirectResponse:
-    own = api_keys.Principal(tenant_id=_tenant(viewer), is_admin=False)
+    own = api_keys.Principal(tenant_id=viewer.chosen_tenant(), is_admin=False)
     async with resources.sessionmaker() as session, session.begin():
         await api_keys.revoke_key(session, own, key_id, resources.principals, by=viewer.actor)
     return RedirectResponse("/console/keys", status_code=303)

@@ -10,18 +10,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from app.console.routes.deps import FormDep, ViewerDep, render
 from app.console.service.form_reading import Unreadable, validated
 from app.console.service.sessions import Viewer
-from app.core.errors import Forbidden, Unprocessable
+from app.core.errors import Unprocessable
 from app.portal.schemas import PortalSettingsOut, PortalSettingsPatch
 from app.portal.service import settings
 from app.runtime.resources import Resources, ResourcesDep
 
 router = APIRouter(prefix="/console/portal-settings", include_in_schema=False)
-
-
-def _tenant(viewer: Viewer) -> str:
-    if viewer.viewing is None:
-        raise Forbidden("pick a tenant first")
-    return viewer.viewing
 
 
 async def _form(
@@ -70,7 +64,7 @@ async def portal_settings_page(
 async def change_portal_settings(
     request: Request, resources: ResourcesDep, viewer: ViewerDep, form: FormDep
 ) -> HTMLResponse | RedirectResponse:
-    tenant_id = _tenant(viewer)
+    tenant_id = viewer.chosen_tenant()
     origins = [line.strip() for line in form.get("allowed_origins", "").splitlines()]
     fields = {
         "name": form.get("name", "").strip() or None,

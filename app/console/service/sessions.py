@@ -32,6 +32,12 @@ class Viewer:
     csrf_token: str
     viewing: str | None  # the tenant whose data the pages show (None: an admin yet to pick)
 
+    def chosen_tenant(self) -> str:
+        """The tenant the pages show, for what acts on it: an admin picks one first."""
+        if self.viewing is None:
+            raise Forbidden("pick a tenant first")
+        return self.viewing
+
     @property
     def actor(self) -> Actor:
         """Who the audit trail names for what this sign-in changes: its console session."""

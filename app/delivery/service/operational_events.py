@@ -13,7 +13,7 @@ wake-ups are published at once (the outbox relay publishes whatever that misses)
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 from collections.abc import Sequence
 
 import structlog
@@ -23,6 +23,7 @@ from app.core.config import Settings
 from app.core.db import DATABASE_TROUBLE, is_transient
 from app.core.ids import new_id
 from app.core.redis_clients import FlowRedis
+from app.core.relays import run_pages
 from app.delivery.service import fanout
 from app.delivery.service.intake import encode_payload, insert_intent
 from app.models import OperationalSignal
@@ -124,20 +125,11 @@ async def run_relay(
     stop: asyncio.Event,
 ) -> None:
     """Tell signals until ``stop``: at once while pages come full, else every relay interval."""
-    failing = False
-    while not stop.is_set():
-        delay = settings.relay_interval_seconds
-        try:
-            told = await relay_once(sessionmaker, redis, settings)
-            if failing:
-                log.info("operational.recovered")
-                failing = False
-            if told == PAGE_SIZE:
-                delay = 0
-        except Exception as exc:
-            if not failing:
-                log.warning("operational.failing", error=type(exc).__name__)
-                failing = True
-            delay = min(5.0, delay * 4)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), delay)
+    await run_pages(
+        functools.partial(relay_once, sessionmaker, redis, settings),
+        page_size=PAGE_SIZE,
+        interval=settings.relay_interval_seconds,
+        stop=stop,
+        log=log,
+        name="operational",
+    )

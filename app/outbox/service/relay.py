@@ -6,13 +6,14 @@ Every worker process runs one; SKIP LOCKED and short claims let any number run s
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.config import Settings
 from app.core.redis_clients import FlowRedis
+from app.core.relays import run_pages
 from app.outbox.repository import outbox
 from app.outbox.service.publishing import publish_and_mark
 
@@ -46,20 +47,11 @@ async def run_relay(
     settings: Settings,
     stop: asyncio.Event,
 ) -> None:
-    failing = False
-    while not stop.is_set():
-        delay = settings.relay_interval_seconds
-        try:
-            published = await relay_once(sessionmaker, redis, settings)
-            if failing:
-                log.info("relay.recovered")
-                failing = False
-            if published == settings.relay_page_size:
-                delay = 0  # a full page: there is probably more
-        except Exception as exc:
-            if not failing:
-                log.warning("relay.failing", error=type(exc).__name__, detail=str(exc)[:200])
-                failing = True
-            delay = min(5.0, delay * 4)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), delay)
+    await run_pages(
+        functools.partial(relay_once, sessionmaker, redis, settings),
+        page_size=settings.relay_page_size,
+        interval=settings.relay_interval_seconds,
+        stop=stop,
+        log=log,
+        name="relay",
+    )
