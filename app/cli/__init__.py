@@ -127,11 +127,15 @@ def _cmd_health(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
-    return migrate.run(_database(settings), settings.partitions_ahead_days, args)
+    return migrate.run(
+        _database(settings), settings.partitions_ahead_days, settings.retention_days, args
+    )
 
 
 def _cmd_partitions(settings: Settings, args: argparse.Namespace) -> int:
-    return partitions.run(_database(settings), settings.partitions_ahead_days, args)
+    return partitions.run(
+        _database(settings), settings.partitions_ahead_days, settings.retention_days, args
+    )
 
 
 def _cmd_keys(settings: Settings, args: argparse.Namespace) -> int:

@@ -84,24 +84,24 @@ def _check_schema(database_url: str, *, wait: bool) -> int:
         time.sleep(SCHEMA_LOOK_SECONDS)
 
 
-def run(database_url: str, ahead_days: int, args: argparse.Namespace) -> int:
+def run(database_url: str, ahead_days: int, retention_days: float, args: argparse.Namespace) -> int:
     if args.check or args.wait:
         return _check_schema(database_url, wait=args.wait)
     from app.core.migrate import upgrade_to_head
 
     upgrade_to_head(database_url)
     print("database is at the latest migration")
-    made = asyncio.run(_make_partitions(database_url, ahead_days))
+    made = asyncio.run(_make_partitions(database_url, ahead_days, retention_days))
     print(f"partitions made through {ahead_days} days ahead ({made} new)")
     return 0
 
 
-async def _make_partitions(database_url: str, ahead_days: int) -> int:
+async def _make_partitions(database_url: str, ahead_days: int, retention_days: float) -> int:
     from app.core.db import create_engine
     from app.operations.service.partitions import make_ahead
 
     engine = create_engine(database_url, pool_size=1)
     try:
-        return await make_ahead(engine, ahead_days)
+        return await make_ahead(engine, ahead_days, retention_days)
     finally:
         await engine.dispose()

@@ -18,27 +18,35 @@ def add_parser(commands: Any) -> None:
     )
 
 
-def run(database_url: str, ahead_days: int, args: argparse.Namespace) -> int:
-    for line in asyncio.run(_report(database_url, ahead_days, make=args.make)):
+def run(database_url: str, ahead_days: int, retention_days: float, args: argparse.Namespace) -> int:
+    for line in asyncio.run(_report(database_url, ahead_days, retention_days, make=args.make)):
         print(line)
     return 0
 
 
-async def _report(database_url: str, ahead_days: int, *, make: bool) -> list[str]:
+async def _report(
+    database_url: str, ahead_days: int, retention_days: float, *, make: bool
+) -> list[str]:
     from app.core.db import create_engine
     from app.operations.service import partitions
 
     engine = create_engine(database_url, pool_size=1)
     try:
-        made = await partitions.make_ahead(engine, ahead_days) if make else None
+        made = await partitions.make_ahead(engine, ahead_days, retention_days) if make else None
         found = await partitions.listing(engine)
     finally:
         await engine.dispose()
     lines = [f"{'partition':<28} {'from':<10}  {'until':<10}  {'rows (est.)':>12}  {'size':>10}"]
     for p in found:
+        if p.split:
+            continue  # its payload classes follow, with their sizes
+        days = (
+            ("payload", _longest(p.upper))
+            if p.parent.startswith("events_")
+            else (_day(p.lower), _day(p.upper))
+        )
         lines.append(
-            f"{p.name:<28} {_day(p.lower):<10}  {_day(p.upper):<10}  {p.rows:>12,}  "
-            f"{_size(p.bytes):>10}"
+            f"{p.name:<28} {days[0]:<10}  {days[1]:<10}  {p.rows:>12,}  {_size(p.bytes):>10}"
         )
     if not found:
         lines.append("no partitioned tables: run `herald migrate`")
@@ -51,6 +59,11 @@ def _day(bound: str | None) -> str:
     from app.core.ids import moment_of
 
     return "(start)" if bound is None else moment_of(bound).date().isoformat()
+
+
+def _longest(upper: str | None) -> str:
+    """How long a day's class of payloads keeps them: "<= 3 d", or "longer" for its last."""
+    return "longer" if upper is None else f"<= {int(upper) - 1} d"
 
 
 def _size(count: int) -> str:

@@ -17,6 +17,7 @@ from app.core.fields import (
     TenantEventType,
     Timestamp,
 )
+from app.core.payload_retention import payload_expiry
 from app.core.states import DeliveryState, Outcome
 
 MAX_DEFER = timedelta(days=365)
@@ -129,6 +130,20 @@ class DeliveryOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     completed_at: datetime | None
+    payload_expires_at: datetime | None = Field(
+        description="When the event's payload is dropped, by its tenant's "
+        "`payload_retention_days` when it was accepted; null: kept as long as this record. "
+        "The delivery, its attempts and its timeline stay after it."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _payload_expiry(cls, data: Any) -> Any:
+        """A row as a statement returned it carries ``payload_days``, not the moment."""
+        if isinstance(data, dict) and "payload_expires_at" not in data:
+            expiry = payload_expiry(data["created_at"], data["payload_days"])
+            return {**data, "payload_expires_at": expiry}
+        return data
 
 
 class EventDelivery(BaseModel):
@@ -147,7 +162,14 @@ class EventDelivery(BaseModel):
 class EventOut(BaseModel):
     id: str
     event_type: str
-    payload: dict[str, Any] = Field(description="The payload as accepted, byte for byte its JSON.")
+    payload: dict[str, Any] | None = Field(
+        description="The payload as accepted, byte for byte its JSON; null once it expired."
+    )
+    payload_expires_at: datetime | None = Field(
+        description="When the payload is dropped (its tenant's `payload_retention_days` when "
+        "it was accepted); null: kept as long as its deliveries' records."
+    )
+    payload_expired: bool = Field(description="The payload is past `payload_expires_at`.")
     created_at: datetime
     deliveries: list[EventDelivery] = Field(
         description="Every delivery the event fanned out to (or the one a delivery intent "
@@ -215,6 +237,11 @@ class DeliveryDetail(DeliveryOut):
         default=False,
         description="A dead ordered delivery that halts its stream: redrive it (retried in "
         "place) or skip it (`POST /v1/deliveries/{id}/skip`).",
+    )
+    payload_expired: bool = Field(
+        default=False,
+        description="The event's payload is past `payload_expires_at`: it is no longer shown, "
+        "and the delivery cannot be redriven. One still live sends it all the same.",
     )
     timeline: list[CustodyEventOut]
 

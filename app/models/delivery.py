@@ -9,6 +9,7 @@ from sqlalchemy import (
     DateTime,
     Index,
     Integer,
+    SmallInteger,
     Text,
     Uuid,
     func,
@@ -17,6 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
+from app.core.payload_retention import payload_expiry
 from app.core.states import DELIVERY_STATES, OUTCOMES, TERMINAL_STATES
 
 
@@ -88,6 +90,9 @@ class Delivery(Base):
     endpoint_id: Mapped[str] = mapped_column(Text)
     event_id: Mapped[str] = mapped_column(Text)
     event_type: Mapped[str] = mapped_column(Text)
+    # Its event's payload_days, copied at accept: the claim finds the event in its class, and
+    # retention asks which classes of payloads live deliveries still need.
+    payload_days: Mapped[int] = mapped_column(SmallInteger, server_default="32767")
     # The region that owns this delivery: only its relays, workers and reconcilers touch it.
     region: Mapped[str] = mapped_column(Text)
     state: Mapped[str] = mapped_column(Text)
@@ -118,3 +123,9 @@ class Delivery(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    @property
+    def payload_expires_at(self) -> datetime | None:
+        """When its event's payload is gone, by its tenant's setting then (None: with the
+        delivery's own record). Accepted in the same statement, they share ``created_at``."""
+        return payload_expiry(self.created_at, self.payload_days)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Double, Integer, Text, func
+from sqlalchemy import DateTime, Double, Integer, SmallInteger, Text, func
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db import Base
@@ -25,3 +25,8 @@ class Tenant(Base):
     # Failures in a row that make one of its endpoints "failing" (herald.endpoint.failing;
     # None: 5). Read by the trigger of migration 0045.
     failing_after: Mapped[int | None] = mapped_column(Integer)
+    # Set by the tenant, within the operator's HERALD_RETENTION_DAYS (None: that): how long
+    # its delivery records are shown, and how long its payloads are kept (at most as long).
+    # Read by the SQL functions kept_since and payload_days_of (migration 0047).
+    retention_days: Mapped[int | None] = mapped_column(SmallInteger)
+    payload_retention_days: Mapped[int | None] = mapped_column(SmallInteger)

@@ -97,7 +97,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         payload_schemas=PayloadSchemas(sessionmaker, settings.event_type_cache_seconds),
         tester=EndpointTester(settings, keys),
         accept_rates=AcceptRates(settings, sessionmaker, redis),
-        partitions=PartitionKeeper(engine, settings.partitions_ahead_days),
+        partitions=PartitionKeeper(engine, settings.partitions_ahead_days, settings.retention_days),
     )
     try:
         yield resources

@@ -48,6 +48,19 @@ def _or_default(value: int | None) -> int:
     return FAILING_AFTER_DEFAULT if value is None else value
 
 
+_RETENTION = (
+    "Days a finished delivery stays visible (with its attempts and timeline) after it "
+    "finished; at most the operator's HERALD_RETENTION_DAYS. null: the operator's. Live "
+    "deliveries and a halted stream's dead head always stay."
+)
+_PAYLOAD_RETENTION = (
+    "Days an event's payload is kept after it was accepted, at most `retention_days`; past "
+    "them it is dropped from storage, shown as expired, and no longer redriven, while the "
+    "deliveries' records stay. Applies to events accepted from the change on. null: "
+    "`retention_days` days, or as long as the records when that is null too."
+)
+
+
 class TenantSettingsOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -56,6 +69,8 @@ class TenantSettingsOut(BaseModel):
     created_at: datetime
     cloudevents_source: str | None = Field(description=_SOURCE)
     failing_after: Annotated[int, BeforeValidator(_or_default)] = Field(description=_FAILING_AFTER)
+    retention_days: int | None = Field(description=_RETENTION)
+    payload_retention_days: int | None = Field(description=_PAYLOAD_RETENTION)
 
 
 class TenantSettingsChange(BaseModel):
@@ -65,6 +80,10 @@ class TenantSettingsChange(BaseModel):
 
     cloudevents_source: CloudEventsSource | None = Field(default=None, description=_SOURCE)
     failing_after: int | None = Field(default=None, ge=1, le=1000, description=_FAILING_AFTER)
+    retention_days: int | None = Field(default=None, ge=1, le=3660, description=_RETENTION)
+    payload_retention_days: int | None = Field(
+        default=None, ge=1, le=3660, description=_PAYLOAD_RETENTION
+    )
 
 
 class TenantCreate(BaseModel):

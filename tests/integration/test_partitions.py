@@ -18,8 +18,8 @@ from app.core.config import Settings
 from app.core.db import create_sessionmaker, single_statements
 from app.core.ids import id_floor, sibling_id
 from app.delivery.repository import intents
-from app.operations.repository import partitions as partition_rows
 from app.operations.repository import retention as retention_rows
+from app.operations.repository import retirements
 from app.operations.repository.partitions import TABLES, name_of
 from app.operations.service import partitions
 from app.operations.service.partitions import PartitionKeeper
@@ -28,6 +28,7 @@ from tests.fixtures.processes import clean_env
 from tests.fixtures.stack import Stack
 
 REPO = Path(__file__).resolve().parents[2]
+RETENTION = Settings.model_fields["retention_days"].default
 
 
 async def _partition_names(engine: AsyncEngine) -> set[str]:
@@ -52,8 +53,8 @@ async def test_the_days_ahead_are_made_once_each(engine: AsyncEngine) -> None:
     days = [later.date() + timedelta(days=n) for n in range(4)]
     wanted = [name_of(t.table, day) for t in TABLES for day in days]
     try:
-        assert await partitions.make_ahead(engine, 3, now=later) == len(wanted)
-        assert await partitions.make_ahead(engine, 3, now=later) == 0
+        assert await partitions.make_ahead(engine, 3, RETENTION, now=later) == len(wanted)
+        assert await partitions.make_ahead(engine, 3, RETENTION, now=later) == 0
         assert set(wanted) <= await _partition_names(engine)
         async with engine.connect() as connection:
             options = await connection.execute(
@@ -74,7 +75,9 @@ async def test_an_api_process_makes_the_days_it_finds_missing(engine: AsyncEngin
     await _drop(engine, missing)
     assert not set(missing) & await _partition_names(engine)
 
-    await PartitionKeeper(engine, ahead_days=14).ready()  # what an accept awaits first
+    await PartitionKeeper(
+        engine, ahead_days=14, retention_days=RETENTION
+    ).ready()  # what an accept awaits first
 
     assert set(missing) <= await _partition_names(engine)
 
@@ -82,7 +85,7 @@ async def test_an_api_process_makes_the_days_it_finds_missing(engine: AsyncEngin
 async def test_a_keeper_that_failed_waits_a_while_before_it_tries_again(
     engine: AsyncEngine,
 ) -> None:
-    keeper = PartitionKeeper(engine, ahead_days=14)
+    keeper = PartitionKeeper(engine, ahead_days=14, retention_days=RETENTION)
     await keeper.ready()
     last = name_of("events", datetime.now(UTC).date() + timedelta(days=14))
     await _drop(engine, [last])
@@ -98,13 +101,13 @@ async def test_a_keeper_that_failed_waits_a_while_before_it_tries_again(
         await keeper.ready()  # the way is clear, but the retry waits: no accept queues on it
         assert last not in await _partition_names(engine)
     finally:
-        await partitions.make_ahead(engine, 14)
+        await partitions.make_ahead(engine, 14, RETENTION)
 
 
 async def test_an_event_at_a_days_last_millisecond_keeps_its_deliveries_in_that_day(
     engine: AsyncEngine, settings: Settings, endpoint: dict[str, Any]
 ) -> None:
-    await partitions.make_ahead(engine, 3)
+    await partitions.make_ahead(engine, 3, RETENTION)
     midnight = datetime.combine(datetime.now(UTC).date() + timedelta(days=1), time(), UTC)
     last_of_today = id_floor("evt", midnight - timedelta(milliseconds=1))[:14] + "A" * 16
     first_of_tomorrow = id_floor("evt", midnight)
@@ -133,8 +136,12 @@ async def test_an_event_at_a_days_last_millisecond_keeps_its_deliveries_in_that_
         async with engine.connect() as connection:
             rows = await connection.execute(
                 text(
-                    "SELECT d.tableoid::regclass::text AS delivery, e.tableoid::regclass::text"
-                    " AS event FROM deliveries AS d JOIN events AS e ON e.id = d.event_id"
+                    "SELECT d.tableoid::regclass::text AS delivery, coalesce("
+                    # a day of events made partitioned by payload class: its day's table
+                    "  (SELECT inhparent::regclass::text FROM pg_inherits"
+                    "    WHERE inhrelid = e.tableoid AND inhparent <> 'events'::regclass),"
+                    "  e.tableoid::regclass::text) AS event"
+                    " FROM deliveries AS d JOIN events AS e ON e.id = d.event_id"
                     " WHERE d.id = :d"
                 ),
                 {"d": inserted.delivery["id"]},
@@ -242,7 +249,7 @@ async def test_a_day_past_retention_is_dropped_whole_and_a_needed_one_kept(
     engine: AsyncEngine, client: httpx.AsyncClient, tenant: dict[str, str], endpoint: dict[str, Any]
 ) -> None:
     # Days ahead stand in for days past: retention is asked as of a week from now.
-    await partitions.make_ahead(engine, 14)
+    await partitions.make_ahead(engine, 14, RETENTION)
     today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
     # A run that crossed midnight has days before today (empty: every test starts on empty
     # tables), which the retirement below drops too.
@@ -309,13 +316,15 @@ async def test_a_day_past_retention_is_dropped_whole_and_a_needed_one_kept(
         assert beside not in left and retried in left
         assert _event_of(beside) not in events and _event_of(retried) in events
     finally:
-        await partitions.make_ahead(engine, 14)  # the day dropped, back for the tests after
+        await partitions.make_ahead(
+            engine, 14, RETENTION
+        )  # the day dropped, back for the tests after
 
 
 async def test_a_retirement_cut_short_is_mended_and_loses_nothing(
     engine: AsyncEngine, endpoint: dict[str, Any]
 ) -> None:
-    await partitions.make_ahead(engine, 14)
+    await partitions.make_ahead(engine, 14, RETENTION)
     today = datetime.combine(datetime.now(UTC).date(), time(), UTC)
     day = {n: today + timedelta(days=n) for n in range(1, 6)}
     waiting = await _old_delivery(engine, endpoint, day[2], "enqueued")
@@ -330,11 +339,11 @@ async def test_a_retirement_cut_short_is_mended_and_loses_nothing(
             await snapshot.execute(text("SELECT count(*) FROM deliveries"))
             await retiring.execute(text("SET statement_timeout = '300ms'"))
             with pytest.raises(DBAPIError):
-                await partition_rows.detach(retiring, found[name_of("deliveries", day[2])])
+                await retirements.detach(retiring, found[name_of("deliveries", day[2])])
             await retiring.execute(text("RESET statement_timeout"))
             await snapshot.rollback()
             # And a day's events detached whole, by a process that died before dropping them.
-            await partition_rows.detach(retiring, found[name_of("events", day[3])])
+            await retirements.detach(retiring, found[name_of("events", day[3])])
         assert waiting not in await _delivery_ids(engine)
 
         assert await partitions.retire_days(engine, day[5]) == 4  # today, days 1, 3 and 4
@@ -350,7 +359,7 @@ async def test_a_retirement_cut_short_is_mended_and_loses_nothing(
             )
         assert strays.scalar_one() == 0
     finally:
-        await partitions.make_ahead(engine, 14)
+        await partitions.make_ahead(engine, 14, RETENTION)
 
 
 async def _delivery_ids(engine: AsyncEngine) -> set[str]:

@@ -128,6 +128,7 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
 
     assert counts == {
         "dropped_days": 0,  # these are in the table from before partitioning, which is needed
+        "dropped_payload_classes": 0,
         "purged_deliveries": 3,
         "purged_events": 4,
         "purged_keys": 1,
@@ -181,7 +182,7 @@ async def test_herald_purge_command(stack: Stack) -> None:
     )
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
-    assert out.decode().startswith("dropped_days=0 purged_deliveries=")
+    assert out.decode().startswith("dropped_days=0 dropped_payload_classes=0 purged_deliveries=")
 
 
 async def test_purge_keeps_a_dead_head_that_halts_its_stream(

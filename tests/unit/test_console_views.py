@@ -18,6 +18,7 @@ from app.core.errors import Unprocessable
 from app.core.states import OUTCOMES
 from app.delivery.service import status
 from app.delivery.service.endpoint_stats import MinuteCounts
+from app.delivery.service.event_detail import PayloadHead
 from app.delivery.service.intake import encode_payload
 from app.delivery.service.payload_views import PREVIEW_BYTES, payload_view
 from app.flow.service.snapshot import FlowSnapshot
@@ -164,7 +165,7 @@ def test_the_delivery_page_writes_the_why_s_times_as_its_other_times(
 def test_a_whole_payload_is_pretty_printed_without_changing_a_value() -> None:
     accepted = {"id": "o_42", "total": 0.1 + 0.2, "big": 2**70, "note": "café </pre>"}
     stored = encode_payload(accepted, limit=PREVIEW_BYTES)
-    view = payload_view(stored, len(stored))
+    view = payload_view(PayloadHead(stored, len(stored)))
     assert view.whole and view.pretty and view.size == len(stored)
     assert view.text == json.dumps(accepted, indent=2, ensure_ascii=False)
     assert json.loads(view.text) == accepted  # the same value, only laid out
@@ -172,13 +173,13 @@ def test_a_whole_payload_is_pretty_printed_without_changing_a_value() -> None:
 
 def test_a_payload_that_is_not_json_is_shown_as_it_is() -> None:
     stored = b"not json \xff"
-    view = payload_view(stored, len(stored))
+    view = payload_view(PayloadHead(stored, len(stored)))
     assert view.whole and not view.pretty and view.text == "not json \ufffd"
 
 
 def test_the_start_of_a_large_payload_is_shown_as_sent_and_never_split_in_a_character() -> None:
     head = '{"note":"caf\u00e9'.encode()[:-1]  # cut inside the é's two bytes
-    view = payload_view(head, 200_000)
+    view = payload_view(PayloadHead(head, 200_000))
     assert not view.whole and not view.pretty and view.size == 200_000
     assert view.text == '{"note":"caf'
 

@@ -136,7 +136,11 @@ async def delivery(
             detail,
             await listings.attempts_of(session, delivery_id, limit=100),
             await event_detail.payload_head(
-                session, tenant_id, detail.event_id, most=PREVIEW_BYTES
+                session,
+                tenant_id,
+                detail.event_id,
+                most=PREVIEW_BYTES,
+                expires_at=detail.payload_expires_at,
             ),
         )
 
@@ -148,7 +152,7 @@ async def delivery(
         viewer,
         d=detail,
         attempts=attempts,
-        payload=payload_view(sent.head, sent.size),
+        payload=payload_view(sent),
         preview_bytes=PREVIEW_BYTES,
     )
 
@@ -164,7 +168,11 @@ async def delivery_payload(
     async def whole(session: AsyncSession) -> tuple[Delivery, PayloadHead]:
         delivery = await listings.find_delivery(session, Scope(tenant_id), delivery_id)
         return delivery, await event_detail.payload_head(
-            session, tenant_id, delivery.event_id, most=None
+            session,
+            tenant_id,
+            delivery.event_id,
+            most=None,
+            expires_at=delivery.payload_expires_at,
         )
 
     delivery, sent = (await resources.reads.run(whole)).value
@@ -174,7 +182,7 @@ async def delivery_payload(
         "payload.html",
         viewer,
         d=delivery,
-        payload=payload_view(sent.head, sent.size),
+        payload=payload_view(sent),
     )
 
 

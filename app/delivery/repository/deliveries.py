@@ -6,6 +6,7 @@ from datetime import datetime
 from sqlalchemy import (
     ColumnElement,
     Select,
+    exists,
     func,
     or_,
     select,
@@ -16,22 +17,24 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.fields import family_of
 from app.core.ids import is_id, sibling_range
 from app.core.states import TERMINAL_STATES, DeliveryState
-from app.models import Delivery
+from app.models import Delivery, Stream
 from app.streams.repository.streams import numbering
 
 # One event's deliveries, one per target ($3 delivery ids, $4 endpoint ids, in the event's
 # order), each numbered in its stream where its endpoint is ordered (app/streams/). $1 tenant,
-# $2 event, $5 event type, $6 region, $7 deliver_after (NULL: now), $8 the ordering key.
+# $2 event, $5 event type, $6 region, $7 deliver_after (NULL: now), $8 the ordering key, $9
+# the event's payload_days.
 _INSERT_FOR_EVENT = f"""
 WITH item AS (
     SELECT i.*, $8::text AS ordering_key
       FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS i(delivery_id, endpoint_id, n)
 ), {numbering("item")}
 INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
-                        next_attempt_at, ordering_key, stream, stream_seq, deliver_after)
+                        next_attempt_at, ordering_key, stream, stream_seq, deliver_after,
+                        payload_days)
 SELECT item.delivery_id, $1, item.endpoint_id, $2, $5, $6, 'pending',
        CASE WHEN numbered.seq IS NULL OR numbered.is_head THEN coalesce($7, now()) END,
-       $8, numbered.stream, numbered.seq, CASE WHEN numbered.seq IS NOT NULL THEN $7 END
+       $8, numbered.stream, numbered.seq, CASE WHEN numbered.seq IS NOT NULL THEN $7 END, $9
   FROM item LEFT JOIN numbered USING (n)
  ORDER BY item.n
 RETURNING *
@@ -47,6 +50,7 @@ async def insert_pending(
     region: str,
     targets: Sequence[tuple[str, str]],
     deliver_after: datetime | None,
+    payload_days: int,
     ordering_key: str | None = None,
 ) -> list[Delivery]:
     """Insert one pending delivery per ``(delivery_id, endpoint_id)`` target, due at
@@ -66,10 +70,23 @@ async def insert_pending(
             region,
             deliver_after,
             ordering_key,
+            payload_days,
         ),
     )
     # Rows as inserted, not tracked by the session: the caller only reads them.
     return [Delivery(**row._mapping) for row in result.all()]
+
+
+def shown(tenant_id: str) -> ColumnElement[bool]:
+    """What the tenant still sees of its deliveries: every live one, those finished within its
+    own retention (the SQL function kept_since), and the dead head of a halted stream (someone
+    must still redrive or skip it). Their rows stay until their day goes, at the operator's
+    retention: the tenant's only shortens what it is shown."""
+    return or_(
+        Delivery.completed_at.is_(None),
+        Delivery.completed_at >= func.kept_since(tenant_id),
+        exists().where(Stream.head_id == Delivery.id, Stream.halted_at.is_not(None)),
+    )
 
 
 async def get_for_tenant(
@@ -77,11 +94,10 @@ async def get_for_tenant(
 ) -> Delivery | None:
     if not is_id(delivery_id):
         return None
-    return (
-        await session.execute(
-            select(Delivery).where(Delivery.id == delivery_id, Delivery.tenant_id == tenant_id)
-        )
-    ).scalar_one_or_none()
+    query = select(Delivery).where(
+        Delivery.id == delivery_id, Delivery.tenant_id == tenant_id, shown(tenant_id)
+    )
+    return (await session.execute(query)).scalar_one_or_none()
 
 
 async def owner_of(session: AsyncSession, delivery_id: str) -> str | None:
@@ -97,7 +113,7 @@ async def list_for_event(session: AsyncSession, tenant_id: str, event_id: str) -
         return []
     query = (
         select(Delivery)
-        .where(Delivery.tenant_id == tenant_id, *of_event(event_id))
+        .where(Delivery.tenant_id == tenant_id, *of_event(event_id), shown(tenant_id))
         .order_by(Delivery.endpoint_id)
     )
     return list((await session.execute(query)).scalars())
@@ -156,6 +172,8 @@ async def list_page(
     ``finished_*`` bound when a delivery ended (died, for dead ones); ``to_endpoints``: only
     to the endpoints whose ids it selects (a customer's)."""
     query = select(Delivery).where(Delivery.tenant_id == tenant_id)
+    if state is None or state.value in TERMINAL_STATES:
+        query = query.where(shown(tenant_id))  # live ones are all shown: no need to ask
     if finished_after is not None:
         query = query.where(Delivery.completed_at >= finished_after)
     if finished_before is not None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy import LargeBinary, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -17,9 +19,12 @@ async def insert_event(
     customer_id: str | None = None,
     filtered_out: list[dict[str, str]] | None = None,
     traceparent: str | None = None,
-) -> None:
-    await session.execute(
-        insert(Event).values(
+) -> int:
+    """Insert the event; returns the days its payload is kept (its tenant's setting, as every
+    accept decides it), for its deliveries to carry."""
+    inserted = await session.execute(
+        insert(Event)
+        .values(
             id=event_id,
             tenant_id=tenant_id,
             customer_id=customer_id,
@@ -27,15 +32,26 @@ async def insert_event(
             payload=payload,
             filtered_out=filtered_out,
             traceparent=traceparent,
+            payload_days=func.payload_days_of(tenant_id),
         )
+        .returning(Event.payload_days)
     )
+    return int(inserted.scalar_one())
 
 
-async def get_for_tenant(session: AsyncSession, tenant_id: str, event_id: str) -> Event | None:
+@dataclass(frozen=True)
+class Found:
+    event: Event
+    recent: bool  # made within its tenant's retention (the SQL function kept_since)
+
+
+async def get_for_tenant(session: AsyncSession, tenant_id: str, event_id: str) -> Found | None:
     if not is_id(event_id):
         return None
-    query = select(Event).where(Event.id == event_id, Event.tenant_id == tenant_id)
-    return (await session.execute(query)).scalar_one_or_none()
+    recent = Event.created_at >= func.kept_since(tenant_id)
+    query = select(Event, recent).where(Event.id == event_id, Event.tenant_id == tenant_id)
+    row = (await session.execute(query)).one_or_none()
+    return None if row is None else Found(row[0], bool(row[1]))
 
 
 async def owner_of(session: AsyncSession, event_id: str) -> str | None:

@@ -55,10 +55,10 @@ WITH target AS (
      WHERE held.expires_at <= now()
     RETURNING key
 ), event AS (
-    INSERT INTO events (id, tenant_id, event_type, payload, traceparent)
-    SELECT $3, $2, $4, $5, $9 FROM target
+    INSERT INTO events (id, tenant_id, event_type, payload, traceparent, payload_days)
+    SELECT $3, $2, $4, $5, $9, payload_days_of($2) FROM target
      WHERE enabled AND ($10::text IS NULL OR EXISTS (SELECT FROM claim))
-    RETURNING id
+    RETURNING id, payload_days
 ), {
     numbering(
         "(SELECT 1 AS n, $6::text AS delivery_id, target.id AS endpoint_id,"
@@ -67,9 +67,10 @@ WITH target AS (
 },
 delivery AS (
     INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
-                            next_attempt_at, ordering_key, stream, stream_seq, deliver_after)
+                            next_attempt_at, ordering_key, stream, stream_seq, deliver_after,
+                            payload_days)
     SELECT $6, $2, target.id, event.id, $4, $7, 'pending', {_DUE}, $13, numbered.stream,
-           numbered.seq, {_NOT_BEFORE}
+           numbered.seq, {_NOT_BEFORE}, event.payload_days
       FROM target CROSS JOIN event LEFT JOIN numbered ON true
     RETURNING *
 ), wakeup AS (
@@ -160,17 +161,21 @@ WITH item AS (
                          $8::timestamptz[], $10::text[]) WITH ORDINALITY
         AS i(event_id, event_type, payload, delivery_id, endpoint_id, deliver_after,
              ordering_key, n)
+), kept AS (
+    SELECT payload_days_of($1) AS payload_days
 ), event AS (
-    INSERT INTO events (id, tenant_id, event_type, payload, traceparent)
-    SELECT event_id, $1, event_type, payload, $9 FROM item
+    INSERT INTO events (id, tenant_id, event_type, payload, traceparent, payload_days)
+    SELECT event_id, $1, event_type, payload, $9, kept.payload_days FROM item, kept
 ), {numbering("item")},
 delivery AS (
     INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region, state,
-                            next_attempt_at, ordering_key, stream, stream_seq, deliver_after)
+                            next_attempt_at, ordering_key, stream, stream_seq, deliver_after,
+                            payload_days)
     SELECT item.delivery_id, $1, item.endpoint_id, item.event_id, item.event_type, $2,
            'pending', {_SCHEDULE.format(after="item.deliver_after")}, item.ordering_key,
-           numbered.stream, numbered.seq, {_KEPT.format(after="item.deliver_after")}
-      FROM item LEFT JOIN numbered USING (n)
+           numbered.stream, numbered.seq, {_KEPT.format(after="item.deliver_after")},
+           kept.payload_days
+      FROM item CROSS JOIN kept LEFT JOIN numbered USING (n)
     RETURNING *
 ), wakeup AS (
     INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at)

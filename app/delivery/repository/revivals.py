@@ -10,6 +10,7 @@ from sqlalchemy import (
     ColumnElement,
     Update,
     and_,
+    exists,
     func,
     insert,
     literal,
@@ -21,9 +22,10 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.ids import is_id
+from app.core.payload_retention import KEPT_WITH_RECORDS
 from app.core.states import DeliveryState
-from app.delivery.repository.deliveries import in_state, of_type
-from app.models import CustodyRecord, Delivery, Endpoint
+from app.delivery.repository.deliveries import in_state, of_type, shown
+from app.models import CustodyRecord, Delivery, Endpoint, Event
 
 # The finished states a redrive may revive: dead, and -- replayed by a bulk redrive that asks
 # for it -- succeeded. Never cancelled: that is its producer's final word.
@@ -44,6 +46,15 @@ def _revive(
     custody records: the timeline keeps the whole story.
     """
     assert set(states) <= set(REVIVABLE), states
+    # Its payload still kept, by the clock and in fact: the event is looked for in the same
+    # statement, so that no delivery is revived once retention has detached its class.
+    payload_kept = and_(
+        or_(
+            Delivery.payload_days >= KEPT_WITH_RECORDS,
+            Delivery.created_at + func.make_interval(0, 0, 0, Delivery.payload_days) > func.now(),
+        ),
+        exists().where(Event.id == Delivery.event_id, Event.payload_days == Delivery.payload_days),
+    )
     target = (
         select(
             Delivery.id,
@@ -52,7 +63,7 @@ def _revive(
             Delivery.dead_reason,
             Delivery.attempt_count,
         )
-        .where(*conditions, or_(*(and_(*in_state(state)) for state in states)))
+        .where(*conditions, payload_kept, or_(*(and_(*in_state(state)) for state in states)))
         .with_for_update()
         .cte("target")
     )
@@ -129,6 +140,7 @@ async def redrive_page(
     revive's own lock then re-checks each row's state)."""
     query = select(Delivery.id).where(
         Delivery.tenant_id == tenant_id,
+        shown(tenant_id),
         Delivery.region == region,
         or_(*(and_(*in_state(state)) for state in states)),
     )

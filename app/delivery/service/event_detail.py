@@ -5,42 +5,65 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import NotFound
+from app.core.payload_retention import payload_expiry
 from app.delivery.repository import deliveries, events
 from app.delivery.schemas import EventDelivery, EventOut, FilteredOut
 
 
 async def event_detail(session: AsyncSession, tenant_id: str, event_id: str) -> EventOut:
-    event = await events.get_for_tenant(session, tenant_id, event_id)
-    if event is None:
-        raise NotFound(f"event {event_id} not found")
+    """The event with its deliveries the tenant still sees. Its payload is null once expired;
+    once retention dropped its payload's class, the event's row went with it, and what its
+    deliveries recorded of it is told (without the filters' verdicts, which went too)."""
     fanned_out = await deliveries.list_for_event(session, tenant_id, event_id)
+    found = await events.get_for_tenant(session, tenant_id, event_id)
+    # Without a delivery it still sees, an event is shown within the tenant's retention.
+    if (found is None or not found.recent) and not fanned_out:
+        raise NotFound(f"event {event_id} not found")
+    # Accepted in one transaction, the event and its deliveries share the moment and the days.
+    told = found.event if found is not None else fanned_out[0]
+    expires_at = payload_expiry(told.created_at, told.payload_days)
+    payload = found.event.payload if found is not None else None
+    expired = payload is None or (expires_at is not None and expires_at <= datetime.now(UTC))
+    filtered = (found.event.filtered_out if found is not None else None) or []
     return EventOut(
-        id=event.id,
-        event_type=event.event_type,
-        payload=json.loads(event.payload),
-        created_at=event.created_at,
+        id=event_id,
+        event_type=told.event_type,
+        payload=None if expired or payload is None else json.loads(payload),
+        payload_expires_at=expires_at,
+        payload_expired=expired,
+        created_at=told.created_at,
         deliveries=[EventDelivery.model_validate(d) for d in fanned_out],
-        filtered_out=[FilteredOut(**passed) for passed in event.filtered_out or []],
+        filtered_out=[FilteredOut(**passed) for passed in filtered],
     )
 
 
 @dataclass(frozen=True)
 class PayloadHead:
     """The start of an event's payload as accepted (the bytes every attempt sends), and its
-    size: all of it when ``len(head) == size``."""
+    size: all of it when ``len(head) == size``; nothing, once it expired (``expired_at``)."""
 
     head: bytes
     size: int
+    expired_at: datetime | None = None
 
 
 async def payload_head(
-    session: AsyncSession, tenant_id: str, event_id: str, *, most: int | None
+    session: AsyncSession,
+    tenant_id: str,
+    event_id: str,
+    *,
+    most: int | None,
+    expires_at: datetime | None,
 ) -> PayloadHead:
-    """At most ``most`` bytes of the tenant's event's payload (None: the whole payload)."""
+    """At most ``most`` bytes of the tenant's event's payload (None: the whole payload), unless
+    it expired (``expires_at``, as its delivery says): then nothing is read."""
+    if expires_at is not None and expires_at <= datetime.now(UTC):
+        return PayloadHead(b"", 0, expired_at=expires_at)
     found = await events.payload_head(session, tenant_id, event_id, most)
     if found is None:
         raise NotFound(f"event {event_id} not found")

@@ -96,7 +96,7 @@ async def insert_intent(
     ordering_key: str | None,
     traceparent: str | None,
 ) -> tuple[list[Delivery], list[PendingPublication]]:
-    await events.insert_event(
+    payload_days = await events.insert_event(
         session,
         event_id=event_id,
         tenant_id=tenant_id,
@@ -114,6 +114,7 @@ async def insert_intent(
         region=settings.region,
         targets=[(sibling_id("dlv", event_id), e) for e in endpoint_ids],
         deliver_after=deliver_after,
+        payload_days=payload_days,
         ordering_key=ordering_key,
     )
     publications = await outbox.insert_wakeups(session, rows, settings.region)
@@ -286,8 +287,8 @@ async def _accept(
     )
     if earlier is not None:
         replayed = await deliveries.list_for_event(session, tenant_id, earlier)
-        event = await events.get_for_tenant(session, tenant_id, earlier)
-        passed_by = [FilteredOut(**f) for f in (event.filtered_out if event else None) or []]
+        found = await events.get_for_tenant(session, tenant_id, earlier)
+        passed_by = [FilteredOut(**f) for f in (found.event.filtered_out if found else None) or []]
         return Accepted(
             earlier, intent.event_type, _out(replayed), replayed=True, filtered_out=passed_by
         )

@@ -6,6 +6,9 @@ from __future__ import annotations
 import codecs
 import json
 from dataclasses import dataclass
+from datetime import datetime
+
+from app.delivery.service.event_detail import PayloadHead
 
 # A delivery page shows at most this much of a payload (and reads no more of it from the
 # database): enough for any ordinary event, while a payload at the 256 KiB default limit -- or
@@ -19,10 +22,14 @@ class PayloadView:
     size: int  # the payload's bytes in all
     whole: bool  # False: ``text`` is only its start, and the page offers the rest
     pretty: bool  # re-indented JSON (False: as it was sent)
+    expired_at: datetime | None = None  # set: it is gone, by its tenant's payload retention
 
 
-def payload_view(head: bytes, size: int) -> PayloadView:
-    """What a page shows of a payload given its first bytes (``head``) and its size."""
+def payload_view(sent: PayloadHead) -> PayloadView:
+    """What a page shows of a payload given its first bytes and its size."""
+    head, size = sent.head, sent.size
+    if sent.expired_at is not None:
+        return PayloadView("", 0, whole=True, pretty=False, expired_at=sent.expired_at)
     if len(head) < size:
         # Cut by bytes: a character split at the end is left out rather than shown broken.
         start = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(head)

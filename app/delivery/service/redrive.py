@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -46,6 +46,12 @@ async def redrive_one(
     reconcilers alone publish them -- nothing, if that is another region. ``replay``: a
     succeeded delivery is sent again too (under its id), for a receiver that lost it."""
     current = await listings.find_delivery(session, scope, delivery_id)
+    if (expired := current.payload_expires_at) is not None and expired <= datetime.now(UTC):
+        raise Conflict(
+            f"the payload of delivery {delivery_id} expired at {expired:%Y-%m-%d %H:%M} UTC "
+            f"(its tenant keeps payloads {current.payload_days} days), so it cannot be sent "
+            "again: accept the intent again to send the event"
+        )
     endpoint = await endpoints.get_live(session, scope, current.endpoint_id)
     if endpoint is None:
         raise Conflict("the delivery's endpoint was deleted")

@@ -80,8 +80,13 @@ async def delivery_detail(
         halts_its_stream=stream is not None
         and stream.head_id == delivery.id
         and stream.halted_at is not None,
+        payload_expired=_past(delivery.payload_expires_at, now),
         timeline=[CustodyEventOut.model_validate(step) for step in story],
     )
+
+
+def _past(moment: datetime | None, now: datetime) -> bool:
+    return moment is not None and moment <= now
 
 
 async def _destination_now(

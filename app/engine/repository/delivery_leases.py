@@ -158,7 +158,7 @@ WITH picked AS MATERIALIZED (
     UPDATE deliveries AS d
        SET lease_token = gen_random_uuid(), {_LEASE}
       FROM picked WHERE d.id = picked.id
-    RETURNING {_LEASED}, d.event_id, d.next_attempt_at
+    RETURNING {_LEASED}, d.event_id, d.payload_days, d.next_attempt_at
 ), wake AS (
     SELECT least({_WAKE_OF_THE_REST},
                  (SELECT now() + make_interval(secs => $4) FROM picked LIMIT 1)) AS at
@@ -166,7 +166,8 @@ WITH picked AS MATERIALIZED (
 SELECT d.*, {ENDPOINT_COLUMNS}, v.payload, v.event_type, v.created_at AS event_at, v.traceparent,
        extract(epoch FROM wake.at - now())::float8 AS next_wake
   FROM wake LEFT JOIN (claimed AS d JOIN endpoints AS e ON e.id = d.endpoint_id
-                                    JOIN events AS v ON v.id = d.event_id) ON TRUE
+                                    JOIN events AS v ON v.id = d.event_id
+                                                     AND v.payload_days = d.payload_days) ON TRUE
  ORDER BY d.next_attempt_at, d.id
 """  # noqa: S608
 

@@ -6,6 +6,11 @@ and events are keyed by their own id; attempts and custody records by their deli
 that a day's deliveries and everything written about them go in partitions of the same day.
 An event's deliveries carry its millisecond (``ids.sibling_id``): they are in its day too.
 
+A day of events is partitioned again by ``payload_days`` when some tenant keeps its payloads
+for less than the operator's retention (``payload_classes``): a class of payloads past their
+days goes as a table, however long the day's records are kept. Without such a tenant a day
+of events is one table, as every other day partition.
+
 A partition is made as its own table and then attached, never with ``CREATE TABLE ...
 PARTITION OF``: the attach takes SHARE UPDATE EXCLUSIVE on the parent, which reads and writes
 go on beside, where PARTITION OF takes ACCESS EXCLUSIVE and queues behind every statement.
@@ -13,9 +18,9 @@ go on beside, where PARTITION OF takes ACCESS EXCLUSIVE and queues behind every 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import cast
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -28,10 +33,11 @@ class Partitioned:
     table: str
     prefix: str  # the prefix of the ids its key holds
     storage: str = ""  # each partition's own storage parameters (the parent takes none)
+    by_payload_days: bool = False  # each day partitioned again by payload class
 
 
 TABLES = (
-    Partitioned("events", "evt"),
+    Partitioned("events", "evt", by_payload_days=True),
     # Room on each page for a batch's claims to be HOT updates (docs/decisions.md).
     Partitioned("deliveries", "dlv", "fillfactor = 50, autovacuum_vacuum_scale_factor = 0.02"),
     Partitioned("attempts", "dlv"),
@@ -43,15 +49,51 @@ TABLES = (
 _MAKERS_LOCK = 0x6865_7261_6C64  # "herald"
 
 
+# The steps a day of events is split at, as the days a payload is kept: a class for each step
+# some tenant's payloads fall under (shorter than the operator's retention), holding those
+# kept more than the step before it and at most this one; the last class holds every longer
+# one, and goes with its day. Only steps in use: every class is a table in each day, and the
+# hot paths' plans lock every table they may touch.
+PAYLOAD_STEPS = (1, 3, 7, 14, 30, 90, 180, 365)
+
+
+def payload_classes(retention_days: float, kept: Iterable[int]) -> list[int]:
+    """The least payload_days of each class of a day of events made now, given the days the
+    tenants' payloads are ``kept`` (payload_days_of): [1] alone is one class, a plain table."""
+    least = {1}
+    for days in kept:
+        step = next((step for step in PAYLOAD_STEPS if step >= days), None)
+        if step is not None and step < retention_days:
+            least.add(step + 1)
+    return sorted(least)
+
+
+# payload_days_of of each tenant with a retention of its own (it mirrors that function).
+_KEPT = text(
+    """
+    SELECT DISTINCT least(coalesce(payload_retention_days, 32767),
+                          coalesce(retention_days, 32767)) AS days
+      FROM tenants WHERE payload_retention_days IS NOT NULL OR retention_days IS NOT NULL
+    """
+)
+
+
+async def payloads_kept(connection: AsyncConnection) -> list[int]:
+    """The days tenants keep their payloads, each once (those that keep them as long as the
+    records not among them)."""
+    return [int(days) for days in (await connection.execute(_KEPT)).scalars()]
+
+
 @dataclass(frozen=True)
 class Partition:
-    parent: str
+    parent: str  # a table of TABLES, or a day of events for a payload class
     name: str
     bounds: str  # as PostgreSQL prints them: FOR VALUES FROM (...) TO (...)
     lower: str | None  # the lower bound's value (None: MINVALUE)
     upper: str | None  # the upper bound's value (None: MAXVALUE)
     rows: int  # the planner's estimate: exact counts would read every row
-    bytes: int  # heap, indexes and TOAST
+    bytes: int  # heap, indexes and TOAST (0 for a day partitioned again: see its classes)
+    split: bool = False  # partitioned again (a day of events, by payload class)
 
 
 def day_of(moment: datetime) -> date:
@@ -67,26 +109,40 @@ def name_of(table: str, day: date) -> str:
     return f"{table}_{day:%Y%m%d}"
 
 
+# The partitions of TABLES, and those of their partitions partitioned again.
 _LIST = text(
     """
     SELECT parent.relname AS parent, child.relname AS name,
            pg_get_expr(child.relpartbound, child.oid) AS bounds,
            greatest(child.reltuples, 0)::bigint AS rows,
-           pg_total_relation_size(child.oid) AS bytes
+           pg_total_relation_size(child.oid) AS bytes, child.relkind = 'p' AS split
       FROM pg_inherits
       JOIN pg_class AS parent ON parent.oid = pg_inherits.inhparent
       JOIN pg_class AS child ON child.oid = pg_inherits.inhrelid
-     WHERE parent.relname = ANY(:tables) AND parent.relkind = 'p'
-       AND parent.relnamespace = 'public'::regnamespace
+     WHERE parent.relkind = 'p' AND parent.relnamespace = 'public'::regnamespace
+       AND (parent.relname = ANY(:tables)
+            OR EXISTS (SELECT FROM pg_inherits AS up JOIN pg_class AS top ON top.oid = up.inhparent
+                        WHERE up.inhrelid = parent.oid AND top.relname = ANY(:tables)))
      ORDER BY parent.relname, pg_get_expr(child.relpartbound, child.oid)
     """
 )
 
 
 async def existing(connection: AsyncConnection) -> list[Partition]:
-    """Every partition of the partitioned tables, each parent's in key order."""
+    """Every partition of the partitioned tables, each parent's in key order, and the
+    payload classes of each day of events after its day's."""
     rows = await connection.execute(_LIST, {"tables": [t.table for t in TABLES]})
-    return [Partition(r.parent, r.name, r.bounds, *_range(r.bounds), r.rows, r.bytes) for r in rows]
+    return [
+        Partition(r.parent, r.name, r.bounds, *_range(r.bounds), r.rows, r.bytes, r.split)
+        for r in rows
+    ]
+
+
+def classes_of(day: Partition, found: list[Partition]) -> list[int]:
+    """The payload classes a day of events was made with ([1]: one table)."""
+    if not day.split:
+        return [1]
+    return sorted(int(p.lower or 1) for p in found if p.parent == day.name)
 
 
 def _range(printed: str) -> tuple[str | None, str | None]:
@@ -101,10 +157,15 @@ def _value(printed: str) -> str | None:
     return printed.strip("'") if printed.startswith("'") else None
 
 
-async def make_days(connection: AsyncConnection, days: list[date], *, lock_timeout_ms: int) -> int:
+async def make_days(
+    connection: AsyncConnection, days: list[date], *, classes: list[int], lock_timeout_ms: int
+) -> int:
     """Make each table's partition for each of ``days`` that is not yet covered, in the
-    caller's transaction; returns how many were made. Days a partition already covers (the
-    table from before partitioning covers every day up to its upper bound) are left alone."""
+    caller's transaction, a day of events with a partition for each payload class of
+    ``classes`` when there are more than one (``payload_classes``); returns how many days
+    were made. Days a partition
+    already covers (the table from before partitioning covers every day up to its upper
+    bound) are left alone."""
     await connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MAKERS_LOCK})
     await connection.execute(text(f"SET LOCAL lock_timeout = '{int(lock_timeout_ms)}ms'"))
     covered: dict[str, list[tuple[str | None, str | None]]] = {}
@@ -121,12 +182,16 @@ async def make_days(connection: AsyncConnection, days: list[date], *, lock_timeo
                 continue  # the day is in a partition already
             name = name_of(spec.table, day)
             storage = f" WITH ({spec.storage})" if spec.storage else ""
+            split_by_class = spec.by_payload_days and len(classes) > 1
+            split = " PARTITION BY RANGE (payload_days)" if split_by_class else storage
             await connection.execute(
                 text(
                     f"CREATE TABLE {name} (LIKE {spec.table} INCLUDING DEFAULTS"
-                    f" INCLUDING CONSTRAINTS INCLUDING STORAGE){storage}"
+                    f" INCLUDING CONSTRAINTS INCLUDING STORAGE){split}"
                 )
             )
+            if split_by_class:
+                await _make_classes(connection, name, classes)
             await connection.execute(
                 text(
                     f"ALTER TABLE {spec.table} ATTACH PARTITION {name}"
@@ -138,108 +203,19 @@ async def make_days(connection: AsyncConnection, days: list[date], *, lock_timeo
     return made
 
 
+async def _make_classes(connection: AsyncConnection, day: str, classes: list[int]) -> None:
+    """A day's payload classes, made before the day is attached: no lock on events yet."""
+    for n, least in enumerate(classes):
+        lower = "MINVALUE" if n == 0 else str(least)
+        upper = str(classes[n + 1]) if n + 1 < len(classes) else "MAXVALUE"
+        await connection.execute(
+            text(
+                f"CREATE TABLE {day}_p{least} PARTITION OF {day}"
+                f" FOR VALUES FROM ({lower}) TO ({upper})"
+            )
+        )
+
+
 def _holds(partition: tuple[str | None, str | None], key: str) -> bool:
     lower, upper = partition
     return (lower is None or lower <= key) and (upper is None or key < upper)
-
-
-# Why a day of deliveries must stay, asked of its partition alone: a row not finished (the
-# live index), a dead head that halts its stream (an operator must redrive or skip it), a row
-# finished within retention (redriven long after it was made). The last reads the day's rows:
-# no index is written on every record for a question asked only of days past retention (on
-# each reconcile run while such a day is held).
-_NEEDED = """
-SELECT CASE
-  WHEN EXISTS (SELECT FROM {table} WHERE completed_at IS NULL) THEN 'a live delivery'
-  WHEN EXISTS (SELECT FROM streams WHERE halted_at IS NOT NULL
-                  AND head_id >= :lower AND head_id < :upper) THEN 'a halted stream''s head'
-  WHEN EXISTS (SELECT FROM {table} WHERE completed_at >= :before) THEN 'a recent finish'
-END
-"""
-
-
-async def still_needed(
-    connection: AsyncConnection, partition: Partition, before: datetime
-) -> str | None:
-    """Why this deliveries partition (attached or just detached) must stay; None: it need not."""
-    why = await connection.execute(
-        text(_NEEDED.format(table=partition.name)),
-        {"lower": partition.lower or "", "upper": partition.upper or "\uffff", "before": before},
-    )
-    return cast("str | None", why.scalar_one())
-
-
-async def detach(connection: AsyncConnection, partition: Partition) -> None:
-    """Detach without blocking reads or writes of the parent (on an autocommit connection:
-    DETACH ... CONCURRENTLY runs two transactions of its own). The table keeps its parent and
-    bounds in its comment first, so that one left detached, or half-detached, by a process
-    that died or a statement cut short is found and attached again (``mend``)."""
-    origin = f"{partition.parent} {partition.bounds}".replace("'", "''")  # a literal: no binds
-    await connection.execute(text(f"COMMENT ON TABLE {partition.name} IS '{origin}'"))
-    await connection.execute(
-        text(f"ALTER TABLE {partition.parent} DETACH PARTITION {partition.name} CONCURRENTLY")
-    )
-
-
-_PENDING = text(
-    """
-    SELECT parent.relname AS parent, child.relname AS name
-      FROM pg_inherits
-      JOIN pg_class AS parent ON parent.oid = pg_inherits.inhparent
-      JOIN pg_class AS child ON child.oid = pg_inherits.inhrelid
-     WHERE parent.relname = ANY(:tables) AND pg_inherits.inhdetachpending
-    """
-)
-
-# Tables detached by ``detach`` and neither attached again nor dropped: their comment names
-# the parent and the bounds they had.
-_STRAYS = text(
-    """
-    SELECT relname AS name, obj_description(oid, 'pg_class') AS origin
-      FROM pg_class
-     WHERE relkind = 'r' AND NOT relispartition AND relnamespace = 'public'::regnamespace
-       AND split_part(obj_description(oid, 'pg_class'), ' ', 1) = ANY(:tables)
-       AND obj_description(oid, 'pg_class') LIKE '% FOR VALUES %'
-    """
-)
-
-
-async def mend(connection: AsyncConnection) -> list[str]:
-    """Finish what a retirement cut short: a detach left pending is finished, and every day
-    left detached is attached again, to be asked afresh whether it may go (it may hold a row
-    revived meanwhile, which must be seen). Returns the tables attached again."""
-    tables = {"tables": [t.table for t in TABLES]}
-    for row in (await connection.execute(_PENDING, tables)).all():
-        await connection.execute(
-            text(f"ALTER TABLE {row.parent} DETACH PARTITION {row.name} FINALIZE")
-        )
-    mended = []
-    for row in (await connection.execute(_STRAYS, tables)).all():
-        parent, _, bounds = str(row.origin).partition(" ")
-        await connection.execute(text(f"ALTER TABLE {parent} ATTACH PARTITION {row.name} {bounds}"))
-        mended.append(row.name)
-    return mended
-
-
-# Retirements, one at a time across every process and region sharing the database.
-_RETIRING_LOCK = 0x6865_7261_6C65  # "herale"
-
-
-async def hold_retirement(connection: AsyncConnection) -> bool:
-    """Take the retirement lock for this session, unless another holds it."""
-    got = await connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": _RETIRING_LOCK})
-    return bool(got.scalar_one())
-
-
-async def release_retirement(connection: AsyncConnection) -> None:
-    await connection.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _RETIRING_LOCK})
-
-
-async def attach_again(connection: AsyncConnection, partition: Partition) -> None:
-    await connection.execute(
-        text(f"ALTER TABLE {partition.parent} ATTACH PARTITION {partition.name} {partition.bounds}")
-    )
-
-
-async def drop(connection: AsyncConnection, partition: Partition) -> None:
-    await connection.execute(text(f"DROP TABLE {partition.name}"))

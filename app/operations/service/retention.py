@@ -27,7 +27,9 @@ async def purge(
     before = datetime.now(UTC) - timedelta(days=settings.retention_days)
     counts = {
         # Whole days first: what goes with them, batches need not delete row by row.
-        "dropped_days": await _retire_days(sessionmaker, before),
+        "dropped_days": await _retire(partitions.retire_days, sessionmaker, before),
+        # Then each day's payloads past the days their tenants keep them.
+        "dropped_payload_classes": await _retire(partitions.expire_payloads, sessionmaker),
         "purged_deliveries": 0,
         "purged_events": 0,
         "purged_keys": 0,
@@ -74,11 +76,15 @@ async def purge(
     return counts
 
 
-async def _retire_days(sessionmaker: async_sessionmaker[AsyncSession], before: datetime) -> int:
-    """The days dropped whole; a failure there (a lock not had, a statement cut short) is
+async def _retire(
+    retirement: Callable[..., Awaitable[int]],
+    sessionmaker: async_sessionmaker[AsyncSession],
+    *args: datetime,
+) -> int:
+    """Tables dropped whole; a failure there (a lock not had, a statement cut short) is
     logged and leaves the batches to run: the next run mends and asks again."""
     try:
-        return await partitions.retire_days(sessionmaker.kw["bind"], before)
+        return await retirement(sessionmaker.kw["bind"], *args)
     except Exception as exc:
-        log.warning("retention.days_failed", error=type(exc).__name__)
+        log.warning("retention.retirement_failed", error=type(exc).__name__)
         return 0

@@ -86,10 +86,14 @@ async def delivery_view(
     assert endpoint is not None  # endpoints are never deleted, only marked so
     tried = await listings.attempts_of(session, delivery.id, limit=PAGE)
     sent = await event_detail.payload_head(
-        session, visitor.scope.tenant_id, delivery.event_id, most=PREVIEW_BYTES
+        session,
+        visitor.scope.tenant_id,
+        delivery.event_id,
+        most=PREVIEW_BYTES,
+        expires_at=delivery.payload_expires_at,
     )
     next_attempt = next_attempt_said(delivery, endpoint, when)
-    return DeliveryView(delivery, tried, payload_view(sent.head, sent.size), next_attempt)
+    return DeliveryView(delivery, tried, payload_view(sent), next_attempt)
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,11 @@ async def run_reconcile(
         # retention's bounded batches.
         engine = sessionmaker.kw["bind"]
         counts["partitions_made"] = await partitions.make_ahead(
-            engine, settings.partitions_ahead_days
+            engine, settings.partitions_ahead_days, settings.retention_days
+        )
+        # The days ahead made again for the payload classes tenants' settings call for now.
+        counts["partitions_remade"] = await partitions.remake_for_classes(
+            engine, settings.partitions_ahead_days, settings.retention_days
         )
         counts.update(await retention.purge(settings, sessionmaker))
     except asyncio.CancelledError:

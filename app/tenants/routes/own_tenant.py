@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import ActorDep, SessionDep, TenantDep
+from app.api.deps import ActorDep, SessionDep, SettingsDep, TenantDep
 from app.api.problems import problem_responses
-from app.core.errors import Forbidden, Unauthorized, UnsupportedMediaType
+from app.core.errors import Forbidden, Unauthorized, Unprocessable, UnsupportedMediaType
 from app.tenants.schemas import TenantSettingsChange, TenantSettingsOut
 from app.tenants.service import tenants
 
@@ -28,14 +28,22 @@ async def own_tenant(tenant_id: TenantDep, session: SessionDep) -> TenantSetting
 @router.patch(
     "",
     response_model=TenantSettingsOut,
-    responses=problem_responses(Unauthorized, Forbidden, UnsupportedMediaType),
+    responses=problem_responses(Unauthorized, Forbidden, Unprocessable, UnsupportedMediaType),
     summary="Change this tenant's own settings",
 )
 async def change_own_tenant(
-    change: TenantSettingsChange, tenant_id: TenantDep, by: ActorDep, session: SessionDep
+    change: TenantSettingsChange,
+    tenant_id: TenantDep,
+    by: ActorDep,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> TenantSettingsOut:
     async with session.begin():
         changed = await tenants.change_own(
-            session, tenant_id, change.model_dump(include=change.model_fields_set), by=by
+            session,
+            tenant_id,
+            change.model_dump(include=change.model_fields_set),
+            most_days=settings.retention_days,
+            by=by,
         )
         return TenantSettingsOut.model_validate(changed)

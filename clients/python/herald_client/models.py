@@ -36,6 +36,9 @@ class Delivery(_Answer):
     completed_at: datetime | None
     ordering_key: str | None
     stream_seq: int | None  # its number in its stream (ordered endpoints)
+    # When its event's payload is dropped (the tenant's payload retention); None: kept as
+    # long as this record.
+    payload_expires_at: datetime | None
 
 
 class CustodyEvent(_Answer):
@@ -50,6 +53,7 @@ class DeliveryDetail(Delivery):
     timeline: list[CustodyEvent]
     waiting_behind: str | None = None  # the delivery an ordered one waits behind
     halts_its_stream: bool = False  # a dead head: redrive or skip it
+    payload_expired: bool = False  # past payload_expires_at: not shown, not redriven
 
 
 class Attempt(_Answer):
@@ -91,7 +95,9 @@ class EventDelivery(_Answer):
 class Event(_Answer):
     id: str
     event_type: str
-    payload: dict[str, Any]
+    payload: dict[str, Any] | None  # None once it expired
+    payload_expires_at: datetime | None
+    payload_expired: bool
     created_at: datetime
     deliveries: list[EventDelivery]
     filtered_out: list[FilteredOut]

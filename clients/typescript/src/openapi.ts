@@ -1126,6 +1126,17 @@ export interface components {
             next_attempt_at: string | null;
             /** Ordering Key */
             ordering_key: string | null;
+            /**
+             * Payload Expired
+             * @description The event's payload is past `payload_expires_at`: it is no longer shown, and the delivery cannot be redriven. One still live sends it all the same.
+             * @default false
+             */
+            payload_expired?: boolean;
+            /**
+             * Payload Expires At
+             * @description When the event's payload is dropped, by its tenant's `payload_retention_days` when it was accepted; null: kept as long as this record. The delivery, its attempts and its timeline stay after it.
+             */
+            payload_expires_at: string | null;
             state: components["schemas"]["DeliveryState"];
             /**
              * Stream Seq
@@ -1226,6 +1237,11 @@ export interface components {
             next_attempt_at: string | null;
             /** Ordering Key */
             ordering_key: string | null;
+            /**
+             * Payload Expires At
+             * @description When the event's payload is dropped, by its tenant's `payload_retention_days` when it was accepted; null: kept as long as this record. The delivery, its attempts and its timeline stay after it.
+             */
+            payload_expires_at: string | null;
             state: components["schemas"]["DeliveryState"];
             /**
              * Stream Seq
@@ -1825,11 +1841,21 @@ export interface components {
             id: string;
             /**
              * Payload
-             * @description The payload as accepted, byte for byte its JSON.
+             * @description The payload as accepted, byte for byte its JSON; null once it expired.
              */
             payload: {
                 [key: string]: unknown;
-            };
+            } | null;
+            /**
+             * Payload Expired
+             * @description The payload is past `payload_expires_at`.
+             */
+            payload_expired: boolean;
+            /**
+             * Payload Expires At
+             * @description When the payload is dropped (its tenant's `payload_retention_days` when it was accepted); null: kept as long as its deliveries' records.
+             */
+            payload_expires_at: string | null;
         };
         /**
          * EventTypeCreate
@@ -2387,7 +2413,7 @@ export interface components {
         ReconcileRunOut: {
             /**
              * Counts
-             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; partitions_made (the days ahead made now); and retention's: dropped_days (days of deliveries dropped whole, with their events, attempts and custody records), and rows purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions, purged_audit_records (past HERALD_AUDIT_RETENTION_DAYS).
+             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; partitions_made (the days ahead made now), partitions_remade (empty days of events ahead made again for the payload classes tenants' settings call for); and retention's: dropped_days (days of deliveries dropped whole, with their events, attempts and custody records), dropped_payload_classes (a day's payloads past the days their tenants keep them, dropped as a table while the day's records stay), and rows purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions, purged_audit_records (past HERALD_AUDIT_RETENTION_DAYS).
              */
             counts: {
                 [key: string]: number;
@@ -2619,6 +2645,16 @@ export interface components {
              * @description Failures in a row after which an endpoint is failing (the operational event herald.endpoint.failing; herald.endpoint.recovered follows its next success). null: 5.
              */
             failing_after?: number | null;
+            /**
+             * Payload Retention Days
+             * @description Days an event's payload is kept after it was accepted, at most `retention_days`; past them it is dropped from storage, shown as expired, and no longer redriven, while the deliveries' records stay. Applies to events accepted from the change on. null: `retention_days` days, or as long as the records when that is null too.
+             */
+            payload_retention_days?: number | null;
+            /**
+             * Retention Days
+             * @description Days a finished delivery stays visible (with its attempts and timeline) after it finished; at most the operator's HERALD_RETENTION_DAYS. null: the operator's. Live deliveries and a halted stream's dead head always stay.
+             */
+            retention_days?: number | null;
         };
         /** TenantSettingsOut */
         TenantSettingsOut: {
@@ -2641,6 +2677,16 @@ export interface components {
             id: string;
             /** Name */
             name: string;
+            /**
+             * Payload Retention Days
+             * @description Days an event's payload is kept after it was accepted, at most `retention_days`; past them it is dropped from storage, shown as expired, and no longer redriven, while the deliveries' records stay. Applies to events accepted from the change on. null: `retention_days` days, or as long as the records when that is null too.
+             */
+            payload_retention_days: number | null;
+            /**
+             * Retention Days
+             * @description Days a finished delivery stays visible (with its attempts and timeline) after it finished; at most the operator's HERALD_RETENTION_DAYS. null: the operator's. Live deliveries and a halted stream's dead head always stay.
+             */
+            retention_days: number | null;
         };
         /**
          * TestEventRequest
@@ -6813,7 +6859,7 @@ export interface operations {
                     "application/problem+json": unknown;
                 };
             };
-            /** @description Request validation failed */
+            /** @description Request validation failed; Unprocessable content */
             422: {
                 headers: {
                     [name: string]: unknown;
