@@ -43,13 +43,14 @@ async def pgbench(client: Client, clients: int, seconds: float, *, keyed: bool) 
         + (claim if keyed else "")
         + f"SELECT * FROM endpoints WHERE id = '{endpoint}' AND tenant_id = '{tenant_id}'"
         " AND deleted_at IS NULL;\n"
-        "INSERT INTO events (id, tenant_id, event_type, payload) VALUES"
+        # The days its payload is kept, as the accept decides them (its tenant's settings).
+        "INSERT INTO events (id, tenant_id, event_type, payload, payload_days) VALUES"
         f" ('evt_{now}' || lpad(:n::text, 16, '0'), '{tenant_id}', 'bench',"
-        " '\\x7b226e223a317d');\n"
+        f" '\\x7b226e223a317d', payload_days_of('{tenant_id}')) RETURNING payload_days;\n"
         "INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id, event_type, region,"
-        f" state, next_attempt_at) VALUES ('dlv_{now}' || lpad(:n::text, 16, '0'),"
+        f" state, next_attempt_at, payload_days) VALUES ('dlv_{now}' || lpad(:n::text, 16, '0'),"
         f" '{tenant_id}', '{endpoint}', 'evt_{now}' || lpad(:n::text, 16, '0'), 'bench',"
-        " 'local', 'pending', now()) RETURNING *;\n"
+        " 'local', 'pending', now(), 32767) RETURNING *;\n"
         "INSERT INTO outbox_wakeups (region, tenant_id, endpoint_id, run_at) VALUES"
         f" ('local', '{tenant_id}', '{endpoint}', now()) RETURNING id;\n"
         "COMMIT;\n"

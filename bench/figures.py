@@ -17,6 +17,7 @@ from bench import (
     isolation,
     ordered,
     parking,
+    payload_classes,
     probes,
     programs,
     redis_cluster,
@@ -33,6 +34,7 @@ FIGURES = (
     "accept",
     "batch",
     "e2e",
+    "payload_classes",
     "latency",
     "parked",
     "in_flight_1",
@@ -168,6 +170,13 @@ async def end_to_end(client: Client, v: Volumes, results: dict[str, Any]) -> Non
     results["hot_updates"] = {"updates": updates, "hot": hot, "ratio": hot / max(updates, 1)}
 
 
+async def payloads_kept_a_day(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    """e2e once the tenant keeps its payloads a day: the days ahead split by payload class."""
+    client.stack.stop_workers()
+    results["e2e_payload_classes"] = await payload_classes.measure(client, v.e2e_instant, IN_FLIGHT)
+    client.stack.stop_workers()
+
+
 async def latency(client: Client, v: Volumes, results: dict[str, Any]) -> None:
     progress("latency at 200 intents/s, then the receiver's own at 200 requests/s")
     client.stack.stop_workers()
@@ -283,6 +292,7 @@ RUNS = {
     "isolation": tenant_isolation,
     "write_costs": primary_write_costs,
     "history": long_history,
+    "payload_classes": payloads_kept_a_day,
     "replica": replica,
     "redis_cluster": on_redis_cluster,
 }

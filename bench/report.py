@@ -314,6 +314,15 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("batch", _batch),
     ("e2e_instant", lambda r: _e2e(r, "e2e_instant", "e2e, instant receiver", ">= 0.5")),
     ("e2e_50ms", lambda r: _e2e(r, "e2e_50ms", "e2e, 50 ms receiver, 200 in flight", ">= 0.8")),
+    (
+        "e2e_payload_classes",
+        lambda r: _e2e(
+            r,
+            "e2e_payload_classes",
+            "e2e, instant receiver, payloads kept a day (days ahead split)",
+            ">= 0.5",
+        ),
+    ),
     ("hot_updates", _hot),
     ("latency_200_per_s", _latency),
     ("parked", _parked),
