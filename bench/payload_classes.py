@@ -48,7 +48,7 @@ async def _keep_payloads(client: Client, days: int | None) -> None:
 
 async def _remake(stack: Stack) -> int:
     """What a reconcile run does first after a change of settings: the days ahead made again."""
-    engine = create_engine(stack.database_url, pool_size=1)
+    engine = create_engine(stack.database_url, pool_size=2)  # the retirement lock holds one
     try:
         return await partitions.remake_for_classes(
             engine,

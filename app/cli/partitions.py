@@ -37,17 +37,14 @@ async def _report(
     finally:
         await engine.dispose()
     lines = [f"{'partition':<28} {'from':<10}  {'until':<10}  {'rows (est.)':>12}  {'size':>10}"]
+    classes = [p for p in found if p.parent.startswith("events_")]
     for p in found:
-        if p.split:
-            continue  # its payload classes follow, with their sizes
-        days = (
-            ("payload", _longest(p.upper))
-            if p.parent.startswith("events_")
-            else (_day(p.lower), _day(p.upper))
-        )
-        lines.append(
-            f"{p.name:<28} {days[0]:<10}  {days[1]:<10}  {p.rows:>12,}  {_size(p.bytes):>10}"
-        )
+        if p in classes:
+            continue  # under its day, below
+        lines.append(_line(p.name, _day(p.lower), _day(p.upper), p.rows, p.bytes))
+        # A day of events split by payload class: its size is its classes'.
+        for c in (c for c in classes if c.parent == p.name):
+            lines.append(_line(f"  {c.name}", "payload", _longest(c.upper), c.rows, c.bytes))
     if not found:
         lines.append("no partitioned tables: run `herald migrate`")
     if made is not None:
@@ -59,6 +56,10 @@ def _day(bound: str | None) -> str:
     from app.core.ids import moment_of
 
     return "(start)" if bound is None else moment_of(bound).date().isoformat()
+
+
+def _line(name: str, start: str, end: str, rows: int, size: int) -> str:
+    return f"{name:<28} {start:<10}  {end:<10}  {rows:>12,}  {_size(size):>10}"
 
 
 def _longest(upper: str | None) -> str:

@@ -4,7 +4,7 @@ and when that makes it gone. What decides the number is the SQL function payload
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 # payload_days of a payload kept as long as the records of its deliveries (no setting of its
 # tenant's says less): the day's last payload class, which goes with its day.
@@ -17,3 +17,10 @@ def payload_expiry(created_at: datetime, payload_days: int) -> datetime | None:
     if payload_days >= KEPT_WITH_RECORDS:
         return None
     return created_at + timedelta(days=payload_days)
+
+
+def expired(expires_at: datetime | None, now: datetime | None = None) -> bool:
+    """Whether a payload that goes at ``expires_at`` (None: with its records) is gone by
+    ``now``: from that moment it is neither shown nor sent again, whether or not retention
+    has dropped it yet."""
+    return expires_at is not None and expires_at <= (now or datetime.now(UTC))

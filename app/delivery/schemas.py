@@ -131,8 +131,9 @@ class DeliveryOut(BaseModel):
     updated_at: datetime
     completed_at: datetime | None
     payload_expires_at: datetime | None = Field(
-        description="When the event's payload is dropped, by its tenant's "
-        "`payload_retention_days` when it was accepted; null: kept as long as this record. "
+        description="When the event's payload is dropped, by its tenant's settings when it "
+        "was accepted (`payload_retention_days`, else `retention_days`); null: kept as long as "
+        "this record. "
         "The delivery, its attempts and its timeline stay after it."
     )
 
@@ -140,7 +141,7 @@ class DeliveryOut(BaseModel):
     @classmethod
     def _payload_expiry(cls, data: Any) -> Any:
         """A row as a statement returned it carries ``payload_days``, not the moment."""
-        if isinstance(data, dict) and "payload_expires_at" not in data:
+        if isinstance(data, dict) and "payload_expires_at" not in data and "payload_days" in data:
             expiry = payload_expiry(data["created_at"], data["payload_days"])
             return {**data, "payload_expires_at": expiry}
         return data

@@ -12,7 +12,7 @@
   then (its retention ago; -infinity when it has none of its own).
 
 Additive only (IF NOT EXISTS, CREATE OR REPLACE): the release before runs on it unchanged,
-its inserts taking the defaults.
+its inserts taking the defaults; cut short by its lock timeout, it is run again.
 
 Revision ID: 0047
 Revises: 0046
@@ -30,6 +30,10 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    # Adding a column locks its table (and every partition) for a moment: waiting behind a
+    # long read would queue every accept and claim behind it, so it gives up instead, to be
+    # run again.
+    op.execute("SET LOCAL lock_timeout = '5s'")
     op.execute(
         "ALTER TABLE tenants ADD COLUMN IF NOT EXISTS retention_days smallint,"
         " ADD COLUMN IF NOT EXISTS payload_retention_days smallint"

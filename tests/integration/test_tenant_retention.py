@@ -38,8 +38,16 @@ async def test_a_tenants_retention_is_held_within_the_operators_and_said_in_word
     assert too_long.status_code == 422
     assert too_long.headers["content-type"] == "application/problem+json"
     assert too_long.json()["detail"] == (
-        f"retention_days is {most + 1}, longer than this Herald keeps anything: at most "
+        f"retention_days is {most + 1}, longer than this Herald keeps anything: "
         f"{most} days (its operator's HERALD_RETENTION_DAYS)"
+    )
+    # A request sent again under its key must find what it made: records outlast the window.
+    brief = await client.patch("/v1/tenant", json={"retention_days": 1}, headers=tenant)
+    assert brief.status_code == 422
+    assert brief.json()["detail"] == (
+        "retention_days is 1: it must outlast the idempotency window "
+        f"({settings.idempotency_key_ttl_hours:g} hours), so that a request sent again finds "
+        "what it made"
     )
     set_ = await client.patch("/v1/tenant", json={"retention_days": 3}, headers=tenant)
     assert set_.status_code == 200 and set_.json()["retention_days"] == 3

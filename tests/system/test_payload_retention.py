@@ -151,7 +151,7 @@ async def test_a_tenants_payloads_go_as_a_table_and_the_records_stay(
 
     # A day and a day after the day, the brief tenant's payloads are past their day, but one
     # live delivery of theirs still has its payload to send: the class stays.
-    later = day + timedelta(days=2, seconds=1)
+    later = day + timedelta(days=2, hours=2)  # past the class's day and its grace
     await partitions.expire_payloads(engine, now=later)
     assert await _scalar(engine, "SELECT to_regclass(:n) IS NOT NULL", n=brief_class)
     assert await _events_of(engine, brief_tenant) == PER_TENANT + 2

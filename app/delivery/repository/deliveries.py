@@ -108,14 +108,20 @@ async def owner_of(session: AsyncSession, delivery_id: str) -> str | None:
     return (await session.execute(query)).scalar_one_or_none()
 
 
-async def list_for_event(session: AsyncSession, tenant_id: str, event_id: str) -> list[Delivery]:
+async def list_for_event(
+    session: AsyncSession, tenant_id: str, event_id: str, *, replayed: bool = False
+) -> list[Delivery]:
+    """The event's deliveries the tenant is shown; ``replayed``: all of them, as a request
+    replayed under its idempotency key answers what it made, however long ago it finished."""
     if not is_id(event_id):
         return []
     query = (
         select(Delivery)
-        .where(Delivery.tenant_id == tenant_id, *of_event(event_id), shown(tenant_id))
+        .where(Delivery.tenant_id == tenant_id, *of_event(event_id))
         .order_by(Delivery.endpoint_id)
     )
+    if not replayed:
+        query = query.where(shown(tenant_id))
     return list((await session.execute(query)).scalars())
 
 

@@ -40,18 +40,20 @@ async def insert_event(
 
 
 @dataclass(frozen=True)
-class Found:
+class TenantEvent:
     event: Event
     recent: bool  # made within its tenant's retention (the SQL function kept_since)
 
 
-async def get_for_tenant(session: AsyncSession, tenant_id: str, event_id: str) -> Found | None:
+async def get_for_tenant(
+    session: AsyncSession, tenant_id: str, event_id: str
+) -> TenantEvent | None:
     if not is_id(event_id):
         return None
     recent = Event.created_at >= func.kept_since(tenant_id)
     query = select(Event, recent).where(Event.id == event_id, Event.tenant_id == tenant_id)
     row = (await session.execute(query)).one_or_none()
-    return None if row is None else Found(row[0], bool(row[1]))
+    return None if row is None else TenantEvent(row[0], bool(row[1]))
 
 
 async def owner_of(session: AsyncSession, event_id: str) -> str | None:

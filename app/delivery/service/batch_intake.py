@@ -199,7 +199,9 @@ async def _settle_keys(
             error = IdempotencyMismatch("this idempotency_key was used for a different request")
             outcomes[candidate.index] = ItemOutcome(candidate.index, error.status, error=error)
         else:
-            [original] = await deliveries.list_for_event(session, tenant_id, stored.resource_id)
+            [original] = await deliveries.list_for_event(
+                session, tenant_id, stored.resource_id, replayed=True
+            )
             outcomes[candidate.index] = ItemOutcome(
                 candidate.index, 200, delivery=DeliveryOut.model_validate(original)
             )

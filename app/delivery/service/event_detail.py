@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import NotFound
-from app.core.payload_retention import payload_expiry
+from app.core.payload_retention import expired, payload_expiry
 from app.delivery.repository import deliveries, events
 from app.delivery.schemas import EventDelivery, EventOut, FilteredOut
 
@@ -28,14 +28,14 @@ async def event_detail(session: AsyncSession, tenant_id: str, event_id: str) -> 
     told = found.event if found is not None else fanned_out[0]
     expires_at = payload_expiry(told.created_at, told.payload_days)
     payload = found.event.payload if found is not None else None
-    expired = payload is None or (expires_at is not None and expires_at <= datetime.now(UTC))
+    gone = payload is None or expired(expires_at)
     filtered = (found.event.filtered_out if found is not None else None) or []
     return EventOut(
         id=event_id,
         event_type=told.event_type,
-        payload=None if expired or payload is None else json.loads(payload),
+        payload=None if gone or payload is None else json.loads(payload),
         payload_expires_at=expires_at,
-        payload_expired=expired,
+        payload_expired=gone,
         created_at=told.created_at,
         deliveries=[EventDelivery.model_validate(d) for d in fanned_out],
         filtered_out=[FilteredOut(**passed) for passed in filtered],
@@ -62,9 +62,12 @@ async def payload_head(
 ) -> PayloadHead:
     """At most ``most`` bytes of the tenant's event's payload (None: the whole payload), unless
     it expired (``expires_at``, as its delivery says): then nothing is read."""
-    if expires_at is not None and expires_at <= datetime.now(UTC):
+    if expired(expires_at):
         return PayloadHead(b"", 0, expired_at=expires_at)
     found = await events.payload_head(session, tenant_id, event_id, most)
+    if found is None and expires_at is not None:
+        # Its class dropped a moment before its days were out: gone all the same.
+        return PayloadHead(b"", 0, expired_at=expires_at)
     if found is None:
         raise NotFound(f"event {event_id} not found")
     return PayloadHead(*found)

@@ -286,7 +286,7 @@ async def _accept(
         resource_id=event_id,
     )
     if earlier is not None:
-        replayed = await deliveries.list_for_event(session, tenant_id, earlier)
+        replayed = await deliveries.list_for_event(session, tenant_id, earlier, replayed=True)
         found = await events.get_for_tenant(session, tenant_id, earlier)
         passed_by = [FilteredOut(**f) for f in (found.event.filtered_out if found else None) or []]
         return Accepted(

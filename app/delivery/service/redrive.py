@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -16,6 +16,7 @@ from app.core import queue
 from app.core.config import Settings
 from app.core.errors import Conflict, TooManyRequests
 from app.core.logs import log_failure
+from app.core.payload_retention import expired
 from app.core.redis_clients import FlowRedis
 from app.core.scope import Scope
 from app.core.states import DeliveryState
@@ -46,12 +47,8 @@ async def redrive_one(
     reconcilers alone publish them -- nothing, if that is another region. ``replay``: a
     succeeded delivery is sent again too (under its id), for a receiver that lost it."""
     current = await listings.find_delivery(session, scope, delivery_id)
-    if (expired := current.payload_expires_at) is not None and expired <= datetime.now(UTC):
-        raise Conflict(
-            f"the payload of delivery {delivery_id} expired at {expired:%Y-%m-%d %H:%M} UTC "
-            f"(its tenant keeps payloads {current.payload_days} days), so it cannot be sent "
-            "again: accept the intent again to send the event"
-        )
+    if expired(current.payload_expires_at):
+        raise _payload_expired(current)
     endpoint = await endpoints.get_live(session, scope, current.endpoint_id)
     if endpoint is None:
         raise Conflict("the delivery's endpoint was deleted")
@@ -63,6 +60,9 @@ async def redrive_one(
     if revived is not None and revived.stream is not None:
         await session.refresh(revived)  # its place in its stream, as the requeue left it
     if revived is None:
+        if current.payload_expires_at is not None and current.state in _FINISHED:
+            # Its payload's class was dropped a moment before its days were out.
+            raise _payload_expired(current)
         if current.state == DeliveryState.CANCELLED.value:
             raise Conflict(
                 "a cancelled delivery is final and is not redriven: accept the intent again "
@@ -74,6 +74,19 @@ async def redrive_one(
     # The outbox row commits with the state change, so the redrive survives a crash.
     publications = await outbox.insert_wakeups(session, [revived], revived.region)
     return revived, publications if revived.region == region else []
+
+
+_FINISHED = (DeliveryState.DEAD.value, DeliveryState.SUCCEEDED.value)
+
+
+def _payload_expired(delivery: Delivery) -> Conflict:
+    when = delivery.payload_expires_at
+    assert when is not None
+    return Conflict(
+        f"the payload of delivery {delivery.id} expired at {when:%Y-%m-%d %H:%M} UTC (its "
+        f"tenant keeps payloads {delivery.payload_days} days), so it cannot be sent again: "
+        "accept the intent again to send the event"
+    )
 
 
 REDRIVE_BATCH = 500

@@ -10,6 +10,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.config import Settings
+from app.core.payload_retention import expired
 from app.core.redis_clients import FlowRedis
 from app.core.scope import Scope
 from app.core.states import DeliveryState
@@ -80,13 +81,9 @@ async def delivery_detail(
         halts_its_stream=stream is not None
         and stream.head_id == delivery.id
         and stream.halted_at is not None,
-        payload_expired=_past(delivery.payload_expires_at, now),
+        payload_expired=expired(delivery.payload_expires_at, now),
         timeline=[CustodyEventOut.model_validate(step) for step in story],
     )
-
-
-def _past(moment: datetime | None, now: datetime) -> bool:
-    return moment is not None and moment <= now
 
 
 async def _destination_now(

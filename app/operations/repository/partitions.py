@@ -68,12 +68,11 @@ def payload_classes(retention_days: float, kept: Iterable[int]) -> list[int]:
     return sorted(least)
 
 
-# payload_days_of of each tenant with a retention of its own (it mirrors that function).
-_KEPT = text(
+# The days each tenant with a retention of its own keeps its payloads, as its accepts decide.
+_TENANTS_PAYLOAD_DAYS = text(
     """
-    SELECT DISTINCT least(coalesce(payload_retention_days, 32767),
-                          coalesce(retention_days, 32767)) AS days
-      FROM tenants WHERE payload_retention_days IS NOT NULL OR retention_days IS NOT NULL
+    SELECT DISTINCT payload_days_of(id) FROM tenants
+     WHERE payload_retention_days IS NOT NULL OR retention_days IS NOT NULL
     """
 )
 
@@ -81,7 +80,7 @@ _KEPT = text(
 async def payloads_kept(connection: AsyncConnection) -> list[int]:
     """The days tenants keep their payloads, each once (those that keep them as long as the
     records not among them)."""
-    return [int(days) for days in (await connection.execute(_KEPT)).scalars()]
+    return [int(days) for days in (await connection.execute(_TENANTS_PAYLOAD_DAYS)).scalars()]
 
 
 @dataclass(frozen=True)
@@ -161,11 +160,10 @@ async def make_days(
     connection: AsyncConnection, days: list[date], *, classes: list[int], lock_timeout_ms: int
 ) -> int:
     """Make each table's partition for each of ``days`` that is not yet covered, in the
-    caller's transaction, a day of events with a partition for each payload class of
-    ``classes`` when there are more than one (``payload_classes``); returns how many days
-    were made. Days a partition
-    already covers (the table from before partitioning covers every day up to its upper
-    bound) are left alone."""
+    caller's transaction -- a day of events with a partition for each payload class of
+    ``classes`` when there are more than one (``payload_classes``); returns how many were
+    made. Days a partition already covers (the table from before partitioning covers every
+    day up to its upper bound) are left alone."""
     await connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MAKERS_LOCK})
     await connection.execute(text(f"SET LOCAL lock_timeout = '{int(lock_timeout_ms)}ms'"))
     covered: dict[str, list[tuple[str | None, str | None]]] = {}

@@ -56,6 +56,9 @@ async def make_ahead(
 # The first day a day of events made ahead may be made again, empty, with other payload
 # classes: no id minted now reaches it (today's and tomorrow's may already hold rows).
 REMADE_FROM_DAYS = 2
+# A payload's days run from its accept's transaction time, which may fall a moment after the
+# day its id was minted in ends: a class is dropped this long after its last payload's days.
+EXPIRY_GRACE = timedelta(hours=1)
 
 
 async def remake_for_classes(
@@ -63,8 +66,9 @@ async def remake_for_classes(
 ) -> int:
     """Days of events made ahead with other payload classes than the tenants' settings call
     for now (a tenant set a payload retention since) are made again, while still empty, from
-    the day after tomorrow on; returns how many. Detached concurrently, beside reads and
-    writes; cut short, ``mend`` attaches back what was detached, to be asked again."""
+    the day after tomorrow on; returns how many. Each is detached concurrently (beside reads
+    and writes), found empty again, dropped and made at once; a failure stops there, logged,
+    and the next run's ``make_ahead`` makes whatever is missing before anything else."""
     first = partitions.day_of(now or datetime.now(UTC)) + timedelta(days=REMADE_FROM_DAYS)
     remade = 0
     try:
@@ -77,18 +81,33 @@ async def remake_for_classes(
             for day in found:
                 if day.parent != "events" or not day.lower or moment_of(day.lower).date() < first:
                     continue
-                if partitions.classes_of(day, found) == wanted:
-                    continue
-                if await retirements.empty(connection, day):
-                    await retirements.detach(connection, day)
-                    await retirements.drop(connection, day)
-                    remade += 1
+                if partitions.classes_of(day, found) != wanted:
+                    remade += await _remake(engine, connection, day, wanted)
     except Exception as exc:  # a lock not had: the next run asks again
         log.warning("partitions.remake_failed", error=type(exc).__name__)
-    if remade:
-        await make_ahead(engine, ahead_days, retention_days, now=now)
-        log.info("partitions.remade", count=remade, classes=wanted)
     return remade
+
+
+async def _remake(
+    engine: AsyncEngine, connection: AsyncConnection, day: Partition, classes: list[int]
+) -> int:
+    """Make this empty day of events again with ``classes``; 0 if it holds a row."""
+    if not await retirements.empty(connection, day):
+        return 0
+    await retirements.detach(connection, day)
+    if not await retirements.empty(connection, day):  # written to before the detach ended
+        await retirements.attach_again(connection, day)
+        return 0
+    await retirements.drop(connection, day)
+    async with engine.begin() as making:
+        await partitions.make_days(
+            making,
+            [moment_of(day.lower or "").date()],
+            classes=classes,
+            lock_timeout_ms=ATTACH_LOCK_TIMEOUT_MS,
+        )
+    log.info("partitions.remade", partition=day.name, classes=classes)
+    return 1
 
 
 async def listing(engine: AsyncEngine) -> list[Partition]:
@@ -189,7 +208,8 @@ async def expire_payloads(engine: AsyncEngine, *, now: datetime | None = None) -
                 continue  # not a class, or the day's last: it goes with its day
             assert day.upper is not None  # a day of events ends where the next begins
             # Its longest-kept payload was made by the day's end and kept (upper - 1) days.
-            if now < moment_of(day.upper) + timedelta(days=int(payload_class.upper) - 1):
+            longest = timedelta(days=int(payload_class.upper) - 1)
+            if now < moment_of(day.upper) + longest + EXPIRY_GRACE:
                 continue
             deliveries = named.get("deliveries" + day.name.removeprefix("events"))
             if deliveries is not None:

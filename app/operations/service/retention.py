@@ -6,11 +6,12 @@ Runs at the end of every reconcile run and as `herald purge`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core.config import Settings
 from app.operations.repository import retention
@@ -25,11 +26,14 @@ async def purge(
     settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], *, max_batches: int = 200
 ) -> dict[str, int]:
     before = datetime.now(UTC) - timedelta(days=settings.retention_days)
+    engine: AsyncEngine = sessionmaker.kw["bind"]
     counts = {
         # Whole days first: what goes with them, batches need not delete row by row.
-        "dropped_days": await _retire(partitions.retire_days, sessionmaker, before),
+        "dropped_days": await _dropping(
+            functools.partial(partitions.retire_days, before=before), engine
+        ),
         # Then each day's payloads past the days their tenants keep them.
-        "dropped_payload_classes": await _retire(partitions.expire_payloads, sessionmaker),
+        "dropped_payload_classes": await _dropping(partitions.expire_payloads, engine),
         "purged_deliveries": 0,
         "purged_events": 0,
         "purged_keys": 0,
@@ -76,15 +80,13 @@ async def purge(
     return counts
 
 
-async def _retire(
-    retirement: Callable[..., Awaitable[int]],
-    sessionmaker: async_sessionmaker[AsyncSession],
-    *args: datetime,
+async def _dropping(
+    retirement: Callable[[AsyncEngine], Awaitable[int]], engine: AsyncEngine
 ) -> int:
     """Tables dropped whole; a failure there (a lock not had, a statement cut short) is
     logged and leaves the batches to run: the next run mends and asks again."""
     try:
-        return await retirement(sessionmaker.kw["bind"], *args)
+        return await retirement(engine)
     except Exception as exc:
         log.warning("retention.retirement_failed", error=type(exc).__name__)
         return 0

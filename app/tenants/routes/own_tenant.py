@@ -43,7 +43,9 @@ async def change_own_tenant(
             session,
             tenant_id,
             change.model_dump(include=change.model_fields_set),
-            most_days=settings.retention_days,
+            bounds=tenants.RetentionBounds(
+                settings.retention_days, settings.idempotency_key_ttl_hours
+            ),
             by=by,
         )
         return TenantSettingsOut.model_validate(changed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -36,13 +37,13 @@ async def change_own(
     tenant_id: str,
     values: dict[str, Any],
     *,
-    most_days: float,
+    bounds: RetentionBounds,
     by: Actor,
 ) -> Tenant:
     """The tenant's own settings changed (a null: back to Herald's default). Its retentions
-    are held within ``most_days``, the operator's."""
+    are held within the operator's ``bounds``."""
     current = await own(session, tenant_id)
-    _check_retention(current, values, most_days)
+    _check_retention(current, values, bounds)
     was = _settings(current, values)
     tenant = await tenants.set_values(session, tenant_id, values)
     assert tenant is not None
@@ -51,15 +52,29 @@ async def change_own(
     return tenant
 
 
-def _check_retention(tenant: Tenant, values: dict[str, Any], most_days: float) -> None:
-    """Neither retention past the operator's, nor the payload's past the records'."""
+@dataclass(frozen=True)
+class RetentionBounds:
+    """What the operator's settings allow a tenant's retention."""
+
+    most_days: float  # HERALD_RETENTION_DAYS: nothing is kept longer
+    key_hours: float  # HERALD_IDEMPOTENCY_KEY_TTL_HOURS: a retried request finds what it made
+
+
+def _check_retention(tenant: Tenant, values: dict[str, Any], bounds: RetentionBounds) -> None:
+    """Neither retention past the operator's, records not past the idempotency window, and the
+    payload's not past the records'."""
     for name in ("retention_days", "payload_retention_days"):
-        if (days := values.get(name)) is not None and days > most_days:
+        if (days := values.get(name)) is not None and days > bounds.most_days:
             raise Unprocessable(
-                f"{name} is {days}, longer than this Herald keeps anything: at most "
-                f"{int(most_days)} days (its operator's HERALD_RETENTION_DAYS)"
+                f"{name} is {days}, longer than this Herald keeps anything: "
+                f"{bounds.most_days:g} days (its operator's HERALD_RETENTION_DAYS)"
             )
     records = values.get("retention_days", tenant.retention_days)
+    if "retention_days" in values and records is not None and records * 24 <= bounds.key_hours:
+        raise Unprocessable(
+            f"retention_days is {records}: it must outlast the idempotency window "
+            f"({bounds.key_hours:g} hours), so that a request sent again finds what it made"
+        )
     payloads = values.get("payload_retention_days", tenant.payload_retention_days)
     if payloads is not None and records is not None and payloads > records:
         raise Unprocessable(

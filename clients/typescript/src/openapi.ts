@@ -1134,7 +1134,7 @@ export interface components {
             payload_expired?: boolean;
             /**
              * Payload Expires At
-             * @description When the event's payload is dropped, by its tenant's `payload_retention_days` when it was accepted; null: kept as long as this record. The delivery, its attempts and its timeline stay after it.
+             * @description When the event's payload is dropped, by its tenant's settings when it was accepted (`payload_retention_days`, else `retention_days`); null: kept as long as this record. The delivery, its attempts and its timeline stay after it.
              */
             payload_expires_at: string | null;
             state: components["schemas"]["DeliveryState"];
@@ -1239,7 +1239,7 @@ export interface components {
             ordering_key: string | null;
             /**
              * Payload Expires At
-             * @description When the event's payload is dropped, by its tenant's `payload_retention_days` when it was accepted; null: kept as long as this record. The delivery, its attempts and its timeline stay after it.
+             * @description When the event's payload is dropped, by its tenant's settings when it was accepted (`payload_retention_days`, else `retention_days`); null: kept as long as this record. The delivery, its attempts and its timeline stay after it.
              */
             payload_expires_at: string | null;
             state: components["schemas"]["DeliveryState"];
