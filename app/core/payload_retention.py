@@ -1,6 +1,6 @@
 """How long a payload is kept: the number every event and delivery carries (``payload_days``),
 and when that makes it gone. What decides the number is the SQL function payload_days_of
-(migration 0047); what drops the payloads is retention (app/operations/)."""
+(migration 0049); what drops the payloads is retention (app/operations/)."""
 
 from __future__ import annotations
 

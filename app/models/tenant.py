@@ -27,6 +27,6 @@ class Tenant(Base):
     failing_after: Mapped[int | None] = mapped_column(Integer)
     # Set by the tenant, within the operator's HERALD_RETENTION_DAYS (None: that): how long
     # its delivery records are shown, and how long its payloads are kept (at most as long).
-    # Read by the SQL functions kept_since and payload_days_of (migration 0047).
+    # Read by the SQL functions kept_since and payload_days_of (migration 0049).
     retention_days: Mapped[int | None] = mapped_column(SmallInteger)
     payload_retention_days: Mapped[int | None] = mapped_column(SmallInteger)

@@ -12,9 +12,9 @@ the empty days ahead again partitioned by payload class.
 
 Every step is skipped when done, so a run cut short is run again.
 
-Revision ID: 0048
-Revises: 0047
-Create Date: 2026-12-11 10:00:00+00:00
+Revision ID: 0050
+Revises: 0049
+Create Date: 2026-12-11 12:00:00+00:00
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import asyncpg
 from alembic import op
 from sqlalchemy.util import await_only
 
-revision: str = "0048"
-down_revision: str | None = "0047"
+revision: str = "0050"
+down_revision: str | None = "0049"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
