@@ -64,8 +64,8 @@ EXPIRY_GRACE = timedelta(hours=1)
 async def remake_for_classes(
     engine: AsyncEngine, ahead_days: int, retention_days: float, *, now: datetime | None = None
 ) -> int:
-    """Days of events made ahead with other payload classes than the tenants' settings call
-    for now (a tenant set a payload retention since) are made again, while still empty, from
+    """Days of events made ahead without a payload class the tenants' settings call for now
+    (a tenant set a payload retention since) are made again with it, while still empty, from
     the day after tomorrow on; returns how many. Each is detached concurrently (beside reads
     and writes), found empty again, dropped and made at once; a failure stops there, logged,
     and the next run's ``make_ahead`` makes whatever is missing before anything else."""
@@ -81,8 +81,11 @@ async def remake_for_classes(
             for day in found:
                 if day.parent != "events" or not day.lower or moment_of(day.lower).date() < first:
                     continue
-                if partitions.classes_of(day, found) != wanted:
-                    remade += await _remake(engine, connection, day, wanted)
+                # Classes are only ever added to a day: a tenant turning its setting on and off
+                # costs each day ahead one re-make a step at most, never one every run.
+                made = partitions.classes_of(day, found)
+                if not set(wanted) <= set(made):
+                    remade += await _remake(engine, connection, day, sorted({*made, *wanted}))
     except Exception as exc:  # a lock not had: the next run asks again
         log.warning("partitions.remake_failed", error=type(exc).__name__)
     return remade
