@@ -17,8 +17,8 @@ from app.endpoints.schemas import EndpointCreate
 from app.models import RETIRED_TABLES  # (importing app.models registers the tables)
 
 # The day partitions of the tables that grow with traffic, and the tables from before (each
-# now its table's first partition).
-PARTITION = re.compile(r"[a-z_]+_(\d{8}|legacy)")
+# now its table's first partition), and the payload classes a day is split into.
+PARTITION = re.compile(r"[a-z_]+_(\d{8}(_p\d+)?|legacy)")
 OPENAPI_FILE = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 
 
