@@ -28,6 +28,10 @@ class Outcome(StrEnum):
     AUTH_FAILED = "auth_failed"
 
 
+# A `cancelled` delivery's last_error when its producer did not cancel it: its endpoint's
+# transformation said not to send it (app/engine/service/transforming.py). No attempt was made.
+SKIPPED_BY_TRANSFORMATION = "skipped_by_transformation"
+
 DELIVERY_STATES = tuple(s.value for s in DeliveryState)
 TERMINAL_STATES = (
     DeliveryState.SUCCEEDED.value,

@@ -19,6 +19,7 @@ from app.models.reconcile_run import ReconcileRun
 from app.models.redrive_job import RedriveJob
 from app.models.stream import Stream
 from app.models.tenant import Tenant
+from app.models.transformation import Transformation
 
 __all__ = [
     "ApiKey",
@@ -41,6 +42,7 @@ __all__ = [
     "RedriveJob",
     "Stream",
     "Tenant",
+    "Transformation",
 ]
 
 # Tables the schema keeps for the release before, which may still be running beside this one

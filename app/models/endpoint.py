@@ -83,6 +83,9 @@ class Endpoint(Base):
     # A CEL expression over the event (app/programs/filters.py); NULL lets every subscribed
     # event through.
     filter: Mapped[str | None] = mapped_column(Text)
+    # A CEL program that makes the request (app/programs/transformations.py): the current one,
+    # as the API shows it; what each delivery is sent as is its version in transformations.
+    transformation: Mapped[str | None] = mapped_column(Text)
     rate_limit_per_second: Mapped[float | None] = mapped_column(Double)
     max_in_flight: Mapped[int | None] = mapped_column(Integer)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)

@@ -28,7 +28,7 @@ NESTED_OVER_PAYLOAD = "each turn may cost only what its own element does"
         ("payload.amount >", "at line 1, column 17: the expression ends too early"),
         ("payload.amount > 100 &&& x", "at line 1, column 24"),
         ("paylod.amount > 100", "unknown name paylod: a filter sees type and payload"),
-        ("payload.a == 1 || " * 60 + "true", "a filter is at most 1000 characters"),
+        ("payload.a == 1 || " * 60 + "true", "a filter is at most 1,000 characters"),
         (CUBIC, NESTED_OVER_PAYLOAD),
         # The attack as written: CEL's parser finds no raw string there, so nothing hides...
         ('r"\\" == "" || ' + CUBIC + ' || "" == ""', "at line 1, column 1: Invalid string"),

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from app.programs import filters
 from app.programs.budget import STEPS_PER_EVALUATION
 from app.programs.cel_ast import syntax_pb2
-from app.programs.filters import checked_ast
+from app.programs.cel_programs import checked_ast
 from app.programs.patterns import MAX_INSTRUCTIONS, SEARCH_STEP
 from app.programs.payload_schema_cost import KEYWORD
 from app.programs.payload_schema_violations import first_violation

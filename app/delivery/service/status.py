@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.core.config import Settings
-from app.core.states import TERMINAL_STATES, DeliveryState
+from app.core.states import SKIPPED_BY_TRANSFORMATION, TERMINAL_STATES, DeliveryState
 from app.flow.service.snapshot import FlowSnapshot
 from app.models import Attempt, CustodyRecord, Delivery, Endpoint
 from app.streams.service.streams import StreamView
@@ -73,7 +73,19 @@ def _ended(state: DeliveryState, delivery: Delivery, stream: StreamView | None) 
         return Explanation("succeeded", None)
     if state is DeliveryState.DEAD:
         return Explanation("dead", _dead(delivery, stream))
+    if _skipped(delivery):
+        return Explanation(
+            "cancelled", "skipped: its endpoint's transformation said not to send it"
+        )
     return Explanation("cancelled", "cancelled by its producer; it is not sent again")
+
+
+def _skipped(delivery: Delivery) -> bool:
+    """Cancelled by its endpoint's transformation, at a claim that sent nothing."""
+    return (
+        delivery.state == DeliveryState.CANCELLED.value
+        and delivery.last_error == SKIPPED_BY_TRANSFORMATION
+    )
 
 
 def _leased(delivery: Delivery, now: datetime, write_time: TimeWriter) -> Explanation:
@@ -273,7 +285,8 @@ def timeline(
     if delivery.state == DeliveryState.SUCCEEDED.value and finished is not None:
         events.append(CustodyEvent(finished, "succeeded", None))
     if delivery.state == DeliveryState.CANCELLED.value and finished is not None:
-        events.append(CustodyEvent(finished, "cancelled", "by its producer"))
+        by = "by its endpoint's transformation" if _skipped(delivery) else "by its producer"
+        events.append(CustodyEvent(finished, "cancelled", by))
     return sorted(events, key=lambda event: (event.at, _TELLING_ORDER[event.event]))
 
 
@@ -283,6 +296,8 @@ def _attempts(
     """One step per claim number. A number with neither an attempt row nor a dead step is a
     claim whose worker stopped or lost its lease before recording anything."""
     ended = {end.attempt_number for end in ends}
+    if _skipped(delivery):  # its last claim sent nothing: the cancelled step tells it
+        ended.add(delivery.attempt_count)
     in_flight = delivery.attempt_count if delivery.state == DeliveryState.LEASED.value else None
     events = []
     for number in range(1, told_up_to + 1):

@@ -70,6 +70,33 @@ _FILTER = (
     '"EUR"`. Checked when saved; an event it fails on (a missing field) is not delivered. '
     "`GET /v1/events/{id}` lists the endpoints a filter passed by."
 )
+
+
+def _transforms(source: str) -> str:
+    # Imported here, as a filter's check is: the worker reads these models but loads CEL only
+    # for a delivery that has a transformation.
+    from app.programs import transformations
+
+    try:
+        transformations.compiled(source)
+    except transformations.TransformationError as exc:
+        raise PydanticCustomError("transformation", str(exc)) from None
+    return source
+
+
+EndpointTransformation = Annotated[
+    str, StringConstraints(min_length=1), STORABLE_TEXT, AfterValidator(_transforms)
+]
+_TRANSFORMATION = (
+    "A Common Expression Language program over the event -- `type` and `payload` -- that makes "
+    "the request: a map of `body` (any JSON, sent in place of the endpoint's own body), "
+    "`headers` (sent besides the static ones, under their rules), `path` (added to the URL's "
+    "path), `query` (added to its query) and `skip` (true: not sent; the delivery ends "
+    '`cancelled`, skipped), e.g. `{"body": {"text": "Order " + payload.id + " paid"}}`. '
+    "Checked and bounded when saved, as a filter is; a delivery is sent as the transformation "
+    "its endpoint had when it was accepted, on every attempt. Not for CloudEvents endpoints, "
+    "whose body is the CloudEvent."
+)
 _HEADERS = (
     f"Static headers sent on every attempt (at most {MAX_HEADERS}), for example a receiver's "
     "own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, "
@@ -204,6 +231,7 @@ class EndpointCreate(BaseModel):
     egress_proxy: EgressProxySpec | None = Field(default=None, description=_EGRESS_PROXY)
     webhook_handshake: bool = Field(default=False, description=_HANDSHAKE)
     filter: EndpointFilter | None = Field(default=None, description=_FILTER)
+    transformation: EndpointTransformation | None = Field(default=None, description=_TRANSFORMATION)
     ordering: Ordering = Field(default="none", description=_ORDERING)
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
     final_statuses: FinalStatuses = Field(default=[], description=_FINAL_STATUSES)
@@ -269,6 +297,11 @@ class EndpointUpdate(BaseModel):
         "changed); `false` stops requiring it.",
     )
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
+    transformation: EndpointTransformation | None = Field(
+        default=None,
+        description=f"{_TRANSFORMATION} Deliveries accepted before the change keep theirs; "
+        "null removes it.",
+    )
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)
     on_dead: OnDead | None = Field(default=None, description=_ON_DEAD)
     final_statuses: FinalStatuses | None = Field(

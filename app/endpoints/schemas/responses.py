@@ -66,6 +66,7 @@ class EndpointOut(BaseModel):
         description="The secret static headers set, by name: their values are never shown."
     )
     filter: str | None
+    transformation: str | None
     ordering: str
     on_dead: str
     final_statuses: list[int] = Field(

@@ -16,6 +16,7 @@ _CONFIGURATION = (
     "event_types",
     "operational",
     "filter",
+    "transformation",
     "rate_limit_per_second",
     "max_in_flight",
     "enabled",

@@ -15,7 +15,7 @@ from app.core.errors import Conflict, NotFound
 from app.core.fields import subscribes_to_herald
 from app.core.scope import Scope
 from app.core.sealing import KeyRing
-from app.endpoints.repository import endpoints
+from app.endpoints.repository import endpoints, transformations
 from app.endpoints.schemas import EndpointUpdate
 from app.endpoints.service import credential_origins, credentials, handshakes, save_checks
 from app.endpoints.service.audit_views import endpoint_view
@@ -40,6 +40,7 @@ _WRITTEN_AS_SENT = (
     "payload_format",
     "signature_schemes",
     "filter",
+    "transformation",
     "ordering",
     "on_dead",
     "final_statuses",
@@ -83,10 +84,18 @@ async def update_endpoint(
     if change.sent("event_types"):
         values["operational"] = subscribes_to_herald(change.event_types)
         save_checks.check_operational(values["operational"], current.customer_id)
+    save_checks.check_transformation_format(
+        change.payload_format or current.payload_format,
+        change.transformation if change.sent("transformation") else current.transformation,
+    )
     values |= {name: getattr(change, name) for name in _WRITTEN_AS_SENT if change.sent(name)}
     endpoint = await endpoints.update_fields(session, scope, endpoint_id, values)
     if endpoint is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
+    if change.sent("transformation") and change.transformation != was["transformation"]:
+        await transformations.add_version(
+            session, scope.tenant_id, endpoint_id, change.transformation
+        )
     await signals.endpoint_updated(session, endpoint, change.model_fields_set)
     now = endpoint_view(endpoint)
     # A credential's value is never in a view, so a new one under the same name would look

@@ -14,7 +14,7 @@ from app.core.fields import subscribes_to_herald
 from app.core.ids import new_id
 from app.core.scope import Scope
 from app.core.sealing import KeyRing
-from app.endpoints.repository import endpoints
+from app.endpoints.repository import endpoints, transformations
 
 # Other domains reach the endpoints table only through this service (make lint): what they read
 # of an endpoint and the one thing they do to it (disable on 410 Gone).
@@ -115,6 +115,7 @@ async def create_endpoint(
     await save_checks.room_for_one_more(session, scope.tenant_id, customer_id, held)
     if spec.filter is not None:
         await save_checks.room_for_filter(session, scope.tenant_id, spec.filter)
+    save_checks.check_transformation_format(spec.payload_format, spec.transformation)
     endpoint = await endpoints.insert_endpoint(
         session,
         id=endpoint_id,
@@ -131,6 +132,10 @@ async def create_endpoint(
         operational=operational,
         **values,
     )
+    if spec.transformation is not None:
+        await transformations.add_version(
+            session, scope.tenant_id, endpoint_id, spec.transformation
+        )
     await signals.endpoint_created(session, endpoint)
     await audit.record(
         session, scope.tenant_id, by, "endpoint.created", endpoint.id, after=endpoint_view(endpoint)

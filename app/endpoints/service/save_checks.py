@@ -71,3 +71,13 @@ def check_operational(operational: bool, customer_id: str | None) -> None:
             "Herald's own events (herald.*) go only to the tenant's own endpoints: an endpoint "
             "of a customer cannot subscribe to them"
         )
+
+
+def check_transformation_format(payload_format: str, transformation: str | None) -> None:
+    """A transformation makes the request's body; a CloudEvents endpoint's body (or its ce-*
+    headers) is the CloudEvent, which a transformation would take apart."""
+    if transformation is not None and payload_format.startswith("cloudevents"):
+        raise Unprocessable(
+            f"a transformation makes the request's body, and a {payload_format} endpoint's is "
+            "its CloudEvent: use payload_format raw or standard with a transformation"
+        )

@@ -9,8 +9,12 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import asyncpg
+
+if TYPE_CHECKING:
+    from app.programs.transformations import Transformed
 
 # How many live rows the wake-up probe reads at most (design.md, invariant 7: bounded).
 WAKE_PROBE_ROWS = 256
@@ -73,6 +77,11 @@ class ClaimedDelivery:
     final_statuses: frozenset[int] = frozenset()
     # The tenant's CloudEvents source, read for CloudEvents endpoints (None: Herald's default).
     cloudevents_source: str | None = None
+    # The endpoint's transformation as this delivery is sent (None: none): the version it had
+    # when the delivery was accepted (app/programs/transformations.py).
+    transformation: str | None = None
+    # What it made of the event, once run for this attempt (app/engine/service/transforming.py).
+    transformed: Transformed | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,14 @@ ENDPOINT_COLUMNS = """e.url, e.secret_sealed,
             THEN (SELECT t.cloudevents_source FROM tenants AS t WHERE t.id = e.tenant_id)
        END AS cloudevents_source"""
 
+# The transformation a delivery ({d}) is sent as: its endpoint's version when it was accepted,
+# the last saved no later than its id: one look in a small index, which finds nothing for an
+# endpoint that never had one. Formatted with the delivery's alias.
+TRANSFORMATION_OF = """
+       (SELECT t.source FROM transformations AS t
+         WHERE t.endpoint_id = {d}.endpoint_id AND t.since <= {d}.id
+         ORDER BY t.since DESC LIMIT 1) AS transformation"""
+
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in
 # claim order and locks nothing. Rows past them are due no earlier than the last one read (a
@@ -164,7 +181,7 @@ WITH picked AS MATERIALIZED (
                  (SELECT now() + make_interval(secs => $4) FROM picked LIMIT 1)) AS at
 )
 SELECT d.*, {ENDPOINT_COLUMNS}, v.payload, v.event_type, v.created_at AS event_at, v.traceparent,
-       extract(epoch FROM wake.at - now())::float8 AS next_wake
+       extract(epoch FROM wake.at - now())::float8 AS next_wake, {TRANSFORMATION_OF.format(d="d")}
   FROM wake LEFT JOIN (claimed AS d JOIN endpoints AS e ON e.id = d.endpoint_id
                                     JOIN events AS v ON v.id = d.event_id
                                                      AND v.payload_days = d.payload_days) ON TRUE
@@ -235,6 +252,7 @@ def claimed_from(row: asyncpg.Record) -> ClaimedDelivery:
         webhook_origin=row["webhook_origin"],
         final_statuses=frozenset(row["final_statuses"] or ()),
         cloudevents_source=row["cloudevents_source"],
+        transformation=row["transformation"],
     )
 
 

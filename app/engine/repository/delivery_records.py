@@ -101,7 +101,7 @@ _RECORD = f"SELECT record_attempts({_arrays(_RECORDED)}, {_BOUNDS}) AS id"
 _N = len(_RECORDED) + 2
 _RECORD_ORDERED = f"""
 SELECT r.*, {delivery_leases.ENDPOINT_COLUMNS}, v.payload, v.event_type,
-       v.created_at AS event_at, v.traceparent
+       v.created_at AS event_at, v.traceparent, {delivery_leases.TRANSFORMATION_OF.format(d="r")}
   FROM record_ordered({_arrays(_RECORDED)}, {_BOUNDS}, ${_N + 1}::text[], ${_N + 2}::text[],
                       ${_N + 3}::text[], ${_N + 4}::text[], ${_N + 5}::float8) AS r
   LEFT JOIN endpoints AS e ON r.kind = 'leased' AND e.id = r.endpoint_id

@@ -21,11 +21,12 @@ from app.core.faults import crash_point
 from app.core.logs import log_failure
 from app.engine.repository import delivery_leases, delivery_records
 from app.engine.repository.delivery_leases import ClaimedDelivery
-from app.engine.service import sender
+from app.engine.service import sender, transforming
 from app.engine.service.answered import EarlyRelease
 from app.engine.service.attempts import Attempts, Ended
 from app.engine.service.capacity import Unit
 from app.engine.service.deadlines import STEP_SECONDS, unstoppable
+from app.engine.service.outcomes import Transition
 from app.engine.service.recorder import Recorder
 from app.flow.service.gate import Gate, Grant
 from app.flow.service.wakeups import Arm, Wakeups
@@ -134,6 +135,10 @@ class AttemptRuns:
         refusal = self._attempts.refusal(claimed)
         if refusal is not None:
             return Ended(claimed, refusal, None, lease_ends)
+        made = transforming.transformed(claimed, self._settings.max_payload_bytes)
+        if isinstance(made, Transition):  # skipped, or no request could be made
+            return Ended(claimed, made, None, lease_ends)
+        claimed = made
         if grant.interval > 0:
             # Each start keeps to its own window in the rate: never before its slot, and given
             # back rather than sent on top of the next start when it could not begin in time.

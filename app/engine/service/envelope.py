@@ -26,7 +26,10 @@ def request_body(claimed: ClaimedDelivery) -> bytes:
     """``raw`` and ``cloudevents-binary``: the payload as accepted. ``standard``: the Standard
     Webhooks envelope around it, ``{"type", "timestamp", "data"}``; ``cloudevents``: the
     CloudEvent around it (cloudevents.py) -- built around the stored bytes, not re-encoded, so
-    the data is the payload byte for byte, and every attempt sends the same body."""
+    the data is the payload byte for byte, and every attempt sends the same body. A body its
+    endpoint's transformation made (transforming.py) replaces all of these."""
+    if claimed.transformed is not None and claimed.transformed.body is not None:
+        return claimed.transformed.body
     if claimed.payload_format == "cloudevents":
         return cloudevents.structured_body(claimed)
     if claimed.payload_format != "standard":
@@ -60,6 +63,9 @@ def request_headers(
     point where the attempt counts as sent."""
     static = {**claimed.headers, **_secret_headers(claimed, opened)}
     fault = endpoints.header_fault(static)
+    # A transformation's headers (transforming.py) go first: the endpoint's own static ones,
+    # which the tenant may hold as credentials, are never replaced by them.
+    made = claimed.transformed.headers if claimed.transformed is not None else {}
     if fault is not None:
         raise RequestNotBuilt(f"{fault} (correct the endpoint's headers, then redrive)")
     secrets, keys = _signing(claimed, opened)
@@ -68,6 +74,7 @@ def request_headers(
         content_type = cloudevents.STRUCTURED_CONTENT_TYPE
     binary = claimed.payload_format == "cloudevents-binary"
     return {
+        **made,
         **static,
         **trace,
         **event_headers(claimed),

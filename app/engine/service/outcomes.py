@@ -73,13 +73,15 @@ def backoff_seconds(
 
 @dataclass(frozen=True, kw_only=True)
 class Transition:
-    """What a finished attempt does to its delivery: made by ``succeeded``, ``retry`` or
-    ``dead``, which say which fields go together."""
+    """What a finished attempt does to its delivery: made by ``succeeded``, ``retry``,
+    ``dead`` or ``cancelled``, which say which fields go together."""
 
     state: DeliveryState
     delay_seconds: float | None = None  # for a retry: seconds from now until the next attempt
     dead_reason: str | None = None
     disable_endpoint: bool = False
+    # Why a delivery ended without an attempt when it is not dead (a skip): its last_error.
+    note: str | None = None
 
     @classmethod
     def succeeded(cls) -> Transition:
@@ -92,6 +94,11 @@ class Transition:
     @classmethod
     def dead(cls, reason: str, *, disable_endpoint: bool = False) -> Transition:
         return cls(state=DeliveryState.DEAD, dead_reason=reason, disable_endpoint=disable_endpoint)
+
+    @classmethod
+    def cancelled(cls, note: str) -> Transition:
+        """Ended unsent, and not a failure: its endpoint's transformation skipped it."""
+        return cls(state=DeliveryState.CANCELLED, note=note)
 
 
 def decide(

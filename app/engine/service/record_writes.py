@@ -27,7 +27,7 @@ from app.streams.service.heads import NewHead, StreamKey, handing_on
 
 log = structlog.get_logger("herald.delivery")
 
-_ENDS_A_HEAD = (DeliveryState.SUCCEEDED, DeliveryState.DEAD)
+_ENDS_A_HEAD = (DeliveryState.SUCCEEDED, DeliveryState.DEAD, DeliveryState.CANCELLED)
 
 
 @dataclass
@@ -51,7 +51,7 @@ def finished_row(ended: Ended) -> Finished:
     state = DeliveryState.ENQUEUED if retry else t.state
     row = Finished(state, t.delay_seconds, t.dead_reason, ended.claimed.attempt_number)
     if result is None:
-        return row
+        return dataclasses.replace(row, error=t.note)
     return dataclasses.replace(
         row,
         outcome=result.outcome.value,

@@ -17,8 +17,8 @@ class Endpoints:
         self._run = client.run
 
     def create(self, url: str, **fields: Any) -> EndpointCreated:
-        """Fields: description, event_types, filter, rate_limit_per_second, max_in_flight,
-        enabled, payload_format (raw, standard, cloudevents, cloudevents-binary),
+        """Fields: description, event_types, filter, transformation, rate_limit_per_second,
+        max_in_flight, enabled, payload_format (raw, standard, cloudevents, cloudevents-binary),
         signature_schemes (v1, v1a), headers, secret_headers (sent like headers, sealed at
         rest, shown by name only), oauth2, tls (mutual TLS: client_certificate, client_key,
         ca_bundle, overlap_hours), egress_proxy ({"url": ...}), webhook_handshake (the

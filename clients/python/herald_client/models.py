@@ -148,6 +148,7 @@ class Endpoint(_Answer):
     # Subscribed to Herald's own events (herald.*): its own deliveries tell of nothing.
     operational: bool
     filter: str | None
+    transformation: str | None
     rate_limit_per_second: float | None
     max_in_flight: int | None
     enabled: bool

@@ -1375,6 +1375,11 @@ export interface components {
             signature_schemes?: ("v1" | "v1a")[];
             /** @description Mutual TLS and the receiver's own CA: `client_certificate` (PEM, the leaf first, then any intermediates) and `client_key` (PEM, unencrypted; sealed at rest, never shown) are presented on every attempt; `ca_bundle` (PEM) is the only trust for the receiver's certificate when given. Checked when saved: parseable, the key the certificate's, not expired, for client authentication. https URLs only. */
             tls?: components["schemas"]["ClientTLSSpec"] | null;
+            /**
+             * Transformation
+             * @description A Common Expression Language program over the event -- `type` and `payload` -- that makes the request: a map of `body` (any JSON, sent in place of the endpoint's own body), `headers` (sent besides the static ones, under their rules), `path` (added to the URL's path), `query` (added to its query) and `skip` (true: not sent; the delivery ends `cancelled`, skipped), e.g. `{"body": {"text": "Order " + payload.id + " paid"}}`. Checked and bounded when saved, as a filter is; a delivery is sent as the transformation its endpoint had when it was accepted, on every attempt. Not for CloudEvents endpoints, whose body is the CloudEvent.
+             */
+            transformation?: string | null;
             /** Url */
             url: string;
             /**
@@ -1476,6 +1481,8 @@ export interface components {
             signature_schemes: string[];
             /** @description Mutual TLS and the receiver's CA, less the key. */
             tls: components["schemas"]["ClientTLSOut"] | null;
+            /** Transformation */
+            transformation: string | null;
             /**
              * Updated At
              * Format: date-time
@@ -1588,6 +1595,8 @@ export interface components {
             signature_schemes: string[];
             /** @description Mutual TLS and the receiver's CA, less the key. */
             tls: components["schemas"]["ClientTLSOut"] | null;
+            /** Transformation */
+            transformation: string | null;
             /**
              * Updated At
              * Format: date-time
@@ -1743,6 +1752,11 @@ export interface components {
             signature_schemes?: ("v1" | "v1a")[] | null;
             /** @description Mutual TLS and the receiver's own CA: `client_certificate` (PEM, the leaf first, then any intermediates) and `client_key` (PEM, unencrypted; sealed at rest, never shown) are presented on every attempt; `ca_bundle` (PEM) is the only trust for the receiver's certificate when given. Checked when saved: parseable, the key the certificate's, not expired, for client authentication. https URLs only. Replaced whole (the key too); the material it replaces stays a fallback for `overlap_hours`. null removes it, fallback and all. */
             tls?: components["schemas"]["ClientTLSSpec"] | null;
+            /**
+             * Transformation
+             * @description A Common Expression Language program over the event -- `type` and `payload` -- that makes the request: a map of `body` (any JSON, sent in place of the endpoint's own body), `headers` (sent besides the static ones, under their rules), `path` (added to the URL's path), `query` (added to its query) and `skip` (true: not sent; the delivery ends `cancelled`, skipped), e.g. `{"body": {"text": "Order " + payload.id + " paid"}}`. Checked and bounded when saved, as a filter is; a delivery is sent as the transformation its endpoint had when it was accepted, on every attempt. Not for CloudEvents endpoints, whose body is the CloudEvent. Deliveries accepted before the change keep theirs; null removes it.
+             */
+            transformation?: string | null;
             /**
              * Url
              * @description A new URL. Credentials follow the URL they were set for: a URL on another origin (scheme, host, port) must come with `secret_headers`, `oauth2` and `tls` stated again or null, or it is refused (422); a customer moving its URL through the portal removes them.

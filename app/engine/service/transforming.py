@@ -1,0 +1,77 @@
+"""A claimed delivery as its endpoint's transformation makes it (app/programs/transformations.py):
+the request to send -- its body, its extra headers, its URL -- or the ending it gets instead
+when the transformation says not to send it (skipped) or makes no request of its event.
+
+The transformation is the version the delivery's endpoint had when it was accepted (the claim
+reads it), and a transformation gives the same request for the same event: every attempt of a
+delivery, and every redrive, sends the same bytes under the same Idempotency-Key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import structlog
+
+from app.core.states import SKIPPED_BY_TRANSFORMATION
+from app.endpoints.schemas import combined_header_fault
+from app.engine.repository.delivery_leases import ClaimedDelivery
+from app.engine.service import outcomes
+
+if TYPE_CHECKING:
+    from app.programs.transformations import Transformed
+
+log = structlog.get_logger("herald.delivery")
+
+FAILED = "transformation_failed"  # a dead delivery's reason, before the words
+
+
+def transformed(
+    claimed: ClaimedDelivery, max_body_bytes: int
+) -> ClaimedDelivery | outcomes.Transition:
+    """``claimed`` with the request its transformation makes, or how the delivery ends without
+    a request: cancelled when the transformation skips it, dead when it makes none (which the
+    same program would never make of the same event: a new delivery -- a replay -- takes the
+    endpoint's transformation as it is then)."""
+    if claimed.transformation is None:
+        return claimed
+    # Imported here: CEL's runtime is a 50 MB library, loaded by a worker only once one of
+    # its deliveries has a transformation.
+    from app.programs import transformations
+
+    try:
+        program = transformations.cached(claimed.tenant_id, claimed.transformation)
+        made = transformations.run(
+            program, claimed.event_type, claimed.payload, max_body_bytes=max_body_bytes
+        )
+    except (transformations.TransformationError, transformations.TransformationFailed) as exc:
+        return _failed(claimed, str(exc))
+    if made.skip:
+        return outcomes.Transition.cancelled(SKIPPED_BY_TRANSFORMATION)
+    if made.headers and (fault := combined_header_fault(made.headers)) is not None:
+        return _failed(claimed, f"the headers it made: {fault}")
+    return dataclasses.replace(claimed, url=url_of(claimed.url, made), transformed=made)
+
+
+def url_of(url: str, made: Transformed) -> str:
+    """The endpoint's URL with the transformation's path added to its own and its query
+    parameters after the URL's: the scheme, the host and the port stay the URL's."""
+    if not made.path and not made.query:
+        return url
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/") + made.path if made.path else parts.path
+    query = "&".join(q for q in (parts.query, urlencode(made.query)) if q)
+    return urlunsplit((parts.scheme, parts.netloc, path, query, parts.fragment))
+
+
+def _failed(claimed: ClaimedDelivery, why: str) -> outcomes.Transition:
+    # Once per delivery (it is dead at once); the words name no value of the event.
+    log.warning(
+        "delivery.transformation_failed",
+        delivery_id=claimed.id,
+        endpoint_id=claimed.endpoint_id,
+        reason=why,
+    )
+    return outcomes.Transition.dead(f"{FAILED}: {why}")
