@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import cel_expr_python.cel as cel
 
@@ -76,6 +77,16 @@ class Transformed:
     path: str = ""  # added to the URL's path
     query: tuple[tuple[str, str], ...] = ()  # added to the URL's query, in name order
     bound: int = 0  # the steps it could take on this event, its payload made CEL's included
+
+    def url_for(self, url: str) -> str:
+        """The endpoint's URL with this path added to its own and these query parameters
+        after its own: the scheme, the host and the port stay the URL's."""
+        if not self.path and not self.query:
+            return url
+        parts = urlsplit(url)
+        path = parts.path.rstrip("/") + self.path if self.path else parts.path
+        query = "&".join(q for q in (parts.query, urlencode(self.query)) if q)
+        return urlunsplit((parts.scheme, parts.netloc, path, query, parts.fragment))
 
 
 # A process's compiled transformations, each tenant with a share (app/core/caches.py), as

@@ -57,6 +57,7 @@ PATH_ROUTES = [
     ("POST", "/v1/endpoints/{}/signing-key/rotate"),
     ("POST", "/v1/endpoints/{}/test"),
     ("POST", "/v1/endpoints/{}/test-events"),
+    ("POST", "/v1/endpoints/{}/transformation/test"),
     ("GET", "/v1/reconcile/runs/{}"),
     ("GET", "/v1/events/{}"),
     ("POST", "/v1/api-keys/{}/revoke"),

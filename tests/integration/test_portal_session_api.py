@@ -52,6 +52,11 @@ def _probes(endpoint_id: str, delivery_id: str) -> list[tuple[str, str, Any]]:
         ("POST", f"/v1/endpoints/{endpoint_id}/signing-key/rotate", None),
         ("POST", f"/v1/endpoints/{endpoint_id}/test", None),
         ("POST", f"/v1/endpoints/{endpoint_id}/test-events", None),
+        (
+            "POST",
+            f"/v1/endpoints/{endpoint_id}/transformation/test",
+            {"transformation": "{}", "event_type": "a.b", "payload": {}},
+        ),
         ("PATCH", f"/v1/endpoints/{endpoint_id}", {"description": "mine now"}),
         ("DELETE", f"/v1/endpoints/{endpoint_id}", None),
         ("GET", f"/v1/deliveries/{delivery_id}", None),
@@ -82,7 +87,9 @@ async def test_a_session_reads_its_customers_endpoints_deliveries_and_the_catalo
     assert (await client.get("/v1/event-types/invoice.paid", headers=bearer)).status_code == 200
 
 
-@pytest.mark.parametrize("capabilities", [(), ("manage_endpoints", "replay")])
+@pytest.mark.parametrize(
+    "capabilities", [(), ("manage_endpoints", "replay", "transform_endpoints")]
+)
 async def test_another_customers_ids_and_the_tenants_own_are_not_found(
     client: httpx.AsyncClient, tenancy: Tenancy, capabilities: tuple[str, ...]
 ) -> None:

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import ActorDep, ManageScopeDep, ReadScopeDep, SessionDep
+from app.api.deps import ActorDep, ManageScopeDep, ReadScopeDep, SessionDep, VisitorDep
 from app.api.pagination import (
     Cursor,
     Limit,
@@ -68,12 +68,14 @@ _AUTH = (Unauthorized, Forbidden)
 async def create_endpoint(
     body: EndpointCreate,
     scope: ManageScopeDep,
+    visitor: VisitorDep,
     by: ActorDep,
     session: SessionDep,
     resources: ResourcesDep,
     response: Response,
 ) -> EndpointCreated:
     customer_fields.check_customer_fields(scope, body)  # before any receiver is asked
+    customer_fields.check_transforming(visitor, body)
     target = handshakes.for_create(body)
     consent = await resources.receiver_consent(scope, target)
     async with session.begin():
@@ -261,6 +263,7 @@ async def send_test_event(
 )
 async def update_endpoint(
     scope: ManageScopeDep,
+    visitor: VisitorDep,
     by: ActorDep,
     endpoint_id: EndpointIdPath,
     body: EndpointUpdate,
@@ -268,6 +271,7 @@ async def update_endpoint(
     resources: ResourcesDep,
 ) -> EndpointOut:
     customer_fields.check_customer_fields(scope, body)  # before any receiver is asked
+    customer_fields.check_transforming(visitor, body)
     async with session.begin():
         target = await handshakes.for_update(session, scope, endpoint_id, body, resources.keys)
     consent = await resources.receiver_consent(scope, target)

@@ -16,3 +16,6 @@ from app.endpoints.schemas.responses import RotatedSecret as RotatedSecret
 from app.endpoints.schemas.responses import RotatedSigningKey as RotatedSigningKey
 from app.endpoints.schemas.responses import WindowStats as WindowStats
 from app.endpoints.schemas.responses import current_pause as current_pause
+from app.endpoints.schemas.trials import TransformationTrial as TransformationTrial
+from app.endpoints.schemas.trials import TransformationTrialOut as TransformationTrialOut
+from app.endpoints.schemas.trials import TrialRequest as TrialRequest

@@ -10,8 +10,6 @@ delivery, and every redrive, sends the same bytes under the same Idempotency-Key
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
-from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import structlog
 
@@ -19,9 +17,6 @@ from app.core.states import SKIPPED_BY_TRANSFORMATION
 from app.endpoints.schemas import combined_header_fault
 from app.engine.repository.delivery_leases import ClaimedDelivery
 from app.engine.service import outcomes
-
-if TYPE_CHECKING:
-    from app.programs.transformations import Transformed
 
 log = structlog.get_logger("herald.delivery")
 
@@ -52,18 +47,7 @@ def transformed(
         return outcomes.Transition.cancelled(SKIPPED_BY_TRANSFORMATION)
     if made.headers and (fault := combined_header_fault(made.headers)) is not None:
         return _failed(claimed, f"the headers it made: {fault}")
-    return dataclasses.replace(claimed, url=url_of(claimed.url, made), transformed=made)
-
-
-def url_of(url: str, made: Transformed) -> str:
-    """The endpoint's URL with the transformation's path added to its own and its query
-    parameters after the URL's: the scheme, the host and the port stay the URL's."""
-    if not made.path and not made.query:
-        return url
-    parts = urlsplit(url)
-    path = parts.path.rstrip("/") + made.path if made.path else parts.path
-    query = "&".join(q for q in (parts.query, urlencode(made.query)) if q)
-    return urlunsplit((parts.scheme, parts.netloc, path, query, parts.fragment))
+    return dataclasses.replace(claimed, url=made.url_for(claimed.url), transformed=made)
 
 
 def _failed(claimed: ClaimedDelivery, why: str) -> outcomes.Transition:

@@ -16,8 +16,12 @@ from app.core.scope import Scope
 from app.tenants.repository import customer_sessions
 
 LINK_PREFIX, SESSION_PREFIX = "hpl_", "hps_"
-CAPABILITIES = ("manage_endpoints", "replay")
-_SAID = {"manage_endpoints": "manage endpoints", "replay": "replay deliveries"}
+CAPABILITIES = ("manage_endpoints", "replay", "transform_endpoints")
+_SAID = {
+    "manage_endpoints": "manage endpoints",
+    "replay": "replay deliveries",
+    "transform_endpoints": "set or try an endpoint's transformation",
+}
 
 
 def digest(token: str) -> bytes:

@@ -492,6 +492,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints/{endpoint_id}/transformation/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Try a transformation on an event: what a delivery would send; nothing is sent */
+        post: operations["try_transformation_v1_endpoints__endpoint_id__transformation_test_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/event-types": {
         parameters: {
             query?: never;
@@ -2210,10 +2227,10 @@ export interface components {
         PortalSessionCreate: {
             /**
              * Capabilities
-             * @description What the customer may do besides reading its endpoints, deliveries and the catalogue: `manage_endpoints` (create, change, enable/disable, delete, see and rotate secrets, send test events), `replay` (send deliveries again). Empty: read-only.
+             * @description What the customer may do besides reading its endpoints, deliveries and the catalogue: `manage_endpoints` (create, change, enable/disable, delete, see and rotate secrets, send test events), `replay` (send deliveries again), `transform_endpoints` (with `manage_endpoints`: set and try its endpoints' transformations). Empty: read-only.
              * @default []
              */
-            capabilities?: ("manage_endpoints" | "replay")[];
+            capabilities?: ("manage_endpoints" | "replay" | "transform_endpoints")[];
             /** Customer Id */
             customer_id: string;
             /**
@@ -2723,6 +2740,83 @@ export interface components {
             payload?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /**
+         * TransformationTrial
+         * @example {
+         *       "event_type": "order.paid",
+         *       "transformation": "{\"body\": {\"text\": \"Order \" + payload.id + \" paid\"}}"
+         *     }
+         */
+        TransformationTrial: {
+            /**
+             * Event Type
+             * @description A type in the catalogue: its example payload is the event tried, unless `payload` is given.
+             */
+            event_type: string;
+            /**
+             * Payload
+             * @description The payload to try it on, instead of the type's example.
+             */
+            payload?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Transformation
+             * @description The transformation to try (checked as a save checks it); null: the endpoint's own.
+             */
+            transformation?: string | null;
+        };
+        /** TransformationTrialOut */
+        TransformationTrialOut: {
+            /**
+             * Bound Steps
+             * @description The most steps it could take on this event (its budget is 2,000,000, about 2 ms); null when it was not run.
+             */
+            bound_steps: number | null;
+            /**
+             * Error
+             * @description Why it makes no request of this event, in words.
+             */
+            error: string | null;
+            /** Event Type */
+            event_type: string;
+            /**
+             * Outcome
+             * @description `sent`: a delivery of this event would send `request`; `skipped`: it would end `cancelled`, nothing sent; `failed`: it would end `dead`, for `error`.
+             * @enum {string}
+             */
+            outcome: "sent" | "skipped" | "failed";
+            /**
+             * Payload
+             * @description The payload it was tried on.
+             */
+            payload: {
+                [key: string]: unknown;
+            };
+            request: components["schemas"]["TrialRequest"] | null;
+        };
+        /** TrialRequest */
+        TrialRequest: {
+            /**
+             * Body
+             * @description The JSON body it made; null when it makes none (`body_made` false): the endpoint's own body is sent, the payload as its payload_format sends it.
+             */
+            body: unknown;
+            /** Body Made */
+            body_made: boolean;
+            /**
+             * Headers
+             * @description The headers the transformation adds (Herald's own and the endpoint's static ones are sent besides).
+             */
+            headers: {
+                [key: string]: string;
+            };
+            /**
+             * Url
+             * @description Where the request would go: the endpoint's URL, extended.
+             */
+            url: string;
         };
         /** WindowStats */
         WindowStats: {
@@ -5341,6 +5435,93 @@ export interface operations {
                 };
             };
             /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds; Service unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    try_transformation_v1_endpoints__endpoint_id__transformation_test_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The endpoint's id (ep_...). */
+                endpoint_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TransformationTrial"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransformationTrialOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed; Unprocessable content */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -1,0 +1,221 @@
+"""An endpoint's transformation through the API: checked and bounded when saved (a 422 in words
+for a mistake, a cost without bound, a program that gives no map, a CloudEvents endpoint),
+kept as versions so deliveries keep theirs, set by a customer only with its session's
+capability, and tried on the catalogue's example before it is saved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.fixtures.api import new_endpoint, portal_bearer
+
+SLACK = '{"body": {"text": "Invoice " + payload.invoice_id + " paid"}, "path": "/ops"}'
+EXAMPLE = {"invoice_id": "in_1042", "amount": 4200}
+CUBIC = "payload.a.all(x, payload.a.all(y, payload.a.all(z, true)))"
+
+
+@pytest.mark.parametrize(
+    ("transformation", "says"),
+    [
+        ('{"body": payload.', "not a valid CEL expression: at line 1"),
+        ('{"body": paylod.x}', "unknown name paylod: a transformation sees type and payload"),
+        ("payload.amount > 1", "a transformation gives a map"),
+        ('["body"]', "a transformation gives a map -- body, headers, path, query, skip -- and"),
+        ('{"skip": ' + CUBIC + "}", "each turn may cost only what its own element does"),
+        ('{"body": "' + "x" * 4000 + '"}', "a transformation is at most 4,000 characters"),
+        # A string built from the payload once per element of it: no bound fits a budget.
+        ('{"body": payload.a.map(x, payload.a)}', "no bound on this transformation's cost"),
+    ],
+)
+async def test_a_transformation_that_cannot_run_is_refused_when_saved_in_words(
+    client: httpx.AsyncClient, tenant: dict[str, str], transformation: str, says: str
+) -> None:
+    answer = await client.post(
+        "/v1/endpoints",
+        json={"url": "http://127.0.0.1:9/x", "transformation": transformation},
+        headers=tenant,
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert says in answer.json()["detail"]
+    assert (await client.get("/v1/endpoints", headers=tenant)).json()["items"] == []
+
+
+async def test_a_cloudevents_endpoint_refuses_a_transformation_either_way(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    made = await client.post(
+        "/v1/endpoints",
+        json={
+            "url": "http://127.0.0.1:9/x",
+            "payload_format": "cloudevents",
+            "transformation": SLACK,
+        },
+        headers=tenant,
+    )
+    assert made.status_code == 422
+    assert "use payload_format raw or standard" in made.json()["detail"]
+    endpoint = await new_endpoint(client, tenant, transformation=SLACK)
+    changed = await client.patch(
+        f"/v1/endpoints/{endpoint['id']}",
+        json={"payload_format": "cloudevents-binary"},
+        headers=tenant,
+    )
+    assert changed.status_code == 422
+    kept = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
+    assert kept.json()["payload_format"] == "raw" and kept.json()["transformation"] == SLACK
+
+
+async def _versions(engine: AsyncEngine, endpoint_id: str) -> list[str | None]:
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT source FROM transformations WHERE endpoint_id = :e ORDER BY since, id"),
+            {"e": endpoint_id},
+        )
+        return [row.source for row in rows]
+
+
+async def test_each_change_is_a_version_and_the_audit_trail_has_it(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    endpoint = await new_endpoint(client, tenant, transformation=SLACK)
+    path = f"/v1/endpoints/{endpoint['id']}"
+    same = await client.patch(path, json={"transformation": SLACK}, headers=tenant)
+    other = '{"body": payload}'
+    changed = await client.patch(path, json={"transformation": other}, headers=tenant)
+    described = await client.patch(path, json={"description": "ops"}, headers=tenant)
+    removed = await client.patch(path, json={"transformation": None}, headers=tenant)
+
+    assert [a.status_code for a in (same, changed, described, removed)] == [200] * 4
+    assert removed.json()["transformation"] is None
+    # The same program again writes nothing; a removal is a version too (None from then on).
+    assert await _versions(engine, endpoint["id"]) == [SLACK, other, None]
+    trail = await client.get(
+        f"/v1/audit-records?subject={endpoint['id']}&action=endpoint.updated", headers=tenant
+    )
+    # Newest first; a record holds the fields that changed.
+    told = [
+        (r["before"]["transformation"], r["after"]["transformation"])
+        for r in trail.json()["items"]
+        if "transformation" in r["after"]
+    ]
+    assert told == [(other, None), (SLACK, other)]
+
+
+async def test_a_customer_sets_a_transformation_only_with_the_capability(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    manager = await portal_bearer(client, tenant, "acme", "manage_endpoints")
+    transformer = await portal_bearer(
+        client, tenant, "acme", "manage_endpoints", "transform_endpoints"
+    )
+    refused = await client.post(
+        "/v1/endpoints",
+        json={"url": "http://127.0.0.1:9/x", "transformation": SLACK},
+        headers=manager,
+    )
+    assert refused.status_code == 403
+    assert "may not set or try an endpoint's transformation" in refused.json()["detail"]
+    mine = await new_endpoint(client, transformer, transformation=SLACK)
+    assert mine["customer_id"] == "acme" and mine["transformation"] == SLACK
+    path = f"/v1/endpoints/{mine['id']}"
+    assert (
+        await client.patch(path, json={"transformation": None}, headers=manager)
+    ).status_code == 403
+    assert (await client.patch(path, json={"description": "d"}, headers=manager)).status_code == 200
+    trial = {"event_type": "a.b", "payload": {"invoice_id": "x"}}
+    tried = await client.post(f"{path}/transformation/test", json=trial, headers=manager)
+    assert tried.status_code == 403
+    tried = await client.post(f"{path}/transformation/test", json=trial, headers=transformer)
+    assert tried.status_code == 200 and tried.json()["outcome"] == "sent"
+
+
+async def _trial(
+    client: httpx.AsyncClient, tenant: dict[str, str], endpoint_id: str, **trial: Any
+) -> dict[str, Any]:
+    answer = await client.post(
+        f"/v1/endpoints/{endpoint_id}/transformation/test", json=trial, headers=tenant
+    )
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+async def test_a_transformation_is_tried_on_the_catalogues_example_before_it_is_saved(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine
+) -> None:
+    entry = {"name": "invoice.paid", "schema": {"type": "object"}, "example": EXAMPLE}
+    assert (await client.post("/v1/event-types", json=entry, headers=tenant)).status_code == 201
+    endpoint = await new_endpoint(client, tenant, url="http://127.0.0.1:9/hooks")
+    endpoint_id = endpoint["id"]
+
+    sent = await _trial(
+        client, tenant, endpoint_id, transformation=SLACK, event_type="invoice.paid"
+    )
+    assert sent["outcome"] == "sent" and sent["payload"] == EXAMPLE
+    assert sent["request"] == {
+        "url": "http://127.0.0.1:9/hooks/ops",
+        "headers": {},
+        "body": {"text": "Invoice in_1042 paid"},
+        "body_made": True,
+    }
+    assert 0 < sent["bound_steps"] <= 2_000_000
+    skipped = await _trial(
+        client,
+        tenant,
+        endpoint_id,
+        transformation='{"skip": payload.amount > 1000}',
+        event_type="invoice.paid",
+    )
+    assert skipped["outcome"] == "skipped" and skipped["request"] is None
+    failed = await _trial(
+        client,
+        tenant,
+        endpoint_id,
+        transformation='{"body": payload.customer}',
+        event_type="invoice.paid",
+    )
+    assert failed["outcome"] == "failed"
+    assert failed["error"] == "the transformation failed on this event: no field customer"
+    headers = await _trial(
+        client,
+        tenant,
+        endpoint_id,
+        transformation='{"headers": {"Idempotency-Key": "mine"}}',
+        event_type="invoice.paid",
+    )
+    assert headers["outcome"] == "failed"
+    assert "Idempotency-Key is set by Herald" in headers["error"]
+
+    # Nothing was saved, accepted or sent by any of it.
+    kept = await client.get(f"/v1/endpoints/{endpoint_id}", headers=tenant)
+    assert kept.json()["transformation"] is None
+    assert await _versions(engine, endpoint_id) == []
+    assert (await client.get("/v1/deliveries", headers=tenant)).json()["items"] == []
+
+
+async def test_a_trial_without_what_it_needs_is_refused_in_words(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    plain = await new_endpoint(client, tenant)
+    path = f"/v1/endpoints/{plain['id']}/transformation/test"
+    cases = [
+        ({"event_type": "a.b", "payload": {}}, "has no transformation: give the one to try"),
+        ({"transformation": "{}", "event_type": "nowhere.seen"}, "is not in the catalogue"),
+        ({"transformation": "1", "event_type": "a.b", "payload": {}}, "gives a map"),
+    ]
+    for trial, says in cases:
+        answer = await client.post(path, json=trial, headers=tenant)
+        assert answer.status_code == 422, answer.text
+        assert says in answer.json()["detail"]
+    unknown = await client.post(
+        f"/v1/endpoints/ep_{'0' * 26}/transformation/test",
+        json={"transformation": "{}", "event_type": "a.b", "payload": {}},
+        headers=tenant,
+    )
+    assert unknown.status_code == 404
