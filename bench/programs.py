@@ -1,7 +1,9 @@
-"""Tenant programs at their budget: for the costliest filters and schemas Herald
-accepts, the payload grown until the program's bound is just within its budget (a filter's
-with the payload made CEL's, which its event pays once), then the evaluation timed, cold, as
-each event's is -- beside the time to parse that payload, which every request pays anyway.
+"""Tenant programs at their budget: for the costliest filters, transformations and schemas
+Herald accepts, the payload grown until the program's bound is just within its budget (a
+filter's or a transformation's with the payload made CEL's, which its event pays once), then
+the evaluation timed, cold, as each event's is -- beside the time to parse that payload, which
+every request pays anyway. A transformation is timed as a worker runs it for a delivery:
+the stored payload parsed, made CEL's, the program run and its body written.
 
 A step is meant to be at least a nanosecond of real work: the figure to watch is the largest
 measured time per bounded step (below 1 means the bound holds in time, with that margin).
@@ -22,8 +24,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script
 
 from app.core.config import Settings
-from app.programs import filters
+from app.programs import filters, transformations
 from app.programs.budget import STEPS_PER_EVALUATION, STEPS_PER_EVENT
+from app.programs.cel_programs import bound_on
 from app.programs.filter_cost import CONVERT_BYTE
 from app.programs.payload_schema_violations import first_violation
 from app.programs.payload_schemas import CompiledSchema, compile_schema
@@ -65,6 +68,23 @@ FILTERS: list[tuple[str, Callable[[int], dict[str, Any]]]] = [
     ('type in ["a", "b"] && payload.amount > 100', lambda n: {"amount": 150, "pad": "x" * n}),
 ]
 
+# (transformation, payload of size n): what a chat message, a partner's format or a skip on a
+# loop or a pattern costs at its budget.
+TRANSFORMATIONS: list[tuple[str, Callable[[int], dict[str, Any]]]] = [
+    (
+        '{"body": {"text": "Order " + payload.id + " paid: " + string(payload.amount),'
+        ' "blocks": [{"type": "section", "text": payload.note}]}}',
+        lambda n: {"id": "o-17", "amount": 12, "note": "x" * n},
+    ),
+    (
+        '{"body": {"items": payload.lines, "count": size(payload.lines)}, "path": "/orders"}',
+        lambda n: {"lines": [{"sku": "a-1", "qty": 2, "tags": ["x", "y"]}] * n},
+    ),
+    ('{"body": {"t": payload.s + payload.s + payload.s}}', lambda n: {"s": "a" * n}),
+    ('{"skip": payload.a.exists(x, x == 7), "body": payload}', lambda n: {"a": [0] * n}),
+    ('{"skip": !payload.s.matches("(a|b)*a(a|b){20}c")}', lambda n: {"s": _ab(n)}),
+]
+
 
 def _fan(depth: int) -> dict[str, Any]:
     levels: dict[str, Any] = {
@@ -104,12 +124,12 @@ def _largest(fits: Callable[[int], bool]) -> int:
     return low
 
 
-def _timed(call: Callable[..., Any], *args: Any) -> float:
-    """The median time of ``call(*args)``, in nanoseconds."""
+def _timed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
+    """The median time of ``call(*args, **kwargs)``, in nanoseconds."""
     times = []
     for _ in range(TIMINGS):
         started = time.perf_counter_ns()
-        call(*args)
+        call(*args, **kwargs)
         times.append(time.perf_counter_ns() - started)
     return median(times)
 
@@ -148,6 +168,35 @@ def _filter_figures() -> list[dict[str, Any]]:
     return rows
 
 
+def _transformation_bound(program: filters.Filter, payload: dict[str, Any]) -> int:
+    """The transformation's bound on this delivery, its payload made CEL's included -- or over
+    the budget when it may not run."""
+    encoded = json.dumps(payload, separators=(",", ":")).encode()
+    if len(encoded) > MAX_PAYLOAD_BYTES:
+        return STEPS_PER_EVENT + 1
+    bound = bound_on(program.cost, payload, len(encoded))
+    if bound > STEPS_PER_EVALUATION:
+        return STEPS_PER_EVENT + 1
+    return bound + (CONVERT_BYTE * len(encoded) if program.cost.reads_payload else 0)
+
+
+def _transformation_figures() -> list[dict[str, Any]]:
+    rows = []
+    for source, payload_of in TRANSFORMATIONS:
+        program = transformations.compiled(source)
+
+        def fits(n: int, program: filters.Filter = program, payload_of: Any = payload_of) -> bool:
+            return _transformation_bound(program, payload_of(n)) <= STEPS_PER_EVENT
+
+        payload = payload_of(_largest(fits))
+        encoded = json.dumps(payload, separators=(",", ":")).encode()
+        taken = _timed(transformations.run, program, "order.paid", encoded, max_body_bytes=1 << 24)
+        parse = _timed(json.loads, encoded)
+        steps = _transformation_bound(program, payload)
+        rows.append(_row(f"transformation: {source}", len(encoded), steps, taken, parse))
+    return rows
+
+
 def _schema_figures() -> list[dict[str, Any]]:
     rows = []
     for name, schema, payload_of in SCHEMAS:
@@ -181,7 +230,8 @@ def _row(program: str, size: int, steps: int, taken_ns: float, parse_ns: float) 
 
 
 def measure() -> dict[str, Any]:
-    rows = _filter_figures() + _schema_figures()
+    filtering, transforming = _filter_figures(), _transformation_figures()
+    rows = filtering + transforming + _schema_figures()
     worst = max(rows, key=lambda r: r["ns_per_step"])
     return {
         "budget_steps": STEPS_PER_EVALUATION,
@@ -189,6 +239,12 @@ def measure() -> dict[str, Any]:
         "worst_ms": max(r["ms"] for r in rows),
         "worst_ns_per_step": worst["ns_per_step"],
         "worst_program": worst["program"],
+        # A transformation's cost per delivery at its budget, beside the filters' per event
+        # (both cold, both with their payload made CEL's) in the same run.
+        "transformation_worst_ms": max(r["ms"] for r in transforming),
+        "transformation_worst_ns_per_step": max(r["ns_per_step"] for r in transforming),
+        "filter_worst_ms": max(r["ms"] for r in filtering),
+        "filter_worst_ns_per_step": max(r["ns_per_step"] for r in filtering),
     }
 
 
@@ -203,6 +259,11 @@ def main() -> None:
     print(
         f"\nbudget {figures['budget_steps']:,} steps; slowest {figures['worst_ms']:.2f} ms; "
         f"at most {figures['worst_ns_per_step']:.3f} ns a bounded step ({figures['worst_program']})"
+    )
+    print(
+        f"a transformation at its budget: slowest {figures['transformation_worst_ms']:.2f} ms, "
+        f"{figures['transformation_worst_ns_per_step']:.3f} ns a step; a filter: slowest "
+        f"{figures['filter_worst_ms']:.2f} ms, {figures['filter_worst_ns_per_step']:.3f} ns a step"
     )
 
 

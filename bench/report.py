@@ -163,6 +163,17 @@ def _programs(r: dict[str, Any]) -> Row:
             "< 1 ns a step: the bound holds")  # fmt: skip
 
 
+def _transformations(r: dict[str, Any]) -> Row:
+    p = r["programs"]
+    return ("a transformation's cost per delivery at its budget (cold, payload made CEL's; "
+            "bench/programs.py)", f"slowest {p['transformation_worst_ms']:.2f} ms, "
+            f"{p['transformation_worst_ns_per_step']:.3f} ns a bounded step",
+            f"filters, same run: slowest {p['filter_worst_ms']:.2f} ms, "
+            f"{p['filter_worst_ns_per_step']:.3f} ns a step",
+            f"{p['transformation_worst_ms'] / p['filter_worst_ms']:.2f}",
+            "<= the filters' (ratio <= 1)")  # fmt: skip
+
+
 def _ordered_keys(r: dict[str, Any]) -> Row:
     o = r["ordered_keys"]
     return (f"ordered: {o['keys']} keys x {o['per_key']} to one endpoint",
@@ -336,6 +347,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("scale_out", lambda r: _fleet_on(r, "on_cluster_and_replica", "a cluster and a replica")),
     ("console", _console),
     ("programs", _programs),
+    ("programs", _transformations),
     ("ordered_keys", _ordered_keys),
     ("ordered_one_key", _ordered_one_key),
     ("ordered_halted", _ordered_halted),

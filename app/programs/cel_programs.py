@@ -62,10 +62,11 @@ def compile_program(
     max_length: int,
     returns: Callable[[Any], str | None],
     error: type[ProgramError],
+    charged: Callable[[FilterCost], FilterCost] = lambda cost: cost,
 ) -> Program:
     """The program compiled and bounded; ``error`` (in words, naming it a ``noun``) if it is
     not one Herald runs. ``returns`` says what is wrong with the checked return type, if
-    anything."""
+    anything; ``charged`` adds to its cost what the caller does with what it gives."""
     if len(source) > max_length:
         raise error(f"a {noun} is at most {max_length:,} characters")
     try:
@@ -76,7 +77,7 @@ def compile_program(
         raise error(wrong)
     checked = checked_ast(expression.serialize())
     try:
-        cost = cost_of(checked)
+        cost = charged(cost_of(checked))
     except Unbounded as exc:
         raise error(f"no bound on this {noun}'s cost: {exc}") from None
     except PatternError as exc:

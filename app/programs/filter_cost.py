@@ -78,13 +78,14 @@ class FilterCost:
     paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reads_payload: bool = False  # then the event's payload is made CEL's, once (CONVERT_BYTE)
     patterns: dict[str, Pattern] = field(default_factory=dict)  # its matches(), compiled
+    size: Linear = field(default_factory=Linear)  # a bound on the bytes of the value it gives
 
 
 def cost_of(checked: checked_pb2.CheckedExpr) -> FilterCost:
     """The filter's bound; Unbounded, in words, when it has none."""
     walk = _Walk(checked.type_map)
     shape = walk.shape(checked.expr, _Scope.top())
-    return FilterCost(shape.steps, walk.paths, walk.reads_payload, walk.patterns)
+    return FilterCost(shape.steps, walk.paths, walk.reads_payload, walk.patterns, shape.size)
 
 
 @dataclass(frozen=True)

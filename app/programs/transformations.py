@@ -25,10 +25,11 @@ the same bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -45,8 +46,11 @@ from app.programs.cel_programs import (
     compile_program,
     runtime_error,
 )
-from app.programs.filter_cost import CONVERT_BYTE, ROOT
+from app.programs.filter_cost import CONVERT_BYTE, ROOT, FilterCost
 
+# What a transformation's value costs to become a body, per byte of its bound: read back out of
+# CEL's runtime and written as JSON with its keys sorted (bench/programs.py measures it).
+WRITE_BYTE = 64
 # Longer than a filter: a chat message's blocks are spelt out in it.
 MAX_LENGTH = 4000
 MAX_PATH = 1024
@@ -97,14 +101,20 @@ _COMPILED: SharedCache[tuple[str, str], Program | TransformationError] = SharedC
 
 
 def compiled(source: str) -> Program:
-    """The transformation compiled; TransformationError if it is not one Herald runs."""
+    """The transformation compiled; TransformationError if it is not one Herald runs. Its cost
+    includes writing what it gives as JSON (``WRITE_BYTE`` a byte of its bound on that)."""
     return compile_program(
         source,
         noun="transformation",
         max_length=MAX_LENGTH,
         returns=_a_map,
         error=TransformationError,
+        charged=_written,
     )
+
+
+def _written(cost: FilterCost) -> FilterCost:
+    return dataclasses.replace(cost, steps=cost.steps + cost.size.times(WRITE_BYTE))
 
 
 def _a_map(returns: Any) -> str | None:
@@ -177,13 +187,7 @@ def _request(value: Any, max_body_bytes: int) -> Transformed:
         return Transformed(skip=True)
     body = None
     if "body" in value:
-        body = json.dumps(
-            _json(value["body"], "body"),
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-        ).encode()
+        body = _written_body(value["body"])
         if len(body) > max_body_bytes:
             raise TransformationFailed(
                 f"the body it made is {len(body):,} bytes, over the {max_body_bytes:,} a "
@@ -201,19 +205,37 @@ def _request(value: Any, max_body_bytes: int) -> Transformed:
     )
 
 
-def _json(value: Any, where: str) -> Any:
-    """``value`` as JSON can hold it: text keys, numbers, text, lists; a timestamp as RFC 3339."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
+def _written_body(value: Any) -> bytes:
+    """The body as JSON, its keys sorted: the same bytes for the same value, whatever order the
+    runtime's map gives them in. A timestamp is written in RFC 3339; bytes, a duration, a
+    number JSON has none for, or a map whose keys are not all text are refused in words."""
+    try:
+        return json.dumps(
+            value,
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+            default=_timestamp,
+        ).encode()
+    except _NotJson as exc:
+        raise TransformationFailed(f"the body holds {exc}, which JSON cannot") from None
+    except ValueError:  # NaN or an infinity
+        raise TransformationFailed(
+            "the body holds a number JSON cannot (NaN or infinity)"
+        ) from None
+    except TypeError:  # keys that sort against text: numbers, booleans
+        raise TransformationFailed("a map in the body mixes text keys with others") from None
+
+
+class _NotJson(Exception):
+    pass
+
+
+def _timestamp(value: Any) -> str:
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    if isinstance(value, list):
-        return [_json(item, where) for item in value]
-    if isinstance(value, dict):
-        if not all(isinstance(key, str) for key in value):
-            raise TransformationFailed(f"a map in the {where} has a key that is not text")
-        return {key: _json(item, where) for key, item in value.items()}
-    raise TransformationFailed(f"the {where} holds {_kind(value)}, which JSON cannot")
+    raise _NotJson(_kind(value))
 
 
 def _texts(value: Any, name: str, most: int) -> dict[str, str]:
@@ -249,4 +271,6 @@ def _kind(value: Any) -> str:
         return "a map"
     if isinstance(value, bytes | bytearray):
         return "bytes"
+    if isinstance(value, timedelta):
+        return "a duration"
     return kinds.get(type(value), type(value).__name__)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from app.programs import transformations
 from app.programs.budget import STEPS_PER_EVALUATION, STEPS_PER_EVENT
+from app.programs.cel_programs import bound_on
 from app.programs.filter_cost import CONVERT_BYTE, ITERATION
 from tests.unit.test_filter_fuzz import FUZZ, PAYLOADS, Cel, _cel
 
@@ -44,7 +45,7 @@ def test_a_hostile_transformation_is_refused_or_bounded_and_never_run_over_budge
     assert not condition.quadratic, source
     assert not condition.builds_lists, source
     encoded = json.dumps(payload).encode()
-    bound = transformations.bound_on(program.cost, payload, len(encoded))
+    bound = bound_on(program.cost, payload, len(encoded))
     assert condition.turns({"payload": payload}) * ITERATION <= bound, source
     over = bound > STEPS_PER_EVALUATION or bound + CONVERT_BYTE * len(encoded) > STEPS_PER_EVENT
     try:
