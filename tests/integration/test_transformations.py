@@ -5,6 +5,7 @@ capability, and tried on the catalogue's example before it is saved."""
 
 from __future__ import annotations
 
+from html import unescape
 from typing import Any
 
 import httpx
@@ -12,7 +13,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.fixtures.api import new_endpoint, portal_bearer
+from tests.fixtures.api import accept, new_endpoint, portal_bearer
+from tests.fixtures.console_forms import sign_in
 
 SLACK = '{"body": {"text": "Invoice " + payload.invoice_id + " paid"}, "path": "/ops"}'
 EXAMPLE = {"invoice_id": "in_1042", "amount": 4200}
@@ -219,3 +221,42 @@ async def test_a_trial_without_what_it_needs_is_refused_in_words(
         headers=tenant,
     )
     assert unknown.status_code == 404
+
+
+async def test_a_deliverys_page_shows_what_its_transformation_made_of_it(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    await client.put("/v1/customers/acme", json={}, headers=tenant)
+    endpoint = await new_endpoint(
+        client,
+        tenant,
+        customer_id="acme",
+        url="http://127.0.0.1:9/hooks",
+        transformation='{"body": {"text": "Invoice " + payload.invoice_id}, "path": "/ops",'
+        ' "headers": {"X-Kind": type}}',
+    )
+    delivery_id = await accept(
+        client, tenant, endpoint["id"], event_type="order.paid", payload=EXAMPLE
+    )
+    # Changed since: the page shows what the delivery is sent as, not the endpoint's new one.
+    await client.patch(
+        f"/v1/endpoints/{endpoint['id']}",
+        json={"transformation": '{"skip": true}'},
+        headers=tenant,
+    )
+    skipped_id = await accept(client, tenant, endpoint["id"], payload=EXAMPLE)
+
+    bearer = await portal_bearer(client, tenant, "acme")
+    portal = unescape(
+        (await client.get(f"/portal/api/deliveries/{delivery_id}", headers=bearer)).text
+    )
+    await sign_in(client, tenant["Authorization"].removeprefix("Bearer "))
+    console = unescape((await client.get(f"/console/deliveries/{delivery_id}")).text)
+    for page in (portal, console):
+        assert '"invoice_id": "in_1042"' in page  # its input, the payload
+        assert 'id="transformed-url">http://127.0.0.1:9/hooks/ops<' in page
+        assert "<dt>X-Kind</dt><dd><code>order.paid</code></dd>" in page
+        assert '"text": "Invoice in_1042"' in page  # its output, pretty-printed
+    skipped = unescape((await client.get(f"/console/deliveries/{skipped_id}")).text)
+    assert "Skipped: the transformation says not to send this event." in skipped
+    assert '{"skip": true}' in skipped

@@ -19,10 +19,11 @@ from app.core.ids import is_id
 from app.core.scope import Scope
 from app.core.states import DeliveryState
 from app.delivery.schemas import DeliveryDetail
-from app.delivery.service import event_detail, listings, status_facts
+from app.delivery.service import event_detail, listings, status_facts, transformed_views
 from app.delivery.service.endpoint_stats import MinuteCounts, outcomes_per_minute
 from app.delivery.service.event_detail import PayloadHead
 from app.delivery.service.payload_views import PREVIEW_BYTES, payload_view
+from app.delivery.service.transformed_views import TransformedView
 from app.endpoints.service.endpoints import troubled_endpoints
 from app.models import Attempt, Delivery, Endpoint, ReconcileRun, Tenant
 from app.reconcile.service.reconcile import recent_runs
@@ -44,6 +45,7 @@ class DeliveryPage(NamedTuple):
     detail: DeliveryDetail
     attempts: list[Attempt]
     sent: PayloadHead
+    sent_as: TransformedView | None
 
 
 @router.get("", response_class=HTMLResponse)
@@ -132,19 +134,26 @@ async def delivery(
             delivery_id,
             write_time=when,  # the why's times read as the page's others do
         )
-        return DeliveryPage(
-            detail,
-            await listings.attempts_of(session, delivery_id, limit=100),
-            await event_detail.payload_head(
-                session,
-                tenant_id,
-                detail.event_id,
-                most=PREVIEW_BYTES,
-                expires_at=detail.payload_expires_at,
-            ),
+        sent = await event_detail.payload_head(
+            session,
+            tenant_id,
+            detail.event_id,
+            most=PREVIEW_BYTES,
+            expires_at=detail.payload_expires_at,
         )
+        sent_as = await transformed_views.transformed_view(
+            session,
+            tenant_id,
+            detail.id,
+            detail.endpoint_id,
+            detail.event_type,
+            sent.whole,
+            max_body_bytes=resources.settings.max_payload_bytes,
+        )
+        attempts = await listings.attempts_of(session, delivery_id, limit=100)
+        return DeliveryPage(detail, attempts, sent, sent_as)
 
-    detail, attempts, sent = (await resources.reads.run(page)).value
+    detail, attempts, sent, sent_as = (await resources.reads.run(page)).value
     return render(
         request,
         resources,
@@ -154,6 +163,7 @@ async def delivery(
         attempts=attempts,
         payload=payload_view(sent),
         preview_bytes=PREVIEW_BYTES,
+        sent_as=sent_as,
     )
 
 

@@ -51,6 +51,12 @@ class PayloadHead:
     size: int
     expired_at: datetime | None = None
 
+    @property
+    def whole(self) -> bytes | None:
+        """All of the payload, when the head holds it (and it has not expired)."""
+        shown = self.expired_at is None and len(self.head) == self.size
+        return self.head if shown else None
+
 
 async def payload_head(
     session: AsyncSession,

@@ -28,7 +28,9 @@ async def add_version(
     )
 
 
-async def sent_as(session: AsyncSession, endpoint_id: str, delivery_id: str) -> str | None:
+async def transformation_sent_as(
+    session: AsyncSession, endpoint_id: str, delivery_id: str
+) -> str | None:
     """The transformation a delivery of this endpoint is sent as (None: none)."""
     source: str | None = await session.scalar(
         select(Transformation.source)

@@ -29,6 +29,9 @@ from app.endpoints.repository.endpoints import ids_in_scope as ids_in_scope
 from app.endpoints.repository.endpoints import in_scope as in_scope
 from app.endpoints.repository.endpoints import operational_subscribers as operational_subscribers
 from app.endpoints.repository.endpoints import subscribed_to as subscribed_to
+from app.endpoints.repository.transformations import (
+    transformation_sent_as as transformation_sent_as,
+)
 
 # The header rule's syntax, which every send holds the endpoint's stored headers to again.
 from app.endpoints.schemas import EndpointCreate

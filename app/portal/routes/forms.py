@@ -262,7 +262,9 @@ async def replay_one(
         _, publications = await redrive.redrive_one(
             session, visitor.scope, delivery_id, region=resources.settings.region, replay=True
         )
-        view = await views.delivery_view(session, visitor, delivery_id, when)
+        view = await views.delivery_view(
+            session, visitor, delivery_id, when, max_body_bytes=resources.settings.max_payload_bytes
+        )
     resources.publisher.submit(publications)  # after the commit, as every accept's
     return fragment(request, "delivery.html", visitor, view=view, replayed=True)
 

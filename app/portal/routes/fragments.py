@@ -98,7 +98,9 @@ async def delivery_page(
     request: Request, resources: ResourcesDep, visitor: VisitorDep, delivery_id: DeliveryIdPath
 ) -> HTMLResponse:
     async with resources.sessionmaker() as session, session.begin():
-        view = await views.delivery_view(session, visitor, delivery_id, when)
+        view = await views.delivery_view(
+            session, visitor, delivery_id, when, max_body_bytes=resources.settings.max_payload_bytes
+        )
     return fragment(request, "delivery.html", visitor, view=view)
 
 

@@ -86,7 +86,13 @@ async def send_test_event(
         return await _form(request, resources, visitor, endpoint_id, chosen, exc.detail)
     resources.publisher.submit(accepted.publications)  # after the commit, as every accept's
     async with resources.sessionmaker() as session, session.begin():
-        view = await views.delivery_view(session, visitor, accepted.deliveries[0].id, when)
+        view = await views.delivery_view(
+            session,
+            visitor,
+            accepted.deliveries[0].id,
+            when,
+            max_body_bytes=resources.settings.max_payload_bytes,
+        )
     return fragment(request, "delivery.html", visitor, view=view, tested=True)
 
 

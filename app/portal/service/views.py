@@ -12,8 +12,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue.service import event_types
-from app.delivery.service import event_detail, listings
+from app.delivery.service import event_detail, listings, transformed_views
 from app.delivery.service.payload_views import PREVIEW_BYTES, PayloadView, payload_view
+from app.delivery.service.transformed_views import TransformedView
 from app.endpoints.service import endpoints
 from app.models import Attempt, Delivery, Endpoint, EventTypeDef
 from app.portal.service.health import Health, TimeWriter, health_of, next_attempt_said
@@ -76,10 +77,16 @@ class DeliveryView:
     attempts: list[Attempt]
     payload: PayloadView  # what was sent: the console's view of it, within its cap
     next_attempt: str | None  # when it is tried next, in words; None: it is not waiting
+    sent_as: TransformedView | None  # what its endpoint's transformation made of it
 
 
 async def delivery_view(
-    session: AsyncSession, visitor: Visitor, delivery_id: str, when: TimeWriter
+    session: AsyncSession,
+    visitor: Visitor,
+    delivery_id: str,
+    when: TimeWriter,
+    *,
+    max_body_bytes: int,
 ) -> DeliveryView:
     delivery = await listings.find_delivery(session, visitor.scope, delivery_id)
     endpoint = await endpoints.get_any(session, delivery.endpoint_id)
@@ -93,7 +100,16 @@ async def delivery_view(
         expires_at=delivery.payload_expires_at,
     )
     next_attempt = next_attempt_said(delivery, endpoint, when)
-    return DeliveryView(delivery, tried, payload_view(sent), next_attempt)
+    sent_as = await transformed_views.transformed_view(
+        session,
+        visitor.scope.tenant_id,
+        delivery.id,
+        delivery.endpoint_id,
+        delivery.event_type,
+        sent.whole,
+        max_body_bytes=max_body_bytes,
+    )
+    return DeliveryView(delivery, tried, payload_view(sent), next_attempt, sent_as)
 
 
 @dataclass(frozen=True)
