@@ -42,7 +42,9 @@ class ReconcileRunOut(BaseModel):
         "dropped_payload_classes (a day's payloads past the days their tenants keep them, "
         "dropped as a table while the day's records stay), and rows "
         "purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, "
-        "purged_portal_sessions, purged_audit_records (past HERALD_AUDIT_RETENTION_DAYS)."
+        "purged_portal_sessions, purged_audit_records (past HERALD_AUDIT_RETENTION_DAYS), "
+        "purged_transformations (versions of endpoints' transformations no delivery is sent "
+        "as)."
     )
     error: str | None
     started_at: datetime

@@ -158,6 +158,7 @@ async def test_every_destination_with_live_work_is_armed_and_nothing_republished
         "purged_runs": 0,
         "purged_portal_sessions": 0,
         "purged_audit_records": 0,
+        "purged_transformations": 0,
     }
     assert await count_rows(engine, "outbox_wakeups") == 0
     # Nothing is republished: every destination with live work -- the healthy one's too, whose

@@ -5,6 +5,7 @@ capability, and tried on the catalogue's example before it is saved."""
 
 from __future__ import annotations
 
+import json
 from html import unescape
 from typing import Any
 
@@ -13,8 +14,13 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.config import Settings
+from app.core.db import create_sessionmaker
+from app.endpoints.repository.transformations import transformation_sent_as
+from app.operations.service import retention
 from tests.fixtures.api import accept, new_endpoint, portal_bearer
 from tests.fixtures.console_forms import sign_in
+from tests.fixtures.database import sql
 
 SLACK = '{"body": {"text": "Invoice " + payload.invoice_id + " paid"}, "path": "/ops"}'
 EXAMPLE = {"invoice_id": "in_1042", "amount": 4200}
@@ -80,6 +86,10 @@ async def _versions(engine: AsyncEngine, endpoint_id: str) -> list[str | None]:
             {"e": endpoint_id},
         )
         return [row.source for row in rows]
+
+
+async def _sources(engine: AsyncEngine, endpoint_id: str) -> list[str]:
+    return [source for source in await _versions(engine, endpoint_id) if source is not None]
 
 
 async def test_each_change_is_a_version_and_the_audit_trail_has_it(
@@ -260,3 +270,30 @@ async def test_a_deliverys_page_shows_what_its_transformation_made_of_it(
     skipped = unescape((await client.get(f"/console/deliveries/{skipped_id}")).text)
     assert "Skipped: the transformation says not to send this event." in skipped
     assert '{"skip": true}' in skipped
+
+
+async def test_retention_purges_the_versions_no_delivery_is_sent_as(
+    client: httpx.AsyncClient, tenant: dict[str, str], engine: AsyncEngine, settings: Settings
+) -> None:
+    endpoint = await new_endpoint(client, tenant, transformation='{"body": {"v": 1}}')
+    path = f"/v1/endpoints/{endpoint['id']}"
+    sent_as_first = await accept(client, tenant, endpoint["id"])
+    for version in (2, 3):  # no delivery accepted while 2 was the endpoint's
+        changed = await client.patch(
+            path, json={"transformation": f'{{"body": {{"v": {version}}}}}'}, headers=tenant
+        )
+        assert changed.status_code == 200
+    sent_as_third = await accept(client, tenant, endpoint["id"])
+    # Every change is past the hour an accept under way is given.
+    await sql(engine, "UPDATE transformations SET created_at = now() - interval '2 hours'")
+
+    counts = await retention.purge(settings, create_sessionmaker(engine))
+
+    assert counts["purged_transformations"] == 1
+    kept = [json.loads(source)["body"]["v"] for source in await _sources(engine, endpoint["id"])]
+    assert kept == [1, 3]
+    # Each delivery is still sent as the version it was accepted under.
+    async with create_sessionmaker(engine)() as session:
+        for delivery_id, v in ((sent_as_first, 1), (sent_as_third, 3)):
+            source = await transformation_sent_as(session, endpoint["id"], delivery_id)
+            assert source == f'{{"body": {{"v": {v}}}}}'

@@ -135,6 +135,7 @@ async def test_purge_keeps_what_is_live_and_removes_what_is_old(
         "purged_runs": 1,
         "purged_portal_sessions": 0,
         "purged_audit_records": 1,
+        "purged_transformations": 0,
     }
     async with engine.connect() as connection:
         left = set((await connection.execute(text("SELECT id FROM deliveries"))).scalars())

@@ -35,7 +35,7 @@ async def transformation_sent_as(
     source: str | None = await session.scalar(
         select(Transformation.source)
         .where(Transformation.endpoint_id == endpoint_id, Transformation.since <= delivery_id)
-        .order_by(Transformation.since.desc())
+        .order_by(Transformation.since.desc(), Transformation.id.desc())
         .limit(1)
     )
     return source

@@ -137,7 +137,7 @@ ENDPOINT_COLUMNS = """e.url, e.secret_sealed,
 TRANSFORMATION_OF = """
        (SELECT t.source FROM transformations AS t
          WHERE t.endpoint_id = {d}.endpoint_id AND t.since <= {d}.id
-         ORDER BY t.since DESC LIMIT 1) AS transformation"""
+         ORDER BY t.since DESC, t.id DESC LIMIT 1) AS transformation"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
 # live rows' due times, a leased row's being its lease end. Reads the first {rows} rows in

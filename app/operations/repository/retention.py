@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, exists, func, literal, select, tuple_
+from sqlalchemy import delete, exists, func, literal, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.ids import id_floor, sibling_range
@@ -164,3 +164,29 @@ async def purge_audit_records(session: AsyncSession, *, before: datetime, limit:
         delete(AuditRecord).where(AuditRecord.id.in_(doomed)).returning(AuditRecord.id)
     )
     return len(result.all())
+
+
+# A version of an endpoint's transformation that no delivery can be sent as: none of the
+# endpoint's deliveries was accepted between it and the next version (every later one is sent
+# as that, or a newer). The next must be an hour old, so that no accept of an id minted before
+# it is still under way. The endpoint's last version always stays.
+_UNUSED_TRANSFORMATIONS = text(
+    """
+    DELETE FROM transformations WHERE id IN (
+        SELECT t.id FROM transformations AS t
+         CROSS JOIN LATERAL (
+             SELECT w.since, w.created_at FROM transformations AS w
+              WHERE w.endpoint_id = t.endpoint_id AND (w.since, w.id) > (t.since, t.id)
+              ORDER BY w.since, w.id LIMIT 1) AS next
+         WHERE next.created_at < now() - interval '1 hour'
+           AND NOT EXISTS (SELECT FROM deliveries AS d
+                            WHERE d.endpoint_id = t.endpoint_id
+                              AND d.id >= t.since AND d.id < next.since)
+         LIMIT :limit)
+    """
+)
+
+
+async def purge_unused_transformations(session: AsyncSession, *, limit: int) -> int:
+    result = await session.execute(_UNUSED_TRANSFORMATIONS, {"limit": limit})
+    return int(result.rowcount)  # type: ignore[attr-defined]

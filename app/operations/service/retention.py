@@ -40,6 +40,7 @@ async def purge(
         "purged_runs": 0,
         "purged_portal_sessions": 0,
         "purged_audit_records": 0,
+        "purged_transformations": 0,
     }
 
     async def drain(name: str, batch: Callable[[AsyncSession], Awaitable[int]]) -> None:
@@ -75,6 +76,10 @@ async def purge(
     await drain(
         "purged_audit_records",
         lambda session: retention.purge_audit_records(session, before=audited, limit=BATCH),
+    )
+    await drain(
+        "purged_transformations",
+        lambda session: retention.purge_unused_transformations(session, limit=BATCH),
     )
     log.info("retention.purged", **counts)
     return counts
