@@ -297,3 +297,35 @@ async def test_retention_purges_the_versions_no_delivery_is_sent_as(
         for delivery_id, v in ((sent_as_first, 1), (sent_as_third, 3)):
             source = await transformation_sent_as(session, endpoint["id"], delivery_id)
             assert source == f'{{"body": {{"v": {v}}}}}'
+
+
+async def test_the_portal_form_sets_a_transformation_only_for_a_session_that_may(
+    client: httpx.AsyncClient, tenant: dict[str, str]
+) -> None:
+    manager = await portal_bearer(client, tenant, "acme", "manage_endpoints")
+    transformer = await portal_bearer(
+        client, tenant, "acme", "manage_endpoints", "transform_endpoints"
+    )
+    endpoint = await new_endpoint(client, tenant, customer_id="acme")
+    path = f"/portal/api/endpoints/{endpoint['id']}"
+    # A session without the capability sees no box, and a box sent anyway is not read.
+    assert 'name="transformation"' not in (await client.get(f"{path}/edit", headers=manager)).text
+    form = {"url": endpoint["url"], "transformation": SLACK}
+    assert (await client.post(path, data=form, headers=manager)).status_code == 200
+    kept = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
+    assert kept.json()["transformation"] is None
+
+    assert 'name="transformation"' in (await client.get(f"{path}/edit", headers=transformer)).text
+    mistaken = await client.post(
+        path, data={**form, "transformation": '{"body": paylod}'}, headers=transformer
+    )
+    assert mistaken.status_code == 422
+    assert 'id="transformation-error"' in mistaken.text and "unknown name paylod" in mistaken.text
+    saved = await client.post(path, data=form, headers=transformer)
+    assert saved.status_code == 200 and 'id="endpoint-transformation"' in saved.text
+    shown = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
+    assert shown.json()["transformation"] == SLACK
+    # A blank box removes it.
+    await client.post(path, data={**form, "transformation": ""}, headers=transformer)
+    cleared = await client.get(f"/v1/endpoints/{endpoint['id']}", headers=tenant)
+    assert cleared.json()["transformation"] is None

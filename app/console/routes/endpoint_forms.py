@@ -36,7 +36,7 @@ def _shown(endpoint: Endpoint) -> dict[str, str]:
     """The form's boxes as the endpoint has them now (its credentials named, never shown)."""
     view = endpoint_view(endpoint)
     return {
-        **{name: view[name] or "" for name in ("url", "description", "filter")},
+        **{name: view[name] or "" for name in ("url", "description", "filter", "transformation")},
         **{name: view[name] for name in CHOICES},
         "event_types": " ".join(view["event_types"] or []),
         "rate_limit_per_second": _number(view["rate_limit_per_second"]),

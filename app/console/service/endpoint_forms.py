@@ -12,7 +12,15 @@ from typing import Any
 
 from app.console.service.form_reading import Unreadable, read_json
 
-TEXT = ("url", "description", "filter", "payload_format", "ordering", "on_dead")
+TEXT = (
+    "url",
+    "description",
+    "filter",
+    "transformation",
+    "payload_format",
+    "ordering",
+    "on_dead",
+)
 CREDENTIALS = ("secret_headers", "oauth2", "tls", "egress_proxy")
 CHOICES = {
     "payload_format": ("raw", "standard", "cloudevents", "cloudevents-binary"),

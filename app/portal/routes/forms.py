@@ -29,13 +29,14 @@ from app.tenants.service import limits
 router = APIRouter(prefix="/portal/api", include_in_schema=False)
 
 
-async def _fields(request: Request) -> dict[str, Any]:
+async def _fields(request: Request, visitor: Visitor) -> dict[str, Any]:
     """The form as an endpoint spec: blanks are left out, event types and signatures are the
-    boxes ticked, the payload format the one chosen."""
+    boxes ticked, the payload format the one chosen. A transformation is read only from a
+    session that may set one (the form shows its box to no other)."""
     form = await request.form()
     fields: dict[str, Any] = {
         name: value.strip()
-        for name in ("url", "description", "filter")
+        for name in ("url", "description", "filter", *_transforming(visitor))
         if isinstance(value := form.get(name), str) and value.strip()
     }
     ticked = [t for t in form.getlist("event_types") if isinstance(t, str)]
@@ -46,6 +47,10 @@ async def _fields(request: Request) -> dict[str, Any]:
     if form.get("signatures_shown"):  # the boxes were on the form: none ticked is an answer
         fields["signature_schemes"] = [s for s in form.getlist("signature_schemes") if s]
     return fields
+
+
+def _transforming(visitor: Visitor) -> tuple[str, ...]:
+    return ("transformation",) if visitor.may("transform_endpoints") else ()
 
 
 def _errors(exc: ValidationError) -> dict[str, str]:
@@ -79,7 +84,7 @@ async def create_endpoint(
     request: Request, resources: ResourcesDep, visitor: VisitorDep
 ) -> HTMLResponse:
     views.require(visitor, "manage_endpoints")
-    fields = await _fields(request)
+    fields = await _fields(request, visitor)
     try:
         spec = EndpointCreate.model_validate(fields)
         async with resources.sessionmaker() as session, session.begin():
@@ -97,6 +102,9 @@ async def create_endpoint(
         return await _form_again(request, resources, visitor, fields, _errors(exc))
     except DestinationRefused as exc:
         return await _form_again(request, resources, visitor, fields, {"url": exc.detail or ""})
+    except Unprocessable as exc:  # a transformation on a CloudEvents endpoint
+        said = {"transformation": exc.detail or ""}
+        return await _form_again(request, resources, visitor, fields, said)
     except Conflict:  # the endpoints the customer may have, all made
         said = {"form": "You have as many endpoints as you may: delete one to add another."}
         return await _form_again(request, resources, visitor, fields, said)
@@ -107,8 +115,9 @@ async def change_endpoint(
     request: Request, resources: ResourcesDep, visitor: VisitorDep, endpoint_id: EndpointIdPath
 ) -> HTMLResponse:
     views.require(visitor, "manage_endpoints")
-    fields = await _fields(request)
-    change = {"description": None, "filter": None, "event_types": None, **fields}
+    fields = await _fields(request, visitor)
+    cleared = dict.fromkeys(("description", "filter", "event_types", *_transforming(visitor)))
+    change = {**cleared, **fields}
     try:
         spec = EndpointUpdate.model_validate(change)
         async with resources.sessionmaker() as session, session.begin():
@@ -124,6 +133,9 @@ async def change_endpoint(
             return await _endpoint(request, session, visitor, endpoint_id)
     except ValidationError as exc:
         return await _form_again(request, resources, visitor, fields, _errors(exc), endpoint_id)
+    except Unprocessable as exc:  # a transformation on a CloudEvents endpoint
+        said = {"transformation": exc.detail or ""}
+        return await _form_again(request, resources, visitor, fields, said, endpoint_id)
     except (DestinationRefused, Conflict) as exc:
         # A refused URL, or one whose receiver must consent first (the webhook handshake,
         # which the tenant's API runs): said beside the URL.

@@ -67,6 +67,7 @@ async def edit_endpoint(
         "url": endpoint.url,
         "description": endpoint.description or "",
         "filter": endpoint.filter or "",
+        "transformation": endpoint.transformation or "",
         "event_types": endpoint.event_types,
         "payload_format": endpoint.payload_format,
         "signature_schemes": endpoint.signature_schemes,
