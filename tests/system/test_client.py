@@ -75,6 +75,10 @@ async def test_the_client_speaks_every_resource_typed_and_a_receiver_verifies(
             rotated_key = herald.endpoints.rotate_signing_key(endpoint.id)
             assert rotated_key["public_key"] != endpoint.public_key
             assert herald.endpoints.get(endpoint.id).previous_public_key == endpoint.public_key
+            tried = herald.endpoints.try_transformation(
+                endpoint.id, "order.paid", '{"body": {"n": payload.order}}', {"order": 7}
+            )
+            assert tried["outcome"] == "sent" and tried["request"]["body"] == {"n": 7}
             authority = Authority(tmp_path / "ca")
             certificate, client_key = authority.client_certificate("client-made")
             material = {"client_certificate": certificate, "client_key": client_key}

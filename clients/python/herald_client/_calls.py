@@ -239,6 +239,16 @@ def send_test_event(endpoint_id: str, body: dict[str, Any]) -> Call[Delivery]:
     )
 
 
+def try_transformation(endpoint_id: str, body: dict[str, Any]) -> Call[dict[str, Any]]:
+    # Nothing is saved or sent: asking again is harmless.
+    return Call(
+        "POST",
+        f"/v1/endpoints/{endpoint_id}/transformation/test",
+        _model(dict[str, Any]),
+        json=body,
+    )
+
+
 def rotate_signing_key(endpoint_id: str) -> Call[dict[str, Any]]:
     return Call(
         "POST",

@@ -59,6 +59,20 @@ class Endpoints:
         test). Attempted, retried and replayable as any delivery is."""
         return self._run(_calls.send_test_event(endpoint_id, _test_event(event_type, payload)))
 
+    def try_transformation(
+        self,
+        endpoint_id: str,
+        event_type: str,
+        transformation: str | None = None,
+        payload: Any = None,
+    ) -> dict[str, Any]:
+        """What a delivery of this event would send through ``transformation`` (else the
+        endpoint's own), on the catalogue's example unless ``payload`` is given: ``{"outcome":
+        "sent" | "skipped" | "failed", "request": {"url", "headers", "body", "body_made"},
+        "error", "bound_steps", ...}``. Nothing is saved or sent."""
+        body = _trial(event_type, transformation, payload)
+        return self._run(_calls.try_transformation(endpoint_id, body))
+
     def streams(
         self,
         endpoint_id: str,
@@ -108,6 +122,16 @@ class AsyncEndpoints:
         body = _test_event(event_type, payload)
         return await self._run(_calls.send_test_event(endpoint_id, body))
 
+    async def try_transformation(
+        self,
+        endpoint_id: str,
+        event_type: str,
+        transformation: str | None = None,
+        payload: Any = None,
+    ) -> dict[str, Any]:
+        body = _trial(event_type, transformation, payload)
+        return await self._run(_calls.try_transformation(endpoint_id, body))
+
     async def streams(
         self,
         endpoint_id: str,
@@ -127,3 +151,12 @@ def _test_event(event_type: str, payload: Any) -> dict[str, Any]:
         if payload is None
         else {"event_type": event_type, "payload": payload}
     )
+
+
+def _trial(event_type: str, transformation: str | None, payload: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"event_type": event_type}
+    if transformation is not None:
+        body["transformation"] = transformation
+    if payload is not None:
+        body["payload"] = payload
+    return body

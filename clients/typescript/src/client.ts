@@ -139,6 +139,15 @@ export class Endpoints extends Resource {
     const at = path("/v1/endpoints/{}/test-events", id);
     return this.run({ method: "POST", path: at, body: request });
   }
+  /** What a delivery of an event would send through a transformation (else the endpoint's
+   * own), on the catalogue's example unless a payload is given; nothing is saved or sent. */
+  tryTransformation(
+    id: string,
+    trial: S["TransformationTrial"],
+  ): Promise<S["TransformationTrialOut"]> {
+    const at = path("/v1/endpoints/{}/transformation/test", id);
+    return this.run({ method: "POST", path: at, body: trial });
+  }
   stats(id: string): Promise<S["EndpointStats"]> {
     return this.run({ method: "GET", path: path("/v1/endpoints/{}/stats", id) });
   }

@@ -131,6 +131,19 @@ describe("the client", () => {
     assert.equal(asked.filter((status) => status === 429).length, 1); // not retried
   });
 
+  test("tries a transformation on an event, saving and sending nothing", async () => {
+    const endpoint = await herald.endpoints.create({ url: `${receiverUrl}/chat` });
+    const tried = await herald.endpoints.tryTransformation(endpoint.id, {
+      transformation: '{"body": {"text": "Order " + payload.id}, "path": "/sales"}',
+      event_type: "order.paid",
+      payload: { id: "o_7" },
+    });
+    assert.equal(tried.outcome, "sent");
+    assert.deepEqual(tried.request?.body, { text: "Order o_7" });
+    assert.equal(tried.request?.url, `${receiverUrl}/chat/sales`);
+    assert.equal((await herald.endpoints.get(endpoint.id)).transformation, null);
+  });
+
   test("mints a portal session whose link opens once", async () => {
     await herald.customers.put("cus_portal");
     const session = await herald.portalSessions.create({ customer_id: "cus_portal", capabilities: ["replay"] });
