@@ -177,7 +177,8 @@ def _transformation_bound(program: filters.Filter, payload: dict[str, Any]) -> i
     bound = bound_on(program.cost, payload, len(encoded))
     if bound > STEPS_PER_EVALUATION:
         return STEPS_PER_EVENT + 1
-    return bound + (CONVERT_BYTE * len(encoded) if program.cost.reads_payload else 0)
+    read = CONVERT_BYTE + transformations.PARSE_BYTE
+    return bound + (read * len(encoded) if program.cost.reads_payload else 0)
 
 
 def _transformation_figures() -> list[dict[str, Any]]:

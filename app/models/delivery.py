@@ -93,6 +93,9 @@ class Delivery(Base):
     # Its event's payload_days, copied at accept: the claim finds the event in its class, and
     # retention asks which classes of payloads live deliveries still need.
     payload_days: Mapped[int] = mapped_column(SmallInteger, server_default="32767")
+    # Set by a redrive: the version of its endpoint's transformation it is sent as is the one of
+    # then (the last saved no later than this id), not the one of its accept (NULL).
+    transformed_since: Mapped[str | None] = mapped_column(Text)
     # The region that owns this delivery: only its relays, workers and reconcilers touch it.
     region: Mapped[str] = mapped_column(Text)
     state: Mapped[str] = mapped_column(Text)

@@ -71,11 +71,12 @@ def compile_program(
         raise error(f"a {noun} is at most {max_length:,} characters")
     try:
         expression = ENVIRONMENT.compile(source)
-    except RuntimeError as exc:
+        returned = expression.return_type()
+        checked = checked_ast(expression.serialize())
+    except RuntimeError as exc:  # the parser's, the checker's, or the planner's refusal
         raise error(_compile_error(str(exc), noun)) from None
-    if (wrong := returns(expression.return_type())) is not None:
+    if (wrong := returns(returned)) is not None:
         raise error(wrong)
-    checked = checked_ast(expression.serialize())
     try:
         cost = charged(cost_of(checked))
     except Unbounded as exc:
@@ -167,6 +168,8 @@ def _compile_error(message: str, noun: str) -> str:
         return f"unknown name {name}: a {noun} sees type and payload"
     found = _POSITION.search(message)
     if found is None:
+        if "map key type" in message:  # the planner's: a key no CEL map may have
+            return "not a valid CEL expression: a map's keys are text, integers or booleans"
         return "not a valid CEL expression"
     line, column, what = found.groups()
     what = what.split(" expecting ")[0]  # the token list is the parser's, not the reader's

@@ -24,6 +24,7 @@ actual length, read from the event before evaluating; other sizes by the payload
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -158,7 +159,7 @@ class _Walk:
         return Shape(self._path_size(path) if path else operand.size, steps)
 
     def _path_size(self, path: tuple[str, ...]) -> Linear:
-        name = ".".join(path)
+        name = _named(path)
         self.paths[name] = path
         return Linear.of(f"size:{name}")
 
@@ -287,9 +288,15 @@ class _Walk:
         return Shape(result.size.substitute(accumulator, largest), steps)
 
     def _path_count(self, path: tuple[str, ...]) -> Linear:
-        name = ".".join(path)
+        name = _named(path)
         self.paths[name] = path
         return Linear.of(f"count:{name}")
+
+
+def _named(path: tuple[str, ...]) -> str:
+    """A field's name in the bound's symbols: its names as a JSON list, so that a name holding
+    a dot (``payload["a.b"].c``) is never taken for a path (``payload.a.b.c``)."""
+    return json.dumps(path)
 
 
 _NESTED = (

@@ -28,10 +28,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 import cel_expr_python.cel as cel
 
@@ -51,16 +52,22 @@ from app.programs.filter_cost import CONVERT_BYTE, ROOT, FilterCost
 # What a transformation's value costs to become a body, per byte of its bound: read back out of
 # CEL's runtime and written as JSON with its keys sorted (bench/programs.py measures it).
 WRITE_BYTE = 64
+# Parsing the stored payload, per byte, for a transformation that reads it (a filter's event
+# is parsed by the request that brings it): json.loads at its slowest, a payload of `[],`s.
+PARSE_BYTE = 80
 # Longer than a filter: a chat message's blocks are spelt out in it.
 MAX_LENGTH = 4000
 MAX_PATH = 1024
 MAX_QUERY = 20
 MAX_QUERY_TEXT = 1000
 KEYS = ("body", "headers", "path", "query", "skip")
-# What a path may hold: RFC 3986's path characters, percent-escapes included. Never a
-# query, a fragment, a dot segment or an empty one, which could climb out of the URL's path.
+# Sent by Herald on every attempt (app/core/tracing.py), as its own headers are.
+_TRACE_CONTEXT = ("traceparent", "tracestate")
+# What a path may hold: RFC 3986's path characters, percent-escapes included. Never a query, a
+# fragment or an empty segment; and, read as a server reads it -- escapes decoded, a segment's
+# ;parameters dropped -- never a dot segment or an escaped slash, which could climb out of the
+# URL's path (`%2e%2e`, `..;`, `%2f`).
 _PATH = re.compile(r"(/[A-Za-z0-9\-._~!$&'()*+,;=:@%]+)+/?")
-_DOT_SEGMENT = re.compile(r"/\.{1,2}(/|$)")
 
 
 class TransformationError(ProgramError):
@@ -139,25 +146,59 @@ def cached(tenant_id: str, source: str) -> Program:
     return program
 
 
+def request_of(
+    tenant_id: str,
+    source: str,
+    event_type: str,
+    payload: bytes,
+    *,
+    max_body_bytes: int,
+    header_fault: Callable[[dict[str, str]], str | None],
+) -> Transformed:
+    """What the tenant's transformation ``source`` makes of this event, its headers held to
+    ``header_fault`` (the static headers' rules); TransformationFailed, in words, when it
+    makes no request -- the worker, a trial and a delivery's page all ask this."""
+    try:
+        program = cached(tenant_id, source)
+    except TransformationError as exc:  # saved under older rules
+        raise TransformationFailed(f"the transformation cannot run: {exc}") from None
+    made = run(program, event_type, payload, max_body_bytes=max_body_bytes)
+    if made.headers and (fault := header_fault(made.headers)) is not None:
+        raise TransformationFailed(f"the headers it made: {fault}")
+    return made
+
+
 def run(program: Program, event_type: str, payload: bytes, *, max_body_bytes: int) -> Transformed:
     """What ``program`` makes of this event; TransformationFailed, in words, when it makes no
     request: it could go over its budget (it is then not run), it fails on this event (a
     missing field), or what it gives is not a request."""
-    decoded = json.loads(payload)
-    conversion = CONVERT_BYTE * len(payload) if program.cost.reads_payload else 0
+    reads = program.cost.reads_payload
+    # Read into CEL only when the program reads it, and charged before it is parsed.
+    conversion = (CONVERT_BYTE + PARSE_BYTE) * len(payload) if reads else 0
+    if conversion > STEPS_PER_EVENT:
+        PROGRAM_BUDGET_EXCEEDED.labels(program="transformation").inc()
+        raise TransformationFailed(
+            f"the transformation was not run: reading this event's {len(payload):,}-byte "
+            f"payload could take {conversion:,} steps, over the {STEPS_PER_EVENT:,} a delivery's "
+            "may (a transformation that reads the payload runs on payloads up to "
+            f"{STEPS_PER_EVENT // (CONVERT_BYTE + PARSE_BYTE):,} bytes)"
+        )
+    decoded = json.loads(payload) if reads else {}
     bound = bound_on(program.cost, decoded, len(payload))
     if bound > STEPS_PER_EVALUATION or bound + conversion > STEPS_PER_EVENT:
         PROGRAM_BUDGET_EXCEEDED.labels(program="transformation").inc()
+        spent = "its" if bound > STEPS_PER_EVALUATION else "a delivery's"
+        most = STEPS_PER_EVALUATION if bound > STEPS_PER_EVALUATION else STEPS_PER_EVENT
         raise TransformationFailed(
             f"the transformation was not run: it could take {bound + conversion:,} steps on "
-            f"this event's {len(payload):,}-byte payload, over its budget of "
-            f"{STEPS_PER_EVALUATION:,}"
+            f"this event's {len(payload):,}-byte payload, over {spent} budget of {most:,}"
         )
     activation = ENVIRONMENT.Activation({f"{ROOT}.payload": decoded, f"{ROOT}.type": event_type})
     try:
         value = program.expression.eval(activation)
-    except RuntimeError as exc:  # the runtime's own cap on a loop's turns
-        PROGRAM_BUDGET_EXCEEDED.labels(program="transformation").inc()
+    except RuntimeError as exc:  # the runtime's own cap on a loop's turns, or a value it refused
+        if "budget" in str(exc):
+            PROGRAM_BUDGET_EXCEEDED.labels(program="transformation").inc()
         raise TransformationFailed(
             f"the transformation was stopped: {runtime_error(str(exc))}"
         ) from None
@@ -194,6 +235,8 @@ def _request(value: Any, max_body_bytes: int) -> Transformed:
                 "payload may have"
             )
     headers = _texts(value.get("headers", {}), "headers", MAX_QUERY)
+    if traced := sorted(name for name in headers if name.lower() in _TRACE_CONTEXT):
+        raise TransformationFailed(f"the header {traced[0]} is Herald's: the trace context")
     query = _texts(value.get("query", {}), "query", MAX_QUERY)
     if any(len(k) + len(v) > MAX_QUERY_TEXT for k, v in query.items()):
         raise TransformationFailed(f"a query parameter may hold at most {MAX_QUERY_TEXT} bytes")
@@ -209,6 +252,8 @@ def _written_body(value: Any) -> bytes:
     """The body as JSON, its keys sorted: the same bytes for the same value, whatever order the
     runtime's map gives them in. A timestamp is written in RFC 3339; bytes, a duration, a
     number JSON has none for, or a map whose keys are not all text are refused in words."""
+    if _has_other_keys(value):
+        raise TransformationFailed("a map in the body has a key that is not text")
     try:
         return json.dumps(
             value,
@@ -224,8 +269,24 @@ def _written_body(value: Any) -> bytes:
         raise TransformationFailed(
             "the body holds a number JSON cannot (NaN or infinity)"
         ) from None
-    except TypeError:  # keys that sort against text: numbers, booleans
-        raise TransformationFailed("a map in the body mixes text keys with others") from None
+
+
+def _has_other_keys(value: Any) -> bool:
+    """Whether a map in ``value`` has a key that is not text: Python takes true and 1 for one
+    key, so which of them a body kept would hang on the runtime's map order. (Every value is
+    stacked, scalars too: cheaper than asking each whether it holds more.)"""
+    waiting = [value]
+    take, add = waiting.pop, waiting.extend
+    while waiting:
+        item = take()
+        kind = type(item)
+        if kind is dict:
+            if any(type(key) is not str for key in item):
+                return True
+            add(item.values())
+        elif kind is list:
+            add(item)
+    return False
 
 
 class _NotJson(Exception):
@@ -245,7 +306,7 @@ def _texts(value: Any, name: str, most: int) -> dict[str, str]:
         raise TransformationFailed(f"{name} must be a map of text to text")
     if len(value) > most:
         raise TransformationFailed(f"{name} may hold at most {most} entries")
-    return value
+    return dict(sorted(value.items()))  # in name order: the runtime's map order is its own
 
 
 def _path(value: Any) -> str:
@@ -253,12 +314,19 @@ def _path(value: Any) -> str:
         raise TransformationFailed(f"path must be text, not {_kind(value)}")
     if not value:
         return ""
-    if len(value) > MAX_PATH or not _PATH.fullmatch(value) or _DOT_SEGMENT.search(value):
+    if len(value) > MAX_PATH or not _PATH.fullmatch(value) or _climbs(value):
         raise TransformationFailed(
             f"path must start with /, hold at most {MAX_PATH} of the characters a URL's path "
-            "may, and no . or .. segment"
+            "may, and no . or .. segment nor escaped slash, however written"
         )
     return value
+
+
+def _climbs(path: str) -> bool:
+    decoded = unquote(path)
+    if decoded.count("/") != path.count("/") or "\\" in decoded:
+        return True  # an escaped slash or backslash: a segment boundary some servers honour
+    return any(segment.split(";")[0] in (".", "..") for segment in decoded.split("/"))
 
 
 def _kind(value: Any) -> str:

@@ -154,3 +154,37 @@ async def test_an_ordered_stream_goes_on_past_a_skipped_delivery_in_order(
 
     assert [json.loads(r.body)["n"] for r in received] == [1, 3, 5]
     assert states == ["succeeded", "cancelled"] * 3
+
+
+async def test_a_redrive_sends_a_delivery_as_its_endpoints_transformation_is_then(
+    client: httpx.AsyncClient, tenant: dict[str, str], receiver: Receiver
+) -> None:
+    endpoint = await new_endpoint(
+        client,
+        tenant,
+        url=receiver.url("/fixed"),
+        headers={"Authorization": "Bearer static"},
+        transformation='{"body": {"name": payload.customer.name}}',
+    )
+    dead = await deliver(client, tenant, endpoint["id"], {"customer": {"id": 7}})
+    assert (await settled(client, tenant, dead))["state"] == "dead"
+    corrected = await client.patch(
+        f"/v1/endpoints/{endpoint['id']}",
+        json={
+            "transformation": '{"body": {"id": payload.customer.id},'
+            ' "headers": {"authorization": "Bearer mine", "X-Fixed": "yes"}}'
+        },
+        headers=tenant,
+    )
+    assert corrected.status_code == 200
+    redriven = await client.post(f"/v1/deliveries/{dead}/redrive", headers=tenant)
+    assert redriven.status_code == 202, redriven.text
+
+    [request] = await receiver.wait_for("/fixed", 1)
+    assert (await settled(client, tenant, dead))["state"] == "succeeded"
+    assert request.body == b'{"id":7}'
+    assert request.headers["Idempotency-Key"] == dead
+    # The static credential is sent once, the endpoint's own: a made header in another case
+    # neither replaces nor doubles it.
+    assert request.headers["Authorization"] == "Bearer static"
+    assert "authorization" not in request.headers and request.headers["X-Fixed"] == "yes"

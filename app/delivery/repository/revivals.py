@@ -4,7 +4,7 @@ time, each archiving in custody records what it undid."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import (
     ColumnElement,
@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.ids import is_id
+from app.core.ids import id_floor, is_id
 from app.core.payload_retention import KEPT_WITH_RECORDS
 from app.core.states import DeliveryState
 from app.delivery.repository.deliveries import in_state, of_type, shown
@@ -86,6 +86,8 @@ def _revive(
             state=DeliveryState.PENDING.value,
             next_attempt_at=func.now(),
             attempt_floor=Delivery.attempt_count,
+            # Sent from now on as its endpoint's transformation is now (a corrected one).
+            transformed_since=id_floor("dlv", datetime.now(UTC)),
             dead_reason=None,
             completed_at=None,
             updated_at=func.now(),

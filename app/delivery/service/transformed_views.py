@@ -48,14 +48,18 @@ async def transformed_view(
     from app.programs import transformations
 
     try:
-        program = transformations.cached(tenant_id, source)
-        made = transformations.run(program, event_type, payload, max_body_bytes=max_body_bytes)
-    except (transformations.TransformationError, transformations.TransformationFailed) as exc:
+        made = transformations.request_of(
+            tenant_id,
+            source,
+            event_type,
+            payload,
+            max_body_bytes=max_body_bytes,
+            header_fault=combined_header_fault,
+        )
+    except transformations.TransformationFailed as exc:
         return TransformedView(source, "failed", error=str(exc))
     if made.skip:
         return TransformedView(source, "skipped")
-    if made.headers and (fault := combined_header_fault(made.headers)) is not None:
-        return TransformedView(source, "failed", error=f"the headers it made: {fault}")
     body = None
     if made.body is not None:
         body = json.dumps(json.loads(made.body), indent=2, ensure_ascii=False)

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue.service import event_types
 from app.core.errors import Unprocessable
+from app.core.payloads import encode_payload
 from app.core.scope import Scope
 from app.endpoints.schemas import (
     TransformationTrial,
@@ -38,36 +39,27 @@ async def try_transformation(
     payload = trial.payload
     if payload is None:
         payload = await _example(session, scope.tenant_id, trial.event_type)
-    # As an accept stores it: compact, UTF-8.
-    encoded = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
-    if len(encoded) > max_payload_bytes:
-        raise Unprocessable(
-            f"the payload is {len(encoded):,} bytes; a payload is at most {max_payload_bytes:,}"
-        )
+    encoded = encode_payload(payload, max_payload_bytes)  # as an accept stores it
     # Imported here: the API loads CEL with the first program it checks.
     from app.programs import transformations
 
     tried = {"event_type": trial.event_type, "payload": payload}
     try:
-        program = transformations.cached(scope.tenant_id, source)
-        made = transformations.run(
-            program, trial.event_type, encoded, max_body_bytes=max_payload_bytes
+        made = transformations.request_of(
+            scope.tenant_id,
+            source,
+            trial.event_type,
+            encoded,
+            max_body_bytes=max_payload_bytes,
+            header_fault=combined_header_fault,
         )
-    except (transformations.TransformationError, transformations.TransformationFailed) as exc:
+    except transformations.TransformationFailed as exc:
         return TransformationTrialOut(
             **tried, outcome="failed", request=None, error=str(exc), bound_steps=None
         )
     if made.skip:
         return TransformationTrialOut(
             **tried, outcome="skipped", request=None, error=None, bound_steps=made.bound
-        )
-    if made.headers and (fault := combined_header_fault(made.headers)) is not None:
-        return TransformationTrialOut(
-            **tried,
-            outcome="failed",
-            request=None,
-            error=f"the headers it made: {fault}",
-            bound_steps=made.bound,
         )
     request = TrialRequest(
         url=made.url_for(endpoint.url),

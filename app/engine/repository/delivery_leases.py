@@ -131,12 +131,13 @@ ENDPOINT_COLUMNS = """e.url, e.secret_sealed,
             THEN (SELECT t.cloudevents_source FROM tenants AS t WHERE t.id = e.tenant_id)
        END AS cloudevents_source"""
 
-# The transformation a delivery ({d}) is sent as: its endpoint's version when it was accepted,
-# the last saved no later than its id: one look in a small index, which finds nothing for an
-# endpoint that never had one. Formatted with the delivery's alias.
+# The transformation a delivery ({d}) is sent as: its endpoint's version when it was accepted
+# -- the last saved no later than its id -- or, once redriven, when it was redriven
+# ({since}, the redrive's). One look in a small index, which finds nothing for an endpoint
+# that never had one. Formatted with the delivery's alias and its transformed_since.
 TRANSFORMATION_OF = """
        (SELECT t.source FROM transformations AS t
-         WHERE t.endpoint_id = {d}.endpoint_id AND t.since <= {d}.id
+         WHERE t.endpoint_id = {d}.endpoint_id AND t.since <= coalesce({since}, {d}.id)
          ORDER BY t.since DESC, t.id DESC LIMIT 1) AS transformation"""
 
 # When a destination ($1 region, $2 endpoint) next has a claimable row: the earliest of its
@@ -175,13 +176,14 @@ WITH picked AS MATERIALIZED (
     UPDATE deliveries AS d
        SET lease_token = gen_random_uuid(), {_LEASE}
       FROM picked WHERE d.id = picked.id
-    RETURNING {_LEASED}, d.event_id, d.payload_days, d.next_attempt_at
+    RETURNING {_LEASED}, d.event_id, d.payload_days, d.next_attempt_at, d.transformed_since
 ), wake AS (
     SELECT least({_WAKE_OF_THE_REST},
                  (SELECT now() + make_interval(secs => $4) FROM picked LIMIT 1)) AS at
 )
 SELECT d.*, {ENDPOINT_COLUMNS}, v.payload, v.event_type, v.created_at AS event_at, v.traceparent,
-       extract(epoch FROM wake.at - now())::float8 AS next_wake, {TRANSFORMATION_OF.format(d="d")}
+       extract(epoch FROM wake.at - now())::float8 AS next_wake,
+       {TRANSFORMATION_OF.format(d="d", since="d.transformed_since")}
   FROM wake LEFT JOIN (claimed AS d JOIN endpoints AS e ON e.id = d.endpoint_id
                                     JOIN events AS v ON v.id = d.event_id
                                                      AND v.payload_days = d.payload_days) ON TRUE

@@ -96,12 +96,18 @@ def _held(columns: tuple[tuple[str, str], ...]) -> str:
 _BOUNDS = f"${len(_RECORDED) + 1}::text, ${len(_RECORDED) + 2}::text"
 _RECORD = f"SELECT record_attempts({_arrays(_RECORDED)}, {_BOUNDS}) AS id"
 
+# A leased head's transformed_since: record_ordered's columns (migration 0041) predate it, so
+# it is read from the head's row, by its key.
+_REDRIVEN_SINCE = """(SELECT h.transformed_since FROM deliveries AS h
+                       WHERE h.id = r.id AND r.kind = 'leased')"""
+
 # The ordered group commit (``record_ordered``: lock, record, hand on, lease), and what the
 # leased heads' attempts need of their endpoints and events, as the claim fetches it.
 _N = len(_RECORDED) + 2
 _RECORD_ORDERED = f"""
 SELECT r.*, {delivery_leases.ENDPOINT_COLUMNS}, v.payload, v.event_type,
-       v.created_at AS event_at, v.traceparent, {delivery_leases.TRANSFORMATION_OF.format(d="r")}
+       v.created_at AS event_at, v.traceparent,
+       {delivery_leases.TRANSFORMATION_OF.format(d="r", since=_REDRIVEN_SINCE)}
   FROM record_ordered({_arrays(_RECORDED)}, {_BOUNDS}, ${_N + 1}::text[], ${_N + 2}::text[],
                       ${_N + 3}::text[], ${_N + 4}::text[], ${_N + 5}::float8) AS r
   LEFT JOIN endpoints AS e ON r.kind = 'leased' AND e.id = r.endpoint_id

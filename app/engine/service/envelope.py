@@ -63,9 +63,6 @@ def request_headers(
     point where the attempt counts as sent."""
     static = {**claimed.headers, **_secret_headers(claimed, opened)}
     fault = endpoints.header_fault(static)
-    # A transformation's headers (transforming.py) go first: the endpoint's own static ones,
-    # which the tenant may hold as credentials, are never replaced by them.
-    made = claimed.transformed.headers if claimed.transformed is not None else {}
     if fault is not None:
         raise RequestNotBuilt(f"{fault} (correct the endpoint's headers, then redrive)")
     secrets, keys = _signing(claimed, opened)
@@ -73,8 +70,7 @@ def request_headers(
     if claimed.payload_format == "cloudevents":
         content_type = cloudevents.STRUCTURED_CONTENT_TYPE
     binary = claimed.payload_format == "cloudevents-binary"
-    return {
-        **made,
+    sent = {
         **static,
         **trace,
         **event_headers(claimed),
@@ -90,6 +86,17 @@ def request_headers(
             user_agent=user_agent,
         ),
     }
+    return {**_made_headers(claimed, sent), **sent}
+
+
+def _made_headers(claimed: ClaimedDelivery, sent: Mapping[str, str]) -> dict[str, str]:
+    """A transformation's headers (transforming.py), but none that names a header already sent,
+    in any case: the endpoint's static ones, which the tenant may hold as credentials, and
+    Herald's own are never replaced nor doubled by them."""
+    if claimed.transformed is None:
+        return {}
+    taken = {name.lower() for name in sent}
+    return {k: v for k, v in claimed.transformed.headers.items() if k.lower() not in taken}
 
 
 def _signing(

@@ -242,7 +242,7 @@ class Customer(_Answer):
 class PortalSession(_Answer):
     id: str
     customer_id: str
-    capabilities: list[str]  # manage_endpoints, replay; empty: read-only
+    capabilities: list[str]  # manage_endpoints, replay, transform_endpoints; empty: read-only
     url: str  # opens the portal once: its one-time token is in the fragment
     link_expires_at: datetime
     expires_at: datetime

@@ -2444,7 +2444,7 @@ export interface components {
         ReconcileRunOut: {
             /**
              * Counts
-             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; partitions_made (the days ahead made now), partitions_remade (empty days of events ahead made again for the payload classes tenants' settings call for); and retention's: dropped_days (days of deliveries dropped whole, with their events, attempts and custody records), dropped_payload_classes (a day's payloads past the days their tenants keep them, dropped as a table while the day's records stay), and rows purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions, purged_audit_records (past HERALD_AUDIT_RETENTION_DAYS).
+             * @description What the run did: streams_checked, streams_mended (repairs), destinations_checked, destinations_armed (repairs) and unpublished_outbox; partitions_made (the days ahead made now), partitions_remade (empty days of events ahead made again for the payload classes tenants' settings call for); and retention's: dropped_days (days of deliveries dropped whole, with their events, attempts and custody records), dropped_payload_classes (a day's payloads past the days their tenants keep them, dropped as a table while the day's records stay), and rows purged one by one: purged_deliveries, purged_events, purged_keys, purged_runs, purged_portal_sessions, purged_audit_records (past HERALD_AUDIT_RETENTION_DAYS), purged_transformations (versions of endpoints' transformations no delivery is sent as).
              */
             counts: {
                 [key: string]: number;
