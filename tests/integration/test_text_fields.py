@@ -30,6 +30,7 @@ ENDPOINT = {
     "url": "http://127.0.0.1:9/hook",
     "description": "d",
     "filter": "true",
+    "transformation": '{"body": {"text": type}}',
     "headers": {"X-Team": "t"},
     "secret_headers": {"X-Key": "k"},
     "event_types": ["a.b"],
@@ -55,6 +56,11 @@ VALID: dict[tuple[str, str], Any] = {
     },
     ("POST", "/v1/endpoints/{endpoint_id}/test-events"): {
         "event_type": "herald.test",
+        "payload": {"k": "v"},
+    },
+    ("POST", "/v1/endpoints/{endpoint_id}/transformation/test"): {
+        "transformation": '{"body": {"k": payload.k}}',
+        "event_type": "a.b",
         "payload": {"k": "v"},
     },
     ("POST", "/v1/event-types"): {
@@ -248,6 +254,11 @@ PROGRAMS = [
         "PATCH",
         "/v1/endpoints/{endpoint_id}",
         lambda text: {"filter": f'type != "{text}"'},
+    ),
+    (
+        "PATCH",
+        "/v1/endpoints/{endpoint_id}",
+        lambda text: {"transformation": f'{{"body": {{"a": "{text}"}}}}'},
     ),
     ("POST", "/v1/event-types", lambda text: {"name": "c.d", "schema": {"const": text}}),
     ("POST", "/v1/event-types", lambda text: {"name": "c.d", "schema": {"properties": {text: {}}}}),
