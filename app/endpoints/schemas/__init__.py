@@ -1,6 +1,7 @@
 """The endpoints' request and response models: what a tenant sends (requests.py), what the API
-answers (responses.py); their header rules are headers.py's, what they sign and authenticate
-with credentials.py's, their TLS material tls.py's."""
+answers (responses.py); the programs they carry are programs.py's, their header rules
+headers.py's, what they sign and authenticate with credentials.py's, their TLS material
+tls.py's, a transformation's trial trials.py's."""
 
 from app.endpoints.schemas.headers import combined_header_fault as combined_header_fault
 from app.endpoints.schemas.headers import header_fault as header_fault

@@ -18,7 +18,6 @@ from pydantic_core import PydanticCustomError
 from app.core.fields import (
     ONE_NAMESPACE,
     PRINTABLE_RULE,
-    STORABLE_TEXT,
     CustomerId,
     EventTypeSelector,
 )
@@ -31,6 +30,12 @@ from app.endpoints.schemas.credentials import (
     v1_only,
 )
 from app.endpoints.schemas.headers import MAX_HEADERS, EndpointHeaders
+from app.endpoints.schemas.programs import (
+    FILTER_DOC,
+    TRANSFORMATION_DOC,
+    EndpointFilter,
+    EndpointTransformation,
+)
 from app.endpoints.schemas.tls import TLS_DOC, ClientTLSSpec
 
 Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
@@ -49,54 +54,6 @@ _PAYLOAD_FORMAT = (
 )
 
 
-def _compiles(expression: str) -> str:
-    # Imported here: the worker reads these models (the header rules) but never compiles a
-    # filter, and CEL's runtime is a 50 MB library -- the API loads it with its first filter.
-    from app.programs import filters
-
-    try:
-        filters.compiled(expression)
-    except filters.FilterError as exc:
-        raise PydanticCustomError("filter", str(exc)) from None
-    return expression
-
-
-EndpointFilter = Annotated[
-    str, StringConstraints(min_length=1), STORABLE_TEXT, AfterValidator(_compiles)
-]
-_FILTER = (
-    "A Common Expression Language expression over the event -- `type` and `payload` -- that "
-    "must be true for it to be delivered here, e.g. `payload.amount > 100 && payload.currency == "
-    '"EUR"`. Checked when saved; an event it fails on (a missing field) is not delivered. '
-    "`GET /v1/events/{id}` lists the endpoints a filter passed by."
-)
-
-
-def _transforms(source: str) -> str:
-    # Imported here, as a filter's check is: the worker reads these models but loads CEL only
-    # for a delivery that has a transformation.
-    from app.programs import transformations
-
-    try:
-        transformations.compiled(source)
-    except transformations.TransformationError as exc:
-        raise PydanticCustomError("transformation", str(exc)) from None
-    return source
-
-
-EndpointTransformation = Annotated[
-    str, StringConstraints(min_length=1), STORABLE_TEXT, AfterValidator(_transforms)
-]
-_TRANSFORMATION = (
-    "A Common Expression Language program over the event -- `type` and `payload` -- that makes "
-    "the request: a map of `body` (any JSON, sent in place of the endpoint's own body), "
-    "`headers` (sent besides the static ones, under their rules), `path` (added to the URL's "
-    "path), `query` (added to its query) and `skip` (true: not sent; the delivery ends "
-    '`cancelled`, skipped), e.g. `{"body": {"text": "Order " + payload.id + " paid"}}`. '
-    "Checked and bounded when saved, as a filter is; a delivery is sent as the transformation "
-    "its endpoint had when it was accepted, on every attempt. Not for CloudEvents endpoints, "
-    "whose body is the CloudEvent."
-)
 _HEADERS = (
     f"Static headers sent on every attempt (at most {MAX_HEADERS}), for example a receiver's "
     "own authorization. Connection and framing headers, `Content-Type`, `User-Agent`, "
@@ -230,8 +187,10 @@ class EndpointCreate(BaseModel):
     tls: ClientTLSSpec | None = Field(default=None, description=TLS_DOC)
     egress_proxy: EgressProxySpec | None = Field(default=None, description=_EGRESS_PROXY)
     webhook_handshake: bool = Field(default=False, description=_HANDSHAKE)
-    filter: EndpointFilter | None = Field(default=None, description=_FILTER)
-    transformation: EndpointTransformation | None = Field(default=None, description=_TRANSFORMATION)
+    filter: EndpointFilter | None = Field(default=None, description=FILTER_DOC)
+    transformation: EndpointTransformation | None = Field(
+        default=None, description=TRANSFORMATION_DOC
+    )
     ordering: Ordering = Field(default="none", description=_ORDERING)
     on_dead: OnDead = Field(default="halt", description=_ON_DEAD)
     final_statuses: FinalStatuses = Field(default=[], description=_FINAL_STATUSES)
@@ -299,7 +258,7 @@ class EndpointUpdate(BaseModel):
     filter: EndpointFilter | None = Field(default=None, description="null removes the filter.")
     transformation: EndpointTransformation | None = Field(
         default=None,
-        description=f"{_TRANSFORMATION} Deliveries accepted before the change keep theirs; "
+        description=f"{TRANSFORMATION_DOC} Deliveries accepted before the change keep theirs; "
         "null removes it.",
     )
     ordering: Ordering | None = Field(default=None, description=_ORDERING_CHANGE)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.fields import EventType
-from app.endpoints.schemas.requests import EndpointTransformation
+from app.endpoints.schemas.programs import EndpointTransformation
 
 
 class TransformationTrial(BaseModel):
