@@ -191,26 +191,32 @@ _TRIGGERS = (
 
 
 def upgrade() -> None:
-    op.execute(_TABLE)
-    # A constant default: no table rewrite.
-    op.execute(
-        "ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS operational boolean NOT NULL DEFAULT false"
-    )
-    op.execute(
-        "CREATE INDEX IF NOT EXISTS ix_endpoints_operational ON endpoints (tenant_id)"
-        " WHERE operational AND deleted_at IS NULL"
-    )
-    # An endpoint of the tenant's own already subscribed to herald.* types alone is one.
-    op.execute(
-        "UPDATE endpoints SET operational = true WHERE customer_id IS NULL"
-        " AND cardinality(event_types) > 0 AND NOT operational"
-        " AND NOT EXISTS (SELECT 1 FROM unnest(event_types) AS t WHERE t NOT LIKE 'herald.%')"
-    )
-    op.execute("ALTER TABLE tenants ADD COLUMN IF NOT EXISTS failing_after integer")
-    for statement in (_WANTED, _SIGNAL, _DELIVERY_ENDED, _ENDPOINT_HEALTH, _STREAM_HALTED):
-        op.execute(statement)
-    for statement in _TRIGGERS:
-        op.execute(statement)
+    # Each statement its own transaction, holding one table at a time: the accepts take
+    # endpoints, then deliveries, then tenants, and the records deliveries, then endpoints, so a
+    # transaction holding two of them while traffic runs could wait on each (a deadlock seen
+    # when the upgrade ran beside producers). Every statement may run again.
+    with op.get_context().autocommit_block():
+        op.execute(_TABLE)
+        # A constant default: no table rewrite.
+        op.execute(
+            "ALTER TABLE endpoints ADD COLUMN IF NOT EXISTS operational boolean"
+            " NOT NULL DEFAULT false"
+        )
+        op.execute(
+            "CREATE INDEX IF NOT EXISTS ix_endpoints_operational ON endpoints (tenant_id)"
+            " WHERE operational AND deleted_at IS NULL"
+        )
+        # An endpoint of the tenant's own already subscribed to herald.* types alone is one.
+        op.execute(
+            "UPDATE endpoints SET operational = true WHERE customer_id IS NULL"
+            " AND cardinality(event_types) > 0 AND NOT operational"
+            " AND NOT EXISTS (SELECT 1 FROM unnest(event_types) AS t WHERE t NOT LIKE 'herald.%')"
+        )
+        op.execute("ALTER TABLE tenants ADD COLUMN IF NOT EXISTS failing_after integer")
+        for statement in (_WANTED, _SIGNAL, _DELIVERY_ENDED, _ENDPOINT_HEALTH, _STREAM_HALTED):
+            op.execute(statement)
+        for statement in _TRIGGERS:
+            op.execute(statement)
 
 
 def downgrade() -> None:

@@ -15,6 +15,7 @@ that is not partitioned yet). Counted and ordered, never timed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import signal
@@ -150,7 +151,11 @@ def _statements_of(revision: str) -> list[str]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     said: list[str] = []
-    setattr(module, "op", SimpleNamespace(execute=said.append))  # noqa: B010 -- its alembic op
+    op = SimpleNamespace(
+        execute=said.append,
+        get_context=lambda: SimpleNamespace(autocommit_block=contextlib.nullcontext),
+    )
+    setattr(module, "op", op)  # noqa: B010 -- its alembic op
     module.upgrade()
     return said
 
