@@ -20,7 +20,7 @@ from app.core import tracing
 from app.core.config import Settings, load_settings
 from app.core.logs import configure_logging
 from app.delivery.routes import actions, deliveries, events, test_events
-from app.endpoints.routes import endpoints, transformations
+from app.endpoints.routes import endpoints, polls, transformations
 from app.operations.routes import health, metrics
 from app.portal import routes as portal
 from app.reconcile.routes import reconcile
@@ -71,6 +71,7 @@ def create_app(settings: Settings) -> FastAPI:
         customers,
         endpoints,
         transformations,
+        polls,
         test_events,
         event_types,
         operational_types,

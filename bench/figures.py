@@ -18,6 +18,7 @@ from bench import (
     ordered,
     parking,
     payload_classes,
+    polling,
     probes,
     programs,
     redis_cluster,
@@ -44,6 +45,7 @@ FIGURES = (
     "console",
     "programs",
     "ordered",
+    "polling",
     "credentials",
     "isolation",
     "write_costs",
@@ -248,6 +250,10 @@ async def ordered_delivery(client: Client, v: Volumes, results: dict[str, Any]) 
     results["ordered_halted"] = await ordered.halted(client, streams, per_stream, v.parked_seconds)
 
 
+async def polled(client: Client, v: Volumes, results: dict[str, Any]) -> None:
+    results["polling"] = await polling.measure(client, v.e2e_instant)
+
+
 async def endpoint_credentials(client: Client, v: Volumes, results: dict[str, Any]) -> None:
     progress("an attempt's credentials: sealed secrets, v1a, a cached OAuth2 token")
     results["credentials"] = await asyncio.to_thread(credentials.measure_all)
@@ -288,6 +294,7 @@ RUNS = {
     "console": console,
     "programs": tenant_programs,
     "ordered": ordered_delivery,
+    "polling": polled,
     "credentials": endpoint_credentials,
     "isolation": tenant_isolation,
     "write_costs": primary_write_costs,

@@ -174,6 +174,14 @@ def _transformations(r: dict[str, Any]) -> Row:
             "<= the filters' (ratio <= 1)")  # fmt: skip
 
 
+def _polling(r: dict[str, Any]) -> Row:
+    p = r["polling"]
+    return (f"polling: poll + ack, {p['page']} a page, {p['pollers']} pollers "
+            "(bench/polling.py)", f"{p['per_second']:.0f}/s",
+            f"e2e push, instant receiver, same run: {p['push_per_second']:.0f}/s",
+            f"{p['ratio']:.2f}", ">= 0.8")  # fmt: skip
+
+
 def _ordered_keys(r: dict[str, Any]) -> Row:
     o = r["ordered_keys"]
     return (f"ordered: {o['keys']} keys x {o['per_key']} to one endpoint",
@@ -348,6 +356,7 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], Row]]] = [
     ("console", _console),
     ("programs", _programs),
     ("programs", _transformations),
+    ("polling", _polling),
     ("ordered_keys", _ordered_keys),
     ("ordered_one_key", _ordered_one_key),
     ("ordered_halted", _ordered_halted),

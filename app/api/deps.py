@@ -107,7 +107,7 @@ async def get_principal(
     return await authenticate(resources, request.headers.get("authorization"))
 
 
-def _bearer(authorization: str | None) -> str:
+def bearer_token(authorization: str | None) -> str:
     scheme, _, token = (authorization or "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
@@ -117,13 +117,25 @@ def _bearer(authorization: str | None) -> str:
 
 async def authenticate(resources: Resources, authorization: str | None) -> Principal:
     """Who sent ``Authorization``: the bootstrap admin key, or an API key (cached briefly). A
-    customer's session token is no key: it reaches the customer-scoped routes alone."""
-    key = _bearer(authorization)
+    customer's session token is no key: it reaches the customer-scoped routes alone; nor is a
+    key for one endpoint, which reaches that endpoint's polls alone."""
+    key = bearer_token(authorization)
     if is_session_token(key):
         raise Forbidden(
             "a portal session reaches only its customer's endpoints, deliveries and attempts, "
             "and the catalogue: this route needs an API key"
         )
+    principal = await key_principal(resources, key)
+    if principal.endpoint_id is not None:
+        raise Forbidden(
+            f"this key is for endpoint {principal.endpoint_id} alone: it polls that endpoint "
+            "and acknowledges what it read (GET and POST /v1/endpoints/{id}/poll...), nothing "
+            "else"
+        )
+    return principal
+
+
+async def key_principal(resources: Resources, key: str) -> Principal:
     bootstrap = resources.settings.admin_api_key
     if bootstrap is not None and hmac.compare_digest(
         key.encode(), bootstrap.get_secret_value().encode()
@@ -174,7 +186,7 @@ async def get_visitor(
     """Who a customer-scoped route acts for: a tenant key's whole tenant, or a portal
     session's one customer, found by the code the portal finds it with -- so the same ids
     answer 404 to both, and one customer's ids to another."""
-    token = _bearer(request.headers.get("authorization"))
+    token = bearer_token(request.headers.get("authorization"))
     if not is_session_token(token):
         principal = await authenticate(resources, f"Bearer {token}")
         return tenant_visitor(tenant_of(principal), principal.actor)

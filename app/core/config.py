@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     # The proxies uvicorn trusts (FORWARDED_ALLOW_IPS) are not held to it: they carry many
     # clients, and hold each to its own share (deploy/nginx: limit_conn).
     api_max_connections_per_client: int = Field(default=100, ge=1, le=100_000)
+    # Per process: the polls one tenant may have waiting for deliveries at once (each holds a
+    # connection and claims about once a second); past it, a poll that found nothing is
+    # answered 429 rather than wait (app/engine/service/polls.py).
+    poll_waits_per_tenant: int = Field(default=20, ge=1, le=10_000)
     admin_api_key: SecretStr | None = Field(default=None, min_length=16)
     # The key ring every stored secret is sealed under (app/core/sealing.py): `id:base64key`, comma
     # separated, the newest first -- it seals, every one listed opens. The API and workers

@@ -224,7 +224,8 @@ class CustodyEventOut(BaseModel):
 
 class DeliveryDetail(DeliveryOut):
     waiting_reason: str = Field(
-        description="scheduled | queued | in_flight | throttled | endpoint_disabled | stuck | "
+        description="scheduled | queued | waiting_to_be_polled (a polling endpoint's: due, its "
+        "receiver has not read it yet) | in_flight | throttled | endpoint_disabled | stuck | "
         "ordered (waits its turn behind its stream's head) | halted (its stream waits for an "
         "operator, behind a dead head) | succeeded | dead | cancelled"
     )

@@ -17,6 +17,9 @@ class ApiKey(Base):
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     # NULL for an admin key that acts on no tenant's data.
     tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"), index=True)
+    # A key for one endpoint alone: it polls that endpoint and acknowledges what it read, and
+    # every other route refuses it. NULL: a tenant's or an admin's key.
+    endpoint_id: Mapped[str | None] = mapped_column(ForeignKey("endpoints.id"))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     key_hash: Mapped[bytes] = mapped_column(LargeBinary, unique=True)
     # The first characters of the key, so an operator can tell keys apart without the secret.

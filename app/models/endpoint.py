@@ -66,6 +66,8 @@ class Endpoint(Base):
         ),
         CheckConstraint("ordering IN ('none', 'endpoint', 'key')", name="ordering"),
         CheckConstraint("on_dead IN ('halt', 'skip')", name="on_dead"),
+        CheckConstraint("delivery IN ('push', 'poll')", name="delivery"),
+        CheckConstraint("(url IS NULL) = (delivery = 'poll')", name="url_unless_polled"),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -73,7 +75,10 @@ class Endpoint(Base):
     # The tenant's customer the endpoint belongs to, fixed when it is made; NULL: the tenant's
     # own (an event published without a customer reaches these alone).
     customer_id: Mapped[str | None] = mapped_column(Text)
-    url: Mapped[str] = mapped_column(Text)
+    # How its deliveries reach the receiver, fixed once made: ``push``, sent to ``url``; or
+    # ``poll``, read by the receiver (app/delivery/service/polling.py), with no URL at all.
+    delivery: Mapped[str] = mapped_column(Text, server_default="push")
+    url: Mapped[str | None] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text)
     # NULL subscribes to every event type (the tenant's: Herald's own are named).
     event_types: Mapped[list[str] | None] = mapped_column(ARRAY(Text))

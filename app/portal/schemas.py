@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.core.fields import ONE_LINE_RULE, CustomerId, KeyId, TextRule
 
-Capability = Literal["manage_endpoints", "replay", "transform_endpoints"]
+Capability = Literal["manage_endpoints", "replay", "transform_endpoints", "poll_endpoints"]
 # How long a session may last, and how long its link may wait to be opened (minutes: the
 # tenant's page mints it just before it shows the iframe).
 LIFETIME_DEFAULT, LIFETIME_MIN, LIFETIME_MAX = 3600, 60, 86_400
@@ -32,12 +32,14 @@ class PortalSessionCreate(BaseModel):
     )
     capabilities: list[Capability] = Field(
         default=[],
-        max_length=3,
+        max_length=4,
         description="What the customer may do besides reading its endpoints, deliveries and "
         "the catalogue: `manage_endpoints` (create, change, enable/disable, delete, see and "
         "rotate secrets, send test events), `replay` (send deliveries again), "
         "`transform_endpoints` (with `manage_endpoints`: set and try its endpoints' "
-        "transformations). Empty: read-only.",
+        "transformations), `poll_endpoints` (read its polling endpoints' deliveries and "
+        "acknowledge them: a read hides them from its receiver's own polls meanwhile). Empty: "
+        "read-only.",
     )
 
 

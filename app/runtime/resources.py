@@ -22,6 +22,7 @@ from app.core.scope import Scope
 from app.core.sealing import KeyRing
 from app.endpoints.service import handshakes
 from app.engine.service.endpoint_tester import EndpointTester
+from app.engine.service.polls import Polls
 from app.flow.service.accept_rates import AcceptRates
 from app.operations.service.fleet import FleetGauges
 from app.operations.service.partitions import PartitionKeeper
@@ -46,6 +47,7 @@ class Resources:
     tester: EndpointTester  # POST /v1/endpoints/{id}/test: a test event, sent now
     accept_rates: AcceptRates  # each tenant's accept rate, counted across API processes
     partitions: PartitionKeeper  # awaited by every accept: the day's partitions exist
+    polls: Polls  # polling endpoints: reads, signed as sent, and acknowledgements
 
     async def receiver_consent(
         self, scope: Scope, target: handshakes.HandshakeTarget | None
@@ -98,6 +100,7 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         tester=EndpointTester(settings, keys),
         accept_rates=AcceptRates(settings, sessionmaker, redis),
         partitions=PartitionKeeper(engine, settings.partitions_ahead_days, settings.retention_days),
+        polls=Polls(settings, sessionmaker, keys),
     )
     try:
         yield resources

@@ -15,7 +15,7 @@ class EndpointSubject(BaseModel):
 
     endpoint_id: str
     customer_id: str | None = Field(description="The customer it belongs to; null: the tenant's.")
-    url: str
+    url: str | None = Field(description="Where it is sent; null: a polling endpoint's.")
     occurred_at: datetime = Field(description="When it happened, by the database's clock.")
 
 

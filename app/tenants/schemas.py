@@ -6,7 +6,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from app.core.fields import ONE_LINE_RULE, TenantId, TextRule
+from app.core.fields import ONE_LINE_RULE, EndpointId, TenantId, TextRule
 
 # RFC 3986's characters (unreserved, reserved and "%"): what a URI-reference is written with.
 URI_REFERENCE_RULE = TextRule(
@@ -115,6 +115,12 @@ class ApiKeyCreate(BaseModel):
     tenant_id: TenantId | None = Field(
         default=None, description="Admins only: the tenant the key acts for."
     )
+    endpoint_id: EndpointId | None = Field(
+        default=None,
+        description="A key for this one polling endpoint: it polls the endpoint and "
+        "acknowledges what it read, and every other route refuses it -- the credential to give "
+        "the endpoint's receiver.",
+    )
 
 
 class ApiKeyOut(BaseModel):
@@ -124,6 +130,9 @@ class ApiKeyOut(BaseModel):
 
     id: str
     tenant_id: str | None = Field(description="null for an admin key")
+    endpoint_id: str | None = Field(
+        default=None, description="A key for one polling endpoint: the endpoint's id."
+    )
     prefix: str = Field(
         validation_alias="display_prefix", description="The key's first characters."
     )

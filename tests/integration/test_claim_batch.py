@@ -313,7 +313,7 @@ async def test_hot_paths_run_one_plan_and_sessions_plan_for_their_values(
         # On a pooled connection, which an earlier claim may have prepared the statement on.
         row = await connection.fetchrow(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
-            delivery_leases._CLAIM_BATCH,
+            delivery_leases._CLAIMS["push"],
         )
         return (0, 0) if row is None else (row["generic_plans"], row["custom_plans"])
 

@@ -212,3 +212,47 @@ async def test_a_form_opened_before_a_change_cannot_undo_it(
     assert "changed since this form was opened" in saved.text
     now = (await client.get(f"/v1/endpoints/{endpoint_id}", headers=tenant)).json()
     assert now["enabled"] is False and now["description"] is None
+
+
+async def test_a_polling_endpoint_is_made_shown_and_changed_without_a_url(
+    client: httpx.AsyncClient,
+) -> None:
+    tenant, csrf = await _signed_in(client, "polled")
+    made = await client.post(
+        "/console/endpoints/new",
+        data=_form(
+            csrf, delivery="poll", description="the report job", enabled="on", scheme_v1="on"
+        ),
+    )
+    assert made.status_code == 200, made.text
+    endpoint_id = re.search(r"Endpoint <code>(ep_[0-9A-Z]+)</code> created", made.text)
+    assert endpoint_id is not None
+    shown = (await client.get(f"/v1/endpoints/{endpoint_id.group(1)}", headers=tenant)).json()
+    assert (shown["delivery"], shown["url"]) == ("poll", None)
+    listed = await client.get("/console/endpoints")
+    assert "polled by its receiver" in listed.text and ">None<" not in listed.text
+
+    page = await client.get(f"/console/endpoints/{endpoint_id.group(1)}/edit")
+    assert "Polled by its receiver" in page.text and 'name="url"' not in page.text
+    boxes = {**_boxes(page.text), "description": "the nightly job"}
+    changed = await client.post(
+        f"/console/endpoints/{endpoint_id.group(1)}/edit",
+        data=_form(
+            csrf,
+            **boxes,
+            enabled="on",
+            scheme_v1="on",
+            payload_format="raw",
+            ordering="none",
+            on_dead="halt",
+        ),
+    )
+    assert changed.status_code == 303, changed.text
+    now = (await client.get(f"/v1/endpoints/{endpoint_id.group(1)}", headers=tenant)).json()
+    assert now["description"] == "the nightly job" and now["url"] is None
+
+    # Made without a URL and not polled: the API's words, on the form.
+    refused = await client.post(
+        "/console/endpoints/new", data=_form(csrf, enabled="on", scheme_v1="on")
+    )
+    assert "a push endpoint needs the URL" in refused.text

@@ -58,6 +58,8 @@ PATH_ROUTES = [
     ("POST", "/v1/endpoints/{}/test"),
     ("POST", "/v1/endpoints/{}/test-events"),
     ("POST", "/v1/endpoints/{}/transformation/test"),
+    ("GET", "/v1/endpoints/{}/poll"),
+    ("POST", "/v1/endpoints/{}/poll/ack"),
     ("GET", "/v1/reconcile/runs/{}"),
     ("GET", "/v1/events/{}"),
     ("POST", "/v1/api-keys/{}/revoke"),
@@ -142,6 +144,7 @@ ID_FIELDS = [
     ("GET", "/v1/deliveries", "query.event_id", "GET /v1/deliveries?event_id"),
     ("GET", "/v1/api-keys", "query.tenant_id", "GET /v1/api-keys?tenant_id"),
     ("POST", "/v1/api-keys", "body.tenant_id", "ApiKeyCreate.tenant_id"),
+    ("POST", "/v1/api-keys", "body.endpoint_id", "ApiKeyCreate.endpoint_id"),
     ("GET", "/v1/portal-sessions", "query.api_key_id", "GET /v1/portal-sessions?api_key_id"),
     ("POST", "/v1/portal-sessions/revoke", "body.api_key_id", "PortalSessionsRevoke.api_key_id"),
 ]
@@ -156,6 +159,7 @@ BODIES: dict[str, Callable[[str], dict[str, Any]]] = {
     "/v1/deliveries": _delivery,
     "/v1/deliveries/redrive": lambda v: {"endpoint_id": v},
     "/v1/api-keys": lambda v: {"tenant_id": v},
+    "/v1/api-keys endpoint_id": lambda v: {"endpoint_id": v},
     "/v1/portal-sessions/revoke": lambda v: {"api_key_id": v},
 }
 
@@ -217,7 +221,8 @@ async def test_junk_id_in_a_body_or_query_is_422_naming_the_field(
     if loc.startswith("query"):
         request: dict[str, Any] = {"params": {field: junk}, "headers": tenant}
     else:
-        request = _as_json(BODIES[path](junk), tenant)
+        body = BODIES.get(f"{path} {field}", BODIES[path])
+        request = _as_json(body(junk), tenant)
     response = await client.request(method, path, **request)
     problem = _assert_problem(response, 422)
     assert problem["detail"] == f"{loc}: must be {MUST_BE[field]}"

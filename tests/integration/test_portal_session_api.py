@@ -57,6 +57,12 @@ def _probes(endpoint_id: str, delivery_id: str) -> list[tuple[str, str, Any]]:
             f"/v1/endpoints/{endpoint_id}/transformation/test",
             {"transformation": "{}", "event_type": "a.b", "payload": {}},
         ),
+        ("GET", f"/v1/endpoints/{endpoint_id}/poll", None),
+        (
+            "POST",
+            f"/v1/endpoints/{endpoint_id}/poll/ack",
+            {"receipts": ["dlv_01JF3Q6W9ZKTR8V4M2N5PXC7BD.0123456789abcdef0123456789abcdef"]},
+        ),
         ("PATCH", f"/v1/endpoints/{endpoint_id}", {"description": "mine now"}),
         ("DELETE", f"/v1/endpoints/{endpoint_id}", None),
         ("GET", f"/v1/deliveries/{delivery_id}", None),
@@ -88,7 +94,7 @@ async def test_a_session_reads_its_customers_endpoints_deliveries_and_the_catalo
 
 
 @pytest.mark.parametrize(
-    "capabilities", [(), ("manage_endpoints", "replay", "transform_endpoints")]
+    "capabilities", [(), ("manage_endpoints", "replay", "transform_endpoints", "poll_endpoints")]
 )
 async def test_another_customers_ids_and_the_tenants_own_are_not_found(
     client: httpx.AsyncClient, tenancy: Tenancy, capabilities: tuple[str, ...]
@@ -99,7 +105,7 @@ async def test_another_customers_ids_and_the_tenants_own_are_not_found(
     for other in (tenancy.theirs, tenancy.tenants_own):
         for method, path, body in _probes(other["id"], tenancy.delivered[other["id"]]):
             answer = await client.request(method, path, json=body, headers=bearer)
-            writes = method != "GET" or path.endswith("/secret")
+            writes = method != "GET" or path.endswith(("/secret", "/poll"))
             expected = 403 if writes and not capabilities else 404
             assert answer.status_code == expected, (method, path, answer.text)
         # Listings narrowed to it find nothing; asking for the other customer widens nothing.
@@ -121,7 +127,7 @@ async def test_writes_need_the_sessions_capability(
     reader = await portal_bearer(client, tenancy.tenant, "acme")
     mine = tenancy.mine["id"]
     for method, path, body in _probes(mine, tenancy.delivered[mine]):
-        if method == "GET" and not path.endswith("/secret"):
+        if method == "GET" and not path.endswith(("/secret", "/poll")):
             continue
         answer = await client.request(method, path, json=body, headers=reader)
         assert answer.status_code == 403, (method, path, answer.text)

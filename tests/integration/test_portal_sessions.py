@@ -181,7 +181,10 @@ async def test_lifetimes_and_capabilities_outside_the_rules_are_422_in_words(
     for fields, said in (
         ({"lifetime_seconds": 59}, "greater than or equal to 60"),
         ({"lifetime_seconds": 86_401}, "less than or equal to 86400"),
-        ({"capabilities": ["admin"]}, "'manage_endpoints', 'replay' or 'transform_endpoints'"),
+        (
+            {"capabilities": ["admin"]},
+            "'manage_endpoints', 'replay', 'transform_endpoints' or 'poll_endpoints'",
+        ),
     ):
         refused = await mint(client, tenant, **fields)
         assert refused.status_code == 422

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.fixtures.api import new_endpoint
 from tests.fixtures.stack import ADMIN
 from tests.fixtures.waiting import count_rows
 
@@ -57,6 +58,9 @@ VALID: dict[tuple[str, str], Any] = {
     ("POST", "/v1/endpoints/{endpoint_id}/test-events"): {
         "event_type": "herald.test",
         "payload": {"k": "v"},
+    },
+    ("POST", "/v1/endpoints/{endpoint_id}/poll/ack"): {
+        "receipts": ["dlv_01JF3Q6W9ZKTR8V4M2N5PXC7BD.0123456789abcdef0123456789abcdef"]
     },
     ("POST", "/v1/endpoints/{endpoint_id}/transformation/test"): {
         "transformation": '{"body": {"k": payload.k}}',
@@ -227,6 +231,8 @@ async def test_each_route_accepts_the_body_this_test_starts_from(
     method, path = route
     await client.put("/v1/customers/cus-1", json={}, headers=tenant)
     await client.post("/v1/event-types", json={"name": "a.b"}, headers=tenant)
+    if path.endswith("/poll/ack"):  # only a polling endpoint is acknowledged
+        endpoint = await new_endpoint(client, tenant, url=None, delivery="poll")
     url = path.format(
         endpoint_id=endpoint["id"],
         customer_id="cus-2",

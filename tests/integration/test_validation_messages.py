@@ -154,6 +154,8 @@ CASES = [
     Case("ApiKeyCreate.tenant_id", "POST /v1/api-keys",
          {"json": {"tenant_id": VALUE}}, "body.tenant_id", ("nope", "ep_x", "\x00"), TENANT_ID,
          admin=True),
+    Case("ApiKeyCreate.endpoint_id", "POST /v1/api-keys",
+         {"json": {"endpoint_id": VALUE}}, "body.endpoint_id", ("nope", "\x00"), ENDPOINT_ID),
     Case("EndpointCreate.customer_id", "POST /v1/endpoints",
          {"json": {"url": "http://127.0.0.1/", "customer_id": VALUE}}, "body.customer_id",
          BAD_CUSTOMER_IDS, CUSTOMER_ID),

@@ -216,6 +216,28 @@ async def test_the_client_orders_by_key_and_skips_a_halted_head(
             assert refused.value.status == 409
 
 
+async def test_the_client_polls_a_polling_endpoint_long_and_acknowledges(
+    stack: Stack, tmp_path: Path
+) -> None:
+    with api_process(stack, tmp_path) as api:
+        await wait_healthy(api)
+        key = await tenant_key(api)
+        async with AsyncHerald(api.base_url, key) as herald:
+            endpoint = await herald.endpoints.create(delivery="poll")
+            assert (endpoint.delivery, endpoint.url) == ("poll", None)
+            # A long poll, longer than the client's own timeout (10 s) would allow were it
+            # not stretched for the wait: it answers when the delivery comes.
+            waiting = asyncio.create_task(herald.endpoints.poll(endpoint.id, wait=15))
+            await asyncio.sleep(0.2)
+            delivery = await herald.deliveries.create(endpoint.id, "report.ready", {"r": 7})
+            [read] = await waiting
+            assert read.id == delivery.id and read.reads == 1
+            assert verify(read.headers, read.body.encode(), endpoint.secret) == {"r": 7}
+            done = await herald.endpoints.acknowledge(endpoint.id, [read.receipt])
+            assert (done.acknowledged, done.expired) == ([delivery.id], [])
+            assert (await herald.deliveries.get(delivery.id)).state == "succeeded"
+
+
 async def test_the_client_puts_customers_and_mints_their_portal_sessions(
     stack: Stack, tmp_path: Path
 ) -> None:

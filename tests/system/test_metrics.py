@@ -40,14 +40,32 @@ async def test_fleet_gauges_after_known_traffic(
         json={"endpoint_id": paused["id"], "event_type": "m", "payload": {}},
         headers=tenant,
     )
+    # A polling endpoint whose receiver has not polled for ten minutes, and whose last read
+    # went unacknowledged: waiting for its receiver by design -- neither late work nor a
+    # worker's death.
+    polled = await new_endpoint(client, tenant, url=None, delivery="poll")
+    for _ in range(2):
+        await client.post(
+            "/v1/deliveries",
+            json={"endpoint_id": polled["id"], "event_type": "m", "payload": {}},
+            headers=tenant,
+        )
     await fast_path_settled(engine)
     async with engine.begin() as connection:
         await connection.execute(
             text(
                 "UPDATE deliveries SET next_attempt_at = now() - interval '10 minutes'"
-                " WHERE endpoint_id = :e"
+                " WHERE endpoint_id = :e OR endpoint_id = :p"
             ),
-            {"e": paused["id"]},
+            {"e": paused["id"], "p": polled["id"]},
+        )
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET state = 'leased', attempt_count = 1, lease_token ="
+                " gen_random_uuid(), lease_until = now() - interval '1 second' WHERE id ="
+                " (SELECT min(id) FROM deliveries WHERE endpoint_id = :p)"
+            ),
+            {"p": polled["id"]},
         )
         await connection.execute(
             text("UPDATE endpoints SET paused_until = now() + interval '1 minute' WHERE id = :e"),
@@ -111,8 +129,8 @@ async def test_fleet_gauges_after_known_traffic(
 
     assert sample(body, "herald_deliveries", region="local", state="dead") == 1
     assert sample(body, "herald_deliveries", region="local", state="enqueued") == 1
-    assert sample(body, "herald_deliveries", region="local", state="pending") == 3
-    assert sample(body, "herald_deliveries", region="local", state="leased") == 1
+    assert sample(body, "herald_deliveries", region="local", state="pending") == 4
+    assert sample(body, "herald_deliveries", region="local", state="leased") == 2
     assert sample(body, "herald_expired_leases", region="local") == 1
     assert 89 <= sample(body, "herald_oldest_due_age_seconds", region="local") < 200
     assert 29 <= sample(body, "herald_oldest_enqueued_age_seconds", region="local") < 89

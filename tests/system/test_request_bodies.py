@@ -270,6 +270,7 @@ JSON_ROUTES = [
     ("PATCH", "/v1/endpoints/ep_x", "tenant"),
     ("POST", "/v1/endpoints/ep_x/test-events", "tenant"),
     ("POST", "/v1/endpoints/ep_x/transformation/test", "tenant"),
+    ("POST", "/v1/endpoints/ep_x/poll/ack", "tenant"),
     ("POST", "/v1/deliveries", "tenant"),
     ("POST", "/v1/deliveries/batch", "tenant"),
     ("POST", "/v1/deliveries/redrive", "tenant"),

@@ -17,6 +17,7 @@ HOT_PATHS = {
         "still_held",
     },
     "engine/repository/delivery_records.py": {"record_batch", "record_ordered", "release_batch"},
+    "engine/repository/polled_rows.py": {"held_reads", "succeeded", "give_back"},
     "reconcile/repository/reconcile_scans.py": {"live_destinations"},
     "streams/repository/repair.py": {"live_streams"},
 }

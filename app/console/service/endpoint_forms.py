@@ -71,6 +71,7 @@ def fields_of(form: dict[str, str], *, creating: bool) -> dict[str, Any]:
             fields[name] = {} if name == "secret_headers" else None
     if creating:
         fields["customer_id"] = form.get("customer_id", "").strip() or None
+        fields["delivery"] = "poll" if form.get("delivery") == "poll" else "push"
     return fields
 
 

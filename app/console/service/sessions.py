@@ -73,7 +73,8 @@ async def sign_in(
         tenant_id, is_admin = None, True
     elif key:
         principal = await principal_for(sessionmaker, principals, key)
-        if principal is None:
+        # A key for one endpoint polls that endpoint, and signs in to nothing.
+        if principal is None or principal.endpoint_id is not None:
             return None
         tenant_id, is_admin = principal.tenant_id, principal.is_admin
     else:

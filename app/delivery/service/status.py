@@ -53,6 +53,8 @@ def explain(
     if not endpoint.enabled:
         return Explanation("endpoint_disabled", endpoint.disabled_reason)
     if state is DeliveryState.LEASED:
+        if endpoint.delivery == "poll":
+            return _polled(delivery, now, write_time)
         return _leased(delivery, now, write_time)
     due = delivery.next_attempt_at
     if due is None:
@@ -65,6 +67,9 @@ def explain(
         )
     if due > now:
         return Explanation("scheduled", f"next attempt at {write_time(due)}")
+    if endpoint.delivery == "poll":
+        # No worker sends it, so no wake-up is missing: it waits for its receiver, by design.
+        return Explanation("waiting_to_be_polled", "due; its receiver has not polled for it yet")
     return _due_now(delivery, now, settings, flow, write_time, unpublished_since)
 
 
@@ -102,6 +107,20 @@ def _leased(delivery: Delivery, now: datetime, write_time: TimeWriter) -> Explan
         "stuck",
         f"its worker stopped: the lease expired at {expired}; the next claim at "
         "its destination takes it over (due then, or armed again by the next reconcile run)",
+    )
+
+
+def _polled(delivery: Delivery, now: datetime, write_time: TimeWriter) -> Explanation:
+    """Read by a poll and not acknowledged yet: it comes back when its visibility ends."""
+    assert delivery.lease_until is not None
+    until = write_time(delivery.lease_until)
+    if delivery.lease_until > now:
+        return Explanation(
+            "in_flight", f"read by a poll (read {delivery.attempt_count}); hidden until {until}"
+        )
+    return Explanation(
+        "waiting_to_be_polled",
+        f"read by a poll but not acknowledged by {until}: the next poll reads it again",
     )
 
 

@@ -51,7 +51,8 @@ async def delivery_detail(
     flow = unpublished_since = None
     waiting = (DeliveryState.PENDING.value, DeliveryState.ENQUEUED.value)
     due = delivery.next_attempt_at
-    if delivery.state in waiting and due is not None and due <= now:
+    pushed = endpoint.delivery == "push"  # a polled delivery has no destination in Redis
+    if pushed and delivery.state in waiting and due is not None and due <= now:
         flow = await _destination_now(redis, settings, endpoint)
         if flow is None:
             unpublished_since = await outbox.oldest_unpublished(session, delivery.region)

@@ -43,7 +43,8 @@ async def transformed_view(
     if payload is None:
         return TransformedView(source, "unshown")
     endpoint = await endpoints.get_any(session, endpoint_id)
-    assert endpoint is not None  # endpoints are never deleted, only marked so
+    # Endpoints are never deleted, only marked so; a polling one takes no transformation.
+    assert endpoint is not None and endpoint.url is not None
     # Imported here: CEL is loaded by the first page that shows a transformation.
     from app.programs import transformations
 

@@ -33,6 +33,8 @@ class FlowLimits:
     # The rate the receiver allowed in the webhook handshake, a second: a ceiling beside the
     # endpoint's own or, without one, the default (None: none).
     allowed_rate_per_second: float | None = None
+    # A live polling endpoint's receiver reads its deliveries: no worker sends them.
+    polled: bool = False
 
     def rate(self, default: float) -> float:
         """The rate ceiling in force (0: none): the endpoint's own, else the default, and
@@ -55,13 +57,24 @@ async def flow_limits(session: AsyncSession, endpoint_id: str) -> FlowLimits | N
                 Endpoint.breaker_trips,
                 Endpoint.webhook_allowed_rate,
                 Endpoint.tenant_id,
+                Endpoint.delivery,
+                Endpoint.deleted_at,
             ).where(Endpoint.id == endpoint_id)
         )
     ).one_or_none()
     if row is None:
         return None
     allowed = None if row[4] is None else row[4] / 60
-    return FlowLimits(row[5], row[0], row[1], float(row[2]), row[3], allowed)
+    return FlowLimits(
+        # A deleted polling endpoint's deliveries are the workers' again: they die of it.
+        row[5],
+        row[0],
+        row[1],
+        float(row[2]),
+        row[3],
+        allowed,
+        polled=row[6] == "poll" and row[7] is None,
+    )
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ tls.py's, a transformation's trial trials.py's."""
 
 from app.endpoints.schemas.headers import combined_header_fault as combined_header_fault
 from app.endpoints.schemas.headers import header_fault as header_fault
+from app.endpoints.schemas.polls import PollAck as PollAck
+from app.endpoints.schemas.polls import PollAckOut as PollAckOut
+from app.endpoints.schemas.polls import PolledDeliveryOut as PolledDeliveryOut
+from app.endpoints.schemas.polls import PollPage as PollPage
 from app.endpoints.schemas.requests import EndpointCreate as EndpointCreate
 from app.endpoints.schemas.requests import EndpointUpdate as EndpointUpdate
 from app.endpoints.schemas.responses import EndpointCreated as EndpointCreated

@@ -42,6 +42,17 @@ Description = Annotated[str, StringConstraints(max_length=1000), PRINTABLE_RULE]
 # What an endpoint receives: the tenant's event types, or Herald's own (herald.*), never both.
 Subscription = Annotated[list[EventTypeSelector], ONE_NAMESPACE]
 
+Delivery = Literal["push", "poll"]
+_DELIVERY = (
+    "How deliveries reach the receiver, fixed once the endpoint is made: `push` (Herald sends "
+    "each to `url`) or `poll` (the receiver, which needs no URL of its own, reads them with "
+    "`GET /v1/endpoints/{id}/poll` and acknowledges them with `POST "
+    "/v1/endpoints/{id}/poll/ack`). A polling endpoint takes none of what reaching a URL "
+    "needs: `url`, `headers`, `secret_headers`, `oauth2`, `tls`, `egress_proxy`, "
+    "`webhook_handshake`, `rate_limit_per_second`, `max_in_flight`, `final_statuses`, "
+    "`transformation`."
+)
+
 PayloadFormat = Literal["raw", "standard", "cloudevents", "cloudevents-binary"]
 _PAYLOAD_FORMAT = (
     "The request body: `raw`, the payload as accepted; `standard`, the Standard Webhooks "
@@ -158,7 +169,12 @@ class EndpointCreate(BaseModel):
         },
     )
 
-    url: EndpointUrl
+    delivery: Delivery = Field(default="push", description=_DELIVERY)
+    url: EndpointUrl | None = Field(
+        default=None,
+        description="Where Herald sends the deliveries: required for a `push` endpoint, refused "
+        "for a `poll` one.",
+    )
     customer_id: CustomerId | None = Field(
         default=None,
         description="The tenant's customer the endpoint belongs to (PUT /v1/customers/{id} "

@@ -25,7 +25,8 @@ class EndpointOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: str
-    url: str
+    delivery: str = Field(description="`push` (sent to `url`) or `poll` (read by its receiver).")
+    url: str | None = Field(description="Where deliveries are sent; null: a polling endpoint.")
     customer_id: str | None = Field(description="The customer it belongs to; null: none.")
     description: str | None
     event_types: list[str] | None

@@ -61,6 +61,7 @@ async def update_endpoint(
     """``consent``: the receiver's, when handshakes.for_update said the change needs it."""
     check_customer_fields(scope, change)
     current = await _current(session, scope, endpoint_id, change, consent)
+    save_checks.check_delivery_fields(current.delivery, change, made=False)
     was = endpoint_view(current)  # before the update refreshes the same row
     values = _handshake_values(change, current, consent)
     # What a customer's move to another origin leaves behind is cleared, as if sent as null.

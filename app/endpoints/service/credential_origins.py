@@ -53,7 +53,7 @@ def left_behind(scope: Scope, current: Endpoint, change: EndpointUpdate) -> list
     """The credentials a URL change removes, by field name, so that none reaches an origin it
     was not set for (the change clears them as if it sent them as null); Unprocessable when
     the tenant moved the origin without saying what becomes of them."""
-    if change.url is None or origin(change.url) == origin(current.url):
+    if change.url is None or current.url is None or origin(change.url) == origin(current.url):
         return []
     left = [name for name in held(current) if name not in change.model_fields_set]
     if not left:

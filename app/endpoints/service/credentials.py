@@ -203,9 +203,9 @@ def egress_proxy_values(
     return {"egress_proxy_sealed": sealed, "egress_proxy": shown}
 
 
-def check_tls_url(url: str, tls: bool) -> None:
+def check_tls_url(url: str | None, tls: bool) -> None:
     """TLS material means TLS: an endpoint carrying it sends to https URLs only."""
-    if tls and not url.lower().startswith("https://"):
+    if tls and not (url or "").lower().startswith("https://"):
         raise Unprocessable(
             "tls is for https URLs: the endpoint's url must be https while tls is set"
         )

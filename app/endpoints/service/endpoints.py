@@ -90,9 +90,11 @@ async def create_endpoint(
     locked just before it, so that its endpoints are counted against its limits one creation
     at a time."""
     check_customer_fields(scope, spec)
+    save_checks.check_delivery_fields(spec.delivery, spec, made=True)
     if spec.webhook_handshake and consent is None:
         raise Conflict("the endpoint requires the webhook handshake: ask its receiver first")
-    await check_endpoint_url(spec.url, allowlist)
+    if spec.url is not None:
+        await check_endpoint_url(spec.url, allowlist)
     if spec.oauth2 is not None:
         await save_checks.check_token_url(spec.oauth2.token_url, allowlist)
     if spec.egress_proxy is not None:

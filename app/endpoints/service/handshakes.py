@@ -23,7 +23,7 @@ from app.core.scope import Scope
 from app.core.sealing import KeyRing, endpoint_purpose
 from app.endpoints.repository import endpoints as rows
 from app.endpoints.schemas import EndpointCreate, EndpointUpdate
-from app.endpoints.service import credential_origins, credentials
+from app.endpoints.service import credential_origins, credentials, save_checks
 from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.models import Endpoint
 
@@ -54,7 +54,8 @@ def _rate(per_second: float | None) -> int | None:
 
 
 def for_create(spec: EndpointCreate) -> HandshakeTarget | None:
-    if not spec.webhook_handshake:
+    save_checks.check_delivery_fields(spec.delivery, spec, made=True)
+    if not spec.webhook_handshake or spec.url is None:
         return None
     return HandshakeTarget(
         url=spec.url,
@@ -73,18 +74,19 @@ async def for_update(
     current = await rows.get_live(session, scope, endpoint_id)
     if current is None:
         raise NotFound(f"endpoint {endpoint_id} not found")
+    save_checks.check_delivery_fields(current.delivery, change, made=False)
     changed = change.model_fields_set
     required = change.webhook_handshake if "webhook_handshake" in changed else None
     if required is None:
         required = current.webhook_origin is not None
     new_url = change.url if change.url is not None else current.url
     asked = change.webhook_handshake is True
-    if not required or not (asked or new_url != current.url):
+    if new_url is None or not required or not (asked or new_url != current.url):
         return None
     # The OPTIONS goes out before the change is saved: to another origin it carries only the
     # credentials the change itself gives, never those set for the old receiver -- a tenant's
     # move that leaves them unsaid is refused before anyone is asked, a customer's drops them.
-    moved = credential_origins.origin(new_url) != credential_origins.origin(current.url)
+    moved = credential_origins.origin(new_url) != credential_origins.origin(current.url or "")
     if moved and scope.customer_id is None:
         credential_origins.left_behind(scope, current, change)
     plain = change.headers if "headers" in changed else current.headers
@@ -144,7 +146,7 @@ async def vet(target: HandshakeTarget, allowlist: Sequence[IPNetwork]) -> None:
     credentials.check_tls_url(target.url, target.tls is not None)
 
 
-def consent_values(consent: Consent | None, url: str, *, required: bool) -> dict[str, Any]:
+def consent_values(consent: Consent | None, url: str | None, *, required: bool) -> dict[str, Any]:
     """The columns a save writes of the handshake: the consent it obtained for ``url`` (the
     URL the endpoint will have), none when it no longer requires one, nothing otherwise."""
     if consent is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Conflict, DestinationRefused, Unprocessable
@@ -80,4 +81,38 @@ def check_transformation_format(payload_format: str, transformation: str | None)
         raise Unprocessable(
             f"a transformation makes the request's body, and a {payload_format} endpoint's is "
             "its CloudEvent: use payload_format raw or standard with a transformation"
+        )
+
+
+# What reaching a URL takes: a polling endpoint, which has none, takes none of it.
+PUSH_ONLY = (
+    "url",
+    "headers",
+    "secret_headers",
+    "oauth2",
+    "tls",
+    "egress_proxy",
+    "webhook_handshake",
+    "rate_limit_per_second",
+    "max_in_flight",
+    "final_statuses",
+    "transformation",
+)
+
+
+def check_delivery_fields(delivery: str, spec: BaseModel, *, made: bool) -> None:
+    """A push endpoint is made with a URL; a polling one is given none of ``PUSH_ONLY`` --
+    sent as null, false or empty, a field sets nothing, and is let be."""
+    if delivery == "push":
+        if made and getattr(spec, "url", None) is None:
+            raise Unprocessable(
+                "url: a push endpoint needs the URL Herald sends its deliveries to (or make it "
+                'a polling endpoint, "delivery": "poll", whose receiver reads them)'
+            )
+        return
+    given = [name for name in PUSH_ONLY if name in spec.model_fields_set and getattr(spec, name)]
+    if given:
+        raise Unprocessable(
+            f"{', '.join(given)}: a polling endpoint has no URL -- its receiver reads its "
+            "deliveries -- so it takes none of what sending to one needs"
         )

@@ -32,6 +32,11 @@ async def try_transformation(
     max_payload_bytes: int,
 ) -> TransformationTrialOut:
     endpoint = await get_endpoint(session, scope, endpoint_id)
+    if endpoint.url is None:
+        raise Unprocessable(
+            f"endpoint {endpoint_id} is a polling endpoint: its receiver reads each delivery "
+            "as it is, and a polling endpoint takes no transformation"
+        )
     source = trial.transformation or endpoint.transformation
     if source is None:
         raise Unprocessable(f"endpoint {endpoint_id} has no transformation: give the one to try")

@@ -39,7 +39,7 @@ class ClaimedDelivery:
     endpoint_id: str
     attempt_number: int
     attempts_used: int  # since the last redrive
-    url: str
+    url: str | None  # None: a polling endpoint's (the poll reads it; no worker sends it)
     # The signing secrets (the current first; a rotated-out one until it expires) and the
     # secret static headers, sealed as stored (app/core/sealing.py): opened by whoever sends.
     sealed_secrets: list[bytes]
@@ -163,18 +163,24 @@ _WAKE_OF_THE_REST = _WAKE.format(
 # redundant for leased rows (claimed once due) and bounds the scan of the live rows' index.
 # The wake-up counts the rows just claimed as leased until now() + $4; the rest is probed, one
 # row when the claim was full (whatever lies beyond that row is due no earlier than it).
+# {kind}: the endpoints it claims for -- a worker's claim, pushed ones, and a deleted polling
+# one's (whose deliveries die of it, as a pushed one's do); a poll's, a live polling one's --
+# so that neither ever leases the other's deliveries (one look at the endpoint's key).
+# {lease}: a poll's read also moves its row's place in the live index to its lease's end: a
+# receiver may hold many reads at once, for long, and claims must not filter past them.
 _CLAIM_BATCH = f"""
 WITH picked AS MATERIALIZED (
     SELECT d.id FROM deliveries AS d
      WHERE d.region = $1 AND d.endpoint_id = $2 AND d.completed_at IS NULL
        AND d.next_attempt_at <= now() AND {_CLAIMABLE}
+       AND EXISTS (SELECT FROM endpoints AS g WHERE g.id = $2 AND {{kind}})
      ORDER BY d.next_attempt_at, d.id LIMIT $3
        FOR UPDATE SKIP LOCKED
 ), probe_rows AS (
     SELECT CASE WHEN count(*) < $3 THEN $5 ELSE 1 END AS n FROM picked
 ), claimed AS (
     UPDATE deliveries AS d
-       SET lease_token = gen_random_uuid(), {_LEASE}
+       SET lease_token = gen_random_uuid(), {_LEASE}{{lease}}
       FROM picked WHERE d.id = picked.id
     RETURNING {_LEASED}, d.event_id, d.payload_days, d.next_attempt_at, d.transformed_since
 ), wake AS (
@@ -189,6 +195,13 @@ SELECT d.*, {ENDPOINT_COLUMNS}, v.payload, v.event_type, v.created_at AS event_a
                                                      AND v.payload_days = d.payload_days) ON TRUE
  ORDER BY d.next_attempt_at, d.id
 """  # noqa: S608
+_CLAIMS = {
+    "push": _CLAIM_BATCH.format(kind="(g.delivery = 'push' OR g.deleted_at IS NOT NULL)", lease=""),
+    "poll": _CLAIM_BATCH.format(
+        kind="g.delivery = 'poll' AND g.deleted_at IS NULL",
+        lease=", next_attempt_at = now() + make_interval(secs => $4)",
+    ),
+}
 
 _NEXT_WAKE = f"""
 SELECT extract(epoch FROM {_WAKE.format(rows="$3", besides="")} - now())::float8
@@ -265,11 +278,13 @@ async def claim_batch(
     endpoint_id: str,
     limit: int,
     lease_seconds: float,
+    delivery: str = "push",
 ) -> ClaimBatch:
     """Lease up to ``limit`` claimable deliveries of one destination, oldest due first, and
-    say when the destination next has one (one statement, one round trip)."""
+    say when the destination next has one (one statement, one round trip). ``delivery``:
+    ``push`` for a worker's claim, ``poll`` for a poll's; the other kind's endpoint has none."""
     rows = await connection.fetch(
-        _CLAIM_BATCH, region, endpoint_id, limit, lease_seconds, WAKE_PROBE_ROWS
+        _CLAIMS[delivery], region, endpoint_id, limit, lease_seconds, WAKE_PROBE_ROWS
     )
     # The statement always returns a row (the wake-up); without a claim its columns are NULL.
     claimed = [claimed_from(row) for row in rows if row["id"] is not None]

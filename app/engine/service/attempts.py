@@ -67,6 +67,7 @@ class Request:
     contexts to connect with (the current material's first)."""
 
     claimed: ClaimedDelivery
+    url: str
     body: bytes
     headers: dict[str, str]
     contexts: list[ssl.SSLContext]
@@ -117,6 +118,9 @@ class Attempts:
         ids = {"delivery_id": claimed.id, "endpoint_id": claimed.endpoint_id}
         with tracing.attempting(claimed.traceparent, claimed.id) as trace:
             try:
+                if claimed.url is None:  # the claim never leases a polling endpoint's
+                    raise envelope.RequestNotBuilt("a polling endpoint's delivery is not sent")
+                url = claimed.url
                 body = envelope.request_body(claimed)
                 headers = envelope.request_headers(
                     claimed, body, trace, self.opened, user_agent=self.settings.user_agent
@@ -132,7 +136,7 @@ class Attempts:
                     progress, log_failure(log, "delivery.request_not_built", exc, **ids)
                 )
             try:
-                request = Request(claimed, body, headers, contexts, proxy)
+                request = Request(claimed, url, body, headers, contexts, proxy)
                 if claimed.oauth2 is None:
                     result = await self._post(request, progress)
                 else:
@@ -155,7 +159,7 @@ class Attempts:
         for tls in contexts:
             result = await sender.send(
                 self.http,
-                url=request.claimed.url,
+                url=request.url,
                 body=request.body,
                 headers=request.headers,
                 timeout=self.settings.request_timeout_seconds,

@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -24,7 +24,7 @@ from app.core.ids import new_id
 from app.core.redis_clients import FlowRedis, LuaScript
 from app.core.sealing import KeyRing, OpenedSecrets
 from app.core.states import Outcome
-from app.endpoints.service.destinations import check_endpoint_url
+from app.endpoints.service.destinations import IPNetwork, check_endpoint_url
 from app.endpoints.service.handshakes import Consent, HandshakeTarget
 from app.engine.repository.delivery_leases import ClaimedDelivery, OAuth2Client
 from app.engine.service import egress, envelope, handshake, sender
@@ -85,6 +85,17 @@ class Report:
 
     def add(self, step: str, outcome: StepOutcome, detail: str) -> None:
         self.steps.append(Step(step, outcome, detail))
+
+
+async def _refused_destination(url: str | None, allowlist: Sequence[IPNetwork]) -> str | None:
+    """Why the test cannot be sent where the endpoint points; None: it can."""
+    if url is None:
+        return "a polling endpoint has no URL: send it a test event, then poll for it"
+    try:
+        await check_endpoint_url(url, allowlist)
+    except DestinationRefused as exc:
+        return str(exc)
+    return None
 
 
 def _claimed(endpoint: Endpoint, now: datetime, cloudevents_source: str | None) -> ClaimedDelivery:
@@ -283,12 +294,13 @@ class EndpointTester:
         report = Report()
         claimed = _claimed(endpoint, datetime.now(UTC), cloudevents_source)
         allowlist = self._settings.destination_allowlist
-        try:
-            await check_endpoint_url(endpoint.url, allowlist)
-            report.add("destination", "ok", "the URL resolves to addresses the SSRF guard allows")
-        except DestinationRefused as exc:
-            report.add("destination", "failed", str(exc))
+        url = endpoint.url
+        refused = await _refused_destination(url, allowlist)
+        if refused is not None:
+            report.add("destination", "failed", refused)
             return report
+        assert url is not None  # a polling endpoint's is refused
+        report.add("destination", "ok", "the URL resolves to addresses the SSRF guard allows")
         try:
             own = egress.endpoint_proxy(claimed, self._opened)
         except envelope.RequestNotBuilt as exc:
@@ -331,7 +343,7 @@ class EndpointTester:
         progress = sender.SendProgress()
         result = await sender.send(
             self._client,
-            url=endpoint.url,
+            url=url,
             body=body,
             headers=headers,
             timeout=self._settings.request_timeout_seconds,

@@ -98,7 +98,7 @@ class Pump:
         policy = self._gate.cached_policy(endpoint_id)
         if self._stopping or self._capacity.free <= 0 or policy is None:
             return None
-        if policy.interval_us or policy.paused_for > 0 or policy.half_open:
+        if policy.interval_us or policy.paused_for > 0 or policy.half_open or policy.polled:
             return None
         self._capacity.take(tenant_id, 1)
         return policy
@@ -230,6 +230,11 @@ class Pump:
         endpoint_id, tenant_id = taken.endpoint_id, taken.tenant_id
         assert endpoint_id is not None and tenant_id is not None
         policy = await self._fresh_policy(endpoint_id)
+        if policy.polled:
+            # Its receiver polls for its deliveries: an accept or reconcile armed it all the
+            # same, and it is let go (nothing is claimed; the poll reads from PostgreSQL).
+            await self._wakeups.settle(taken, in_seconds=None)
+            return None
         if policy.paused_for > 0:
             metrics.DEFERRALS.labels("paused").inc()
             await self._wakeups.settle(taken, in_seconds=policy.paused_for)

@@ -48,6 +48,7 @@ def transformed(
         return _failed(claimed, str(exc))
     if made.skip:
         return outcomes.Transition.cancelled(SKIPPED_BY_TRANSFORMATION)
+    assert claimed.url is not None  # a polling endpoint takes no transformation
     return dataclasses.replace(claimed, url=made.url_for(claimed.url), transformed=made)
 
 

@@ -26,6 +26,8 @@ class Policy:
     half_open: bool  # the breaker tripped: after its cool-down, one probe at a time
     tenant_id: str = ""
     tenant_interval_us: int = 0  # between the tenant's starts (delivery_rate); 0 = none
+    # A polling endpoint: its receiver reads its deliveries, and no worker claims them.
+    polled: bool = False
 
 
 # Past this many cached policies, the expired ones are swept out before the next is kept.
@@ -92,6 +94,7 @@ class PolicyCache:
                 tenant_interval_us=start_interval_us(
                     self._tenant_defaults.of(tenant).delivery_rate
                 ),
+                polled=found.polled,
             )
         if self._generations.get(endpoint_id, 0) == generation:
             # Not when forget() ran meanwhile: this read may predate what it forgot.

@@ -28,11 +28,16 @@ REDIS_PING_SECONDS = 1.0
 # {t}: nothing for the fleet, or one tenant's condition (the console shows a tenant its own);
 # {st}: the same for streams, which belong to the tenant's endpoints.
 _SNAPSHOT = """
-    WITH held AS (
+    WITH polled AS (
+      -- Polling endpoints: their deliveries wait for their receiver by design, and a read
+      -- its receiver did not acknowledge in time is no worker's death.
+      SELECT id FROM endpoints WHERE deleted_at IS NULL AND delivery = 'poll' {t}
+    ), held AS (
       -- Destinations waiting by policy (paused, disabled, breaker open): work due there is
       -- not late, and an alert on its age would page for a pause someone chose.
       SELECT id FROM endpoints
        WHERE deleted_at IS NULL AND (NOT enabled OR paused_until > now() OR breaker_trips > 0) {t}
+      UNION ALL SELECT id FROM polled
     )
     SELECT live.*,
       (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox_wakeups
@@ -63,7 +68,8 @@ _SNAPSHOT = """
         count(*) FILTER (WHERE state = 'pending') AS pending,
         count(*) FILTER (WHERE state = 'enqueued') AS enqueued,
         count(*) FILTER (WHERE state = 'leased') AS leased,
-        count(*) FILTER (WHERE state = 'leased' AND lease_until < now()) AS expired_leases,
+        count(*) FILTER (WHERE state = 'leased' AND lease_until < now()
+          AND endpoint_id <> ALL (ARRAY(SELECT id FROM polled))) AS expired_leases,
         count(*) FILTER (WHERE stream IS NOT NULL AND next_attempt_at IS NULL) AS behind_heads
       FROM deliveries WHERE region = :r AND completed_at IS NULL {t}
     ) AS live

@@ -53,6 +53,12 @@ def _transforming(visitor: Visitor) -> tuple[str, ...]:
     return ("transformation",) if visitor.may("transform_endpoints") else ()
 
 
+def _said(exc: Unprocessable) -> dict[str, str]:
+    """A refusal beside the box it names: the URL's ("url: ..."), else the transformation's."""
+    detail = exc.detail or ""
+    return {"url" if detail.startswith("url:") else "transformation": detail}
+
+
 def _errors(exc: ValidationError) -> dict[str, str]:
     return {str(error["loc"][0]): error["msg"] for error in exc.errors() if error["loc"]}
 
@@ -102,9 +108,8 @@ async def create_endpoint(
         return await _form_again(request, resources, visitor, fields, _errors(exc))
     except DestinationRefused as exc:
         return await _form_again(request, resources, visitor, fields, {"url": exc.detail or ""})
-    except Unprocessable as exc:  # a transformation on a CloudEvents endpoint
-        said = {"transformation": exc.detail or ""}
-        return await _form_again(request, resources, visitor, fields, said)
+    except Unprocessable as exc:  # no URL, or a transformation on a CloudEvents endpoint
+        return await _form_again(request, resources, visitor, fields, _said(exc))
     except Conflict:  # the endpoints the customer may have, all made
         said = {"form": "You have as many endpoints as you may: delete one to add another."}
         return await _form_again(request, resources, visitor, fields, said)
@@ -134,8 +139,7 @@ async def change_endpoint(
     except ValidationError as exc:
         return await _form_again(request, resources, visitor, fields, _errors(exc), endpoint_id)
     except Unprocessable as exc:  # a transformation on a CloudEvents endpoint
-        said = {"transformation": exc.detail or ""}
-        return await _form_again(request, resources, visitor, fields, said, endpoint_id)
+        return await _form_again(request, resources, visitor, fields, _said(exc), endpoint_id)
     except (DestinationRefused, Conflict) as exc:
         # A refused URL, or one whose receiver must consent first (the webhook handshake,
         # which the tenant's API runs): said beside the URL.

@@ -64,7 +64,8 @@ async def edit_endpoint(
         types = await views.catalogue(session, visitor)
     endpoint = view.endpoint
     form = {
-        "url": endpoint.url,
+        "url": endpoint.url or "",
+        "polled": endpoint.url is None,
         "description": endpoint.description or "",
         "filter": endpoint.filter or "",
         "transformation": endpoint.transformation or "",

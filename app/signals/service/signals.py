@@ -22,7 +22,7 @@ class Subject(Protocol):
     id: str
     tenant_id: str
     customer_id: str | None
-    url: str
+    url: str | None  # None: a polling endpoint
     description: str | None
     event_types: list[str] | None
     enabled: bool

@@ -17,6 +17,8 @@ class Principal:
     tenant_id: str | None
     is_admin: bool
     key_id: str | None = None  # None for the configured admin key (HERALD_ADMIN_API_KEY)
+    # A key for one polling endpoint: it polls that endpoint and acknowledges, nothing else.
+    endpoint_id: str | None = None
 
     @property
     def actor(self) -> Actor:
@@ -32,6 +34,7 @@ async def insert_key(
     key_hash: bytes,
     prefix: str,
     label: str | None,
+    endpoint_id: str | None = None,
 ) -> ApiKey:
     statement = (
         insert(ApiKey)
@@ -42,6 +45,7 @@ async def insert_key(
             key_hash=key_hash,
             display_prefix=prefix,
             label=label,
+            endpoint_id=endpoint_id,
         )
         .returning(ApiKey)
     )
@@ -52,14 +56,14 @@ async def insert_key(
 # is not a row every request writes.
 _FIND_AND_MARK_USED = text("""
 WITH found AS (
-    SELECT id, tenant_id, is_admin, last_used_at FROM api_keys
+    SELECT id, tenant_id, is_admin, endpoint_id, last_used_at FROM api_keys
      WHERE key_hash = :key_hash AND revoked_at IS NULL
 ), marked AS (
     UPDATE api_keys SET last_used_at = now() FROM found
      WHERE api_keys.id = found.id
        AND (found.last_used_at IS NULL OR found.last_used_at < now() - interval '1 minute')
 )
-SELECT id, tenant_id, is_admin FROM found
+SELECT id, tenant_id, is_admin, endpoint_id FROM found
 """)
 
 
@@ -68,7 +72,9 @@ async def find_principal(session: AsyncSession, key_hash: bytes) -> Principal | 
     row = (await session.execute(_FIND_AND_MARK_USED, {"key_hash": key_hash})).one_or_none()
     if row is None:
         return None
-    return Principal(tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id)
+    return Principal(
+        tenant_id=row.tenant_id, is_admin=row.is_admin, key_id=row.id, endpoint_id=row.endpoint_id
+    )
 
 
 async def list_page(
@@ -109,3 +115,19 @@ async def revoke(session: AsyncSession, key_id: str, *, tenant_id: str | None) -
         .execution_options(synchronize_session=False, populate_existing=True)
     )
     return result.scalar_one_or_none()
+
+
+async def endpoint_delivery(session: AsyncSession, tenant_id: str, endpoint_id: str) -> str | None:
+    """How the tenant's live endpoint is delivered to (push or poll); None: no such endpoint.
+    Read here rather than through the endpoints domain, which sits above tenants."""
+    if not is_id(endpoint_id):
+        return None
+    found = await session.execute(
+        text(
+            "SELECT delivery FROM endpoints"
+            " WHERE id = :id AND tenant_id = :tenant_id AND deleted_at IS NULL"
+        ),
+        {"id": endpoint_id, "tenant_id": tenant_id},
+    )
+    delivery: str | None = found.scalar_one_or_none()
+    return delivery

@@ -11,7 +11,13 @@ from app.api.deps import PrincipalDep, SessionDep
 from app.api.pagination import Cursor, Limit, Page, decode_id_cursor, page_of
 from app.api.paths import KeyIdPath
 from app.api.problems import problem_responses
-from app.core.errors import Forbidden, NotFound, Unauthorized, UnsupportedMediaType
+from app.core.errors import (
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    Unprocessable,
+    UnsupportedMediaType,
+)
 from app.core.fields import TenantId
 from app.runtime.resources import ResourcesDep
 from app.tenants.repository import api_keys as key_rows
@@ -52,15 +58,20 @@ async def list_keys(
     "",
     status_code=201,
     response_model=ApiKeyCreated,
-    responses=problem_responses(*_AUTH, NotFound, UnsupportedMediaType),
-    summary="Create an API key for your tenant (an admin: for the tenant named)",
+    responses=problem_responses(*_AUTH, NotFound, Unprocessable, UnsupportedMediaType),
+    summary="Create an API key for your tenant (an admin: for the tenant named), or for one "
+    "of its polling endpoints",
 )
 async def create_key(
     body: ApiKeyCreate, principal: PrincipalDep, session: SessionDep
 ) -> ApiKeyCreated:
     async with session.begin():
         issued = await api_keys.create_key(
-            session, principal, tenant_id=body.tenant_id, label=body.label
+            session,
+            principal,
+            tenant_id=body.tenant_id,
+            label=body.label,
+            endpoint_id=body.endpoint_id,
         )
     shown = ApiKeyOut.model_validate(issued.row)
     return ApiKeyCreated(**shown.model_dump(), key=issued.key)

@@ -39,6 +39,7 @@ async def issue_key(
     tenant_id: str | None,
     is_admin: bool,
     label: str | None = None,
+    endpoint_id: str | None = None,
     by: Actor,
 ) -> IssuedKey:
     key = generate_key()
@@ -49,9 +50,12 @@ async def issue_key(
         key_hash=hash_key(key),
         prefix=key[:12],
         label=label,
+        endpoint_id=endpoint_id,
     )
     if tenant_id is not None:
         shown = {"label": label, "prefix": row.display_prefix, "admin": is_admin}
+        if endpoint_id is not None:
+            shown["endpoint_id"] = endpoint_id
         await audit.record(session, tenant_id, by, "api_key.created", row.id, after=shown)
     return IssuedKey(row, key)
 
@@ -90,17 +94,37 @@ def scope_of(principal: Principal, tenant_id: str | None) -> str | None:
 
 
 async def create_key(
-    session: AsyncSession, principal: Principal, *, tenant_id: str | None, label: str | None
+    session: AsyncSession,
+    principal: Principal,
+    *,
+    tenant_id: str | None,
+    label: str | None,
+    endpoint_id: str | None = None,
 ) -> IssuedKey:
-    """A tenant key, for the caller's tenant or (an admin's call) the one named. Admin keys are
-    not made over HTTP: `herald keys create --admin`."""
+    """A tenant key, for the caller's tenant or (an admin's call) the one named; with
+    ``endpoint_id``, a key for that one polling endpoint of the tenant. Admin keys are not
+    made over HTTP: `herald keys create --admin`."""
     target = scope_of(principal, tenant_id)
     if target is None:
         raise Unprocessable("tenant_id: an admin creates a key for a named tenant")
     if await tenants.get(session, target) is None:
         raise NotFound(f"tenant {target} not found")
+    if endpoint_id is not None:
+        delivery = await api_keys.endpoint_delivery(session, target, endpoint_id)
+        if delivery is None:
+            raise NotFound(f"endpoint {endpoint_id} not found")
+        if delivery != "poll":
+            raise Unprocessable(
+                f"endpoint_id: endpoint {endpoint_id} is sent its deliveries: a key for one "
+                "endpoint is for a polling endpoint's receiver"
+            )
     return await issue_key(
-        session, tenant_id=target, is_admin=False, label=label, by=principal.actor
+        session,
+        tenant_id=target,
+        is_admin=False,
+        label=label,
+        endpoint_id=endpoint_id,
+        by=principal.actor,
     )
 
 

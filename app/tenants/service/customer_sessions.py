@@ -16,11 +16,12 @@ from app.core.scope import Scope
 from app.tenants.repository import customer_sessions
 
 LINK_PREFIX, SESSION_PREFIX = "hpl_", "hps_"
-CAPABILITIES = ("manage_endpoints", "replay", "transform_endpoints")
+CAPABILITIES = ("manage_endpoints", "replay", "transform_endpoints", "poll_endpoints")
 _SAID = {
     "manage_endpoints": "manage endpoints",
     "replay": "replay deliveries",
     "transform_endpoints": "set or try an endpoint's transformation",
+    "poll_endpoints": "read and acknowledge a polling endpoint's deliveries",
 }
 
 

@@ -22,6 +22,8 @@ from herald_client.models import (
     EventAccepted,
     Limits,
     Page,
+    PollAcknowledged,
+    PolledDelivery,
     PortalSession,
     PortalSessionListed,
     RedriveJob,
@@ -30,6 +32,9 @@ from herald_client.models import (
 )
 
 T = TypeVar("T")
+
+# A long poll's answer may take its wait and then this long.
+POLL_ANSWER_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class Call(Generic[T]):
     # Send an Idempotency-Key: this one, or a fresh one per call (kept across its retries).
     keyed: bool = False
     idempotency_key: str | None = None
+    # Seconds to wait for the answer, when not the client's own: a long poll's wait and more.
+    timeout: float | None = None
 
 
 def _model(model: type[T]) -> Callable[[Any], T]:
@@ -236,6 +243,30 @@ def send_test_event(endpoint_id: str, body: dict[str, Any]) -> Call[Delivery]:
         _model(Delivery),
         json=body,
         repeatable=False,
+    )
+
+
+def poll_endpoint(
+    endpoint_id: str, *, limit: int | None, wait: float | None, visibility: float | None
+) -> Call[list[PolledDelivery]]:
+    # Sent again after a lost answer: what the lost poll read comes back after its visibility.
+    params = _present(limit=limit, wait=wait, visibility=visibility)
+    return Call(
+        "GET",
+        f"/v1/endpoints/{endpoint_id}/poll",
+        lambda body: _model(list[PolledDelivery])(body["data"]),
+        params=params,
+        timeout=None if not wait else wait + POLL_ANSWER_SECONDS,
+    )
+
+
+def acknowledge_polled(endpoint_id: str, receipts: list[str]) -> Call[PollAcknowledged]:
+    # Acknowledging twice is harmless.
+    return Call(
+        "POST",
+        f"/v1/endpoints/{endpoint_id}/poll/ack",
+        _model(PollAcknowledged),
+        json={"receipts": receipts},
     )
 
 

@@ -68,6 +68,7 @@ class Herald:
                     json=call.json,
                     params=call.params or None,
                     headers=headers_for(call, s.api_key, key),
+                    timeout=httpx.USE_CLIENT_DEFAULT if call.timeout is None else call.timeout,
                 )
             except httpx.TransportError:
                 response = None
@@ -126,6 +127,7 @@ class AsyncHerald:
                     json=call.json,
                     params=call.params or None,
                     headers=headers_for(call, s.api_key, key),
+                    timeout=httpx.USE_CLIENT_DEFAULT if call.timeout is None else call.timeout,
                 )
             except httpx.TransportError:
                 response = None

@@ -66,7 +66,8 @@ class PortalSessions:
         lifetime_seconds: int | None = None,
     ) -> PortalSession:
         """A session for one customer's portal: ``url`` opens it once, in an iframe or a tab.
-        ``capabilities``: manage_endpoints, replay, transform_endpoints (none: read-only)."""
+        ``capabilities``: manage_endpoints, replay, transform_endpoints, poll_endpoints
+        (none: read-only)."""
         return self._run(
             _calls.create_portal_session(customer_id, capabilities or [], lifetime_seconds)
         )

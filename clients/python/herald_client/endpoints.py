@@ -6,7 +6,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from herald_client import _calls
-from herald_client.models import Delivery, Endpoint, EndpointCreated, Page, Stream
+from herald_client.models import (
+    Delivery,
+    Endpoint,
+    EndpointCreated,
+    Page,
+    PollAcknowledged,
+    PolledDelivery,
+    Stream,
+)
 
 if TYPE_CHECKING:
     from herald_client.client import AsyncHerald, Herald
@@ -16,15 +24,38 @@ class Endpoints:
     def __init__(self, client: Herald) -> None:
         self._run = client.run
 
-    def create(self, url: str, **fields: Any) -> EndpointCreated:
-        """Fields: description, event_types, filter, transformation, rate_limit_per_second,
-        max_in_flight, enabled, payload_format (raw, standard, cloudevents, cloudevents-binary),
-        signature_schemes (v1, v1a), headers, secret_headers (sent like headers, sealed at
-        rest, shown by name only), oauth2, tls (mutual TLS: client_certificate, client_key,
-        ca_bundle, overlap_hours), egress_proxy ({"url": ...}), webhook_handshake (the
-        CloudEvents validation handshake before the save), ordering, on_dead. The answer
-        holds the signing secret and the v1a public key."""
+    def create(self, url: str | None = None, **fields: Any) -> EndpointCreated:
+        """Fields: delivery (push, the default, sent to ``url``; or poll: no url, its
+        receiver reads with ``poll``), description, event_types, filter, transformation,
+        rate_limit_per_second, max_in_flight, enabled, payload_format (raw, standard,
+        cloudevents, cloudevents-binary), signature_schemes (v1, v1a), headers,
+        secret_headers (sent like headers, sealed at rest, shown by name only), oauth2, tls
+        (mutual TLS: client_certificate, client_key, ca_bundle, overlap_hours), egress_proxy
+        ({"url": ...}), webhook_handshake (the CloudEvents validation handshake before the
+        save), ordering, on_dead. The answer holds the signing secret and the v1a public
+        key."""
         return self._run(_calls.create_endpoint({"url": url, **fields}))
+
+    def poll(
+        self,
+        endpoint_id: str,
+        *,
+        limit: int | None = None,
+        wait: float | None = None,
+        visibility: float | None = None,
+    ) -> list[PolledDelivery]:
+        """A polling endpoint's due deliveries, up to ``limit`` (100), each hidden from other
+        polls for ``visibility`` seconds (30) unless acknowledged; with ``wait``, waits up to
+        that long (at most 20 s) when none is due. Verify each one's ``headers`` against its
+        ``body`` (``herald_client.receiving``), then ``acknowledge`` its receipt."""
+        return self._run(
+            _calls.poll_endpoint(endpoint_id, limit=limit, wait=wait, visibility=visibility)
+        )
+
+    def acknowledge(self, endpoint_id: str, receipts: list[str]) -> PollAcknowledged:
+        """Each receipt's delivery succeeds, while its read is still visible to no one else;
+        an expired one comes back under the same id."""
+        return self._run(_calls.acknowledge_polled(endpoint_id, receipts))
 
     def get(self, endpoint_id: str) -> Endpoint:
         return self._run(_calls.get_endpoint(endpoint_id))
@@ -92,8 +123,23 @@ class AsyncEndpoints:
     def __init__(self, client: AsyncHerald) -> None:
         self._run = client.run
 
-    async def create(self, url: str, **fields: Any) -> EndpointCreated:
+    async def create(self, url: str | None = None, **fields: Any) -> EndpointCreated:
         return await self._run(_calls.create_endpoint({"url": url, **fields}))
+
+    async def poll(
+        self,
+        endpoint_id: str,
+        *,
+        limit: int | None = None,
+        wait: float | None = None,
+        visibility: float | None = None,
+    ) -> list[PolledDelivery]:
+        return await self._run(
+            _calls.poll_endpoint(endpoint_id, limit=limit, wait=wait, visibility=visibility)
+        )
+
+    async def acknowledge(self, endpoint_id: str, receipts: list[str]) -> PollAcknowledged:
+        return await self._run(_calls.acknowledge_polled(endpoint_id, receipts))
 
     async def get(self, endpoint_id: str) -> Endpoint:
         return await self._run(_calls.get_endpoint(endpoint_id))

@@ -141,7 +141,8 @@ class EgressProxy(_Answer):
 
 class Endpoint(_Answer):
     id: str
-    url: str
+    delivery: str  # push (sent to url) | poll (read by its receiver: no url)
+    url: str | None
     customer_id: str | None  # the tenant's customer it belongs to
     description: str | None
     event_types: list[str] | None
@@ -242,7 +243,7 @@ class Customer(_Answer):
 class PortalSession(_Answer):
     id: str
     customer_id: str
-    capabilities: list[str]  # manage_endpoints, replay, transform_endpoints; empty: read-only
+    capabilities: list[str]  # manage_endpoints, replay, transform_endpoints, poll_endpoints
     url: str  # opens the portal once: its one-time token is in the fragment
     link_expires_at: datetime
     expires_at: datetime
@@ -284,7 +285,27 @@ class Limits(_Answer):
     set_by_operator: list[str]  # the limits the operator set; the others are the defaults
 
 
+class PolledDelivery(_Answer):
+    """A delivery as a poll reads it: what a push would have sent, and its receipt."""
+
+    id: str  # the delivery's: the same on every read, and webhook-id
+    receipt: str  # acknowledges this read, while it is visible to no one else
+    event_id: str
+    event_type: str
+    reads: int  # how many times it has been read, this read included
+    visible_again_at: datetime  # read again after this, unless acknowledged
+    body: str  # exactly the bytes the signature covers: verify before parsing
+    headers: dict[str, str]  # webhook-id, webhook-timestamp, webhook-signature...
+
+
+class PollAcknowledged(_Answer):
+    acknowledged: list[str]  # delivery ids now succeeded (or that had succeeded)
+    expired: list[str]  # delivery ids whose read's visibility ended: they come back
+
+
 OPENAPI_NAMES: dict[type[BaseModel], str] = {
+    PolledDelivery: "PolledDeliveryOut",
+    PollAcknowledged: "PollAckOut",
     Delivery: "DeliveryOut",
     DeliveryDetail: "DeliveryDetail",
     CustodyEvent: "CustodyEventOut",

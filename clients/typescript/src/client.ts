@@ -151,6 +151,23 @@ export class Endpoints extends Resource {
   stats(id: string): Promise<S["EndpointStats"]> {
     return this.run({ method: "GET", path: path("/v1/endpoints/{}/stats", id) });
   }
+  /** A polling endpoint's due deliveries (`limit`, 100), each hidden from other polls for
+   * `visibility` seconds (30) unless acknowledged; with `wait`, waits up to that long (20 s at
+   * most) when none is due. Verify each one's headers against its body, then acknowledge. */
+  async poll(
+    id: string,
+    options: { limit?: number; wait?: number; visibility?: number } = {},
+  ): Promise<S["PolledDeliveryOut"][]> {
+    const at = path("/v1/endpoints/{}/poll", id);
+    const page: S["PollPage"] = await this.run({ method: "GET", path: at, query: { ...options } });
+    return page.data;
+  }
+  /** Each receipt's delivery succeeds while its read is still hidden from other polls; an
+   * expired one comes back under the same id. Acknowledging twice is harmless. */
+  acknowledge(id: string, receipts: string[]): Promise<S["PollAckOut"]> {
+    const at = path("/v1/endpoints/{}/poll/ack", id);
+    return this.run({ method: "POST", path: at, body: { receipts } });
+  }
 }
 
 export class EventTypes extends Resource {

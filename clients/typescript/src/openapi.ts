@@ -70,7 +70,7 @@ export interface paths {
         /** List API keys, newest first: a tenant's own; an admin's, any tenant's or all */
         get: operations["list_keys_v1_api_keys_get"];
         put?: never;
-        /** Create an API key for your tenant (an admin: for the tenant named) */
+        /** Create an API key for your tenant (an admin: for the tenant named), or for one of its polling endpoints */
         post: operations["create_key_v1_api_keys_post"];
         delete?: never;
         options?: never;
@@ -366,6 +366,46 @@ export interface paths {
         head?: never;
         /** Update Endpoint */
         patch: operations["update_endpoint_v1_endpoints__endpoint_id__patch"];
+        trace?: never;
+    };
+    "/v1/endpoints/{endpoint_id}/poll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a polling endpoint's due deliveries, each hidden from other polls until acknowledged or until its visibility ends
+         * @description Each delivery comes as a push would have sent it -- its body and signed headers -- with a receipt to acknowledge it by. One not acknowledged within `visibility` seconds is read again by a later poll, under the same id; so two pollers never hold one delivery at once. With `wait`, a poll that finds nothing waits up to that long for deliveries (a long poll); past the tenant's share of waiting polls it is answered 429.
+         */
+        get: operations["poll_v1_endpoints__endpoint_id__poll_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/endpoints/{endpoint_id}/poll/ack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Acknowledge deliveries a poll read: each succeeds, its read its attempt
+         * @description A receipt acknowledges only while its read's visibility lasts; one that expired is reported so (its delivery is read again, under the same id). Acknowledging twice is harmless. An ordered stream's next delivery is readable once its head is acknowledged.
+         */
+        post: operations["acknowledge_v1_endpoints__endpoint_id__poll_ack_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/endpoints/{endpoint_id}/secret": {
@@ -823,6 +863,11 @@ export interface components {
         /** ApiKeyCreate */
         ApiKeyCreate: {
             /**
+             * Endpoint Id
+             * @description A key for this one polling endpoint: it polls the endpoint and acknowledges what it read, and every other route refuses it -- the credential to give the endpoint's receiver.
+             */
+            endpoint_id?: string | null;
+            /**
              * Label
              * @description What the key is for.
              */
@@ -840,6 +885,11 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Endpoint Id
+             * @description A key for one polling endpoint: the endpoint's id.
+             */
+            endpoint_id?: string | null;
             /** Id */
             id: string;
             /**
@@ -877,6 +927,11 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Endpoint Id
+             * @description A key for one polling endpoint: the endpoint's id.
+             */
+            endpoint_id?: string | null;
             /** Id */
             id: string;
             /** Label */
@@ -1179,7 +1234,7 @@ export interface components {
             waiting_detail: string | null;
             /**
              * Waiting Reason
-             * @description scheduled | queued | in_flight | throttled | endpoint_disabled | stuck | ordered (waits its turn behind its stream's head) | halted (its stream waits for an operator, behind a dead head) | succeeded | dead | cancelled
+             * @description scheduled | queued | waiting_to_be_polled (a polling endpoint's: due, its receiver has not read it yet) | in_flight | throttled | endpoint_disabled | stuck | ordered (waits its turn behind its stream's head) | halted (its stream waits for an operator, behind a dead head) | succeeded | dead | cancelled
              */
             waiting_reason: string;
         };
@@ -1319,6 +1374,13 @@ export interface components {
              * @description The tenant's customer the endpoint belongs to (PUT /v1/customers/{id} first); fixed once made. Events published to that customer reach it; events published to none reach only the endpoints that belong to none.
              */
             customer_id?: string | null;
+            /**
+             * Delivery
+             * @description How deliveries reach the receiver, fixed once the endpoint is made: `push` (Herald sends each to `url`) or `poll` (the receiver, which needs no URL of its own, reads them with `GET /v1/endpoints/{id}/poll` and acknowledges them with `POST /v1/endpoints/{id}/poll/ack`). A polling endpoint takes none of what reaching a URL needs: `url`, `headers`, `secret_headers`, `oauth2`, `tls`, `egress_proxy`, `webhook_handshake`, `rate_limit_per_second`, `max_in_flight`, `final_statuses`, `transformation`.
+             * @default push
+             * @enum {string}
+             */
+            delivery?: "push" | "poll";
             /** Description */
             description?: string | null;
             /** @description The endpoint's own HTTP proxy, in place of the operator's (HERALD_EGRESS_PROXY), for a receiver that admits only traffic from it. Herald vets the destination itself and asks the proxy for that address (CONNECT <address>:443 for https, the name kept in SNI, the certificate check and Host). A proxy that fails counts against the endpoint. */
@@ -1397,8 +1459,11 @@ export interface components {
              * @description A Common Expression Language program over the event -- `type` and `payload` -- that makes the request: a map of `body` (any JSON, sent in place of the endpoint's own body), `headers` (sent besides the static ones, under their rules), `path` (added to the URL's path), `query` (added to its query) and `skip` (true: not sent; the delivery ends `cancelled`, skipped), e.g. `{"body": {"text": "Order " + payload.id + " paid"}}`. Checked and bounded when saved, as a filter is; a delivery is sent as the transformation its endpoint had when it was accepted, on every attempt. Not for CloudEvents endpoints, whose body is the CloudEvent.
              */
             transformation?: string | null;
-            /** Url */
-            url: string;
+            /**
+             * Url
+             * @description Where Herald sends the deliveries: required for a `push` endpoint, refused for a `poll` one.
+             */
+            url?: string | null;
             /**
              * Webhook Handshake
              * @description The CloudEvents webhook validation handshake (HTTP 1.1 Web Hooks for Event Delivery, section 4): before the endpoint is saved with a URL, Herald sends that URL an `OPTIONS` with `WebHook-Request-Origin` (HERALD_WEBHOOK_ORIGIN) and, given a rate ceiling, `WebHook-Request-Rate`; the save goes through only if the receiver answers with `WebHook-Allowed-Origin` (that origin or `*`). Its `WebHook-Allowed-Rate` (requests a minute) is a ceiling on top of the endpoint's own, and every delivery carries `WebHook-Request-Origin`. Asked again whenever the URL changes.
@@ -1425,6 +1490,11 @@ export interface components {
              * @description The customer it belongs to; null: none.
              */
             customer_id: string | null;
+            /**
+             * Delivery
+             * @description `push` (sent to `url`) or `poll` (read by its receiver).
+             */
+            delivery: string;
             /** Description */
             description: string | null;
             /** Disabled Reason */
@@ -1505,8 +1575,11 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
-            /** Url */
-            url: string;
+            /**
+             * Url
+             * @description Where deliveries are sent; null: a polling endpoint.
+             */
+            url: string | null;
             /**
              * Webhook Allowed Rate Per Minute
              * @description The rate the receiver allowed (a ceiling beside the endpoint's own); null: none (`*`).
@@ -1544,6 +1617,11 @@ export interface components {
              * @description The customer it belongs to; null: none.
              */
             customer_id: string | null;
+            /**
+             * Delivery
+             * @description `push` (sent to `url`) or `poll` (read by its receiver).
+             */
+            delivery: string;
             /** Description */
             description: string | null;
             /** Disabled Reason */
@@ -1619,8 +1697,11 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
-            /** Url */
-            url: string;
+            /**
+             * Url
+             * @description Where deliveries are sent; null: a polling endpoint.
+             */
+            url: string | null;
             /**
              * Webhook Allowed Rate Per Minute
              * @description The rate the receiver allowed (a ceiling beside the endpoint's own); null: none (`*`).
@@ -2216,6 +2297,82 @@ export interface components {
             next_cursor?: string | null;
         };
         /**
+         * PollAck
+         * @example {
+         *       "receipts": [
+         *         "dlv_01JF3Q6W9ZKTR8V4M2N5PXC7BD.0123456789abcdef0123456789abcdef"
+         *       ]
+         *     }
+         */
+        PollAck: {
+            /**
+             * Receipts
+             * @description The receipts of what was processed.
+             */
+            receipts: string[];
+        };
+        /** PollAckOut */
+        PollAckOut: {
+            /**
+             * Acknowledged
+             * @description Delivery ids now succeeded, each with its read as its attempt (or that had succeeded already).
+             */
+            acknowledged: string[];
+            /**
+             * Expired
+             * @description Delivery ids whose receipt no longer holds -- its visibility ended, and a later read has it or will: process it again when it comes back, under the same id.
+             */
+            expired: string[];
+        };
+        /** PollPage */
+        PollPage: {
+            /**
+             * Data
+             * @description Oldest due first; empty when nothing was due (after `wait` seconds). An ordered endpoint answers each stream's next delivery only once the one before it is acknowledged.
+             */
+            data: components["schemas"]["PolledDeliveryOut"][];
+        };
+        /** PolledDeliveryOut */
+        PolledDeliveryOut: {
+            /**
+             * Body
+             * @description The request body a push would have sent, exactly the bytes its signature covers (as text): verify `headers` against it before parsing it.
+             */
+            body: string;
+            /** Event Id */
+            event_id: string;
+            /** Event Type */
+            event_type: string;
+            /**
+             * Headers
+             * @description The headers a push would have sent: `webhook-id`, `webhook-timestamp`, `webhook-signature` (Standard Webhooks), `Content-Type`, `Herald-Event-Type`...
+             */
+            headers: {
+                [key: string]: string;
+            };
+            /**
+             * Id
+             * @description The delivery's id: the same on every read, and `webhook-id`.
+             */
+            id: string;
+            /**
+             * Reads
+             * @description How many times it has been read, this read included.
+             */
+            reads: number;
+            /**
+             * Receipt
+             * @description What acknowledges this read (POST .../poll/ack): it holds until `visible_again_at`, and no other read's receipt acknowledges it.
+             */
+            receipt: string;
+            /**
+             * Visible Again At
+             * Format: date-time
+             * @description Unless acknowledged by then, the next poll reads it again, under the same id.
+             */
+            visible_again_at: string;
+        };
+        /**
          * PortalSessionCreate
          * @example {
          *       "capabilities": [
@@ -2227,10 +2384,10 @@ export interface components {
         PortalSessionCreate: {
             /**
              * Capabilities
-             * @description What the customer may do besides reading its endpoints, deliveries and the catalogue: `manage_endpoints` (create, change, enable/disable, delete, see and rotate secrets, send test events), `replay` (send deliveries again), `transform_endpoints` (with `manage_endpoints`: set and try its endpoints' transformations). Empty: read-only.
+             * @description What the customer may do besides reading its endpoints, deliveries and the catalogue: `manage_endpoints` (create, change, enable/disable, delete, see and rotate secrets, send test events), `replay` (send deliveries again), `transform_endpoints` (with `manage_endpoints`: set and try its endpoints' transformations), `poll_endpoints` (read its polling endpoints' deliveries and acknowledge them: a read hides them from its receiver's own polls meanwhile). Empty: read-only.
              * @default []
              */
-            capabilities?: ("manage_endpoints" | "replay" | "transform_endpoints")[];
+            capabilities?: ("manage_endpoints" | "replay" | "transform_endpoints" | "poll_endpoints")[];
             /** Customer Id */
             customer_id: string;
             /**
@@ -3097,7 +3254,7 @@ export interface operations {
                     "application/problem+json": unknown;
                 };
             };
-            /** @description Request validation failed */
+            /** @description Request validation failed; Unprocessable content */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4853,6 +5010,203 @@ export interface operations {
                 };
             };
             /** @description Request validation failed; Destination refused */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    poll_v1_endpoints__endpoint_id__poll_get: {
+        parameters: {
+            query?: {
+                /** @description Deliveries to read, at most. */
+                limit?: number;
+                /** @description Seconds to wait when none is due. */
+                wait?: number;
+                /** @description Seconds each delivery read stays hidden from other polls, unless acknowledged first. */
+                visibility?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The endpoint's id (ep_...). */
+                endpoint_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollPage"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Database unavailable, or the request collided with a concurrent one; nothing was changed: retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+        };
+    };
+    acknowledge_v1_endpoints__endpoint_id__poll_ack_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The endpoint's id (ep_...). */
+                endpoint_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PollAck"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollAckOut"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": unknown;
+                };
+            };
+            /** @description Request validation failed; Unprocessable content */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -144,6 +144,24 @@ describe("the client", () => {
     assert.equal((await herald.endpoints.get(endpoint.id)).transformation, null);
   });
 
+  test("polls a polling endpoint, verifies what it read and acknowledges it", async () => {
+    const endpoint = await herald.endpoints.create({ delivery: "poll", payload_format: "standard" });
+    assert.equal(endpoint.url, null);
+    const delivery = await herald.deliveries.create({
+      endpoint_id: endpoint.id,
+      event_type: "report.ready",
+      payload: { report: 7 },
+    });
+    const [read] = await herald.endpoints.poll(endpoint.id, { wait: 5 });
+    assert.ok(read);
+    assert.equal(read.id, delivery.id);
+    const body = verify(read.headers, read.body, endpoint.secret) as { data: unknown };
+    assert.deepEqual(body.data, { report: 7 });
+    const done = await herald.endpoints.acknowledge(endpoint.id, [read.receipt]);
+    assert.deepEqual(done, { acknowledged: [delivery.id], expired: [] });
+    assert.equal((await herald.deliveries.get(delivery.id)).state, "succeeded");
+  });
+
   test("mints a portal session whose link opens once", async () => {
     await herald.customers.put("cus_portal");
     const session = await herald.portalSessions.create({ customer_id: "cus_portal", capabilities: ["replay"] });
